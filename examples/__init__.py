@@ -1,0 +1,1 @@
+"""Example dataflows; ``python -m examples`` runs them all and prints their results."""

@@ -1,0 +1,558 @@
+"""Building dataflows: :class:`Dataflow`, :class:`Stream` and the decorator API.
+
+A :class:`Dataflow` is a graph of operators connected by streams.  Streams have
+methods for the stateless operators (``map``, ``filter``, ``flat_map``, ``concat``,
+``inspect``, ``exchange``) and sinks (``collect``, ``sink``, ``probe``); the
+frontier-aware operators are written as decorated functions::
+
+    >>> import tstate as ts
+    >>> flow = ts.Dataflow("wordcount")
+    >>> lines = flow.input("lines")
+    >>> words = lines.flat_map(str.split)
+    >>> @flow.unary_frontier(words, exchange=lambda w: w, state=dict)
+    ... def count(inp, out, ctx):
+    ...     for cap, batch in inp:                 # batches with their capability
+    ...         counts = ctx.state.setdefault(cap.time, {})
+    ...         for w in batch:
+    ...             counts[w] = counts.get(w, 0) + 1
+    ...         ctx.notify_at(cap)                 # fires once the frontier passes it
+    ...     for cap in ctx.notifications():       # in time order
+    ...         out.give_many(cap, sorted(ctx.state.pop(cap.time).items()))
+    >>> result = count.collect()
+    >>> lines.send(["a b a"]); lines.advance_to(1); lines.send(["b"]); lines.close()
+    >>> flow.run(workers=2)
+    >>> result.by_time()
+    {0: [('a', 2), ('b', 1)], 1: [('b', 1)]}
+
+The decorated name becomes the operator's output :class:`Stream`.  Building a dataflow
+only records the graph; :meth:`Dataflow.run` (or :meth:`Dataflow.start` for
+step-by-step control) executes it on the embedded engine with N workers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
+
+from attrs import define, field
+
+from tstate.errors import ConfigurationError, GraphError, InputClosedError, ProgressError
+from tstate.progress.summary import PathSummary
+from tstate.progress.timestamp import less_equal, minimum
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tstate.engine.execution import Execution
+    from tstate.io.sinks import Collected, Sink
+    from tstate.operators.base import OperatorRuntime
+    from tstate.probe import Probe
+
+__all__ = ["Dataflow", "Stream", "InputStream", "Scope", "Feedback", "Exchange"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_BINS = 256
+
+
+@define(frozen=True)
+class Exchange:
+    """An input's channel contract: route records by ``key`` to the owner of its bin."""
+
+    key: Callable[[Any], Any]
+    bins: int = DEFAULT_BINS
+
+
+@define(eq=False)
+class NodeSpec:
+    """One operator of the logical graph (internal)."""
+
+    index: int
+    name: str
+    kind: str
+    scope: "Scope"
+    inputs: list[Optional[tuple[int, int]]]
+    pacts: list[Optional[Exchange]]
+    outputs: int
+    factory: Callable[["Execution", "NodeSpec", int], "OperatorRuntime"]
+    input_depth: Optional[list[int]] = None
+    output_depth: Optional[list[int]] = None
+    summary: Optional[list[list[list[PathSummary]]]] = None
+    options: dict[str, Any] = field(factory=dict)
+
+
+class Scope:
+    """A timestamp scope: the dataflow's root (``int`` times, depth 0) or an iterate
+    scope (``Product`` times one level deeper than its parent)."""
+
+    def __init__(self, flow: "Dataflow", depth: int, name: str, parent: Optional["Scope"] = None) -> None:
+        self.flow = flow
+        self.depth = depth
+        self.name = name
+        self.parent = parent
+        self._feedbacks: list["Feedback"] = []
+
+    def feedback(self, step: int = 1, max_iterations: Optional[int] = None, name: Optional[str] = None) -> "Feedback":
+        """A loop variable: records given to ``feedback.connect(stream)`` re-appear on
+        ``feedback.stream`` with the iteration count advanced by ``step``.  With
+        ``max_iterations``, records that would pass it are dropped (the summary
+        "overflows")."""
+        if self.depth == 0:
+            raise GraphError("feedback() needs an iterate scope: use it inside @flow.iterate")
+        if step < 1:
+            raise GraphError(f"feedback step must be >= 1 (a loop must advance time), got {step}")
+        from tstate.operators.scope import FeedbackRuntime
+
+        flow = self.flow
+        nm = name or f"feedback#{len(flow._nodes)}"
+        spec = flow._add_node(
+            nm,
+            "feedback",
+            self,
+            inputs=[None],
+            pacts=[None],
+            outputs=1,
+            factory=FeedbackRuntime,
+            summary=[[[PathSummary.feedback(self.depth, step)]]],
+            options={"step": step, "max_iterations": max_iterations},
+        )
+        fb = Feedback(self, spec, Stream(flow, spec.index, 0, self))
+        self._feedbacks.append(fb)
+        return fb
+
+    def __repr__(self) -> str:
+        return f"Scope({self.name!r}, depth={self.depth})"
+
+
+class Feedback:
+    """A loop variable of an iterate scope (see :meth:`Scope.feedback`)."""
+
+    def __init__(self, scope: Scope, spec: NodeSpec, stream: "Stream") -> None:
+        self.scope = scope
+        self._spec = spec
+        self.stream = stream
+
+    @property
+    def connected(self) -> bool:
+        return self._spec.inputs[0] is not None
+
+    def connect(self, stream: "Stream") -> None:
+        """Close the loop: records of ``stream`` flow back to :attr:`stream`."""
+        if stream.scope is not self.scope:
+            raise GraphError(f"feedback {self._spec.name!r}: the stream to connect is from {stream.scope!r}, not {self.scope!r}")
+        if self.connected:
+            raise GraphError(f"feedback {self._spec.name!r} is already connected")
+        self._spec.inputs[0] = (stream.node, stream.port)
+
+
+class Stream:
+    """A stream of records at some scope; the handle operators are built from."""
+
+    __slots__ = ("flow", "node", "port", "scope")
+
+    def __init__(self, flow: "Dataflow", node: int, port: int, scope: Scope) -> None:
+        self.flow = flow
+        self.node = node
+        self.port = port
+        self.scope = scope
+
+    @property
+    def name(self) -> str:
+        return self.flow._nodes[self.node].name
+
+    def __repr__(self) -> str:
+        return f"<Stream from {self.name!r}>"
+
+    # -- stateless operators --------------------------------------------------------
+    def map(self, fn: Callable[[Any], Any], name: Optional[str] = None) -> "Stream":
+        """Apply ``fn`` to every record."""
+        from tstate.operators.stateless import MapRuntime
+
+        return self.flow._unary(self, "map", MapRuntime, name, fn=fn)
+
+    def filter(self, predicate: Callable[[Any], bool], name: Optional[str] = None) -> "Stream":
+        """Keep the records for which ``predicate`` is true."""
+        from tstate.operators.stateless import FilterRuntime
+
+        return self.flow._unary(self, "filter", FilterRuntime, name, fn=predicate)
+
+    def flat_map(self, fn: Callable[[Any], Iterable[Any]], name: Optional[str] = None) -> "Stream":
+        """Replace every record by the records of the iterable ``fn`` returns."""
+        from tstate.operators.stateless import FlatMapRuntime
+
+        return self.flow._unary(self, "flat_map", FlatMapRuntime, name, fn=fn)
+
+    def inspect(self, fn: Callable[[Any, Any], Any], name: Optional[str] = None) -> "Stream":
+        """Call ``fn(time, record)`` for every record and pass it on unchanged."""
+        from tstate.operators.stateless import InspectRuntime
+
+        return self.flow._unary(self, "inspect", InspectRuntime, name, fn=fn)
+
+    def exchange(self, key: Callable[[Any], Any], name: Optional[str] = None, bins: int = DEFAULT_BINS) -> "Stream":
+        """Route every record to the worker owning the bin of ``key(record)``."""
+        from tstate.operators.stateless import PassRuntime
+
+        return self.flow._unary(self, "exchange", PassRuntime, name, pact=Exchange(key, bins))
+
+    def concat(self, *others: "Stream", name: Optional[str] = None) -> "Stream":
+        """Merge this stream with ``others``."""
+        return self.flow.concat(self, *others, name=name)
+
+    # -- sinks ------------------------------------------------------------------------
+    def collect(self, name: Optional[str] = None) -> "Collected":
+        """Collect ``(time, record)`` pairs in memory; returns the :class:`Collected`."""
+        from tstate.io.sinks import Collected
+
+        sink = Collected()
+        self.flow.sink(self, sink, name=name or "collect")
+        return sink
+
+    def sink(self, sink: "Sink | Callable[[Any, list[Any]], Any]", name: Optional[str] = None) -> None:
+        """Send the stream to ``sink`` (a :class:`~tstate.io.sinks.Sink`, or a callable
+        ``fn(time, records)`` called per batch)."""
+        self.flow.sink(self, sink, name=name)
+
+    def probe(self, name: Optional[str] = None) -> "Probe":
+        """A :class:`~tstate.probe.Probe` on this stream's frontier."""
+        return self.flow.probe(self, name=name)
+
+
+class InputStream(Stream):
+    """A stream fed from Python: :meth:`send`, :meth:`advance_to`, :meth:`close`.
+
+    The input holds a capability for its current epoch (initially the scope's least
+    time): records sent are stamped with it; ``advance_to(t)`` promises no more records
+    before ``t`` (moving backwards is a :class:`~tstate.errors.ProgressError`);
+    ``close()`` promises no more records at all.  Data sent before the dataflow starts
+    is kept and delivered when it does."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, flow: "Dataflow", node: int, scope: Scope, handle: "InputHandle") -> None:
+        super().__init__(flow, node, 0, scope)
+        self._handle = handle
+
+    @property
+    def time(self) -> Any:
+        """The current epoch."""
+        return self._handle.time
+
+    @property
+    def closed(self) -> bool:
+        return self._handle.closed
+
+    def send(self, records: Iterable[Any], time: Any = None) -> None:
+        """Send ``records`` at the current epoch (or at ``time >= `` the current epoch)."""
+        self._handle.send(records, time)
+
+    def advance_to(self, time: Any) -> None:
+        """Promise that no more records will be sent before ``time``."""
+        self._handle.advance_to(time)
+
+    def close(self) -> None:
+        """Promise that no more records will be sent (idempotent)."""
+        self._handle.close()
+
+
+class InputHandle:
+    """The state of one input, shared by the builder and the running execution."""
+
+    def __init__(self, name: str, batch_size: int) -> None:
+        self.name = name
+        self.batch_size = batch_size
+        self.time: Any = 0
+        self.closed = False
+        self.queue: list[tuple[Any, list[Any]]] = []
+        self.runtime: Optional[Any] = None  # the live InputRuntime, when running
+
+    def send(self, records: Iterable[Any], time: Any = None) -> None:
+        if self.closed:
+            raise InputClosedError(f"input {self.name!r}: send after close")
+        t = self.time if time is None else time
+        if time is not None and not less_equal(self.time, time):
+            raise ProgressError(f"input {self.name!r}: cannot send at time {time!r}, the input is at {self.time!r}")
+        recs = records if isinstance(records, list) else list(records)
+        if recs:
+            self.queue.append((t, recs))
+            if self.runtime is not None:
+                self.runtime.request_activation()
+
+    def advance_to(self, time: Any) -> None:
+        if self.closed:
+            raise InputClosedError(f"input {self.name!r}: advance_to({time!r}) after close")
+        if not less_equal(self.time, time):
+            raise ProgressError(f"input {self.name!r}: cannot advance backwards from {self.time!r} to {time!r}")
+        self.time = time
+        if self.runtime is not None:
+            self.runtime.request_activation()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self.runtime is not None:
+                self.runtime.request_activation()
+
+
+class Dataflow:
+    """A dataflow graph and the entry point of the decorator API (see module docs).
+
+    ``name`` names the dataflow in errors and metrics."""
+
+    def __init__(self, name: str = "dataflow") -> None:
+        self.name = name
+        self._nodes: list[NodeSpec] = []
+        self.root = Scope(self, 0, name)
+        self._inputs: list[InputHandle] = []
+        self._execution: Optional["Execution"] = None
+
+    # -- graph construction (internal) ---------------------------------------------
+    def _add_node(
+        self,
+        name: str,
+        kind: str,
+        scope: Scope,
+        inputs: list[Optional[tuple[int, int]]],
+        pacts: list[Optional[Exchange]],
+        outputs: int,
+        factory: Callable[["Execution", NodeSpec, int], "OperatorRuntime"],
+        summary: Optional[list[list[list[PathSummary]]]] = None,
+        input_depth: Optional[list[int]] = None,
+        output_depth: Optional[list[int]] = None,
+        options: Optional[dict[str, Any]] = None,
+    ) -> NodeSpec:
+        if self._execution is not None:
+            raise GraphError(f"dataflow {self.name!r}: cannot add operator {name!r} after the dataflow started")
+        if any(n.name == name for n in self._nodes):
+            raise GraphError(f"dataflow {self.name!r}: two operators are named {name!r}")
+        spec = NodeSpec(
+            len(self._nodes),
+            name,
+            kind,
+            scope,
+            inputs,
+            pacts,
+            outputs,
+            factory,
+            input_depth,
+            output_depth,
+            summary,
+            options or {},
+        )
+        self._nodes.append(spec)
+        return spec
+
+    def _scope_of(self, streams: Sequence[Stream], what: str) -> Scope:
+        if not streams:
+            raise GraphError(f"{what}: needs at least one input stream")
+        scope = streams[0].scope
+        for s in streams:
+            if not isinstance(s, Stream):
+                raise GraphError(f"{what}: expected a Stream, got {type(s).__name__}")
+            if s.flow is not self:
+                raise GraphError(f"{what}: stream {s!r} belongs to another dataflow")
+            if s.scope is not scope:
+                raise GraphError(f"{what}: streams from different scopes ({scope!r} and {s.scope!r}) cannot be combined")
+        return scope
+
+    def _name(self, kind: str, name: Optional[str]) -> str:
+        return name if name is not None else f"{kind}#{len(self._nodes)}"
+
+    def _unary(
+        self,
+        stream: Stream,
+        kind: str,
+        factory: Callable[..., "OperatorRuntime"],
+        name: Optional[str],
+        pact: Optional[Exchange] = None,
+        **options: Any,
+    ) -> Stream:
+        scope = self._scope_of([stream], kind)
+        spec = self._add_node(
+            self._name(kind, name), kind, scope, [(stream.node, stream.port)], [pact], 1, factory,
+            summary=[[[PathSummary.identity(scope.depth)]]], options=options,
+        )
+        return Stream(self, spec.index, 0, scope)
+
+    # -- inputs and sources -------------------------------------------------------
+    def input(self, name: Optional[str] = None, batch_size: int = 8192) -> InputStream:
+        """A new input (see :class:`InputStream`).  Each ``send`` is cut into batches of
+        at most ``batch_size`` records, spread round-robin over the workers."""
+        from tstate.operators.input import InputRuntime
+
+        if batch_size < 1:
+            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        nm = self._name("input", name)
+        handle = InputHandle(nm, batch_size)
+        spec = self._add_node(nm, "input", self.root, [], [], 1, InputRuntime, summary=[], options={"handle": handle})
+        self._inputs.append(handle)
+        return InputStream(self, spec.index, self.root, handle)
+
+    def source(self, source: Any, name: Optional[str] = None) -> Stream:
+        """A stream read from ``source``: a :class:`~tstate.io.sources.Source`, or any
+        iterable of ``(time, records)`` pairs in non-decreasing time order."""
+        from tstate.io.sources import Source, from_batches
+        from tstate.operators.input import SourceRuntime
+
+        src = source if isinstance(source, Source) else from_batches(source)
+        nm = self._name("source", name)
+        spec = self._add_node(nm, "source", self.root, [], [], 1, SourceRuntime, summary=[], options={"source": src})
+        return Stream(self, spec.index, 0, self.root)
+
+    # -- combinators --------------------------------------------------------------
+    def concat(self, *streams: Stream, name: Optional[str] = None) -> Stream:
+        """Merge several streams of the same scope into one."""
+        from tstate.operators.stateless import ConcatRuntime
+
+        scope = self._scope_of(streams, "concat")
+        n = len(streams)
+        spec = self._add_node(
+            self._name("concat", name), "concat", scope, [(s.node, s.port) for s in streams], [None] * n, 1,
+            ConcatRuntime, summary=[[[PathSummary.identity(scope.depth)]] for _ in range(n)],
+        )
+        return Stream(self, spec.index, 0, scope)
+
+    # -- the generic frontier-aware operators ---------------------------------------
+    def unary_frontier(
+        self,
+        stream: Stream,
+        exchange: Optional[Callable[[Any], Any]] = None,
+        name: Optional[str] = None,
+        state: Optional[Callable[[], Any]] = None,
+        bins: int = DEFAULT_BINS,
+    ) -> Callable[[Callable[..., Any]], Stream]:
+        """Decorator: ``fn(inp, out, ctx)`` becomes a frontier-aware operator.
+
+        ``inp`` iterates ``(capability, batch)`` pairs and has a ``frontier``; ``out``
+        gives records at a capability's time; ``ctx`` has the notificator
+        (``notify_at``, ``notifications``), ``state`` (one ``state()`` per worker),
+        ``worker`` and ``workers``.  With ``exchange``, records are routed by that key
+        first.  The function is called whenever input arrived or a frontier moved."""
+
+        def decorate(fn: Callable[..., Any]) -> Stream:
+            from tstate.operators.generic import FrontierRuntime
+
+            scope = self._scope_of([stream], "unary_frontier")
+            pact = Exchange(exchange, bins) if exchange is not None else None
+            spec = self._add_node(
+                self._name(getattr(fn, "__name__", "unary_frontier"), name), "unary_frontier", scope,
+                [(stream.node, stream.port)], [pact], 1, FrontierRuntime,
+                summary=[[[PathSummary.identity(scope.depth)]]], options={"logic": fn, "state": state},
+            )
+            return Stream(self, spec.index, 0, scope)
+
+        return decorate
+
+    def binary_frontier(
+        self,
+        left: Stream,
+        right: Stream,
+        exchange: tuple[Optional[Callable[[Any], Any]], Optional[Callable[[Any], Any]]] = (None, None),
+        name: Optional[str] = None,
+        state: Optional[Callable[[], Any]] = None,
+        bins: int = DEFAULT_BINS,
+    ) -> Callable[[Callable[..., Any]], Stream]:
+        """Decorator: ``fn(left, right, out, ctx)`` over two inputs (see
+        :meth:`unary_frontier`).  Notifications fire when both frontiers passed the time."""
+
+        def decorate(fn: Callable[..., Any]) -> Stream:
+            from tstate.operators.generic import FrontierRuntime
+
+            scope = self._scope_of([left, right], "binary_frontier")
+            pacts = [Exchange(k, bins) if k is not None else None for k in exchange]
+            ident = [PathSummary.identity(scope.depth)]
+            spec = self._add_node(
+                self._name(getattr(fn, "__name__", "binary_frontier"), name), "binary_frontier", scope,
+                [(left.node, left.port), (right.node, right.port)], pacts, 1, FrontierRuntime,
+                summary=[[ident], [ident]], options={"logic": fn, "state": state},
+            )
+            return Stream(self, spec.index, 0, scope)
+
+        return decorate
+
+    # -- iterate scopes -----------------------------------------------------------
+    def iterate(self, *streams: Stream, name: Optional[str] = None) -> Callable[[Callable[..., Any]], Any]:
+        """Decorator: ``body(scope, *entered)`` builds a loop in a new iterate scope.
+
+        Each stream in ``streams`` enters the scope (time ``t`` becomes
+        ``Product(t, 0)``); ``body`` creates loop variables with ``scope.feedback()``,
+        connects them, and returns the stream (or tuple of streams) that leaves the
+        scope (``Product(t, i)`` becomes ``t``).  The decorated name becomes the left
+        stream(s)."""
+
+        def decorate(body: Callable[..., Any]) -> Any:
+            from tstate.operators.scope import EnterRuntime, LeaveRuntime
+
+            outer = self._scope_of(streams, "iterate")
+            nm = name or getattr(body, "__name__", "iterate")
+            scope = Scope(self, outer.depth + 1, nm, outer)
+            d = outer.depth
+            entered = []
+            for s in streams:
+                spec = self._add_node(
+                    self._name(f"{nm}.enter", None), "enter", scope, [(s.node, s.port)], [None], 1, EnterRuntime,
+                    summary=[[[PathSummary.enter(d)]]], input_depth=[d], output_depth=[d + 1],
+                )
+                entered.append(Stream(self, spec.index, 0, scope))
+            result = body(scope, *entered)
+            for fb in scope._feedbacks:
+                if not fb.connected:
+                    raise GraphError(f"iterate {nm!r}: feedback {fb._spec.name!r} was never connected")
+            results = result if isinstance(result, tuple) else (result,)
+            left = []
+            for r in results:
+                if not isinstance(r, Stream) or r.scope is not scope:
+                    raise GraphError(f"iterate {nm!r}: the body must return stream(s) of its scope, got {r!r}")
+                spec = self._add_node(
+                    self._name(f"{nm}.leave", None), "leave", outer, [(r.node, r.port)], [None], 1, LeaveRuntime,
+                    summary=[[[PathSummary.leave(d + 1)]]], input_depth=[d + 1], output_depth=[d],
+                )
+                left.append(Stream(self, spec.index, 0, outer))
+            return tuple(left) if isinstance(result, tuple) else left[0]
+
+        return decorate
+
+    # -- sinks and probes ---------------------------------------------------------
+    def sink(self, stream: Stream, sink: Any, name: Optional[str] = None) -> None:
+        """Send ``stream`` to ``sink`` (see :meth:`Stream.sink`)."""
+        from tstate.io.sinks import CallbackSink, Sink
+        from tstate.operators.sinks import SinkRuntime
+
+        snk = sink if isinstance(sink, Sink) else CallbackSink(sink)
+        scope = self._scope_of([stream], "sink")
+        self._add_node(
+            self._name("sink", name), "sink", scope, [(stream.node, stream.port)], [None], 0, SinkRuntime,
+            summary=[[]], options={"sink": snk},
+        )
+
+    def probe(self, stream: Stream, name: Optional[str] = None) -> "Probe":
+        """A :class:`~tstate.probe.Probe` reporting the frontier of ``stream``."""
+        from tstate.operators.sinks import ProbeRuntime
+        from tstate.probe import Probe
+
+        scope = self._scope_of([stream], "probe")
+        spec = self._add_node(
+            self._name("probe", name), "probe", scope, [(stream.node, stream.port)], [None], 0, ProbeRuntime,
+            summary=[[]],
+        )
+        return Probe(self, spec.index, minimum(scope.depth))
+
+    # -- running --------------------------------------------------------------------
+    def start(self, workers: int = 1) -> "Execution":
+        """Build and start an execution on ``workers`` logical workers; drive it with
+        :meth:`Execution.step` / :meth:`Execution.run`."""
+        from tstate.engine.execution import Execution
+
+        if self._execution is not None and not self._execution.finished:
+            raise GraphError(f"dataflow {self.name!r} is already running")
+        if not isinstance(workers, int) or workers < 1:
+            raise ConfigurationError(f"workers must be an integer >= 1, got {workers!r}")
+        self._execution = Execution(self, workers)
+        return self._execution
+
+    def run(self, workers: int = 1) -> None:
+        """Run the dataflow to completion on ``workers`` logical workers.
+
+        Every input must be closed by the end (an input still open when nothing else
+        can happen is an error, never a hang)."""
+        self.start(workers).run()
+
+    @property
+    def execution(self) -> Optional["Execution"]:
+        """The current (or last) execution."""
+        return self._execution

@@ -1,0 +1,1 @@
+"""The embedded engine: N logical workers in one process, scheduled deterministically."""

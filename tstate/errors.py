@@ -1,0 +1,63 @@
+"""The exceptions tstate raises.  Every error a user can cause is one of these.
+
+All derive from :class:`TstateError`, so ``except tstate.errors.TstateError`` catches
+everything tstate reports on purpose.  Messages name what is wrong and where: the
+operator, the time, the record, the field path or the file.
+"""
+
+from __future__ import annotations
+
+
+class TstateError(Exception):
+    """Base class of every error tstate raises on purpose."""
+
+
+class GraphError(TstateError):
+    """The dataflow graph is malformed: a cycle without a feedback edge, an operator
+    whose input was never connected, streams from different scopes mixed, ..."""
+
+
+class ProgressError(TstateError):
+    """Time went the wrong way: ``advance_to`` backwards, a capability downgraded to an
+    earlier time, records sent at a time the sender holds no capability for."""
+
+
+class InputClosedError(TstateError):
+    """``send`` or ``advance_to`` on an input that was already closed."""
+
+
+class CapabilityLeakError(TstateError):
+    """The dataflow cannot finish: an operator still holds a capability (or a source is
+    still open) but nothing can make progress any more."""
+
+
+class OperatorError(TstateError):
+    """A user function raised.  The message names the operator, worker and time; the
+    original exception is chained as ``__cause__``."""
+
+
+class StateTypeError(TstateError):
+    """A state type cannot be encoded, or a value does not match its declaration.
+    The message carries the field path, e.g. ``Route.delays[]``."""
+
+
+class SchemaMismatchError(TstateError):
+    """Encoded state was written with a different state schema (fingerprint)."""
+
+
+
+
+class KeyFunctionError(TstateError):
+    """A key function raised, or returned a key that cannot be hashed or encoded."""
+
+
+class ConfigurationError(TstateError):
+    """An invalid option: bins not a power of two, a worker count < 1, ..."""
+
+
+class CheckpointError(TstateError):
+    """A checkpoint directory is missing, unwritable, torn or corrupt."""
+
+
+class SourceError(TstateError):
+    """A source could not be read, or a record in it is malformed (file, row, field)."""

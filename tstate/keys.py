@@ -1,0 +1,139 @@
+"""Stable key hashing: the canonical encoding of a key, its 64-bit hash, and its bin.
+
+Python's ``hash()`` of a ``str`` changes from one process to the next, so it cannot
+decide where state lives.  tstate hashes the key's *canonical encoding* with xxHash64
+(seed 0) instead: the same key gives the same hash in every process, on every machine.
+
+The canonical encoding is msgpack with keys normalised so that keys Python considers
+equal encode equally: ``True``/``1``/``1.0`` all encode as the integer 1, tuples and
+lists both encode as arrays.  Supported key types: ``None``, ``bool``, ``int``,
+``float``, ``str``, ``bytes``, ``datetime``/``date``, enums, and tuples/lists/frozensets
+of these.
+
+>>> key_hash(("ATL", 2001))
+13757360166169118470
+>>> bin_of(key_hash("ATL"), 256)
+182
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+from typing import Any, Hashable
+
+import msgpack
+import xxhash
+
+from tstate.errors import KeyFunctionError
+
+__all__ = ["canonical_key", "key_bytes", "key_hash", "bin_of", "check_bins"]
+
+_MAX_BINS = 1 << 16
+
+
+def canonical_key(key: Any) -> Any:
+    """The msgpack-ready canonical form of ``key`` (see the module docstring).
+
+    Raises :class:`KeyFunctionError` for a key that has no canonical form."""
+    t = type(key)
+    if t is str or t is int or t is bytes or key is None:
+        return key
+    if t is bool:
+        return int(key)
+    if t is float:
+        if key.is_integer():
+            return int(key)
+        return key
+    if t is tuple or t is list:
+        return [canonical_key(k) for k in key]
+    if isinstance(key, enum.Enum):
+        return canonical_key(key.value)
+    if isinstance(key, (str, int, bytes, float)):  # subclasses of the scalar types
+        return canonical_key(_base_value(key))
+    if isinstance(key, (_dt.datetime, _dt.date)):
+        return ["~dt", key.isoformat()]
+    if isinstance(key, frozenset):
+        items = sorted((key_bytes(k) for k in key))
+        return ["~fs", *items]
+    raise KeyFunctionError(
+        f"key {key!r} of type {t.__qualname__} cannot be used as a key: "
+        "use None, bool, int, float, str, bytes, datetime, an enum, or a tuple of these"
+    )
+
+
+def _base_value(key: Any) -> Any:
+    for base in (bool, int, float, str, bytes):
+        if isinstance(key, base):
+            return base(key)
+    return key  # pragma: no cover
+
+
+# One packer, reused: building a Packer per call costs more than packing.  ``pack`` is a
+# single C call made under the GIL, so sharing it between threads is safe.
+_pack = msgpack.Packer(use_bin_type=True).pack
+_xxh64 = xxhash.xxh64_intdigest
+
+
+def key_bytes(key: Any) -> bytes:
+    """The canonical encoding of ``key`` as bytes."""
+    t = type(key)
+    if t is int or t is str or t is bytes:
+        return _pack(key)
+    return _pack(canonical_key(key))
+
+
+def key_hash(key: Any) -> int:
+    """The stable unsigned 64-bit hash of ``key`` (xxHash64, seed 0, of its canonical
+    encoding).  Equal keys hash equally in every process."""
+    return _xxh64(key_bytes(key))
+
+
+def check_bins(bins: int) -> int:
+    """Validate a bin count and return ``log2(bins)``."""
+    from tstate.errors import ConfigurationError
+
+    if not isinstance(bins, int) or bins < 1 or bins > _MAX_BINS or bins & (bins - 1):
+        raise ConfigurationError(f"bins must be a power of two between 1 and {_MAX_BINS}, got {bins!r}")
+    return bins.bit_length() - 1
+
+
+def bin_of(hash64: int, bins: int) -> int:
+    """The bin of a hash: its top ``log2(bins)`` bits."""
+    shift = 64 - (bins.bit_length() - 1)
+    return hash64 >> shift if shift < 64 else 0
+
+
+class KeyRouter:
+    """Memoised ``key -> bin`` for one bin count: hashing is done once per distinct key.
+
+    The memo is cleared when it exceeds ``limit`` entries so memory stays bounded."""
+
+    __slots__ = ("bins", "_shift", "_memo", "_limit")
+
+    def __init__(self, bins: int, limit: int = 1 << 20) -> None:
+        check_bins(bins)
+        self.bins = bins
+        self._shift = 64 - (bins.bit_length() - 1)
+        self._memo: dict[Hashable, int] = {}
+        self._limit = limit
+
+    def bin(self, key: Any) -> int:
+        """The bin of ``key`` (memoised)."""
+        try:
+            b = self._memo.get(key)
+        except TypeError as exc:
+            raise KeyFunctionError(f"key {key!r} is not hashable: {exc}") from None
+        if b is None:
+            b = self.bin_uncached(key)
+        return b
+
+    def bin_uncached(self, key: Any) -> int:
+        """Hash ``key`` and remember its bin (callers checked the memo already)."""
+        h = _xxh64(key_bytes(key))
+        b = h >> self._shift if self._shift < 64 else 0
+        memo = self._memo
+        if len(memo) >= self._limit:
+            memo.clear()
+        memo[key] = b
+        return b

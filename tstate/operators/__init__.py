@@ -1,0 +1,1 @@
+"""Operator runtimes (internal): one module per family of operators."""

@@ -1,0 +1,106 @@
+"""Inputs and sources: where records and time enter the dataflow.
+
+An input holds one capability for its current epoch; sending stamps records with it,
+``advance_to`` downgrades it and ``close`` drops it.  Each send is cut into batches of at
+most ``batch_size`` records, handed to the workers round-robin, so stateless work is
+spread even before the first exchange.  A source does the same from a reader, one batch
+per activation (so a large file never sits in memory at once).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from tstate.capability import Capability
+from tstate.errors import ProgressError, SourceError
+from tstate.operators.base import OperatorRuntime
+from tstate.progress.timestamp import less_equal
+
+
+class InputRuntime(OperatorRuntime):
+    """Feeds an :class:`~tstate.dataflow.InputStream` (lives on worker 0 only)."""
+
+    def on_start(self) -> None:
+        self.handle = self.spec.options["handle"]
+        self.cap: Optional[Capability] = None
+        self._next_worker = 0
+        if self.worker != 0:
+            return
+        self.handle.runtime = self
+        self.cap = Capability(self, 0, self.handle.time)
+        self.requested = True
+
+    def needs_activation(self) -> bool:
+        return self.requested
+
+    def activate(self) -> None:
+        if self.worker != 0 or self.cap is None:
+            return
+        h = self.handle
+        out = self.outputs[0]
+        workers = self.exe.workers
+        size = h.batch_size
+        queue, h.queue = h.queue, []
+        for t, recs in queue:
+            self.current_time = t
+            for i in range(0, len(recs), size):
+                out.push_to(self._next_worker, t, recs[i : i + size] if len(recs) > size else recs)
+                self._next_worker = (self._next_worker + 1) % workers
+        if h.closed:
+            self.cap.drop()
+            self.cap = None
+        elif h.time != self.cap.time:
+            self.cap.downgrade(h.time)
+
+    def on_finish(self) -> None:
+        if self.worker == 0:
+            self.handle.runtime = None
+
+
+class SourceRuntime(OperatorRuntime):
+    """Reads a :class:`~tstate.io.sources.Source` one batch per activation (worker 0)."""
+
+    def on_start(self) -> None:
+        self.cap: Optional[Capability] = None
+        self._next_worker = 0
+        if self.worker != 0:
+            return
+        self.source = self.spec.options["source"]
+        try:
+            self.reader = self.source.open()
+        except SourceError:
+            raise
+        except Exception as exc:
+            raise SourceError(f"source {self.name!r} could not be opened: {exc}") from exc
+        self.cap = Capability(self, 0, self.reader.start_time())
+        self.requested = True
+
+    def needs_activation(self) -> bool:
+        return self.requested
+
+    def activate(self) -> None:
+        if self.cap is None:
+            return
+        try:
+            item = self.reader.next_batch()
+        except SourceError:
+            raise
+        except Exception as exc:
+            raise SourceError(f"source {self.name!r}: reading failed: {exc}") from exc
+        if item is None:
+            self.cap.drop()
+            self.cap = None
+            return
+        t, recs = item
+        if not less_equal(self.cap.time, t):
+            raise ProgressError(f"source {self.name!r} went back in time: batch at {t!r} after {self.cap.time!r}")
+        if t != self.cap.time:
+            self.cap.downgrade(t)
+        self.current_time = t
+        if recs:
+            self.outputs[0].push_to(self._next_worker, t, recs)
+            self._next_worker = (self._next_worker + 1) % self.exe.workers
+        self.requested = True
+
+    def position(self) -> Any:
+        return self.reader.position() if self.cap is not None else None

@@ -1,0 +1,35 @@
+"""Sink and probe operators: the ends of a dataflow."""
+
+from __future__ import annotations
+
+from tstate.operators.base import OperatorRuntime
+
+
+class SinkRuntime(OperatorRuntime):
+    """Hands every batch to the sink's ``write(worker, time, records)`` and tells it
+    when times complete (``frontier(worker, antichain)``)."""
+
+    def on_start(self) -> None:
+        self.sink = self.spec.options["sink"]
+        self.sink.open(self.worker, self.exe.workers)
+
+    def activate(self) -> None:
+        box = self.inboxes[0]
+        write = self.sink.write
+        while box:
+            t, recs = self.pop(0)
+            write(self.worker, t, recs)
+        if self.woke_by_frontier:
+            self.sink.frontier(self.worker, self.frontier_antichain(0))
+
+    def on_finish(self) -> None:
+        self.sink.close(self.worker)
+
+
+class ProbeRuntime(OperatorRuntime):
+    """Consumes and discards; the probe reads this operator's input frontier."""
+
+    def activate(self) -> None:
+        box = self.inboxes[0]
+        while box:
+            self.pop(0)

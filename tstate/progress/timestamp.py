@@ -1,0 +1,106 @@
+"""Logical timestamps: ``int`` epochs and ``Product(outer, inner)`` for iterate scopes.
+
+A timestamp at *depth* 0 is an ``int`` (totally ordered).  Inside an iterate scope the
+time is ``Product(outer, inner)`` where ``outer`` is the time of the enclosing scope and
+``inner`` (an ``int``) counts loop iterations; nested scopes nest products.  Products are
+ordered by the **product partial order**: ``a <= b`` iff ``a.outer <= b.outer`` and
+``a.inner <= b.inner``, so ``Product(1, 2)`` and ``Product(2, 1)`` are incomparable.
+
+The partial order is exposed by :func:`less_equal` and :func:`less_than`.  Python's
+``<``/``sorted`` on products is the *lexicographic* order, a linear extension of the
+partial order, used only to sort times deterministically (as Timely's ``Ord``).
+
+>>> less_equal(Product(1, 2), Product(2, 1)), less_equal(Product(1, 1), Product(2, 1))
+(False, True)
+>>> sorted([Product(2, 0), Product(1, 5)])
+[Product(outer=1, inner=5), Product(outer=2, inner=0)]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+from attrs import frozen
+
+__all__ = [
+    "Product",
+    "Timestamp",
+    "TIME_MAX",
+    "less_equal",
+    "less_than",
+    "depth",
+    "minimum",
+    "to_vector",
+    "from_vector",
+]
+
+#: The largest value of any coordinate; a summary that would go past it "overflows"
+#: and the record it would apply to is dropped (as Timely's ``results_in`` → ``None``).
+TIME_MAX = (1 << 63) - 1
+
+
+@frozen(order=True)
+class Product:
+    """A time inside an iterate scope: ``outer`` is the enclosing scope's time,
+    ``inner`` the iteration count.  Ordered by the product partial order (see the
+    module docstring); ``<`` is lexicographic, for sorting only."""
+
+    outer: Any
+    inner: int
+
+    def less_equal(self, other: "Product") -> bool:
+        """``self <= other`` in the product partial order."""
+        return self.inner <= other.inner and less_equal(self.outer, other.outer)
+
+
+Timestamp = Union[int, Product]
+
+
+def less_equal(a: Any, b: Any) -> bool:
+    """``a <= b`` in the partial order of timestamps (and of path summaries)."""
+    if type(a) is int:
+        return a <= b  # type: ignore[no-any-return]
+    return a.less_equal(b)  # type: ignore[no-any-return]
+
+
+def less_than(a: Any, b: Any) -> bool:
+    """``a < b`` in the partial order: ``a <= b`` and ``a != b``."""
+    if type(a) is int:
+        return a < b  # type: ignore[no-any-return]
+    return a != b and a.less_equal(b)  # type: ignore[no-any-return]
+
+
+def depth(t: Any) -> int:
+    """The scope depth of a time: 0 for ``int``, 1 for ``Product(int, int)``, ..."""
+    d = 0
+    while type(t) is Product:
+        t = t.outer
+        d += 1
+    return d
+
+
+def minimum(d: int) -> Timestamp:
+    """The least time at depth ``d`` (``0``, ``Product(0, 0)``, ...)."""
+    t: Timestamp = 0
+    for _ in range(d):
+        t = Product(t, 0)
+    return t
+
+
+def to_vector(t: Any) -> tuple[int, ...]:
+    """A time as its coordinates, outermost first: ``Product(Product(1, 2), 3)`` → ``(1, 2, 3)``."""
+    out: list[int] = []
+    while type(t) is Product:
+        out.append(t.inner)
+        t = t.outer
+    out.append(t)
+    out.reverse()
+    return tuple(out)
+
+
+def from_vector(v: tuple[int, ...] | list[int]) -> Timestamp:
+    """Inverse of :func:`to_vector`."""
+    t: Timestamp = v[0]
+    for x in v[1:]:
+        t = Product(t, x)
+    return t

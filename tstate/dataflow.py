@@ -353,6 +353,15 @@ class Dataflow:
     def _name(self, kind: str, name: Optional[str]) -> str:
         return name if name is not None else f"{kind}#{len(self._nodes)}"
 
+    def _fn_name(self, fn: Callable[..., Any], kind: str, name: Optional[str]) -> str:
+        """An explicit name, else the decorated function's name (made unique)."""
+        if name is not None:
+            return name
+        base = getattr(fn, "__name__", kind)
+        if base == "<lambda>" or any(n.name == base for n in self._nodes):
+            return f"{base if base != '<lambda>' else kind}#{len(self._nodes)}"
+        return base
+
     def _unary(
         self,
         stream: Stream,
@@ -430,7 +439,7 @@ class Dataflow:
             scope = self._scope_of([stream], "unary_frontier")
             pact = Exchange(exchange, bins) if exchange is not None else None
             spec = self._add_node(
-                self._name(getattr(fn, "__name__", "unary_frontier"), name), "unary_frontier", scope,
+                self._fn_name(fn, "unary_frontier", name), "unary_frontier", scope,
                 [(stream.node, stream.port)], [pact], 1, FrontierRuntime,
                 summary=[[[PathSummary.identity(scope.depth)]]], options={"logic": fn, "state": state},
             )
@@ -457,7 +466,7 @@ class Dataflow:
             pacts = [Exchange(k, bins) if k is not None else None for k in exchange]
             ident = [PathSummary.identity(scope.depth)]
             spec = self._add_node(
-                self._name(getattr(fn, "__name__", "binary_frontier"), name), "binary_frontier", scope,
+                self._fn_name(fn, "binary_frontier", name), "binary_frontier", scope,
                 [(left.node, left.port), (right.node, right.port)], pacts, 1, FrontierRuntime,
                 summary=[[ident], [ident]], options={"logic": fn, "state": state},
             )

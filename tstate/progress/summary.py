@@ -88,10 +88,10 @@ class PathSummary:
             return r if r <= TIME_MAX else None
         v = to_vector(t)
         out = [v[i] + a for i, a in enumerate(self.add)]
+        out.extend(self.tail)
         for x in out:
             if x > TIME_MAX:
                 return None
-        out.extend(self.tail)
         return from_vector(out)
 
     def followed_by(self, other: "PathSummary") -> "PathSummary":
@@ -114,8 +114,10 @@ class PathSummary:
         )
 
     def strictly_advances(self) -> bool:
-        """For a path from a location back to itself: every time strictly grows."""
-        return self.src == self.dst and self.keep == self.src + 1 and any(self.add) and min(self.add) >= 0
+        """For a path from a location back to itself: no time ``t`` has ``s(t) <= t``,
+        so a pointstamp is never blocked by its own consequences.  True iff some kept
+        coordinate strictly grows (coordinates re-entered from ``tail`` may restart)."""
+        return self.src == self.dst and any(self.add) and min(self.add) >= 0
 
     def __repr__(self) -> str:
         if self.is_identity():

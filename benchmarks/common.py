@@ -1,0 +1,47 @@
+"""Shared helpers for the benchmarks: timing medians, printing tables."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable, Sequence
+
+
+def median_time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """Run ``fn`` ``repeat`` times; return the median seconds and the last result."""
+    times = []
+    result = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), result
+
+
+def interleaved(cases: dict[str, Callable[[], Any]], repeat: int) -> dict[str, tuple[float, Any]]:
+    """Median time of each case, the cases run round-robin so machine noise hits all alike."""
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    results: dict[str, Any] = {}
+    for _ in range(repeat):
+        for name, fn in cases.items():
+            t0 = time.perf_counter()
+            results[name] = fn()
+            times[name].append(time.perf_counter() - t0)
+    return {k: (statistics.median(v), results[k]) for k, v in times.items()}
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain-text table (markdown-compatible)."""
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    line = lambda r: "| " + " | ".join(c.rjust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:,.3f}" if abs(x) < 100 else f"{x:,.0f}"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return str(x)

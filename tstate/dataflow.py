@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tstate.operators.base import OperatorRuntime
     from tstate.probe import Probe
 
-__all__ = ["Dataflow", "Stream", "InputStream", "Scope", "Feedback", "Exchange"]
+__all__ = ["Dataflow", "Stream", "StatefulStream", "InputStream", "Scope", "Feedback", "Exchange"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_BINS = 256
@@ -211,6 +211,23 @@ class Stream:
     def probe(self, name: Optional[str] = None) -> "Probe":
         """A :class:`~tstate.probe.Probe` on this stream's frontier."""
         return self.flow.probe(self, name=name)
+
+
+class StatefulStream(Stream):
+    """The output of a stateful operator; also where its timer handler is registered."""
+
+    __slots__ = ()
+
+    def __init__(self, flow: "Dataflow", node: int, scope: Scope) -> None:
+        super().__init__(flow, node, 0, scope)
+
+    def on_notify(self, handler: F) -> F:
+        """Decorator: ``handler(state, time, ctx)`` runs for each key's timer at ``time``
+        once the input frontier passed it (after every record at ``time``)."""
+        if self.flow._execution is not None:
+            raise GraphError(f"operator {self.name!r}: on_notify must be registered before the dataflow starts")
+        self.flow._nodes[self.node].options["handlers"]["on_notify"] = handler
+        return handler
 
 
 class InputStream(Stream):
@@ -473,6 +490,90 @@ class Dataflow:
             return Stream(self, spec.index, 0, scope)
 
         return decorate
+
+    # -- keyed state --------------------------------------------------------------
+    def stateful(
+        self,
+        stream: Stream,
+        key: Callable[[Any], Any],
+        state: Any,
+        default: Optional[Callable[[], Any]] = None,
+        bins: int = DEFAULT_BINS,
+        name: Optional[str] = None,
+    ) -> Callable[[Callable[..., Any]], "StatefulStream"]:
+        """Decorator: ``fn(state, record, ctx)`` over typed per-key state.
+
+        ``state`` declares the type of one key's state (an attrs class, ``int``,
+        ``list[int]``, ``dict[str, Route]``, ...); it is checked when the dataflow is
+        built.  A key seen for the first time starts from ``default()`` (default: the
+        type called with no arguments).  ``fn`` mutates the state in place, or returns
+        a new value to replace it.  ``ctx`` is a :class:`~tstate.state.context.Context`
+        (``emit``, ``time``, ``key``, ``notify_at``, ``clear``).  Records of one key are
+        applied in timestamp order.  The decorated name becomes a :class:`StatefulStream`
+        whose ``on_notify`` decorator registers the timer handler
+        ``handler(state, time, ctx)``.  State lives in ``bins`` bins (a power of two)."""
+        return self._stateful(stream, key, state, default, bins, name, fold=False)
+
+    def fold_bins(
+        self,
+        stream: Stream,
+        key: Callable[[Any], Any],
+        state: Any,
+        default: Optional[Callable[[], Any]] = None,
+        bins: int = DEFAULT_BINS,
+        name: Optional[str] = None,
+    ) -> Callable[[Callable[..., Any]], "StatefulStream"]:
+        """Decorator, the lower-level form (Megaphone's ``fold``): ``fn(states, records,
+        ctx)`` is called once per (bin, time) with the bin's ``key -> state`` dict and
+        that bin's records at ``ctx.time`` (in arrival order); it may read and write any
+        key of the bin.  ``ctx.key`` is ``None``; timers are not available here."""
+        return self._stateful(stream, key, state, default, bins, name, fold=True)
+
+    def _stateful(
+        self,
+        stream: Stream,
+        key: Callable[[Any], Any],
+        state: Any,
+        default: Optional[Callable[[], Any]],
+        bins: int,
+        name: Optional[str],
+        fold: bool,
+    ) -> Callable[[Callable[..., Any]], "StatefulStream"]:
+        from tstate.keys import check_bins
+        from tstate.state.declaration import default_factory
+        from tstate.types.schema import analyse
+
+        check_bins(bins)
+        if not callable(key):
+            raise ConfigurationError(f"stateful: key must be a function of the record, got {key!r}")
+        schema = analyse(state)
+        new_state = default if default is not None else default_factory(state)
+
+        def decorate(fn: Callable[..., Any]) -> "StatefulStream":
+            from tstate.operators.stateful import StatefulRuntime
+
+            scope = self._scope_of([stream], "stateful")
+            nm = self._fn_name(fn, "stateful", name)
+            spec = self._add_node(
+                nm, "stateful", scope, [(stream.node, stream.port)], [Exchange(key, bins)], 1, StatefulRuntime,
+                summary=[[[PathSummary.identity(scope.depth)]]],
+                options={
+                    "fn": fn, "key": key, "state_type": state, "schema": schema, "new_state": new_state,
+                    "bins": bins, "handlers": {}, "fold": fold,
+                },
+            )
+            return StatefulStream(self, spec.index, scope)
+
+        return decorate
+
+    def state(self, op: "Stream", at: Any = None, format: str = "arrow") -> Any:
+        """A consistent snapshot of a stateful operator's state (see
+        :func:`tstate.state.query.snapshot`)."""
+        from tstate.state.query import snapshot
+
+        if self._execution is None:
+            raise GraphError(f"dataflow {self.name!r} has not started: there is no state yet")
+        return snapshot(self._execution, op, at=at, format=format)
 
     # -- iterate scopes -----------------------------------------------------------
     def iterate(self, *streams: Stream, name: Optional[str] = None) -> Callable[[Callable[..., Any]], Any]:

@@ -61,3 +61,7 @@ class CheckpointError(TstateError):
 
 class SourceError(TstateError):
     """A source could not be read, or a record in it is malformed (file, row, field)."""
+
+
+class StateQueryError(TstateError):
+    """A state query asked for a time the operator's state cannot be read at."""

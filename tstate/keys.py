@@ -27,9 +27,10 @@ import xxhash
 
 from tstate.errors import KeyFunctionError
 
-__all__ = ["canonical_key", "key_bytes", "key_hash", "bin_of", "check_bins"]
+__all__ = ["canonical_key", "key_bytes", "key_hash", "bin_of", "check_bins", "encode_key", "decode_key"]
 
 _MAX_BINS = 1 << 16
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1  # what msgpack encodes natively
 
 
 def canonical_key(key: Any) -> Any:
@@ -37,18 +38,25 @@ def canonical_key(key: Any) -> Any:
 
     Raises :class:`KeyFunctionError` for a key that has no canonical form."""
     t = type(key)
-    if t is str or t is int or t is bytes or key is None:
+    if t is int:
+        return key if _INT_MIN <= key <= _INT_MAX else ["~int", str(key)]
+    if t is str or t is bytes or key is None:
         return key
     if t is bool:
         return int(key)
     if t is float:
         if key.is_integer():
-            return int(key)
+            return canonical_key(int(key))
         return key
     if t is tuple or t is list:
         return [canonical_key(k) for k in key]
     if isinstance(key, enum.Enum):
-        return canonical_key(key.value)
+        if isinstance(key, (int, str)):  # IntEnum / StrEnum compare equal to their values
+            return canonical_key(key.value)
+        raise KeyFunctionError(
+            f"key {key!r}: a plain Enum member cannot be a key (it would not equal itself after a restore); "
+            "use its .value, or an IntEnum/StrEnum"
+        )
     if isinstance(key, (str, int, bytes, float)):  # subclasses of the scalar types
         return canonical_key(_base_value(key))
     if isinstance(key, (_dt.datetime, _dt.date)):
@@ -78,7 +86,7 @@ _xxh64 = xxhash.xxh64_intdigest
 def key_bytes(key: Any) -> bytes:
     """The canonical encoding of ``key`` as bytes."""
     t = type(key)
-    if t is int or t is str or t is bytes:
+    if t is str or t is bytes or (t is int and _INT_MIN <= key <= _INT_MAX):
         return _pack(key)
     return _pack(canonical_key(key))
 
@@ -137,3 +145,48 @@ class KeyRouter:
             memo.clear()
         memo[key] = b
         return b
+
+
+# -- keys inside payloads (checkpoints, migration) ----------------------------------------
+# Keys must come back equal to what they were: tuples as tuples, datetimes as datetimes.
+# Lists never are keys (unhashable), so an encoded list always means a tuple.
+_EXT_DATETIME, _EXT_DATE, _EXT_FROZENSET, _EXT_BIGINT = 1, 2, 3, 4
+
+
+def encode_key(key: Any) -> Any:
+    """A key as msgpack-ready data that :func:`decode_key` turns back into an equal key."""
+    t = type(key)
+    if t is int and not _INT_MIN <= key <= _INT_MAX:
+        return msgpack.ExtType(_EXT_BIGINT, str(key).encode())
+    if t is str or t is int or t is bytes or t is float or t is bool or key is None:
+        return key
+    if t is tuple:
+        return [encode_key(k) for k in key]
+    if isinstance(key, enum.Enum):
+        canonical_key(key)  # rejects plain enums
+        return key.value
+    if isinstance(key, _dt.datetime):
+        return msgpack.ExtType(_EXT_DATETIME, key.isoformat().encode())
+    if isinstance(key, _dt.date):
+        return msgpack.ExtType(_EXT_DATE, key.isoformat().encode())
+    if isinstance(key, frozenset):
+        return msgpack.ExtType(_EXT_FROZENSET, _pack([encode_key(k) for k in key]))
+    if isinstance(key, (str, int, bytes, float)):
+        return _base_value(key)
+    raise KeyFunctionError(f"key {key!r} of type {t.__qualname__} cannot be stored")
+
+
+def decode_key(obj: Any) -> Any:
+    """Inverse of :func:`encode_key`."""
+    if type(obj) is list:
+        return tuple(decode_key(k) for k in obj)
+    if isinstance(obj, msgpack.ExtType):
+        if obj.code == _EXT_DATETIME:
+            return _dt.datetime.fromisoformat(obj.data.decode())
+        if obj.code == _EXT_DATE:
+            return _dt.date.fromisoformat(obj.data.decode())
+        if obj.code == _EXT_FROZENSET:
+            return frozenset(decode_key(k) for k in msgpack.unpackb(obj.data))
+        if obj.code == _EXT_BIGINT:
+            return int(obj.data.decode())
+    return obj

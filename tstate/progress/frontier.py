@@ -196,8 +196,8 @@ class MutableAntichain:
                     # a new time matters only if no frontier element is <= it
                     if not self.less_equal(t):
                         rebuild = True
-                elif c <= 0 and t in frontier:
-                    rebuild = True
+                elif c < 0 or (c == 0 and t in frontier):
+                    rebuild = True  # (a negative count is checked below)
         if not rebuild:
             return []
         for t, c in counts.items():

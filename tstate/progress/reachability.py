@@ -156,6 +156,12 @@ class GraphBuilder:
             for loc, ac in found.items():
                 if loc[0] == "target" and loc != start:
                     per_target[(loc[1], loc[2])] = sorted(ac, key=lambda s: (s.add, s.tail))
+                elif loc[0] == "target":  # loc == start
+                    # a loop back to the start that re-enters a scope (resetting its
+                    # coordinate) is not dominated by the identity: keep it too
+                    ident = per_target[(loc[1], loc[2])][0]
+                    ac = [ident] + [s for s in ac if not ident.less_equal(s)]
+                    per_target[(loc[1], loc[2])] = sorted(ac, key=lambda s: (s.add, s.tail))
             reach[start] = per_target
         return Tracker(nodes, reach)
 

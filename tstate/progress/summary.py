@@ -35,7 +35,7 @@ from tstate.progress.timestamp import TIME_MAX, Timestamp, from_vector, to_vecto
 __all__ = ["PathSummary"]
 
 
-@frozen
+@frozen(order=True)
 class PathSummary:
     """A path summary in normal form (see the module docstring).
 

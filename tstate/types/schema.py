@@ -51,6 +51,7 @@ import xxhash
 from attrs import field, frozen
 
 from tstate.errors import StateTypeError
+from tstate.types.tracked import Array, Map
 
 __all__ = ["Kind", "Schema", "FieldSchema", "analyse", "describe", "root_label"]
 
@@ -498,8 +499,6 @@ class _Analyser:
             return self.struct(tp, path, tvars)
         if origin is typing.Union or origin is types.UnionType:
             return self.union(tp, args, path, tvars)
-        from tstate.types.tracked import Array, Map  # tracked imports nothing from here
-
         if origin is list or origin is Array:
             if len(args) != 1:
                 raise _reject(path, tp, "give the item type, e.g. list[int]")

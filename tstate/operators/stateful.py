@@ -1,0 +1,329 @@
+"""The ``stateful`` operator: typed per-key state in bins, per-key timers, in-order apply.
+
+Records are routed by ``key(record) -> bin -> owner``.  On its owner, the records of
+a time are applied once **no earlier time can still arrive** (``not
+frontier.less_than(t)``), so each key sees its records in timestamp order even when
+batches arrive out of order; in the common case (records at the frontier's time) they
+are applied as they arrive, without buffering.  Timers (``ctx.notify_at``) fire once the
+frontier has passed their time, after every record at that time, in time order.  The
+operator holds one capability per time it still owes output for (buffered records or
+pending timers), and drops it as soon as that time is done.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from sortedcontainers import SortedDict
+
+from tstate.capability import Capability
+from tstate.errors import GraphError, KeyFunctionError, OperatorError, TstateError
+from tstate.keys import KeyRouter
+from tstate.operators.base import OperatorRuntime
+from tstate.state.bin import Bin
+from tstate.state.context import Context
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tstate.dataflow import NodeSpec
+    from tstate.engine.execution import Execution
+
+__all__ = ["StatefulRuntime"]
+
+_MISSING = object()
+
+
+class StatefulRuntime(OperatorRuntime):
+    """One worker's share of a stateful operator: the bins it owns."""
+
+    def __init__(self, exe: "Execution", spec: "NodeSpec", worker: int) -> None:
+        super().__init__(exe, spec, worker)
+        o = spec.options
+        self.fn: Callable[..., Any] = o["fn"]
+        self.handlers: dict[str, Any] = o["handlers"]
+        self.key: Callable[[Any], Any] = o["key"]
+        self.new_state: Callable[[], Any] = o["new_state"]
+        self.fold: bool = o.get("fold", False)
+        self.keys = KeyRouter(o["bins"])
+        self.bins: dict[int, Bin] = {}
+        self._key_bin: dict[Any, Bin] = {}
+        self.stash: SortedDict = SortedDict()  # time -> [batch, ...] not yet applicable
+        self.timer_times: SortedDict = SortedDict()  # time -> {bin index: None}
+        self.caps: dict[Any, Capability] = {}
+        self.ctx = Context(self)
+        self.track_dirty = bool(o.get("track_dirty", False))
+        self.max_applied: Any = None
+
+    # -- bins ---------------------------------------------------------------------
+    def bin_for(self, k: Any, record: Any, time: Any) -> Bin:
+        try:
+            bi = self.keys.bin(k)
+        except KeyFunctionError as exc:
+            raise KeyFunctionError(f"operator {self.name!r}: record {record!r} at time {time!r}: {exc}") from None
+        b = self.bins.get(bi)
+        if b is None:
+            b = self.bins[bi] = Bin(bi)
+        self._key_bin[k] = b
+        return b
+
+    def install_bin(self, b: Bin) -> None:
+        """Take ownership of a bin (migration / recovery)."""
+        self.bins[b.index] = b
+        for t in b.timers:
+            self._index_timer(t, b.index)
+
+    def remove_bin(self, index: int) -> Optional[Bin]:
+        """Give up a bin (migration): its timers leave with it."""
+        b = self.bins.pop(index, None)
+        if b is not None:
+            self._key_bin.clear()
+            for t in list(b.timers):
+                owners = self.timer_times.get(t)
+                if owners is not None:
+                    owners.pop(index, None)
+                    if not owners:
+                        del self.timer_times[t]
+                        self._release(t)
+        return b
+
+    # -- capabilities ----------------------------------------------------------------
+    def _hold(self, t: Any) -> None:
+        if t not in self.caps:
+            self.caps[t] = Capability(self, 0, t)
+
+    def _release(self, t: Any) -> None:
+        if t not in self.stash and t not in self.timer_times:
+            cap = self.caps.pop(t, None)
+            if cap is not None:
+                cap.drop()
+
+    def clear_key(self, key: Any) -> None:
+        """Drop ``key``'s state now (``ctx.clear()``)."""
+        b = self._key_bin.get(key) or self.bin_for(key, None, None)
+        b.clear_key(key)
+
+    def _index_timer(self, t: Any, bin_index: int) -> None:
+        owners = self.timer_times.get(t)
+        if owners is None:
+            self.timer_times[t] = {bin_index: None}
+            self._hold(t)
+        else:
+            owners[bin_index] = None
+
+    def _add_timer(self, key: Any, t: Any) -> None:
+        if "on_notify" not in self.handlers:
+            raise GraphError(f"operator {self.name!r}: ctx.notify_at needs an @{self.name}.on_notify handler")
+        b = self._key_bin.get(key) or self.bin_for(key, None, t)
+        b.add_timer(t, key)
+        if self.track_dirty:
+            b.dirty[key] = None
+        self._index_timer(t, b.index)
+
+    # -- activation -----------------------------------------------------------------
+    def activate(self) -> None:
+        box = self.inboxes[0]
+        frontier = self.frontier(0)
+        while box:
+            t, recs = self.pop(0)
+            if (
+                not self.stash
+                and (not self.timer_times or not _lex_lt(self.timer_times.peekitem(0)[0], t))
+                and not frontier.less_than(t)
+            ):
+                self._apply(t, recs)
+            else:
+                lst = self.stash.get(t)
+                if lst is None:
+                    self.stash[t] = [recs]
+                    self._hold(t)
+                else:
+                    lst.append(recs)
+        if self.stash or self.timer_times:
+            self._drain(frontier)
+
+    def _drain(self, frontier: Any) -> None:
+        """Apply buffered records and fire timers that became ready, in time order."""
+        while True:
+            pick = None
+            for t in self.stash.keys():
+                if not frontier.less_than(t):
+                    pick = (t, 0)
+                break  # only the smallest buffered time can be next
+            for t in self.timer_times.keys():
+                if not frontier.less_equal(t) and (pick is None or _lex_lt(t, pick[0])):
+                    pick = (t, 1)
+                break
+            if pick is None:
+                return
+            t, kind = pick
+            if kind == 0:
+                for recs in self.stash.pop(t):
+                    self._apply(t, recs)
+            else:
+                self._fire(t, self.timer_times.pop(t))
+            self._release(t)
+
+    def _note_applied(self, t: Any) -> None:
+        if self.max_applied is None or _lex_lt(self.max_applied, t):
+            self.max_applied = t
+
+    def _apply(self, t: Any, recs: list[Any]) -> None:
+        self._note_applied(t)
+        if self.fold:
+            self._apply_fold(t, recs)
+            return
+        ctx = self.ctx
+        ctx.time = t
+        fn = self.fn
+        key = self.key
+        key_bin = self._key_bin
+        new_state = self.new_state
+        r: Any = None
+        try:
+            if self.track_dirty:
+                for r in recs:
+                    k = key(r)
+                    b = key_bin.get(k)
+                    if b is None:
+                        b = self.bin_for(k, r, t)
+                    states = b.states
+                    s = states.get(k, _MISSING)
+                    if s is _MISSING:
+                        s = states[k] = new_state()
+                    ctx.key = k
+                    ns = fn(s, r, ctx)
+                    if ctx._cleared:  # clear() already removed the state
+                        ctx._cleared = False
+                    else:
+                        if ns is not None:
+                            states[k] = ns
+                        b.dirty[k] = None
+            else:  # the hot path: no checkpoint bookkeeping
+                for r in recs:
+                    k = key(r)
+                    b = key_bin.get(k)
+                    if b is None:
+                        b = self.bin_for(k, r, t)
+                    states = b.states
+                    s = states.get(k, _MISSING)
+                    if s is _MISSING:
+                        s = states[k] = new_state()
+                    ctx.key = k
+                    ns = fn(s, r, ctx)
+                    if ns is not None:
+                        if ctx._cleared:
+                            ctx._cleared = False
+                        else:
+                            states[k] = ns
+                    elif ctx._cleared:
+                        ctx._cleared = False
+        except TstateError:
+            raise
+        except Exception as exc:
+            raise self._error(exc, r, t) from exc
+        if ctx._out:
+            out, ctx._out = ctx._out, []
+            self.outputs[0].push(t, out)
+
+    def _apply_fold(self, t: Any, recs: list[Any]) -> None:
+        ctx = self.ctx
+        ctx.time = t
+        key = self.key
+        groups: dict[int, tuple[Bin, list[Any]]] = {}
+        r: Any = None
+        try:
+            for r in recs:
+                k = key(r)
+                b = self._key_bin.get(k)
+                if b is None:
+                    b = self.bin_for(k, r, t)
+                g = groups.get(b.index)
+                if g is None:
+                    groups[b.index] = (b, [r])
+                else:
+                    g[1].append(r)
+        except TstateError:
+            raise
+        except Exception as exc:
+            raise self._error(exc, r, t) from exc
+        for b, rs in groups.values():
+            ctx.key = None
+            try:
+                self.fn(b.states, rs, ctx)
+            except TstateError:
+                raise
+            except Exception as exc:
+                raise OperatorError(
+                    f"operator {self.name!r} on worker {self.worker} at time {t!r}, bin {b.index}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if self.track_dirty:
+                b.dirty.update(dict.fromkeys(b.states))
+        if ctx._out:
+            out, ctx._out = ctx._out, []
+            self.outputs[0].push(t, out)
+
+    def _fire(self, t: Any, bin_indexes: dict[int, None]) -> None:
+        self._note_applied(t)
+        ctx = self.ctx
+        ctx.time = t
+        handler = self.handlers["on_notify"]
+        new_state = self.new_state
+        track = self.track_dirty
+        for bi in bin_indexes:
+            b = self.bins[bi]
+            keys = b.timers.pop(t, None)
+            if not keys:
+                continue
+            states = b.states
+            for k in keys:
+                s = states.get(k, _MISSING)
+                if s is _MISSING:
+                    s = states[k] = new_state()
+                ctx.key = k
+                try:
+                    ns = handler(s, t, ctx)
+                except TstateError:
+                    raise
+                except Exception as exc:
+                    raise OperatorError(
+                        f"operator {self.name!r} on_notify on worker {self.worker} at time {t!r} for key {k!r} raised "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                if ctx._cleared:  # clear() already removed the state
+                    ctx._cleared = False
+                    continue
+                if ns is not None:
+                    states[k] = ns
+                if track:
+                    b.dirty[k] = None
+        if ctx._out:
+            out, ctx._out = ctx._out, []
+            self.outputs[0].push(t, out)
+
+    def _error(self, exc: Exception, record: Any, t: Any) -> TstateError:
+        try:
+            k = self.key(record)
+        except Exception as kexc:
+            return KeyFunctionError(
+                f"operator {self.name!r}: the key function raised {type(kexc).__name__}: {kexc} "
+                f"on record {record!r} at time {t!r}"
+            )
+        try:
+            hash(k)
+        except TypeError:
+            return KeyFunctionError(
+                f"operator {self.name!r}: key {k!r} of record {record!r} at time {t!r} is not hashable"
+            )
+        return OperatorError(
+            f"operator {self.name!r} on worker {self.worker} at time {t!r} raised {type(exc).__name__}: {exc} "
+            f"(key {k!r}, record {record!r})"
+        )
+
+    # -- inspection -----------------------------------------------------------------
+    def is_quiet(self) -> bool:
+        """No buffered records: the state reflects every record received."""
+        return not self.stash
+
+
+def _lex_lt(a: Any, b: Any) -> bool:
+    return bool(a < b)

@@ -1,0 +1,1 @@
+"""Keyed state split into bins: the unit of ownership, migration, checkpoints and recovery."""

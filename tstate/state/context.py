@@ -1,0 +1,78 @@
+"""``Context``: what a stateful function sees besides its state and record.
+
+>>> import tstate as ts
+>>> flow = ts.Dataflow("ctx")
+>>> nums = flow.input("nums")
+>>> @flow.stateful(nums, key=lambda x: x % 2, state=int)
+... def running(total: int, x: int, ctx: ts.Context) -> int:
+...     ctx.emit((ctx.key, total + x))       # emitted at ctx.time
+...     return total + x                     # a returned value replaces the state
+>>> out = running.collect()
+>>> nums.send([1, 2, 3]); nums.close()
+>>> flow.run()
+>>> sorted(out.records())
+[(0, 2), (1, 1), (1, 4)]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tstate.errors import ProgressError
+from tstate.progress.timestamp import less_equal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tstate.operators.stateful import StatefulRuntime
+
+__all__ = ["Context"]
+
+
+class Context:
+    """Per-call context of a stateful function (one object, reused; do not keep it).
+
+    - ``ctx.time``: the time of the record (or of the timer) being processed;
+    - ``ctx.key``: its key;
+    - ``ctx.emit(x)``: output ``x`` at ``ctx.time``;
+    - ``ctx.notify_at(t)``: a timer for this key at ``t >= ctx.time``; it fires (calling
+      the ``on_notify`` handler with this key's state) once the input frontier passed
+      ``t``, i.e. after every record at ``t``; timers fire in time order, once per
+      (key, time), and survive checkpoints and migration;
+    - ``ctx.clear()``: drop this key's state (a value returned by the call is discarded;
+      timers stay);
+    - ``ctx.worker`` / ``ctx.workers``."""
+
+    __slots__ = ("_op", "time", "key", "_out", "_cleared")
+
+    def __init__(self, op: "StatefulRuntime") -> None:
+        self._op = op
+        self.time: Any = None
+        self.key: Any = None
+        self._out: list[Any] = []
+        self._cleared = False
+
+    def emit(self, record: Any) -> None:
+        """Send ``record`` downstream at ``ctx.time``."""
+        self._out.append(record)
+
+    def notify_at(self, time: Any) -> None:
+        """Set a timer for the current key at ``time`` (``>= ctx.time``)."""
+        if not less_equal(self.time, time):
+            raise ProgressError(
+                f"operator {self._op.name!r}: timer at {time!r} for key {self.key!r} is before the current time {self.time!r}"
+            )
+        self._op._add_timer(self.key, time)
+
+    def clear(self) -> None:
+        """Drop the current key's state: a value the call returns is discarded, and the
+        key's next record starts from a fresh state.  Its timers stay."""
+        if not self._cleared:
+            self._cleared = True
+            self._op.clear_key(self.key)
+
+    @property
+    def worker(self) -> int:
+        return self._op.worker
+
+    @property
+    def workers(self) -> int:
+        return self._op.exe.workers

@@ -1,0 +1,99 @@
+"""State queries: a consistent snapshot of a stateful operator's state, as rows.
+
+A snapshot *at time* ``t`` holds, for every key, its state after exactly the records
+(and timers) at times ``< t``.  It can be taken while the dataflow runs (between steps)
+or after it finished, when
+
+- every time before ``t`` is complete at the operator (its input frontier passed them),
+- no record or timer at a time ``>= t`` has been applied yet, and
+- no records are buffered waiting for an earlier time.
+
+``at=None`` takes the latest such time (after the last applied time).  A time that
+cannot be served gives a :class:`~tstate.errors.StateQueryError` saying which time can.
+Only totally ordered (``int``) times are supported for now.
+
+Formats: ``"arrow"`` (a ``pyarrow.Table``: a ``key`` column then one column per
+struct field, nested types as Arrow nested types; the snapshot time is in the schema
+metadata under ``tstate.time``), ``"pandas"`` and ``"dict"`` (``{key: state}``, deep
+copies made through the state codec).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tstate.errors import StateQueryError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tstate.dataflow import Stream
+    from tstate.engine.execution import Execution
+
+__all__ = ["snapshot", "consistent_time"]
+
+
+def _runtimes(exe: "Execution", op: "Stream") -> list[Any]:
+    from tstate.operators.stateful import StatefulRuntime
+
+    spec = exe.flow._nodes[op.node]
+    if spec.kind != "stateful":
+        raise StateQueryError(f"operator {spec.name!r} is not a stateful operator")
+    rts = [exe.operators[w][op.node] for w in range(exe.workers)]
+    assert all(isinstance(r, StatefulRuntime) for r in rts)
+    return rts
+
+
+def consistent_time(exe: "Execution", op: "Stream") -> Any:
+    """The latest time the operator's state is a consistent snapshot at, or raise."""
+    rts = _runtimes(exe, op)
+    name = rts[0].name
+    if any(not r.is_quiet() for r in rts):
+        raise StateQueryError(f"operator {name!r} has buffered records waiting for earlier times; step further")
+    applied = [r.max_applied for r in rts if r.max_applied is not None]
+    frontier = exe.tracker.frontier(op.node, 0)
+    if any(type(t) is not int for t in (*applied, *frontier)):
+        raise StateQueryError(f"operator {name!r}: state queries support int times only")
+    last = max(applied) if applied else None
+    if last is not None and frontier.less_equal(last):
+        raise StateQueryError(
+            f"operator {name!r}: time {last} is not complete yet (frontier {list(frontier)}); "
+            "advance the input and step until it completes"
+        )
+    if last is None:
+        return min(frontier) if frontier else 0
+    return last + 1
+
+
+def snapshot(exe: "Execution", op: "Stream", at: Any = None, format: str = "arrow") -> Any:
+    """A consistent snapshot (see the module docstring)."""
+    rts = _runtimes(exe, op)
+    spec = exe.flow._nodes[op.node]
+    latest = consistent_time(exe, op)
+    if at is None:
+        at = latest
+    else:
+        frontier = exe.tracker.frontier(op.node, 0)
+        applied = [r.max_applied for r in rts if r.max_applied is not None]
+        if applied and max(applied) >= at:
+            raise StateQueryError(
+                f"operator {spec.name!r}: the state already includes time {max(applied)}, so it cannot be read at "
+                f"{at}; the latest consistent time is {latest}"
+            )
+        if frontier.less_than(at):
+            raise StateQueryError(
+                f"operator {spec.name!r}: times before {at} are not complete yet (frontier {list(frontier)})"
+            )
+    from tstate.types import StateCodec
+
+    codec = StateCodec(spec.options["state_type"])
+    rows = [(k, v) for r in rts for b in sorted(r.bins.values(), key=lambda b: b.index) for k, v in b.states.items()]
+    if format == "dict":
+        return {k: codec.from_builtins(codec.to_builtins(v)) for k, v in rows}
+    from tstate.types import to_arrow
+
+    table = to_arrow(rows, spec.options["state_type"])
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"tstate.time": str(at).encode()})
+    if format == "arrow":
+        return table
+    if format == "pandas":
+        return table.to_pandas()
+    raise StateQueryError(f"unknown format {format!r}: use 'arrow', 'pandas' or 'dict'")

@@ -1,0 +1,307 @@
+"""Checking a value against its declared state type, with the field path of a mismatch.
+
+:func:`compile_checker` turns a :class:`~tstate.types.schema.Schema` into a function
+that returns ``None`` for a matching value and raises :class:`Mismatch` otherwise; the
+codec calls it before every encode, so a wrongly typed value is never silently encoded.
+:func:`check` is the convenience wrapper raising :class:`~tstate.errors.StateTypeError`.
+
+The check is exact, like the encoding: a ``list`` field needs a ``list`` (not a tuple),
+an ``Array`` field an ``Array``, a struct field an instance of exactly that class, an
+``int`` an ``int`` (not a ``bool``) between -2**63 and 2**64-1 (what msgpack can
+store).  A ``float`` field also accepts such an ``int``; it decodes as ``float``.
+
+>>> from tstate.types.schema import analyse
+>>> check(analyse(dict[str, list[int]]), {"a": [1, 2, "x"]}, "Route.by_name")
+Traceback (most recent call last):
+...
+tstate.errors.StateTypeError: Route.by_name{'a'}[2]: expected int, got str 'x'
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tstate.errors import StateTypeError
+from tstate.types.schema import Kind, Schema, root_label
+from tstate.types.tracked import Array, Map
+
+__all__ = ["Mismatch", "Checker", "compile_checker", "check", "INT_MIN", "INT_MAX"]
+
+#: The range of integers msgpack can encode.
+INT_MIN = -(1 << 63)
+INT_MAX = (1 << 64) - 1
+
+Checker = Callable[[Any], None]
+
+
+class Mismatch(Exception):
+    """A value does not match its declaration.  ``segments`` is the path from the
+    mismatching value up to the checked root, innermost first; :meth:`error` turns it
+    into the user-facing :class:`~tstate.errors.StateTypeError`."""
+
+    def __init__(self, expected: str, value: Any) -> None:
+        super().__init__(expected)
+        self.expected = expected
+        self.value = value
+        self.segments: list[str] = []
+
+    def at(self, segment: str) -> Mismatch:
+        """Record that the mismatch is inside ``segment`` (``.field``, ``[3]``, ...)."""
+        self.segments.append(segment)
+        return self
+
+    def path(self, root: str) -> str:
+        return root + "".join(reversed(self.segments))
+
+    def error(self, root: str) -> StateTypeError:
+        return StateTypeError(f"{self.path(root)}: expected {self.expected}, got {describe_value(self.value)}")
+
+
+def describe_value(value: Any) -> str:
+    """``str 'x'``: the type and a shortened repr, for error messages."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__qualname__} {text}"
+
+
+def check(schema: Schema, value: Any, path_prefix: str | None = None) -> None:
+    """Raise :class:`~tstate.errors.StateTypeError` unless ``value`` matches ``schema``.
+    Paths start with ``path_prefix`` (default: the struct's name, or ``state``)."""
+    try:
+        compile_checker(schema)(value)
+    except Mismatch as m:
+        raise m.error(root_label(schema) if path_prefix is None else path_prefix) from None
+
+
+_CACHE: dict[tuple[Any, bool], Checker] = {}
+
+
+def compile_checker(schema: Schema, ranges: bool = True) -> Checker:
+    """The checker of ``schema`` (cached by declared type).
+
+    With ``ranges=False`` it skips the range check of ints, which is all a
+    caller needs that encodes right away: msgpack raises ``OverflowError`` for an int
+    out of range, and the caller can then run the full checker to find it."""
+    key = (schema.tp, ranges)
+    try:
+        return _CACHE[key]
+    except KeyError:
+        fn = _CACHE[key] = _compile(schema, ranges)
+        return fn
+    except TypeError:  # an unhashable annotation
+        return _compile(schema, ranges)
+
+
+# Kinds that are valid exactly when the value's type is one of a fixed set of classes.
+_EXACT: dict[Kind, frozenset[type]] = {
+    Kind.STR: frozenset({str}),
+    Kind.BYTES: frozenset({bytes}),
+    Kind.BOOL: frozenset({bool}),
+    Kind.NONE: frozenset({type(None)}),
+}
+_NUMBERS: dict[Kind, frozenset[type]] = {Kind.INT: frozenset({int}), Kind.FLOAT: frozenset({float, int})}
+
+
+def exact_types(schema: Schema, ranges: bool = True) -> frozenset[type]:
+    """The classes whose instances always match ``schema`` by type alone; empty when a
+    type check is not enough (containers need their items checked, and ints -- unless
+    ``ranges`` is false -- their range)."""
+    k = schema.kind
+    if k in _EXACT:
+        return _EXACT[k]
+    if k in (Kind.DATETIME, Kind.DATE, Kind.ENUM):
+        return frozenset({schema.py_type})
+    if not ranges and k in _NUMBERS:
+        return _NUMBERS[k]
+    if not ranges and k is Kind.UNION:
+        return frozenset().union(*(exact_types(a, False) for a in schema.args))
+    if k is Kind.OPTIONAL:
+        inner = exact_types(schema.args[0], ranges)
+        return inner | {type(None)} if inner else frozenset()
+    return frozenset()
+
+
+def _index_of(items: Any, item: Any) -> int:
+    for i, x in enumerate(items):
+        if x is item:
+            return i
+    return -1  # pragma: no cover
+
+
+def _check_int(v: Any) -> None:
+    if type(v) is not int:
+        raise Mismatch("int", v)
+    if not INT_MIN <= v <= INT_MAX:
+        raise Mismatch("int between -2**63 and 2**64-1", v)
+
+
+def _check_float(v: Any) -> None:
+    t = type(v)
+    if t is not float and (t is not int or not INT_MIN <= v <= INT_MAX):
+        raise Mismatch("float", v)
+
+
+def _compile(schema: Schema, ranges: bool) -> Checker:
+    k = schema.kind
+    if k is Kind.INT and ranges:
+        return _check_int
+    if k is Kind.FLOAT and ranges:
+        return _check_float
+    exact = exact_types(schema, ranges)
+    if exact and k is not Kind.OPTIONAL:
+        expected = schema.name
+
+        def check_exact(v: Any) -> None:
+            if type(v) not in exact:
+                raise Mismatch(expected, v)
+
+        return check_exact
+    if k is Kind.OPTIONAL:
+        inner = compile_checker(schema.args[0], ranges)
+
+        def check_optional(v: Any) -> None:
+            if v is not None:
+                inner(v)
+
+        return check_optional
+    if k is Kind.UNION:
+        return _union(schema)
+    if k in (Kind.LIST, Kind.TUPLE, Kind.SET, Kind.FROZENSET, Kind.ARRAY):
+        return _sequence(schema, ranges)
+    if k is Kind.FIXED_TUPLE:
+        return _fixed_tuple(schema, ranges)
+    if k in (Kind.DICT, Kind.MAP):
+        return _mapping(schema, ranges)
+    if k is Kind.STRUCT:
+        return _struct(schema, ranges)
+    raise AssertionError(f"no checker for {k}")  # pragma: no cover
+
+
+def _union(schema: Schema) -> Checker:
+    kinds = {a.kind for a in schema.args}
+    allowed = {a.py_type for a in schema.args}
+    if Kind.FLOAT in kinds:
+        allowed.add(int)
+    ints = int in allowed
+    expected = schema.name
+
+    def check_union(v: Any) -> None:
+        t = type(v)
+        if t not in allowed or (ints and t is int and not INT_MIN <= v <= INT_MAX):
+            raise Mismatch(expected, v)
+
+    return check_union
+
+
+def _sequence(schema: Schema, ranges: bool) -> Checker:
+    """list, tuple[T, ...], set, frozenset and Array: a container type, then items."""
+    k = schema.kind
+    container = schema.py_type
+    item = schema.args[0]
+    indexed = k is not Kind.SET and k is not Kind.FROZENSET
+    expected = schema.name
+    exact = exact_types(item, ranges)
+    item_check = compile_checker(item, ranges)
+
+    def where(items: Any, x: Any) -> str:
+        return f"[{_index_of(items, x)}]" if indexed else "[]"
+
+    def check_sequence(v: Any) -> None:
+        if type(v) is not container:
+            raise Mismatch(expected, v)
+        items = v._data if container is Array else v
+        if exact:
+            for x in items:
+                if type(x) not in exact:
+                    raise Mismatch(item.name, x).at(where(items, x))
+        else:
+            for x in items:
+                try:
+                    item_check(x)
+                except Mismatch as m:
+                    raise m.at(where(items, x)) from None
+
+    return check_sequence
+
+
+def _fixed_tuple(schema: Schema, ranges: bool) -> Checker:
+    checks = [compile_checker(a, ranges) for a in schema.args]
+    n = len(checks)
+    expected = schema.name
+
+    def check_fixed_tuple(v: Any) -> None:
+        if type(v) is not tuple or len(v) != n:
+            raise Mismatch(expected, v)
+        for i, (x, item_check) in enumerate(zip(v, checks)):
+            try:
+                item_check(x)
+            except Mismatch as m:
+                raise m.at(f"[{i}]") from None
+
+    return check_fixed_tuple
+
+
+def _mapping(schema: Schema, ranges: bool) -> Checker:
+    container = schema.py_type
+    key_schema, value_schema = schema.args
+    key_exact, value_exact = exact_types(key_schema, ranges), exact_types(value_schema, ranges)
+    key_check, value_check = compile_checker(key_schema, ranges), compile_checker(value_schema, ranges)
+    expected = schema.name
+
+    def check_mapping(v: Any) -> None:
+        if type(v) is not container:
+            raise Mismatch(expected, v)
+        items = v._data if container is Map else v
+        for key, value in items.items():
+            if type(key) not in key_exact:
+                try:
+                    key_check(key)
+                except Mismatch as m:
+                    raise m.at("{key}") from None
+            if type(value) not in value_exact:
+                try:
+                    value_check(value)
+                except Mismatch as m:
+                    raise m.at(f"{{{key!r}}}") from None
+
+    return check_mapping
+
+
+def _guard(schema: Schema, ranges: bool, var: str, ns: dict[str, Any], n: int) -> str | None:
+    """A Python condition, true when ``var`` surely matches ``schema`` (the checker then
+    need not be called), or ``None`` when there is no cheap one."""
+    if ranges and schema.kind is Kind.INT:
+        return f"type({var}) is int and {INT_MIN} <= {var} <= {INT_MAX}"
+    if ranges and schema.kind is Kind.FLOAT:
+        return f"type({var}) is float"
+    exact = exact_types(schema, ranges)
+    if len(exact) == 1:
+        ns[f"t{n}"] = next(iter(exact))
+        return f"type({var}) is t{n}"
+    if exact:
+        ns[f"t{n}"] = exact
+        return f"type({var}) in t{n}"
+    return None
+
+
+def _struct(schema: Schema, ranges: bool) -> Checker:
+    """A generated function: one guard per field inline, the field's checker called
+    only when the guard fails (it raises) or when there is no guard (containers)."""
+    ns: dict[str, Any] = {"Mismatch": Mismatch, "cls": schema.py_type, "expected": schema.name}
+    lines = ["def check_struct(v):", "    if type(v) is not cls:", "        raise Mismatch(expected, v)"]
+    for n, f in enumerate(schema.fields):
+        ns[f"c{n}"] = compile_checker(f.schema, ranges)
+        ns[f"s{n}"] = "." + f.name
+        guard = _guard(f.schema, ranges, "x", ns, n)
+        call = ["try:", f"    c{n}(x)", "except Mismatch as m:", f"    raise m.at(s{n}) from None"]
+        lines.append(f"    x = v.{f.name}")  # attrs field names are identifiers
+        if guard is None:
+            lines += ["    " + line for line in call]
+        else:
+            lines += [f"    if not ({guard}):"] + ["        " + line for line in call]
+    if len(lines) == 3:
+        lines.append("    return None")
+    exec(compile("\n".join(lines), f"<tstate check {schema.name}>", "exec"), ns)
+    fn: Checker = ns["check_struct"]
+    return fn

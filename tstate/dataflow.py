@@ -643,24 +643,53 @@ class Dataflow:
         return Probe(self, spec.index, minimum(scope.depth))
 
     # -- running --------------------------------------------------------------------
-    def start(self, workers: int = 1) -> "Execution":
+    def start(
+        self,
+        workers: int = 1,
+        max_workers: Optional[int] = None,
+        reconfigure: Sequence[tuple[int, Any]] = (),
+    ) -> "Execution":
         """Build and start an execution on ``workers`` logical workers; drive it with
-        :meth:`Execution.step` / :meth:`Execution.run`."""
+        :meth:`Execution.step` / :meth:`Execution.run`.
+
+        ``max_workers`` sizes the worker pool live rescaling can use (default: enough
+        for ``reconfigure``).  ``reconfigure`` lists ``(time, command)`` pairs
+        (:class:`~tstate.migration.commands.Rescale`, ``MoveBins``, ``Assign``)."""
         from tstate.engine.execution import Execution
+        from tstate.migration.commands import Assign, MoveBins, Rescale
 
         if self._execution is not None and not self._execution.finished:
             raise GraphError(f"dataflow {self.name!r} is already running")
-        if not isinstance(workers, int) or workers < 1:
-            raise ConfigurationError(f"workers must be an integer >= 1, got {workers!r}")
-        self._execution = Execution(self, workers)
-        return self._execution
+        for n, v in (("workers", workers), ("max_workers", max_workers if max_workers is not None else workers)):
+            if not isinstance(v, int) or v < 1:
+                raise ConfigurationError(f"{n} must be an integer >= 1, got {v!r}")
+        pool = max_workers or workers
+        for _, cmd in reconfigure:
+            if isinstance(cmd, Rescale):
+                pool = max(pool, cmd.workers) if max_workers is None else pool
+            elif isinstance(cmd, MoveBins) and cmd.moves and max_workers is None:
+                pool = max(pool, max(cmd.moves.values()) + 1)
+            elif isinstance(cmd, Assign) and cmd.owners and max_workers is None:
+                pool = max(pool, max(cmd.owners) + 1)
+        ex = Execution(self, workers, pool)
+        self._execution = ex
+        for t, cmd in sorted(reconfigure, key=lambda p: p[0]):
+            ex.reconfigure(cmd, at=t)
+        return ex
 
-    def run(self, workers: int = 1) -> None:
-        """Run the dataflow to completion on ``workers`` logical workers.
+    def run(
+        self,
+        workers: int = 1,
+        max_workers: Optional[int] = None,
+        reconfigure: Sequence[tuple[int, Any]] = (),
+    ) -> None:
+        """Run the dataflow to completion on ``workers`` logical workers (see
+        :meth:`start` for ``max_workers`` and ``reconfigure``); the finished execution,
+        with its ``metrics``, stays available as :attr:`execution`.
 
         Every input must be closed by the end (an input still open when nothing else
         can happen is an error, never a hang)."""
-        self.start(workers).run()
+        self.start(workers, max_workers=max_workers, reconfigure=reconfigure).run()
 
     @property
     def execution(self) -> Optional["Execution"]:

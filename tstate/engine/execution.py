@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from tstate.engine.channels import ExchangeRouter, OutputPort
 from tstate.errors import CapabilityLeakError, OperatorError, TstateError
+from tstate.metrics import Metrics
 from tstate.operators.base import OperatorRuntime
 from tstate.progress.reachability import GraphBuilder, Tracker
 
@@ -33,20 +34,31 @@ class Execution:
     """A running dataflow (see the module docstring).  Create with
     :meth:`tstate.Dataflow.start`."""
 
-    def __init__(self, flow: "Dataflow", workers: int) -> None:
+    def __init__(self, flow: "Dataflow", workers: int, max_workers: Optional[int] = None) -> None:
+        from tstate.migration.configuration import ConfigHistory
+        from tstate.migration.planner import balanced_map
+
         self.flow = flow
-        self.workers = workers
+        #: the worker pool: every operator has an instance on each
+        self.workers = max(workers, max_workers or workers)
+        #: the workers stateful operators spread their bins over at the start
+        self.initial_workers = workers
         self.finished = False
         self._progress_dirty = False
+        self.metrics = Metrics()
         self.tracker: Tracker = self._build_tracker()
         specs = flow._nodes
+        self.configs: dict[int, ConfigHistory] = {
+            s.index: ConfigHistory(balanced_map(s.options["bins"], workers)) for s in specs if s.kind == "stateful"
+        }
+        self._routers: dict[int, Any] = {}
         self.operators: list[list[OperatorRuntime]] = [
-            [spec.factory(self, spec, w) for spec in specs] for w in range(workers)
+            [spec.factory(self, spec, w) for spec in specs] for w in range(self.workers)
         ]
-        self._by_node = [[self.operators[w][n] for w in range(workers)] for n in range(len(specs))]
+        self._by_node = [[self.operators[w][n] for w in range(self.workers)] for n in range(len(specs))]
         self._wire()
         self.steps = 0
-        for w in range(workers):
+        for w in range(self.workers):
             for op in self.operators[w]:
                 op.on_start()
         self._propagate()
@@ -82,11 +94,14 @@ class Execution:
                     self.operators[w][src[0]].outputs[src[1]].connect(inboxes, spec.index, port, router)
 
     def make_router(self, spec: Any, port: int, pact: Any) -> ExchangeRouter:
-        """The router of an exchange channel (stateful operators install their own
-        bin configuration through the operator's ``router`` option)."""
-        custom: Optional[Callable[..., ExchangeRouter]] = spec.options.get("router")
-        if custom is not None:
-            return custom(self, spec, port, pact)
+        """The router of an exchange channel: by bin, over the worker pool; in front of
+        a stateful operator, by the operator's configuration over time."""
+        if spec.kind == "stateful":
+            from tstate.migration.routing import ConfiguredRouter
+
+            router = ConfiguredRouter(pact.key, self.workers, pact.bins, spec.name, self.configs[spec.index])
+            self._routers[spec.index] = router
+            return router
         return ExchangeRouter(pact.key, self.workers, pact.bins, spec.name)
 
     # -- driving ------------------------------------------------------------------
@@ -101,6 +116,7 @@ class Execution:
         """One round over all workers and operators; True if any operator ran."""
         if self.finished:
             return False
+        self._observe_inputs()
         did = False
         for ops in self.operators:
             for op in ops:
@@ -120,7 +136,106 @@ class Execution:
                         ) from exc
                     self._propagate()
         self.steps += 1
+        self._observe_outputs()
         return did
+
+    # -- metrics ------------------------------------------------------------------
+    def _observe_inputs(self) -> None:
+        times = [h.time for h in self.flow._inputs if not h.closed]
+        for ops in self.operators[:1]:
+            for op in ops:
+                if op.spec.kind == "source" and getattr(op, "cap", None) is not None:
+                    times.append(op.cap.time)
+        self.metrics.inputs_at(min(times) if times else None)
+
+    def _observe_outputs(self) -> None:
+        ends = [s.index for s in self.flow._nodes if s.kind in ("sink", "probe") and s.scope.depth == 0]
+        if not ends:
+            return
+        fronts = [t for n in ends for t in self.tracker.frontier(n, 0)]
+        self.metrics.outputs_at(min(fronts) if fronts else None)
+
+    # -- reconfiguration ------------------------------------------------------------
+    def stateful_operators(self) -> list[str]:
+        return [self.flow._nodes[n].name for n in self.configs]
+
+    def earliest_reconfiguration(self) -> int:
+        """The earliest time a reconfiguration can take effect: after every time a
+        record was routed at, and not before any input's current epoch."""
+        t = 0
+        for r in self._routers.values():
+            if r.max_routed is not None:
+                t = max(t, r.max_routed + 1)
+        for h in self.flow._inputs:
+            if not h.closed and type(h.time) is int:
+                t = max(t, h.time)
+        return t
+
+    def reconfigure(self, command: Any, at: Optional[int] = None) -> dict[str, list[int]]:
+        """Apply a :mod:`~tstate.migration.commands` command from time ``at`` (default:
+        the earliest possible); returns the step times per operator.  Records before
+        ``at`` are processed by the old owners, records at or after by the new ones."""
+        from tstate.errors import ConfigurationError
+        from tstate.migration.commands import Assign, MoveBins, Rescale
+        from tstate.migration.planner import plan, rescale_map
+
+        earliest = self.earliest_reconfiguration()
+        if at is None:
+            at = earliest
+        if type(at) is not int or at < earliest:
+            raise ConfigurationError(
+                f"cannot reconfigure at time {at!r}: records up to time {earliest - 1} may already be routed; "
+                f"the earliest possible time is {earliest}"
+            )
+        nodes = [n for n in self.configs if command.operator in (None, self.flow._nodes[n].name)]
+        if not nodes:
+            raise ConfigurationError(
+                f"no stateful operator named {command.operator!r} (have: {', '.join(self.stateful_operators()) or 'none'})"
+            )
+        out: dict[str, list[int]] = {}
+        for n in nodes:
+            spec = self.flow._nodes[n]
+            if spec.scope.depth != 0:
+                raise ConfigurationError(f"operator {spec.name!r} is inside an iterate scope: it cannot be migrated")
+            history = self.configs[n]
+            history.schedule(at, [])  # newest command wins: drop later steps
+            current = history.owners_at(at)
+            if isinstance(command, Rescale):
+                if command.workers > self.workers:
+                    raise ConfigurationError(
+                        f"cannot rescale to {command.workers} workers: the execution has a pool of {self.workers} "
+                        "(start it with max_workers=...)"
+                    )
+                target = rescale_map(current, command.workers)
+            elif isinstance(command, MoveBins):
+                target = list(current)
+                for b, w in command.moves.items():
+                    if not 0 <= b < len(target) or not 0 <= w < self.workers:
+                        raise ConfigurationError(f"MoveBins: bin {b} -> worker {w} is out of range")
+                    target[b] = w
+            elif isinstance(command, Assign):
+                target = list(command.owners)
+                if len(target) != len(current) or any(not 0 <= w < self.workers for w in target):
+                    raise ConfigurationError(
+                        f"Assign: needs {len(current)} owners, each a worker below {self.workers}"
+                    )
+            else:
+                raise ConfigurationError(f"not a reconfiguration command: {command!r}")
+            out[spec.name] = history.schedule(at, plan(current, target, command.strategy), command.spacing)
+            for w in range(self.workers):
+                op = self.operators[w][n]
+                op.refresh_moves()  # type: ignore[attr-defined]
+                op.request_activation()
+        return out
+
+    def rescale(
+        self, workers: int, at: Optional[int] = None, strategy: str = "batched", operator: Optional[str] = None
+    ) -> dict[str, list[int]]:
+        """Spread the bins of stateful operators over ``workers`` workers from time
+        ``at``, in steps per ``strategy`` (see :class:`~tstate.migration.commands.Rescale`)."""
+        from tstate.migration.commands import Rescale
+
+        return self.reconfigure(Rescale(workers, strategy=strategy, operator=operator), at=at)
 
     def run(self, max_steps: Optional[int] = None) -> None:
         """Step until the dataflow is complete (see the module docstring)."""

@@ -52,13 +52,27 @@ class StatefulRuntime(OperatorRuntime):
         self.ctx = Context(self)
         self.track_dirty = bool(o.get("track_dirty", False))
         self.max_applied: Any = None
+        # ownership (migration): bins this worker holds, records waiting for bins
+        # still on their way here, and the moves this worker must make
+        history = exe.configs.get(spec.index)
+        self.owned: set[int] = (
+            {b for b, w in enumerate(history.initial) if w == worker} if history is not None else set(range(o["bins"]))
+        )
+        self.pending: dict[int, list[tuple[Any, list[Any]]]] = {}
+        self.pending_times: dict[Any, int] = {}
+        self.outgoing: list[tuple[int, int, int]] = []
+        self._codec: Any = None
+        self.refresh_moves()
 
     # -- bins ---------------------------------------------------------------------
-    def bin_for(self, k: Any, record: Any, time: Any) -> Bin:
+    def bin_for(self, k: Any, record: Any, time: Any) -> Optional[Bin]:
+        """The bin of key ``k`` if this worker holds it (None: it is on its way here)."""
         try:
             bi = self.keys.bin(k)
         except KeyFunctionError as exc:
             raise KeyFunctionError(f"operator {self.name!r}: record {record!r} at time {time!r}: {exc}") from None
+        if bi not in self.owned:
+            return None
         b = self.bins.get(bi)
         if b is None:
             b = self.bins[bi] = Bin(bi)
@@ -67,23 +81,99 @@ class StatefulRuntime(OperatorRuntime):
 
     def install_bin(self, b: Bin) -> None:
         """Take ownership of a bin (migration / recovery)."""
+        self.owned.add(b.index)
         self.bins[b.index] = b
         for t in b.timers:
             self._index_timer(t, b.index)
 
-    def remove_bin(self, index: int) -> Optional[Bin]:
-        """Give up a bin (migration): its timers leave with it."""
+    def remove_bin(self, index: int) -> Bin:
+        """Give up a bin (migration): its state and timers leave with it."""
+        self.owned.discard(index)
         b = self.bins.pop(index, None)
-        if b is not None:
-            self._key_bin.clear()
-            for t in list(b.timers):
-                owners = self.timer_times.get(t)
-                if owners is not None:
-                    owners.pop(index, None)
-                    if not owners:
-                        del self.timer_times[t]
-                        self._release(t)
+        if b is None:
+            return Bin(index)
+        self._key_bin.clear()
+        for t in list(b.timers):
+            owners = self.timer_times.get(t)
+            if owners is not None:
+                owners.pop(index, None)
+                if not owners:
+                    del self.timer_times[t]
+                    self._release(t)
         return b
+
+    @property
+    def codec(self) -> Any:
+        if self._codec is None:
+            from tstate.types import StateCodec
+
+            self._codec = StateCodec(self.spec.options["state_type"])
+        return self._codec
+
+    # -- migration ------------------------------------------------------------------
+    def refresh_moves(self) -> None:
+        """Re-read this worker's outgoing moves from the configuration history."""
+        history = self.exe.configs.get(self.node)
+        self.outgoing = [(t, b, dst) for t, b, src, dst in history.moves() if src == self.worker] if history else []
+
+    def _pend(self, k: Any, record: Any, t: Any) -> None:
+        """Keep a record whose bin has not arrived yet (Megaphone's buffering)."""
+        bi = self.keys.bin(k)
+        lst = self.pending.setdefault(bi, [])
+        if lst and lst[-1][0] == t:
+            lst[-1][1].append(record)
+        else:
+            lst.append((t, [record]))
+            self.pending_times[t] = self.pending_times.get(t, 0) + 1
+            self._hold(t)
+
+    def _ship_ready_bins(self, frontier: Any) -> None:
+        """Send every bin whose move time ``t`` the input frontier has passed: all its
+        records and timers before ``t`` are done here."""
+        while self.outgoing:
+            t, bi, dst = self.outgoing[0]
+            if bi not in self.owned or frontier.less_than(t):
+                return
+            if self.stash and _lex_lt(self.stash.peekitem(0)[0], t):
+                return
+            b = self.bins.get(bi)
+            if b is not None and any(_lex_lt(tt, t) for tt in b.timers):
+                return
+            self.outgoing.pop(0)
+            self._ship(bi, t, dst)
+
+    def _ship(self, bi: int, t: Any, dst: int) -> None:
+        import time as _time
+
+        from tstate.state.payload import decode_bin, encode_bin
+
+        start = _time.perf_counter()
+        b = self.remove_bin(bi)
+        data = encode_bin(b, self.codec, self.name)
+        target = self.exe.operators[dst][self.node]
+        assert isinstance(target, StatefulRuntime)
+        target.receive_bin(decode_bin(data, target.codec), t)
+        self.exe.metrics.record_move(self.name, bi, self.worker, dst, t, len(data), _time.perf_counter() - start)
+
+    def receive_bin(self, b: Bin, t: Any) -> None:
+        """Install a bin that arrived from its previous owner, then release the records
+        that were waiting for it (into the time-ordered buffer)."""
+        self.install_bin(b)
+        waiting = self.pending.pop(b.index, None)
+        if waiting:
+            for tt, recs in waiting:
+                lst = self.stash.get(tt)
+                if lst is None:
+                    self.stash[tt] = [recs]
+                else:
+                    lst.append(recs)
+                self._hold(tt)
+                n = self.pending_times[tt] - 1
+                if n:
+                    self.pending_times[tt] = n
+                else:
+                    del self.pending_times[tt]
+        self.request_activation()
 
     # -- capabilities ----------------------------------------------------------------
     def _hold(self, t: Any) -> None:
@@ -91,7 +181,7 @@ class StatefulRuntime(OperatorRuntime):
             self.caps[t] = Capability(self, 0, t)
 
     def _release(self, t: Any) -> None:
-        if t not in self.stash and t not in self.timer_times:
+        if t not in self.stash and t not in self.timer_times and t not in self.pending_times:
             cap = self.caps.pop(t, None)
             if cap is not None:
                 cap.drop()
@@ -99,6 +189,7 @@ class StatefulRuntime(OperatorRuntime):
     def clear_key(self, key: Any) -> None:
         """Drop ``key``'s state now (``ctx.clear()``)."""
         b = self._key_bin.get(key) or self.bin_for(key, None, None)
+        assert b is not None  # the current key's bin is here
         b.clear_key(key)
 
     def _index_timer(self, t: Any, bin_index: int) -> None:
@@ -113,6 +204,7 @@ class StatefulRuntime(OperatorRuntime):
         if "on_notify" not in self.handlers:
             raise GraphError(f"operator {self.name!r}: ctx.notify_at needs an @{self.name}.on_notify handler")
         b = self._key_bin.get(key) or self.bin_for(key, None, t)
+        assert b is not None  # the current key's bin is here
         b.add_timer(t, key)
         if self.track_dirty:
             b.dirty[key] = None
@@ -139,6 +231,10 @@ class StatefulRuntime(OperatorRuntime):
                     lst.append(recs)
         if self.stash or self.timer_times:
             self._drain(frontier)
+        if self.outgoing:
+            self._ship_ready_bins(frontier)
+            if self.stash or self.timer_times:
+                self._drain(frontier)
 
     def _drain(self, frontier: Any) -> None:
         """Apply buffered records and fire timers that became ready, in time order."""
@@ -185,6 +281,9 @@ class StatefulRuntime(OperatorRuntime):
                     b = key_bin.get(k)
                     if b is None:
                         b = self.bin_for(k, r, t)
+                        if b is None:
+                            self._pend(k, r, t)
+                            continue
                     states = b.states
                     s = states.get(k, _MISSING)
                     if s is _MISSING:
@@ -203,6 +302,9 @@ class StatefulRuntime(OperatorRuntime):
                     b = key_bin.get(k)
                     if b is None:
                         b = self.bin_for(k, r, t)
+                        if b is None:
+                            self._pend(k, r, t)
+                            continue
                     states = b.states
                     s = states.get(k, _MISSING)
                     if s is _MISSING:
@@ -236,6 +338,9 @@ class StatefulRuntime(OperatorRuntime):
                 b = self._key_bin.get(k)
                 if b is None:
                     b = self.bin_for(k, r, t)
+                    if b is None:
+                        self._pend(k, r, t)
+                        continue
                 g = groups.get(b.index)
                 if g is None:
                     groups[b.index] = (b, [r])
@@ -322,7 +427,7 @@ class StatefulRuntime(OperatorRuntime):
     # -- inspection -----------------------------------------------------------------
     def is_quiet(self) -> bool:
         """No buffered records: the state reflects every record received."""
-        return not self.stash
+        return not self.stash and not self.pending
 
 
 def _lex_lt(a: Any, b: Any) -> bool:

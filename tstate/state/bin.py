@@ -7,14 +7,14 @@ hash (see :mod:`tstate.keys`).  A bin holds
 - ``timers``: time → keys with a timer at that time (insertion-ordered, deterministic);
 - ``dirty``: keys changed since the last checkpoint (insertion-ordered);
 
-and is what moves between workers and what a checkpoint writes.  The payload of a bin
-(:meth:`Bin.to_payload`) is plain msgpack-ready data, encoded by the state's codec:
-the same bytes for a checkpoint file and a migration message.
+and is what moves between workers and what a checkpoint writes (encoded by
+:mod:`tstate.state.payload`: the same bytes for a checkpoint file and a migration
+message).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 __all__ = ["Bin"]
 
@@ -57,24 +57,6 @@ class Bin:
         if self.states.pop(key, _MISSING) is not _MISSING:
             self.removed[key] = None
             self.dirty.pop(key, None)
-
-    # -- payload --------------------------------------------------------------------
-    def to_payload(self, encode_state: Callable[[Any], Any], encode_key: Callable[[Any], Any]) -> dict[str, Any]:
-        """Msgpack-ready payload: ``{"bin", "states": [[key, state]...], "timers": [[time, [key...]]...]}``."""
-        return {
-            "bin": self.index,
-            "states": [[encode_key(k), encode_state(v)] for k, v in self.states.items()],
-            "timers": [[t, [encode_key(k) for k in keys]] for t, keys in self.timers.items()],
-        }
-
-    @classmethod
-    def from_payload(
-        cls, payload: dict[str, Any], decode_state: Callable[[Any], Any], decode_key: Callable[[Any], Any]
-    ) -> "Bin":
-        b = cls(payload["bin"])
-        b.states = {decode_key(k): decode_state(v) for k, v in payload["states"]}
-        b.timers = {t: {decode_key(k): None for k in keys} for t, keys in payload["timers"]}
-        return b
 
     def __repr__(self) -> str:
         return f"Bin({self.index}, keys={len(self.states)}, timers={sum(len(k) for k in self.timers.values())})"

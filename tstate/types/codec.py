@@ -184,7 +184,23 @@ def _make_converter() -> cattrs.Converter:
     c.register_structure_hook_factory(_is_mapping, structure_mapping)
     c.register_unstructure_hook_factory(_is_array, unstructure_array)
     c.register_structure_hook_factory(_is_array, structure_array)
+    # Registered last, so asked first: msgpack already decodes list[int] right.
+    c.register_structure_hook_factory(_decodes_as_is, lambda tp: _as_is)
     return c
+
+
+def _decodes_as_is(tp: Any) -> bool:
+    """Whether decoded msgpack is already a value of the list / dict type ``tp``."""
+    if typing.get_origin(tp) not in (list, dict):
+        return False
+    try:
+        return _plain_for_decode(analyse(tp))
+    except StateTypeError:
+        return False
+
+
+def _as_is(obj: Any, _: Any) -> Any:
+    return obj
 
 
 #: The cattrs converter configured for state types (see the module docstring).

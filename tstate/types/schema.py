@@ -257,10 +257,11 @@ class Schema:
         otherwise the reason, starting with the field path.
 
         Compatible changes: a struct field added *with a default*; ``T`` becoming
-        ``Optional[T]``; enum members added; a struct or enum renamed or moved; ``list``,
-        ``tuple[T, ...]`` and ``Array`` read as each other, so do ``set`` and
-        ``frozenset``, and ``dict`` and ``Map``.  Anything else -- a field removed,
-        added without a default, or changed in type -- is not.
+        ``Optional[T]`` or a union with ``T``; union or enum members added; a struct
+        or enum renamed or moved; ``list``, ``tuple[T, ...]`` and ``Array`` read as
+        each other, so do ``set`` and ``frozenset``, and ``dict`` and ``Map``.
+        Anything else -- a field removed, added without a default, or changed in type
+        -- is not.
 
         >>> from attrs import make_class, field
         >>> Old = make_class("Route", {"x": field(type=int)})
@@ -360,6 +361,9 @@ def _compatible(new: Schema, old: Schema, path: str) -> str | None:
         if old.kind is Kind.NONE:
             return None
         return _compatible(new.args[0], old, path)
+    if new.kind is Kind.UNION and old.kind in SCALAR_KINDS:
+        if any(a.fingerprint == old.fingerprint for a in new.args):
+            return None
     same_class = _ENCODING_CLASS.get(new.kind, new.kind) == _ENCODING_CLASS.get(old.kind, old.kind)
     if not same_class:
         return f"{path}: type changed from {old.name} to {new.name}"
@@ -475,7 +479,7 @@ class _Analyser:
                     "its type arguments, e.g. Box[int], not Box)"
                 )
             tp = tvars[tp]
-        elif tvars and getattr(tp, "__parameters__", ()):
+        elif tvars and getattr(tp, "__parameters__", None):
             tp = tp[tuple(tvars.get(p, p) for p in tp.__parameters__)]
         try:
             kind = _SCALAR_TYPES.get(tp)

@@ -77,7 +77,7 @@ class Map(MutableMapping[K, V], Generic[K, V]):
     __slots__ = ("_data", "_changed", "_deleted", "_new", "_has_base")
 
     def __init__(self, data: Mapping[K, V] | Iterable[tuple[K, V]] = (), /, **kwargs: V) -> None:
-        self._data: dict[K, V] = dict(data, **kwargs)  # type: ignore[arg-type]
+        self._data: dict[K, V] = dict(data, **kwargs)
         self._changed: set[K] = set(self._data)
         self._deleted: set[K] = set()
         self._new: set[K] = set(self._data)  # changed keys that are not in the base

@@ -1,0 +1,30 @@
+"""Complex event processing on tstate: a Flink-CEP-compatible pattern library.
+
+* :mod:`apps.cep.pattern` -- the pattern API (:class:`Pattern`, :class:`AfterMatchSkip`);
+* :mod:`apps.cep.nfa` -- the compiler to an NFA;
+* :mod:`apps.cep.matcher` -- the per-key engine (:class:`Matcher`, :class:`Match`,
+  :class:`TimedOut`) whose state (:class:`KeyState`) is plain typed data;
+* :mod:`apps.cep.reference` -- a brute-force matcher, the oracle of the tests;
+* :mod:`apps.cep.flights` -- the two flight-delay patterns of the sample app.
+"""
+
+from apps.cep.errors import EventFieldError, PatternError
+from apps.cep.matcher import Match, Matcher, TimedOut
+from apps.cep.pattern import AfterMatchSkip, Contiguity, Pattern, SkipKind, Stage, StageKind
+from apps.cep.state import BufferedEvent, KeyState
+
+__all__ = [
+    "Pattern",
+    "AfterMatchSkip",
+    "SkipKind",
+    "Contiguity",
+    "Stage",
+    "StageKind",
+    "Matcher",
+    "Match",
+    "TimedOut",
+    "KeyState",
+    "BufferedEvent",
+    "PatternError",
+    "EventFieldError",
+]

@@ -1,0 +1,507 @@
+"""The per-key matching engine.
+
+>>> from apps.cep import Pattern, Matcher
+>>> m = Matcher(Pattern.begin("a").where(lambda e: e == "a").followed_by("b").where(lambda e: e == "b"))
+>>> st = m.new_state()
+>>> [m.process(st, e, t) for t, e in enumerate(["a", "x", "b"])]
+[[], [], [Match({'a': ('a',), 'b': ('b',)}, first_time=0, last_time=2)]]
+
+Contract
+--------
+* A :class:`Matcher` compiles its pattern once and holds **no per-key state**; one
+  matcher serves every key.  All the state of a key is the :class:`KeyState` returned by
+  :meth:`Matcher.new_state` (plain typed data, see :mod:`apps.cep.state`), which the
+  caller stores per key and passes to every call.
+* :meth:`Matcher.process` takes the events of one key **in timestamp order** (equal
+  timestamps in arrival order; the caller guarantees it -- it is not checked).
+* :meth:`Matcher.advance_time` tells the engine that event time has reached ``t`` for
+  the key (no event with a smaller timestamp will follow): partial matches whose window
+  has closed (``t - start >= within``) are discarded and returned as :class:`TimedOut`;
+  a partial match waiting in a trailing ``not_followed_by`` becomes a match then.  Call
+  it before ``process(state, event, t)`` whenever ``t`` grew -- as Flink's CEP operator
+  does -- and whenever the input frontier passes a time (:meth:`Matcher.next_timeout`
+  says when the next window of the key closes).  ``process`` applies the same expiry
+  itself, so skipping ``advance_time`` never produces a wrong match: it only delays the
+  reporting of timeouts (they are queued in the state until the next ``advance_time``).
+* Matches are returned by the call that completes them: by ``process`` for a match
+  ending at the event, by ``advance_time`` (or the expiry step at the start of
+  ``process``) for a trailing ``not_followed_by``.  With a skip strategy other than
+  ``no_skip`` a complete match is held back while a partial match that started earlier
+  is still alive (as Flink does), and is returned by the call that resolves it.
+* Within one call, matches are ordered by their first event, then by the event that
+  completed them, then by their event ids (Flink leaves ties unspecified).
+* A condition that reads a missing field (``AttributeError``/``KeyError``) raises
+  :class:`~apps.cep.errors.EventFieldError`; the conditions are all evaluated before the
+  state is changed, so the key's state is left as it was before the call.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from typing import Any, Generic, Iterator, Optional, TypeVar
+
+from attrs import frozen
+
+from apps.cep.errors import EventFieldError, PatternError
+from apps.cep.nfa import NFA, PENDING, Leaf, compile_pattern
+from apps.cep.pattern import Pattern, SkipKind
+from apps.cep.state import BufferedEvent, KeyState
+
+__all__ = ["Matcher", "Match", "TimedOut"]
+
+E = TypeVar("E")
+
+
+class Match(Mapping):
+    """A match: an immutable mapping stage name -> tuple of the events accepted for the
+    stage (oldest first; only stages that accepted events appear, in pattern order),
+    with the timestamps of its first and last event."""
+
+    __slots__ = ("_events", "first_time", "last_time")
+
+    def __init__(self, events: dict[str, tuple[Any, ...]], first_time: Any, last_time: Any) -> None:
+        object.__setattr__(self, "_events", events)
+        object.__setattr__(self, "first_time", first_time)
+        object.__setattr__(self, "last_time", last_time)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Match is immutable")
+
+    def __getitem__(self, stage: str) -> tuple[Any, ...]:
+        return self._events[stage]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._events)
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Match):
+            return (
+                self._events == other._events
+                and self.first_time == other.first_time
+                and self.last_time == other.last_time
+            )
+        if isinstance(other, Mapping):
+            return dict(self._events) == dict(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def events(self) -> list[Any]:
+        """All the events of the match, in stage order (= time order)."""
+        return [e for evs in self._events.values() for e in evs]
+
+    def to_dict(self) -> dict[str, list[Any]]:
+        return {k: list(v) for k, v in self._events.items()}
+
+    def __repr__(self) -> str:
+        return f"Match({self._events!r}, first_time={self.first_time!r}, last_time={self.last_time!r})"
+
+
+@frozen
+class TimedOut:
+    """A partial match discarded because its window closed: the events it had accepted
+    (a :class:`Match`-like mapping) and the time the window closed
+    (``start + within``)."""
+
+    partial: Match
+    timeout_time: Any
+
+
+class _Ctx:
+    """The context an iterative condition receives (see :mod:`apps.cep.conditions`).
+    One instance per matcher, re-pointed at each partial match (not reentrant)."""
+
+    __slots__ = ("_st", "_node", "timestamp", "_index")
+
+    def __init__(self, index: dict[str, int]) -> None:
+        self._st: Any = None
+        self._node = -1
+        self.timestamp: Any = None
+        self._index = index
+
+    def _stage(self, stage: str) -> int:
+        try:
+            return self._index[stage]
+        except KeyError:
+            raise PatternError(f"ctx: no stage named {stage!r} in the pattern") from None
+
+    def events(self, stage: str) -> list[Any]:
+        """The events accepted so far for ``stage``, oldest first."""
+        k = self._stage(stage)
+        nodes = self._st.nodes
+        events = self._st.events
+        out = []
+        nid = self._node
+        while nid >= 0:
+            n = nodes[nid]
+            if n[1] == k:
+                out.append(events[n[0]].event)
+            elif n[1] < k:
+                break
+            nid = n[2]
+        out.reverse()
+        return out
+
+    def last(self, stage: str) -> Any:
+        """The latest event accepted for ``stage``, or None."""
+        k = self._stage(stage)
+        nodes = self._st.nodes
+        nid = self._node
+        while nid >= 0:
+            n = nodes[nid]
+            if n[1] == k:
+                return self._st.events[n[0]].event
+            if n[1] < k:
+                return None
+            nid = n[2]
+        return None
+
+    def previous(self) -> Any:
+        """The latest event accepted into the partial match (any stage), or None."""
+        nid = self._node
+        if nid < 0:
+            return None
+        return self._st.events[self._st.nodes[nid][0]].event
+
+
+def _release(st: KeyState, nid: int) -> None:
+    """Drop one reference to buffer node ``nid`` (freeing what becomes unreferenced)."""
+    nodes = st.nodes
+    while nid >= 0:
+        n = nodes[nid]
+        n[3] -= 1
+        if n[3] > 0:
+            return
+        del nodes[nid]
+        eid = n[0]
+        be = st.events[eid]
+        be.refs -= 1
+        if be.refs == 0:
+            del st.events[eid]
+        nid = n[2]
+
+
+class Matcher(Generic[E]):
+    """A compiled pattern and the operations on a key's :class:`KeyState` (see the
+    module docstring for the contract).
+
+    ``event_type``/``time_type`` only serve :attr:`state_type`, the concrete type to
+    give cattrs when (un)structuring a state (``KeyState[event_type, time_type]``)."""
+
+    def __init__(self, pattern: Pattern, *, event_type: Any = Any, time_type: Any = int) -> None:
+        self.pattern = pattern
+        self.nfa: NFA = compile_pattern(pattern)
+        self.window = pattern.window
+        self.skip = pattern.skip
+        self.state_type = KeyState[event_type, time_type]  # type: ignore[valid-type]
+        self._names = pattern.names
+        self._index = {n: i for i, n in enumerate(self._names)}
+        self._trees = self.nfa.trees
+        self._start_tree = self.nfa.start_tree
+        self._pending = [k == PENDING for k in self.nfa.kinds]
+        self._no_skip = pattern.skip.kind is SkipKind.NO_SKIP
+        self._skip_stage = self._index.get(pattern.skip.stage) if pattern.skip.stage else None
+        self._ctx = _Ctx(self._index)
+        codes = set()
+        for p in self.nfa.predicates:
+            codes.add(getattr(p.cond.fn, "__code__", None))
+            for leaf in p.cond.leaves:
+                codes.add(getattr(leaf, "__code__", None))
+                call = getattr(type(leaf), "__call__", None)
+                codes.add(getattr(call, "__code__", None))
+        codes.discard(None)
+        self._cond_codes = frozenset(codes)
+
+    # ---- state ------------------------------------------------------------------------
+    def new_state(self) -> KeyState:
+        """A fresh, empty state for one key."""
+        return KeyState()
+
+    def next_timeout(self, state: KeyState) -> Optional[Any]:
+        """The earliest time at which a partial match of ``state`` expires (when
+        ``advance_time`` has something to do), or None."""
+        if self.window is None or not state.runs:
+            return None
+        return state.runs[0][2] + self.window
+
+    # ---- the hot path -------------------------------------------------------------------
+    def process(self, state: KeyState, event: Any, timestamp: Any) -> list[Match]:
+        """Feed one event of the key; return the matches it completes (see the module
+        docstring).  Events must come in timestamp order."""
+        out: list[Match] = []
+        runs = state.runs
+        window = self.window
+        if window is not None and runs and timestamp - runs[0][2] >= window:
+            self._expire(state, timestamp, out)
+            runs = state.runs
+        eid = state.next_event
+        state.next_event = eid + 1
+        ctx = self._ctx
+        ctx._st = state
+        ctx.timestamp = timestamp
+        trees = self._trees
+        changes: Optional[list[tuple[int, Leaf]]] = None
+        t: Any = None
+        try:
+            i = 0
+            for run in runs:
+                t = trees[run[0]]
+                if t.__class__ is tuple:
+                    ctx._node = run[1]
+                    while True:
+                        if t[1]:
+                            r = t[0](event, ctx)
+                        else:
+                            r = t[0](event)
+                        t = t[4] if r else t[3]
+                        if t.__class__ is not tuple:
+                            break
+                if not t.identity:
+                    if changes is None:
+                        changes = []
+                    changes.append((i, t))
+                i += 1
+            t = self._start_tree
+            if t.__class__ is tuple:
+                ctx._node = -1
+                while True:
+                    if t[1]:
+                        r = t[0](event, ctx)
+                    else:
+                        r = t[0](event)
+                    t = t[4] if r else t[3]
+                    if t.__class__ is not tuple:
+                        break
+        except (AttributeError, KeyError) as exc:
+            state.next_event = eid
+            self._field_error(exc, t, event)
+            raise
+        start_leaf = t
+        if changes is None and not start_leaf.ops:
+            return out  # the common case: the event changes nothing
+        potentials: list[tuple[int, Any, int, int]] = []
+        if changes is None:
+            new_runs = runs  # only new partial matches: appended in place
+        else:
+            new_runs = []
+            ci = 0
+            nxt = changes[0][0]
+            for i, run in enumerate(runs):
+                if i == nxt:
+                    self._apply(state, run, changes[ci][1], event, timestamp, eid, new_runs, potentials)
+                    ci += 1
+                    nxt = changes[ci][0] if ci < len(changes) else -1
+                else:
+                    new_runs.append(run)
+        if start_leaf.ops:
+            self._apply(state, (-1, -1, timestamp, eid), start_leaf, event, timestamp, eid, new_runs, potentials)
+        state.runs = new_runs
+        if potentials or (state.held and changes is not None):
+            self._emit(state, potentials, out, eid)
+        return out
+
+    def _apply(
+        self,
+        st: KeyState,
+        run: tuple[int, int, Any, int],
+        leaf: Leaf,
+        event: Any,
+        ts: Any,
+        eid: int,
+        new_runs: list,
+        potentials: list,
+    ) -> None:
+        """Carry out the ops of ``leaf`` for partial match ``run`` (``run[0] == -1``: the
+        start state, whose new partial matches start at this event)."""
+        _, node, start_t, start_id = run
+        nodes = st.nodes
+        produced: list[tuple[int, int, Any, int]] = []
+        taken: dict[int, int] = {}
+        for op in leaf.ops:
+            kind = op[0]
+            if kind == "ignore":
+                produced.append((op[1], node, start_t, start_id))
+                nodes[node][3] += 1
+            elif kind == "final":
+                potentials.append((node, start_t, start_id, eid))
+                nodes[node][3] += 1
+            else:
+                _, stage, target, completes, pending = op
+                nn = taken.get(stage)
+                if nn is None:
+                    be = st.events.get(eid)
+                    if be is None:
+                        be = BufferedEvent(event, ts, 0)
+                        st.events[eid] = be
+                    be.refs += 1
+                    nn = st.next_node
+                    st.next_node = nn + 1
+                    nodes[nn] = [eid, stage, node, 0]
+                    if node >= 0:
+                        nodes[node][3] += 1
+                    taken[stage] = nn
+                rec = nodes[nn]
+                if target >= 0:
+                    produced.append((target, nn, start_t, start_id))
+                    rec[3] += 1
+                if pending >= 0:
+                    produced.append((pending, nn, start_t, start_id))
+                    rec[3] += 1
+                if completes:
+                    potentials.append((nn, start_t, start_id, eid))
+                    rec[3] += 1
+        if leaf.stop:
+            for r in produced:
+                _release(st, r[1])
+        else:
+            new_runs.extend(produced)
+        # nodes created for a take whose continuations were all discarded
+        for nn in taken.values():
+            if nn in nodes and nodes[nn][3] == 0:
+                nodes[nn][3] = 1
+                _release(st, nn)
+        if node >= 0:
+            _release(st, node)
+
+    # ---- time ---------------------------------------------------------------------------
+    def advance_time(self, state: KeyState, timestamp: Any) -> tuple[list[Match], list[TimedOut]]:
+        """Event time reached ``timestamp`` for the key: expire partial matches whose
+        window closed; return the matches this completes (trailing ``not_followed_by``,
+        held matches released) and the timed-out partial matches (including those
+        ``process`` found and queued)."""
+        out: list[Match] = []
+        window = self.window
+        if window is not None and state.runs and timestamp - state.runs[0][2] >= window:
+            self._expire(state, timestamp, out)
+        timeouts: list[TimedOut] = []
+        if state.expired:
+            for node, tt in state.expired:
+                timeouts.append(TimedOut(self._materialize(state, node), tt))
+                _release(state, node)
+            state.expired = []
+        return out, timeouts
+
+    def _expire(self, st: KeyState, t: Any, out: list[Match]) -> None:
+        window = self.window
+        runs = st.runs
+        k = 0
+        n = len(runs)
+        while k < n and t - runs[k][2] >= window:
+            k += 1
+        if k == 0:
+            return
+        expired = runs[:k]
+        st.runs = runs[k:]
+        seq = st.next_event
+        pots = []
+        pending = self._pending
+        for run in expired:
+            if pending[run[0]]:
+                pots.append((run[1], run[2], run[3], seq))
+            else:
+                st.expired.append((run[1], run[2] + window))
+        if pots or st.held:
+            self._emit(st, pots, out, seq)
+
+    # ---- emitting matches -----------------------------------------------------------------
+    def _chain(self, st: KeyState, nid: int) -> list[list[int]]:
+        nodes = st.nodes
+        out = []
+        while nid >= 0:
+            n = nodes[nid]
+            out.append(n)
+            nid = n[2]
+        out.reverse()
+        return out
+
+    def _key(self, st: KeyState, m: tuple[int, Any, int, int]) -> tuple:
+        return (m[2], m[3], tuple((n[0], n[1]) for n in self._chain(st, m[0])))
+
+    def _materialize(self, st: KeyState, nid: int) -> Match:
+        names = self._names
+        events = st.events
+        groups: dict[int, list[Any]] = {}
+        first = last = None
+        for n in self._chain(st, nid):
+            be = events[n[0]]
+            if first is None:
+                first = be.time
+            last = be.time
+            groups.setdefault(n[1], []).append(be.event)
+        return Match({names[k]: tuple(groups[k]) for k in sorted(groups)}, first, last)
+
+    def _emit(self, st: KeyState, potentials: list, out: list[Match], seq: int) -> None:
+        if self._no_skip:
+            if len(potentials) > 1:
+                potentials.sort(key=lambda m: self._key(st, m))
+            for m in potentials:
+                out.append(self._materialize(st, m[0]))
+                _release(st, m[0])
+            return
+        held = st.held
+        for m in potentials:
+            bisect.insort(held, m, key=lambda x: self._key(st, x))
+        while held:
+            m = held[0]
+            runs = st.runs
+            if runs and runs[0][3] < m[2]:
+                break  # a partial match that started earlier is still alive
+            del held[0]
+            chain = self._chain(st, m[0])
+            out.append(self._materialize(st, m[0]))
+            pid, inclusive = self._pruning_id(chain)
+            if pid is not None:
+                k = 0
+                while k < len(runs) and (runs[k][3] <= pid if inclusive else runs[k][3] < pid):
+                    _release(st, runs[k][1])
+                    k += 1
+                if k:
+                    st.runs = runs[k:]
+                k = 0
+                while k < len(held) and (held[k][2] <= pid if inclusive else held[k][2] < pid):
+                    _release(st, held[k][0])
+                    k += 1
+                if k:
+                    del held[:k]
+            _release(st, m[0])
+
+    def _pruning_id(self, chain: list[list[int]]) -> tuple[Optional[int], bool]:
+        kind = self.skip.kind
+        if kind is SkipKind.SKIP_TO_NEXT:
+            return chain[0][0], True
+        if kind is SkipKind.SKIP_PAST_LAST_EVENT:
+            return chain[-1][0], True
+        k = self._skip_stage
+        ids = [n[0] for n in chain if n[1] == k]
+        if not ids:
+            return None, False
+        return (ids[0] if kind is SkipKind.SKIP_TO_FIRST else ids[-1]), False
+
+    # ---- errors -----------------------------------------------------------------------------
+    def _field_error(self, exc: BaseException, t: Any, event: Any) -> None:
+        """Turn an AttributeError/KeyError raised inside a condition into an
+        EventFieldError naming the stage and the field (else return: re-raised)."""
+        if t.__class__ is not tuple:
+            return
+        tb = exc.__traceback__
+        callee = tb.tb_next if tb is not None else None
+        if callee is None or callee.tb_frame.f_code not in self._cond_codes:
+            return
+        pred = t[2]
+        if isinstance(exc, KeyError):
+            fld = exc.args[0] if exc.args else None
+        else:
+            fld = getattr(exc, "name", None)
+            if fld is None:
+                fld = str(exc)
+        what = {"condition": "condition", "until": "until condition", "negation": "condition"}[pred.what]
+        raise EventFieldError(
+            f"pattern stage {pred.stage!r}: the {what} reads field {fld!r}, which the event "
+            f"{event!r} does not have ({type(exc).__name__}: {exc})",
+            stage=pred.stage,
+            field=fld,
+        ) from exc

@@ -1,0 +1,153 @@
+"""Live migration: output is identical to a run that never moved, and to a sequential
+reference — for random inputs, random stateful dataflows, random reconfiguration
+schedules (maps, worker counts 1-8 up and down, strategies, overlapping commands)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tstate as ts
+from tstate.errors import ConfigurationError
+from tstate.migration.commands import STRATEGIES, Assign, MoveBins, Rescale
+
+BINS = 8
+EPOCHS = 8
+keys = st.integers(0, 11)
+epoch_data = st.lists(st.lists(st.tuples(keys, st.integers(0, 5)), max_size=8), min_size=1, max_size=EPOCHS)
+strategy = st.sampled_from(STRATEGIES)
+command = st.one_of(
+    st.builds(Rescale, st.integers(1, 8), strategy=strategy),
+    st.builds(MoveBins, st.dictionaries(st.integers(0, BINS - 1), st.integers(0, 7), max_size=4), strategy=strategy),
+    st.builds(Assign, st.lists(st.integers(0, 7), min_size=BINS, max_size=BINS), strategy=strategy),
+)
+schedule = st.lists(st.tuples(st.integers(0, EPOCHS + 2), command), max_size=4)
+
+
+def build(kind: str):
+    flow = ts.Dataflow(kind)
+    inp = flow.input("in", batch_size=3)
+    if kind == "count":
+
+        @flow.stateful(inp, key=lambda r: r[0], state=int, bins=BINS)
+        def op(n: int, r, ctx) -> int:
+            ctx.emit((ctx.key, ctx.time, n + 1))
+            return n + 1
+
+    else:
+
+        @flow.stateful(inp, key=lambda r: r[0], state=list[int], bins=BINS)
+        def op(values: list[int], r, ctx) -> None:
+            values.append(r[1])
+            ctx.notify_at(ctx.time + 1 + r[1] % 3)  # timers that outlive moves
+
+        @op.on_notify
+        def fire(values: list[int], time, ctx) -> None:
+            ctx.emit((ctx.key, time, sum(values), len(values)))
+
+    return flow, inp, op, op.collect()
+
+
+def run(kind: str, data, workers: int, reconfigure=(), live=()):
+    flow, inp, op, out = build(kind)
+    ex = flow.start(workers, max_workers=8, reconfigure=reconfigure)
+    live = dict(live)
+    for t, batch in enumerate(data):
+        inp.advance_to(t)
+        if t in live:
+            ex.reconfigure(live[t], at=t)
+        inp.send(batch)
+        ex.step()
+    inp.close()
+    ex.run()
+    return sorted(out.items, key=repr), flow.state(op, format="dict"), ex
+
+
+def reference(kind: str, data):
+    out = []
+    if kind == "count":
+        counts: dict = defaultdict(int)
+        for t, batch in enumerate(data):
+            for k, _ in batch:
+                counts[k] += 1
+                out.append((t, (k, t, counts[k])))
+        return sorted(out, key=repr), dict(counts)
+    lists: dict = defaultdict(list)
+    timers: dict = defaultdict(dict)
+    last = len(data) + 4
+    for t in range(last):
+        for k, v in data[t] if t < len(data) else ():
+            lists[k].append(v)
+            timers[t + 1 + v % 3][k] = None
+        for k in timers.pop(t, {}):
+            out.append((t, (k, t, sum(lists[k]), len(lists[k]))))
+    return sorted(out, key=repr), dict(lists)
+
+
+@pytest.mark.parametrize("kind", ["count", "lists"])
+@given(data=epoch_data, workers=st.integers(1, 8), sched=schedule)
+def test_planned_reconfiguration_is_invisible(kind, data, workers, sched):
+    expected = reference(kind, data)
+    plain = run(kind, data, workers)
+    moved = run(kind, data, workers, reconfigure=sched)
+    assert plain[:2] == expected
+    assert moved[:2] == expected
+
+
+@pytest.mark.parametrize("kind", ["count", "lists"])
+@given(data=epoch_data, workers=st.integers(1, 8), live=st.lists(st.tuples(st.integers(0, EPOCHS), command), max_size=3))
+def test_live_reconfiguration_is_invisible(kind, data, workers, live):
+    live = dict(live)  # one command per epoch, issued while the dataflow runs
+    out, state, ex = run(kind, data, workers, live=live)
+    assert (out, state) == reference(kind, data)
+
+
+def test_moves_to_current_owner_empty_bins_timers_first_and_last_epoch():
+    data = [[(1, 1), (2, 2)], [(1, 4)], [], [(3, 0)]]
+    expected = reference("lists", data)
+    for sched in (
+        [(0, Assign([0] * BINS))],  # at the very first epoch, everything to worker 0
+        [(0, MoveBins({0: 0, 1: 1}))],  # moves to the current owner: nothing to do
+        [(2, Rescale(1, strategy="fluid"))],  # down to one worker while timers are pending
+        [(len(data) + 5, Rescale(5))],  # after the last epoch
+        [(1, Rescale(8, strategy="batched")), (2, Rescale(2, strategy="all-at-once"))],  # overlapping
+    ):
+        out, state, ex = run("lists", data, 2, reconfigure=sched)
+        assert (out, state) == expected, sched
+    out, state, ex = run("lists", data, 1, reconfigure=[(1, Rescale(1))])
+    assert (out, state) == expected and not ex.metrics.moves
+
+
+def test_batched_steps_are_matchings_and_bins_move():
+    data = [[(k, k) for k in range(40)] for _ in range(12)]
+    out, state, ex = run("count", data, 2, reconfigure=[(2, Rescale(4, strategy="batched"))])
+    assert (out, state) == reference("count", data)
+    by_time = defaultdict(list)
+    for m in ex.metrics.moves:
+        by_time[m.time].append(m)
+    assert len(ex.metrics.moves) == 4  # 8 bins: 2 + 2 move from workers 0, 1 to 2, 3
+    for moves in by_time.values():
+        assert len({m.source for m in moves}) == len(moves)
+        assert len({m.target for m in moves}) == len(moves)
+    assert ex.metrics.bytes_moved > 0
+    op = [n for n in ex.configs][0]
+    assert sorted(set(ex.configs[op].final())) == [0, 1, 2, 3]
+    assert all(len(ex.operators[w][op].bins) > 0 for w in range(4))
+
+
+def test_reconfiguring_the_past_is_refused():
+    flow, inp, op, out = build("count")
+    ex = flow.start(2, max_workers=4)
+    inp.send([(1, 1)], time=5)
+    ex.step()
+    with pytest.raises(ConfigurationError, match="earliest possible time is 6"):
+        ex.rescale(4, at=3)
+    with pytest.raises(ConfigurationError, match="pool of 4"):
+        ex.rescale(8, at=7)
+    steps = ex.rescale(4)  # earliest possible
+    assert list(steps.values())[0][0] == 6
+    inp.close()
+    ex.run()

@@ -1,0 +1,70 @@
+"""Hypothesis strategies of *state types* (not values): nested lists, dicts, sets,
+Optionals, tuples, tracked containers and attrs classes made on the fly."""
+
+import datetime as dt
+import enum
+import itertools
+from typing import Any, Optional
+
+import attrs
+from hypothesis import strategies as st
+
+from tstate.types import Array, Map
+
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+    BLUE = 30000
+
+
+class Mode(enum.Enum):
+    FAST = "fast"
+    SLOW = "slow"
+
+
+SCALARS = [int, float, str, bytes, bool, type(None), dt.datetime, dt.date, Color, Mode, int | str]
+HASHABLE_SCALARS = [int, str, bytes, bool, dt.date, Color, Mode]
+
+_names = itertools.count()
+
+
+def make_struct(field_types: list[Any], frozen: bool = False) -> type:
+    """An attrs class with fields ``f0, f1, ...`` of the given types."""
+    return attrs.make_class(
+        f"S{next(_names)}",
+        {f"f{i}": attrs.field(type=t) for i, t in enumerate(field_types)},
+        frozen=frozen,
+    )
+
+
+def hashable_types() -> st.SearchStrategy[Any]:
+    base = st.sampled_from(HASHABLE_SCALARS)
+    return st.one_of(
+        base,
+        st.tuples(base, base).map(lambda ab: tuple[ab[0], ab[1]]),
+        base.map(lambda t: tuple[t, ...]),
+        base.map(lambda t: frozenset[t]),
+        st.lists(base, min_size=1, max_size=3).map(lambda ts: make_struct(ts, frozen=True)),
+    )
+
+
+def _extend(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        children.map(lambda t: list[t]),
+        children.map(lambda t: dict[str, t]),
+        st.tuples(hashable_types(), children).map(lambda kv: dict[kv[0], kv[1]]),
+        children.map(lambda t: Optional[t]),
+        children.map(lambda t: tuple[t, ...]),
+        st.tuples(children, children).map(lambda ab: tuple[ab[0], ab[1]]),
+        hashable_types().map(lambda t: set[t]),
+        hashable_types().map(lambda t: frozenset[t]),
+        children.map(lambda t: Array[t]),
+        st.tuples(hashable_types(), children).map(lambda kv: Map[kv[0], kv[1]]),
+        st.lists(children, min_size=1, max_size=4).map(make_struct),
+    )
+
+
+def state_types(max_leaves: int = 6) -> st.SearchStrategy[Any]:
+    """Arbitrary supported state types, nested."""
+    return st.recursive(st.sampled_from(SCALARS) | hashable_types(), _extend, max_leaves=max_leaves)

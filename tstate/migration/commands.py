@@ -1,0 +1,75 @@
+"""Reconfiguration commands: what a user asks for, effective at a timestamp.
+
+- :class:`Rescale` — spread the bins over ``workers`` workers (scale out: new workers
+  join idle and receive bins; scale in: leaving workers hand all their bins over);
+- :class:`MoveBins` — move the given bins to the given workers;
+- :class:`Assign` — install a complete bin → worker map.
+
+Each carries a ``strategy``: ``"all-at-once"`` (one step), ``"fluid"`` (one bin per
+step) or ``"batched"`` (steps in which every worker sends at most one bin and receives
+at most one bin, as in Megaphone).  Steps take effect at consecutive times
+``t, t + spacing, ...``.  ``operator`` restricts a command to one stateful operator
+(by name); by default it applies to all of them.
+
+>>> Rescale(8)
+Rescale(workers=8, strategy='batched', operator=None, spacing=1)
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from attrs import field, frozen
+
+from tstate.errors import ConfigurationError
+
+__all__ = ["Rescale", "MoveBins", "Assign", "Command", "STRATEGIES"]
+
+STRATEGIES = ("all-at-once", "fluid", "batched")
+
+
+def _check_strategy(instance: object, attribute: object, value: str) -> None:
+    if value not in STRATEGIES:
+        raise ConfigurationError(f"unknown migration strategy {value!r}: use one of {', '.join(STRATEGIES)}")
+
+
+def _check_spacing(instance: object, attribute: object, value: int) -> None:
+    if not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"spacing must be an integer >= 1, got {value!r}")
+
+
+@frozen
+class Rescale:
+    """Spread the bins over ``workers`` workers."""
+
+    workers: int
+    strategy: str = field(default="batched", validator=_check_strategy)
+    operator: Optional[str] = None
+    spacing: int = field(default=1, validator=_check_spacing)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.workers, int) or self.workers < 1:
+            raise ConfigurationError(f"Rescale: workers must be an integer >= 1, got {self.workers!r}")
+
+
+@frozen
+class MoveBins:
+    """Move each bin in ``moves`` (bin → worker) to its worker."""
+
+    moves: dict[int, int] = field(converter=dict)
+    strategy: str = field(default="all-at-once", validator=_check_strategy)
+    operator: Optional[str] = None
+    spacing: int = field(default=1, validator=_check_spacing)
+
+
+@frozen
+class Assign:
+    """Install the complete map ``owners[bin] = worker``."""
+
+    owners: tuple[int, ...] = field(converter=tuple)
+    strategy: str = field(default="all-at-once", validator=_check_strategy)
+    operator: Optional[str] = None
+    spacing: int = field(default=1, validator=_check_spacing)
+
+
+Command = Union[Rescale, MoveBins, Assign]

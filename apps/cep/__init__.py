@@ -11,7 +11,7 @@
 from apps.cep.errors import EventFieldError, PatternError
 from apps.cep.matcher import Match, Matcher, TimedOut
 from apps.cep.pattern import AfterMatchSkip, Contiguity, Pattern, SkipKind, Stage, StageKind
-from apps.cep.state import BufferedEvent, KeyState
+from apps.cep.state import KeyState
 
 __all__ = [
     "Pattern",
@@ -24,7 +24,6 @@ __all__ = [
     "Match",
     "TimedOut",
     "KeyState",
-    "BufferedEvent",
     "PatternError",
     "EventFieldError",
 ]

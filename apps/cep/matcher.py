@@ -32,7 +32,11 @@ Contract
   completed them, then by their event ids (Flink leaves ties unspecified).
 * A condition that reads a missing field (``AttributeError``/``KeyError``) raises
   :class:`~apps.cep.errors.EventFieldError`; the conditions are all evaluated before the
-  state is changed, so the key's state is left as it was before the call.
+  state is changed, so the event is not applied (the key's state stays consistent; only
+  an expiry done at the start of the same call -- see above -- has taken effect, and
+  the matches it completed are lost with the call).
+* The matcher is not thread-safe (conditions get a context object it reuses); use one
+  matcher per thread.
 """
 
 from __future__ import annotations
@@ -44,9 +48,9 @@ from typing import Any, Generic, Iterator, Optional, TypeVar
 from attrs import frozen
 
 from apps.cep.errors import EventFieldError, PatternError
-from apps.cep.nfa import NFA, PENDING, Leaf, compile_pattern
+from apps.cep.nfa import EMPTY, IDENTITY, MOVE1, NFA, PENDING, TAKE1, Leaf, compile_pattern
 from apps.cep.pattern import Pattern, SkipKind
-from apps.cep.state import BufferedEvent, KeyState
+from apps.cep.state import KeyState
 
 __all__ = ["Matcher", "Match", "TimedOut"]
 
@@ -115,11 +119,12 @@ class _Ctx:
     """The context an iterative condition receives (see :mod:`apps.cep.conditions`).
     One instance per matcher, re-pointed at each partial match (not reentrant)."""
 
-    __slots__ = ("_st", "_node", "timestamp", "_index")
+    __slots__ = ("_nodes", "_events", "_run", "timestamp", "_index")
 
     def __init__(self, index: dict[str, int]) -> None:
-        self._st: Any = None
-        self._node = -1
+        self._nodes: dict[int, list[int]] = {}
+        self._events: dict[int, Any] = {}
+        self._run: tuple = _NO_RUN
         self.timestamp: Any = None
         self._index = index
 
@@ -132,14 +137,14 @@ class _Ctx:
     def events(self, stage: str) -> list[Any]:
         """The events accepted so far for ``stage``, oldest first."""
         k = self._stage(stage)
-        nodes = self._st.nodes
-        events = self._st.events
+        nodes = self._nodes
+        events = self._events
         out = []
-        nid = self._node
+        nid = self._run[1]
         while nid >= 0:
             n = nodes[nid]
             if n[1] == k:
-                out.append(events[n[0]].event)
+                out.append(events[n[0]])
             elif n[1] < k:
                 break
             nid = n[2]
@@ -149,12 +154,12 @@ class _Ctx:
     def last(self, stage: str) -> Any:
         """The latest event accepted for ``stage``, or None."""
         k = self._stage(stage)
-        nodes = self._st.nodes
-        nid = self._node
+        nodes = self._nodes
+        nid = self._run[1]
         while nid >= 0:
             n = nodes[nid]
             if n[1] == k:
-                return self._st.events[n[0]].event
+                return self._events[n[0]]
             if n[1] < k:
                 return None
             nid = n[2]
@@ -162,10 +167,11 @@ class _Ctx:
 
     def previous(self) -> Any:
         """The latest event accepted into the partial match (any stage), or None."""
-        nid = self._node
-        if nid < 0:
-            return None
-        return self._st.events[self._st.nodes[nid][0]].event
+        eid = self._run[4]
+        return self._events[eid] if eid >= 0 else None
+
+
+_NO_RUN = (-1, -1, None, -1, -1)
 
 
 def _release(st: KeyState, nid: int) -> None:
@@ -178,11 +184,26 @@ def _release(st: KeyState, nid: int) -> None:
             return
         del nodes[nid]
         eid = n[0]
-        be = st.events[eid]
-        be.refs -= 1
-        if be.refs == 0:
+        r = st.refs[eid] - 1
+        if r:
+            st.refs[eid] = r
+        else:
+            del st.refs[eid]
             del st.events[eid]
+            del st.times[eid]
         nid = n[2]
+
+
+def _plan(tree: Any) -> tuple:
+    """How the engine evaluates a state's decision tree: (kind, fn, leaf if false, leaf
+    if true, predicate, tree); kind 0: a leaf (no condition), 1/2: a single simple /
+    iterative condition, 3: a general tree."""
+    if tree.__class__ is not tuple:
+        return (0, None, tree, tree, None, tree)
+    fn, takes_ctx, pred, f, t = tree
+    if f.__class__ is not tuple and t.__class__ is not tuple:
+        return (2 if takes_ctx else 1, fn, f, t, pred, tree)
+    return (3, None, None, None, None, tree)
 
 
 class Matcher(Generic[E]):
@@ -190,10 +211,15 @@ class Matcher(Generic[E]):
     module docstring for the contract).
 
     ``event_type``/``time_type`` only serve :attr:`state_type`, the concrete type to
-    give cattrs when (un)structuring a state (``KeyState[event_type, time_type]``)."""
+    give cattrs when (un)structuring a state (``KeyState[event_type, time_type]``).
+    ``report_timeouts=False`` drops timed-out partial matches instead of reporting them
+    (Flink reports them only to a ``TimedOutPartialMatchHandler``)."""
 
-    def __init__(self, pattern: Pattern, *, event_type: Any = Any, time_type: Any = int) -> None:
+    def __init__(
+        self, pattern: Pattern, *, event_type: Any = Any, time_type: Any = int, report_timeouts: bool = True
+    ) -> None:
         self.pattern = pattern
+        self.report_timeouts = report_timeouts
         self.nfa: NFA = compile_pattern(pattern)
         self.window = pattern.window
         self.skip = pattern.skip
@@ -202,6 +228,17 @@ class Matcher(Generic[E]):
         self._index = {n: i for i, n in enumerate(self._names)}
         self._trees = self.nfa.trees
         self._start_tree = self.nfa.start_tree
+        self._plans = [_plan(t) for t in self._trees]
+        # states decided by one condition whose "false" outcome changes nothing:
+        # (fn, leaf if true, takes_ctx)
+        self._fast = [
+            (p[1], p[3], p[0] == 2) if p[0] in (1, 2) and p[2].kind == IDENTITY else None for p in self._plans
+        ]
+        st = self._start_tree
+        self._start_fast = (
+            (st[0], st[3], st[4]) if st.__class__ is tuple and not st[1] and st[3].__class__ is not tuple
+            and st[4].__class__ is not tuple else None
+        )
         self._pending = [k == PENDING for k in self.nfa.kinds]
         self._no_skip = pattern.skip.kind is SkipKind.NO_SKIP
         self._skip_stage = self._index.get(pattern.skip.stage) if pattern.skip.stage else None
@@ -241,115 +278,200 @@ class Matcher(Generic[E]):
         eid = state.next_event
         state.next_event = eid + 1
         ctx = self._ctx
-        ctx._st = state
+        ctx._nodes = state.nodes
+        ctx._events = state.events
         ctx.timestamp = timestamp
-        trees = self._trees
+        fast = self._fast
         changes: Optional[list[tuple[int, Leaf]]] = None
+        run: Any = None
         t: Any = None
+        # Phase 1: evaluate the conditions (the only user code) without touching the state.
         try:
             i = 0
             for run in runs:
-                t = trees[run[0]]
-                if t.__class__ is tuple:
-                    ctx._node = run[1]
-                    while True:
-                        if t[1]:
-                            r = t[0](event, ctx)
+                f = fast[run[0]]
+                if f is not None:  # one condition; when false nothing changes
+                    if f[2]:
+                        ctx._run = run
+                        if f[0](event, ctx):
+                            if changes is None:
+                                changes = [(i, f[1])]
+                            else:
+                                changes.append((i, f[1]))
+                    elif f[0](event):
+                        if changes is None:
+                            changes = [(i, f[1])]
                         else:
-                            r = t[0](event)
-                        t = t[4] if r else t[3]
-                        if t.__class__ is not tuple:
-                            break
-                if not t.identity:
-                    if changes is None:
-                        changes = []
-                    changes.append((i, t))
+                            changes.append((i, f[1]))
+                else:
+                    t = self._decide(run, event, ctx)
+                    if t.kind:
+                        if changes is None:
+                            changes = [(i, t)]
+                        else:
+                            changes.append((i, t))
                 i += 1
-            t = self._start_tree
-            if t.__class__ is tuple:
-                ctx._node = -1
-                while True:
-                    if t[1]:
-                        r = t[0](event, ctx)
-                    else:
-                        r = t[0](event)
-                    t = t[4] if r else t[3]
-                    if t.__class__ is not tuple:
-                        break
+            run = None
+            sf = self._start_fast
+            if sf is not None:  # one simple condition decides
+                t = sf[2] if sf[0](event) else sf[1]
+            else:
+                t = self._start_tree
+                if t.__class__ is tuple:
+                    ctx._run = _NO_RUN
+                    t = self._walk(t, event, ctx)
         except (AttributeError, KeyError) as exc:
             state.next_event = eid
-            self._field_error(exc, t, event)
+            self._field_error(exc, run, event)
             raise
         start_leaf = t
         if changes is None and not start_leaf.ops:
             return out  # the common case: the event changes nothing
+        # Phase 2: apply the outcomes.
         potentials: list[tuple[int, Any, int, int]] = []
-        if changes is None:
-            new_runs = runs  # only new partial matches: appended in place
-        else:
-            new_runs = []
-            ci = 0
-            nxt = changes[0][0]
-            for i, run in enumerate(runs):
-                if i == nxt:
-                    self._apply(state, run, changes[ci][1], event, timestamp, eid, new_runs, potentials)
-                    ci += 1
-                    nxt = changes[ci][0] if ci < len(changes) else -1
+        nodes = state.nodes
+        erefs = state.refs
+        if changes is not None:
+            reshape = False
+            for i, leaf in changes:
+                run = runs[i]
+                kind = leaf.kind
+                if kind == TAKE1:  # the run's reference on its node moves to the new node
+                    if eid in erefs:
+                        erefs[eid] += 1
+                    else:
+                        erefs[eid] = 1
+                        state.events[eid] = event
+                        state.times[eid] = timestamp
+                    nn = state.next_node
+                    state.next_node = nn + 1
+                    refs = 0
+                    if leaf.target >= 0:
+                        runs[i] = (leaf.target, nn, run[2], run[3], eid)
+                        refs = 1
+                    else:
+                        runs[i] = None
+                        reshape = True
+                    if leaf.completes:
+                        potentials.append((nn, run[2], run[3], eid))
+                        refs += 1
+                    nodes[nn] = [eid, leaf.stage, run[1], refs]
+                elif kind == MOVE1:
+                    runs[i] = (leaf.target, run[1], run[2], run[3], run[4])
+                elif kind == EMPTY:  # the partial match dies
+                    _release(state, run[1])
+                    runs[i] = None
+                    reshape = True
                 else:
-                    new_runs.append(run)
+                    produced = self._apply(state, run, leaf, event, timestamp, eid, potentials)
+                    if len(produced) == 1:
+                        runs[i] = produced[0]
+                    else:
+                        runs[i] = produced if produced else None  # type: ignore[call-overload]
+                        reshape = True
+            if reshape:
+                new_runs = []
+                for r in runs:
+                    if r is None:
+                        continue
+                    if r.__class__ is list:
+                        new_runs.extend(r)
+                    else:
+                        new_runs.append(r)
+                state.runs = runs = new_runs
         if start_leaf.ops:
-            self._apply(state, (-1, -1, timestamp, eid), start_leaf, event, timestamp, eid, new_runs, potentials)
-        state.runs = new_runs
-        if potentials or (state.held and changes is not None):
+            if start_leaf.kind == TAKE1 and start_leaf.target >= 0:
+                if eid in erefs:
+                    erefs[eid] += 1
+                else:
+                    erefs[eid] = 1
+                    state.events[eid] = event
+                    state.times[eid] = timestamp
+                nn = state.next_node
+                state.next_node = nn + 1
+                runs.append((start_leaf.target, nn, timestamp, eid, eid))
+                if start_leaf.completes:
+                    potentials.append((nn, timestamp, eid, eid))
+                    nodes[nn] = [eid, start_leaf.stage, -1, 2]
+                else:
+                    nodes[nn] = [eid, start_leaf.stage, -1, 1]
+            else:
+                start_run = (-1, -1, timestamp, eid, -1)
+                runs.extend(self._apply(state, start_run, start_leaf, event, timestamp, eid, potentials))
+        if potentials:
             self._emit(state, potentials, out, eid)
+        elif changes is not None and state.held:
+            # partial matches may have died: release what they held back
+            if not runs or runs[0][3] >= state.held[0][2]:
+                self._emit(state, potentials, out, eid)
         return out
+
+    def _walk(self, t: Any, event: Any, ctx: _Ctx) -> Leaf:
+        while t.__class__ is tuple:
+            if t[1]:
+                r = t[0](event, ctx)
+            else:
+                r = t[0](event)
+            t = t[4] if r else t[3]
+        return t
+
+    def _decide(self, run: tuple, event: Any, ctx: _Ctx) -> Leaf:
+        p = self._plans[run[0]]
+        k = p[0]
+        if k == 0:
+            return p[2]
+        ctx._run = run
+        if k == 2:
+            return p[3] if p[1](event, ctx) else p[2]
+        if k == 1:
+            return p[3] if p[1](event) else p[2]
+        return self._walk(p[5], event, ctx)
 
     def _apply(
         self,
         st: KeyState,
-        run: tuple[int, int, Any, int],
+        run: tuple,
         leaf: Leaf,
         event: Any,
         ts: Any,
         eid: int,
-        new_runs: list,
         potentials: list,
-    ) -> None:
-        """Carry out the ops of ``leaf`` for partial match ``run`` (``run[0] == -1``: the
-        start state, whose new partial matches start at this event)."""
-        _, node, start_t, start_id = run
+    ) -> list[tuple]:
+        """Carry out the ops of ``leaf`` for partial match ``run`` (node -1: the start
+        state, whose new partial matches start at this event); return the partial
+        matches it turns into (in order)."""
+        _, node, start_t, start_id, last = run
         nodes = st.nodes
-        produced: list[tuple[int, int, Any, int]] = []
-        taken: dict[int, int] = {}
+        produced: list[tuple] = []
+        created: list[int] = []
         for op in leaf.ops:
             kind = op[0]
             if kind == "ignore":
-                produced.append((op[1], node, start_t, start_id))
+                produced.append((op[1], node, start_t, start_id, last))
                 nodes[node][3] += 1
             elif kind == "final":
                 potentials.append((node, start_t, start_id, eid))
                 nodes[node][3] += 1
             else:
                 _, stage, target, completes, pending = op
-                nn = taken.get(stage)
-                if nn is None:
-                    be = st.events.get(eid)
-                    if be is None:
-                        be = BufferedEvent(event, ts, 0)
-                        st.events[eid] = be
-                    be.refs += 1
-                    nn = st.next_node
-                    st.next_node = nn + 1
-                    nodes[nn] = [eid, stage, node, 0]
-                    if node >= 0:
-                        nodes[node][3] += 1
-                    taken[stage] = nn
-                rec = nodes[nn]
+                if eid in st.refs:
+                    st.refs[eid] += 1
+                else:
+                    st.refs[eid] = 1
+                    st.events[eid] = event
+                    st.times[eid] = ts
+                nn = st.next_node
+                st.next_node = nn + 1
+                rec = [eid, stage, node, 0]
+                nodes[nn] = rec
+                if node >= 0:
+                    nodes[node][3] += 1
+                created.append(nn)
                 if target >= 0:
-                    produced.append((target, nn, start_t, start_id))
+                    produced.append((target, nn, start_t, start_id, eid))
                     rec[3] += 1
                 if pending >= 0:
-                    produced.append((pending, nn, start_t, start_id))
+                    produced.append((pending, nn, start_t, start_id, eid))
                     rec[3] += 1
                 if completes:
                     potentials.append((nn, start_t, start_id, eid))
@@ -357,15 +479,15 @@ class Matcher(Generic[E]):
         if leaf.stop:
             for r in produced:
                 _release(st, r[1])
-        else:
-            new_runs.extend(produced)
-        # nodes created for a take whose continuations were all discarded
-        for nn in taken.values():
-            if nn in nodes and nodes[nn][3] == 0:
-                nodes[nn][3] = 1
+            produced = []
+        for nn in created:  # a node nothing refers to (cannot happen; be safe)
+            rec = nodes.get(nn)
+            if rec is not None and rec[3] == 0:
+                rec[3] = 1
                 _release(st, nn)
         if node >= 0:
             _release(st, node)
+        return produced
 
     # ---- time ---------------------------------------------------------------------------
     def advance_time(self, state: KeyState, timestamp: Any) -> tuple[list[Match], list[TimedOut]]:
@@ -399,11 +521,14 @@ class Matcher(Generic[E]):
         seq = st.next_event
         pots = []
         pending = self._pending
+        report = self.report_timeouts
         for run in expired:
             if pending[run[0]]:
                 pots.append((run[1], run[2], run[3], seq))
-            else:
+            elif report:
                 st.expired.append((run[1], run[2] + window))
+            else:
+                _release(st, run[1])
         if pots or st.held:
             self._emit(st, pots, out, seq)
 
@@ -425,14 +550,23 @@ class Matcher(Generic[E]):
         names = self._names
         events = st.events
         groups: dict[int, list[Any]] = {}
-        first = last = None
-        for n in self._chain(st, nid):
-            be = events[n[0]]
-            if first is None:
-                first = be.time
-            last = be.time
-            groups.setdefault(n[1], []).append(be.event)
-        return Match({names[k]: tuple(groups[k]) for k in sorted(groups)}, first, last)
+        chain = self._chain(st, nid)
+        for n in chain:
+            groups.setdefault(n[1], []).append(events[n[0]])
+        return Match(
+            {names[k]: tuple(groups[k]) for k in sorted(groups)}, st.times[chain[0][0]], st.times[chain[-1][0]]
+        )
+
+    def _hold(self, st: KeyState, m: tuple[int, Any, int, int]) -> None:
+        """Insert ``m`` into the held matches, ordered by (start, completion, events)."""
+        held = st.held
+        k = (m[2], m[3])
+        i = bisect.bisect_right(held, k, key=lambda x: (x[2], x[3]))
+        if i and (held[i - 1][2], held[i - 1][3]) == k:  # a tie: order by event ids
+            lo = bisect.bisect_left(held, k, key=lambda x: (x[2], x[3]))
+            mk = self._key(st, m)
+            i = lo + bisect.bisect_right([self._key(st, h) for h in held[lo:i]], mk)
+        held.insert(i, m)
 
     def _emit(self, st: KeyState, potentials: list, out: list[Match], seq: int) -> None:
         if self._no_skip:
@@ -444,7 +578,7 @@ class Matcher(Generic[E]):
             return
         held = st.held
         for m in potentials:
-            bisect.insort(held, m, key=lambda x: self._key(st, x))
+            self._hold(st, m)
         while held:
             m = held[0]
             runs = st.runs
@@ -482,16 +616,35 @@ class Matcher(Generic[E]):
         return (ids[0] if kind is SkipKind.SKIP_TO_FIRST else ids[-1]), False
 
     # ---- errors -----------------------------------------------------------------------------
-    def _field_error(self, exc: BaseException, t: Any, event: Any) -> None:
+    def _field_error(self, exc: BaseException, run: Any, event: Any) -> None:
         """Turn an AttributeError/KeyError raised inside a condition into an
         EventFieldError naming the stage and the field (else return: re-raised)."""
-        if t.__class__ is not tuple:
-            return
+        tree = self._start_tree if run is None else self._plans[run[0]][5]
+        # find the predicate whose call raised: replay the decision without user code
+        # is impossible, so take the innermost frame that belongs to a condition
         tb = exc.__traceback__
-        callee = tb.tb_next if tb is not None else None
-        if callee is None or callee.tb_frame.f_code not in self._cond_codes:
+        code = None
+        while tb is not None:
+            if tb.tb_frame.f_code in self._cond_codes:
+                code = tb.tb_frame.f_code
+                break
+            tb = tb.tb_next
+        if code is None:
             return
-        pred = t[2]
+        pred = None
+        stack = [tree]
+        while stack:
+            t = stack.pop()
+            if t.__class__ is tuple:
+                p = t[2]
+                fns = [p.cond.fn, *p.cond.leaves]
+                if any(getattr(fn, "__code__", None) is code or getattr(type(fn).__call__, "__code__", None) is code for fn in fns):
+                    pred = p
+                    break
+                stack.append(t[3])
+                stack.append(t[4])
+        if pred is None:
+            return
         if isinstance(exc, KeyError):
             fld = exc.args[0] if exc.args else None
         else:

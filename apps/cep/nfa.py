@@ -7,9 +7,12 @@ leaving a stage is created exactly once; STOP states for negative stages; a PEND
 state for a trailing ``not_followed_by``; greedy stages restricting the transitions of
 the state after them).  Differences from Flink, all deliberate:
 
-* the stop edges of a ``not_followed_by`` are also put on the "ignore" twins of the
-  optional tail states of ``times(n, m)`` -- Flink omits them there, so an event the
-  negation forbids is silently tolerated while such a stage waits for its next event;
+* the "ignore" twins of the optional tail states of ``times(n, m)`` (the states after
+  the stage's ``n``-th event) get the stop edges of the ``not_followed_by`` *after* the
+  stage, like the states of a looping stage -- Flink gives them those of the
+  ``not_followed_by`` *before* the stage instead, so a forbidden event is tolerated
+  while the stage waits for its next event, and a negation whose zone ended with the
+  stage's first event still kills the partial match;
 * a partial match enters the PENDING state of a trailing ``not_followed_by`` as soon as
   it takes the last event of the stage before it, even when that stage is looping (Flink
   only moves it there on the next event, so a loop followed by silence until the window
@@ -17,7 +20,9 @@ the state after them).  Differences from Flink, all deliberate:
 
 The decision tree of a state evaluates each predicate (a stage's condition, its stop
 condition, a negative stage's condition) at most once, lazily, in the order Flink's
-depth-first search over the edges would, and ends in a :class:`Leaf` listing what to do.
+depth-first search over the edges would -- skipping those whose value cannot change
+the outcome -- and ends in a :class:`Leaf` listing what to do.  (Conditions must be
+pure: which of them run, and how often, is an implementation detail.)
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from apps.cep.pattern import Contiguity, Pattern, SkipKind, Stage, StageKind
 __all__ = ["NFA", "NState", "Leaf", "Predicate", "compile_pattern", "NORMAL", "FINAL", "STOP", "PENDING"]
 
 NORMAL, FINAL, STOP, PENDING = "normal", "final", "stop", "pending"
+IDENTITY, TAKE1, MOVE1, EMPTY, GENERAL = 0, 1, 2, 3, 4
 TAKE, IGNORE, PROCEED = "take", "ignore", "proceed"
 
 # A condition expression over predicates: None (true), an int (predicate id), or
@@ -93,11 +99,21 @@ class Leaf:
     partial match is a match as it is (an IGNORE edge into the final state).
     ``stop``: a negative stage matched -- every continuation of this partial match is
     dropped (matches completed by this very event are kept, as in Flink).
-    ``identity``: the only op is "ignore into the same state" (nothing changes)."""
+    ``identity``: the only op is "ignore into the same state" (nothing changes).
+    ``kind`` classifies the leaf for the engine's fast paths: :data:`IDENTITY`,
+    :data:`TAKE1` (a single take into ``target``, no stop), :data:`MOVE1` (a single
+    ignore into another state ``target``), :data:`EMPTY` (nothing: the partial match
+    dies) or :data:`GENERAL`; ``stage``/``target``/``completes``/``pending`` describe the
+    single op of TAKE1/MOVE1 leaves."""
 
     ops: tuple[tuple[Any, ...], ...]
     stop: bool
     identity: bool = False
+    kind: int = 4
+    stage: int = -1
+    target: int = -1
+    completes: bool = False
+    pending: int = -1
 
 
 # Tree: a Leaf, or a tuple (fn, takes_ctx, predicate, if_false, if_true).
@@ -320,11 +336,13 @@ class _Compiler:
                 ign = self.state(st.name, NORMAL, i)
                 ign.add(TAKE, target, take)
                 ign.add(IGNORE, ign, icond)
-                self.add_stop_states(ign, i)
                 if inner:
-                    # Deviation (see the module docstring): Flink leaves this twin
-                    # without the stop edge of a following not_followed_by.
+                    # Deviation (see the module docstring): like the twin of a looping
+                    # state, the twin of an optional tail state of times(n, m) obeys the
+                    # not_followed_by after the stage, not the one before it.
                     self.add_stop_to_looping(ign, i)
+                else:
+                    self.add_stop_states(ign, i)
             else:
                 ign = s
             s.add(IGNORE, ign, icond)
@@ -492,7 +510,25 @@ def _leaf(nfa: NFA, state: NState, is_start: bool, assign: dict[int, bool]) -> L
                     pending = p.id
             ops.append(("take", t.source.stage, target, completes, pending))
     identity = not stop and len(ops) == 1 and ops[0] == ("ignore", state.id)
-    return Leaf(tuple(ops), stop, identity)
+    if identity:
+        return Leaf(tuple(ops), stop, True, IDENTITY)
+    if not ops and not stop:
+        return Leaf((), False, False, EMPTY)
+    if len(ops) == 1 and not stop:
+        op = ops[0]
+        if op[0] == "take" and op[4] < 0:
+            return Leaf(tuple(ops), False, False, TAKE1, op[1], op[2], op[3], -1)
+        if op[0] == "ignore":
+            return Leaf(tuple(ops), False, False, MOVE1, -1, op[1])
+    return Leaf(tuple(ops), stop, False, GENERAL)
+
+
+def _same(a: Tree, b: Tree) -> bool:
+    if a.__class__ is tuple or b.__class__ is tuple:
+        if a.__class__ is not tuple or b.__class__ is not tuple:
+            return False
+        return a[2] is b[2] and _same(a[3], b[3]) and _same(a[4], b[4])
+    return a.ops == b.ops and a.stop == b.stop
 
 
 def _tree(nfa: NFA, state: NState, is_start: bool) -> Tree:
@@ -505,6 +541,8 @@ def _tree(nfa: NFA, state: NState, is_start: bool) -> Tree:
             p = preds[need.pred]
             f = build({**assign, need.pred: False})
             t = build({**assign, need.pred: True})
+            if _same(f, t):
+                return f  # the outcome does not depend on this condition: skip it
             return (p.cond.fn, p.cond.takes_ctx, p, f, t)
 
     return build({})

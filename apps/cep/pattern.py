@@ -383,6 +383,13 @@ class Pattern:
                 f"stage {last.name!r}: a pattern cannot end with not_followed_by unless it has a "
                 "time window (add .within(...))"
             )
+        for k, st in enumerate(stages):
+            after = [s for s in stages[k + 1 :] if not s.negative]
+            if st.kind is StageKind.NOT_NEXT and after and all(s.optional for s in after):
+                raise PatternError(
+                    f"stage {st.name!r}: not_next must be followed by a mandatory stage or end the "
+                    "pattern (here every later stage is optional)"
+                )
         if self.skip.stage is not None:
             names = {s.name: s for s in stages}
             target = names.get(self.skip.stage)

@@ -8,8 +8,8 @@ are referenced by index), and no pickle is ever needed.
 
 Layout (a Flink ``SharedBuffer`` in miniature):
 
-* ``events``: the buffered events, each stored once, with its timestamp and a
-  reference count (the number of buffer nodes that hold it);
+* ``events`` / ``times`` / ``refs``: the buffered events by event id, each stored once,
+  its timestamp, and its reference count (the number of buffer nodes that hold it);
 * ``nodes``: the shared buffer proper.  A node is ``[event_id, stage_index,
   previous_node_id, refcount]``: one event accepted into one stage, linked to the node
   of the event accepted before it.  A partial match is a pointer to its newest node;
@@ -18,7 +18,8 @@ Layout (a Flink ``SharedBuffer`` in miniature):
   at the node plus the nodes linking to it; a node whose count drops to 0 is removed
   and releases its event and its predecessor;
 * ``runs``: the partial matches ("computation states"), each
-  ``(nfa_state_id, node_id, start_time, start_event_id)``, ordered by start;
+  ``(nfa_state_id, node_id, start_time, start_event_id, last_event_id)``, ordered by
+  start (``last_event_id`` caches ``nodes[node_id][0]``);
 * ``held``: complete matches held back by an after-match skip strategy until no partial
   match that started earlier is alive: ``(node_id, start_time, start_event_id, seq)``;
 * ``expired``: timed-out partial matches found by ``process`` and not yet reported:
@@ -37,20 +38,10 @@ from typing import Any, Generic, TypeVar
 
 from attrs import define, field
 
-__all__ = ["KeyState", "BufferedEvent", "E", "T"]
+__all__ = ["KeyState", "E", "T"]
 
 E = TypeVar("E")
 T = TypeVar("T")
-
-
-@define
-class BufferedEvent(Generic[E, T]):
-    """An event kept in the shared buffer: the event, its timestamp, how many buffer
-    nodes hold it."""
-
-    event: E
-    time: T
-    refs: int
 
 
 @define
@@ -62,10 +53,12 @@ class KeyState(Generic[E, T]):
     :attr:`Matcher.state_type <apps.cep.matcher.Matcher.state_type>` gives that type.
     """
 
-    runs: list[tuple[int, int, T, int]] = field(factory=list)
+    runs: list[tuple[int, int, T, int, int]] = field(factory=list)
     held: list[tuple[int, T, int, int]] = field(factory=list)
     expired: list[tuple[int, T]] = field(factory=list)
-    events: dict[int, BufferedEvent[E, T]] = field(factory=dict)
+    events: dict[int, E] = field(factory=dict)
+    times: dict[int, T] = field(factory=dict)
+    refs: dict[int, int] = field(factory=dict)
     nodes: dict[int, list[int]] = field(factory=dict)
     next_event: int = 0
     next_node: int = 0

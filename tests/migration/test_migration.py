@@ -151,3 +151,16 @@ def test_reconfiguring_the_past_is_refused():
     assert list(steps.values())[0][0] == 6
     inp.close()
     ex.run()
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_out_and_back_again_live(strategy):
+    """Regression: a second live rescale must not replay moves already made."""
+    data = [[(k, t) for k in range(30)] for t in range(14)]
+    live = {2: Rescale(8, strategy=strategy), 7: Rescale(4, strategy=strategy), 11: Rescale(3, strategy=strategy)}
+    out, state, ex = run("lists", data, 4, live=live)
+    assert (out, state) == reference("lists", data)
+    op = next(iter(ex.configs))
+    owners = ex.configs[op].final()
+    for w in range(8):  # every bin is where the final configuration says
+        assert ex.operators[w][op].owned == {b for b, o in enumerate(owners) if o == w}

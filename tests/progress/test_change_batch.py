@@ -94,6 +94,28 @@ def test_matches_counter_reference(data):
 
 
 @given(st.data())
+def test_long_runs_of_updates_without_reads(data):
+    """Many updates (and extends) between two reads: the automatic compactions
+    inside ``update``/``extend`` must not lose or double anything."""
+    ts = data.draw(time_kinds)
+    b = ChangeBatch()
+    ref: Counter = Counter()
+    for _ in range(data.draw(st.integers(1, 3))):
+        for _ in range(data.draw(st.integers(0, 150))):
+            if data.draw(st.integers(0, 9)):
+                t, d = data.draw(ts), data.draw(deltas)
+                b.update(t, d)
+                ref[t] += d
+            else:
+                more = data.draw(st.lists(st.tuples(ts, deltas), max_size=50))
+                b.extend(more)
+                for t, d in more:
+                    ref[t] += d
+        check(b, ref)
+    assert b.drain() == consolidated(ref)
+
+
+@given(st.data())
 def test_iteration_during_updates_is_a_snapshot(data):
     ts = data.draw(time_kinds)
     b = ChangeBatch()

@@ -38,33 +38,36 @@ def make_struct(field_types: list[Any], frozen: bool = False) -> type:
     )
 
 
-def hashable_types() -> st.SearchStrategy[Any]:
-    base = st.sampled_from(HASHABLE_SCALARS)
-    return st.one_of(
-        base,
-        st.tuples(base, base).map(lambda ab: tuple[ab[0], ab[1]]),
-        base.map(lambda t: tuple[t, ...]),
-        base.map(lambda t: frozenset[t]),
-        st.lists(base, min_size=1, max_size=3).map(lambda ts: make_struct(ts, frozen=True)),
-    )
+_hashable_base = st.sampled_from(HASHABLE_SCALARS)
+#: Types that can be set elements and dict keys.
+HASHABLE_TYPES = st.one_of(
+    _hashable_base,
+    st.tuples(_hashable_base, _hashable_base).map(lambda ab: tuple[ab[0], ab[1]]),
+    _hashable_base.map(lambda t: tuple[t, ...]),
+    _hashable_base.map(lambda t: frozenset[t]),
+    st.lists(_hashable_base, min_size=1, max_size=3).map(lambda ts: make_struct(ts, frozen=True)),
+)
 
 
 def _extend(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(
         children.map(lambda t: list[t]),
         children.map(lambda t: dict[str, t]),
-        st.tuples(hashable_types(), children).map(lambda kv: dict[kv[0], kv[1]]),
+        st.tuples(HASHABLE_TYPES, children).map(lambda kv: dict[kv[0], kv[1]]),
         children.map(lambda t: Optional[t]),
         children.map(lambda t: tuple[t, ...]),
         st.tuples(children, children).map(lambda ab: tuple[ab[0], ab[1]]),
-        hashable_types().map(lambda t: set[t]),
-        hashable_types().map(lambda t: frozenset[t]),
+        HASHABLE_TYPES.map(lambda t: set[t]),
+        HASHABLE_TYPES.map(lambda t: frozenset[t]),
         children.map(lambda t: Array[t]),
-        st.tuples(hashable_types(), children).map(lambda kv: Map[kv[0], kv[1]]),
+        st.tuples(HASHABLE_TYPES, children).map(lambda kv: Map[kv[0], kv[1]]),
         st.lists(children, min_size=1, max_size=4).map(make_struct),
     )
 
 
-def state_types(max_leaves: int = 6) -> st.SearchStrategy[Any]:
+_STATE_TYPES = st.recursive(st.sampled_from(SCALARS) | HASHABLE_TYPES, _extend, max_leaves=6)
+
+
+def state_types() -> st.SearchStrategy[Any]:
     """Arbitrary supported state types, nested."""
-    return st.recursive(st.sampled_from(SCALARS) | hashable_types(), _extend, max_leaves=max_leaves)
+    return _STATE_TYPES

@@ -169,6 +169,8 @@ class Execution:
         for h in self.flow._inputs:
             if not h.closed and type(h.time) is int:
                 t = max(t, h.time)
+        if self.metrics.moves:  # a step already carried out cannot be superseded
+            t = max(t, max(m.time for m in self.metrics.moves) + 1)
         return t
 
     def reconfigure(self, command: Any, at: Optional[int] = None) -> dict[str, list[int]]:

@@ -61,6 +61,7 @@ class StatefulRuntime(OperatorRuntime):
         self.pending: dict[int, list[tuple[Any, list[Any]]]] = {}
         self.pending_times: dict[Any, int] = {}
         self.outgoing: list[tuple[int, int, int]] = []
+        self._shipped: set[tuple[Any, int]] = set()  # (time, bin) moves already made
         self._codec: Any = None
         self.refresh_moves()
 
@@ -114,7 +115,8 @@ class StatefulRuntime(OperatorRuntime):
     def refresh_moves(self) -> None:
         """Re-read this worker's outgoing moves from the configuration history."""
         history = self.exe.configs.get(self.node)
-        self.outgoing = [(t, b, dst) for t, b, src, dst in history.moves() if src == self.worker] if history else []
+        moves = history.moves() if history is not None else []
+        self.outgoing = [(t, b, dst) for t, b, src, dst in moves if src == self.worker and (t, b) not in self._shipped]
 
     def _pend(self, k: Any, record: Any, t: Any) -> None:
         """Keep a record whose bin has not arrived yet (Megaphone's buffering)."""
@@ -140,6 +142,7 @@ class StatefulRuntime(OperatorRuntime):
             if b is not None and any(_lex_lt(tt, t) for tt in b.timers):
                 return
             self.outgoing.pop(0)
+            self._shipped.add((t, bi))
             self._ship(bi, t, dst)
 
     def _ship(self, bi: int, t: Any, dst: int) -> None:

@@ -149,7 +149,7 @@ def _compile(schema: Schema, ranges: bool) -> Checker:
     if k is Kind.FLOAT and ranges:
         return _check_float
     exact = exact_types(schema, ranges)
-    if exact and k is not Kind.OPTIONAL:
+    if exact:
         expected = schema.name
 
         def check_exact(v: Any) -> None:
@@ -159,10 +159,16 @@ def _compile(schema: Schema, ranges: bool) -> Checker:
         return check_exact
     if k is Kind.OPTIONAL:
         inner = compile_checker(schema.args[0], ranges)
+        inner_name, name = schema.args[0].name, schema.name
 
         def check_optional(v: Any) -> None:
             if v is not None:
-                inner(v)
+                try:
+                    inner(v)
+                except Mismatch as m:
+                    if not m.segments and m.expected == inner_name:  # the value's own type
+                        m.expected = name
+                    raise
 
         return check_optional
     if k is Kind.UNION:

@@ -263,16 +263,21 @@ def _cleaner(schema: Schema) -> Callable[[Any], None] | None:
                 inner_fn(v)
 
         return clean_optional
-    pairs = [(i, fn) for i, fn in enumerate(subs) if fn is not None]
+    if k is Kind.FIXED_TUPLE:
+        pairs = [(i, fn) for i, fn in enumerate(subs) if fn is not None]
 
-    def clean_items(v: Any) -> None:
-        if k is Kind.FIXED_TUPLE:
+        def clean_tuple(v: Any) -> None:
             for i, fn in pairs:
                 fn(v[i])
-            return
-        (_, fn), items = pairs[-1], v.values() if k is Kind.DICT else v  # list / tuple
-        for x in items:
-            fn(x)
+
+        return clean_tuple
+    item_fn = subs[-1]  # of a list, tuple[T, ...] or dict value (set items are hashable: untracked)
+    assert item_fn is not None
+    values = k is Kind.DICT
+
+    def clean_items(v: Any) -> None:
+        for x in v.values() if values else v:
+            item_fn(x)
 
     return clean_items
 

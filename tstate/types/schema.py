@@ -44,7 +44,7 @@ import datetime as _dt
 import enum
 import types
 import typing
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import attrs
 import xxhash

@@ -5,8 +5,9 @@
 * It is **exact** for values whose containers have at most 64 items and that hold no
   ``datetime`` (ISO strings with a UTC offset are counted as ``+HH:MM``), and whose
   dict keys are all ``str`` exactly when the declared key type is ``str``.
-* Containers with more items are estimated from 32 samples (evenly spaced in a list
-  or tuple, the first ones in a set or dict), so the cost is bounded per container level; the estimate is then within ~2x of the encoded size
+* Containers with more items are estimated from about 32 evenly spaced samples (a
+  set or dict is still iterated, in C, to reach them), so the Python work is bounded
+  per container level; the estimate is then within ~2x of the encoded size
   for the usual shapes (items of similar size).
 * It never raises: an object the codec cannot encode counts as 16 bytes.
 
@@ -76,15 +77,12 @@ def _header(n: int) -> int:
 
 
 def _items(items: Any, n: int) -> int:
-    """The summed size of ``n`` items (sampled when there are many)."""
+    """The summed size of ``n`` items (estimated from a sample when there are many)."""
     if n <= _SAMPLE_ABOVE:
         return sum(map(estimated_size, items))
-    if isinstance(items, (list, tuple)):
-        step = n / _SAMPLES
-        sample = sum(estimated_size(items[int(i * step)]) for i in range(_SAMPLES))
-    else:
-        sample = sum(map(estimated_size, islice(items, _SAMPLES)))
-    return round(sample * n / _SAMPLES)
+    step = n // _SAMPLES
+    sample = items[::step] if isinstance(items, (list, tuple)) else list(islice(items, 0, None, step))
+    return round(sum(map(estimated_size, sample)) * n / len(sample))
 
 
 def _sequence(v: Any) -> int:
@@ -100,12 +98,12 @@ def _dict(v: dict[Any, Any]) -> int:
     n = len(v)
     if n == 0:
         return 1
-    pairs: Any = v.items() if n <= _SAMPLE_ABOVE else list(islice(v.items(), _SAMPLES))
+    pairs: Any = v.items() if n <= _SAMPLE_ABOVE else list(islice(v.items(), 0, None, n // _SAMPLES))
     str_keys = all(type(k) is str for k, _ in pairs)
     per_pair = 0 if str_keys else 1  # non-str keys are encoded as [key, value] pairs
     total = sum(estimated_size(k) + estimated_size(x) + per_pair for k, x in pairs)
     if n > _SAMPLE_ABOVE:
-        total = round(total * n / _SAMPLES)
+        total = round(total * n / len(pairs))
     return _header(n) + total
 
 
@@ -114,7 +112,8 @@ def _map(v: Map[Any, Any]) -> int:
 
 
 def _datetime(v: _dt.datetime) -> int:
-    return 1 + 19 + (7 if v.microsecond else 0) + (6 if v.tzinfo is not None else 0)
+    n = 19 + (7 if v.microsecond else 0) + (6 if v.tzinfo is not None else 0)
+    return n + (1 if n < 32 else 2)
 
 
 _FIELD_NAMES: dict[type, list[tuple[str, int]]] = {}

@@ -1,0 +1,112 @@
+"""The flight-delay patterns of the CEP sample app (the app module comes later).
+
+Events are :class:`Flight` departures keyed by ``origin`` airport; event time is
+:func:`time_minutes` (minutes since the Unix epoch), so ``within`` is in minutes.
+
+* :func:`delay_cascade` -- a departure delayed more than 30 minutes followed by two or
+  more departures each delayed more than the previous one, within 3 hours.  Relaxed
+  contiguity (other departures may come in between; a rise is the *first* later
+  departure delayed more than the previous one of the cascade), an iterative condition
+  (``ctx.previous()``), and ``skip_past_last_event``: every departure belongs to at most
+  one reported cascade, and a cascade is reported as soon as its second rise is seen
+  (once no cascade that started earlier is still open, as Flink does).
+* :func:`recovery` -- a departure delayed more than 60 minutes followed by an on-time
+  departure (delay <= 0) within 2 hours, with no other departure delayed more than 60
+  minutes in between.  The first on-time departure after the delay is taken (relaxed
+  contiguity); ``no_skip``, because the negation already makes matches disjoint (a new
+  big delay cancels the previous partial match), so matches are reported immediately.
+
+:func:`read_flights` loads rows of ``flights-3m.parquet`` as :class:`Flight` objects.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Iterator, Optional
+
+from attrs import frozen
+
+from apps.cep.pattern import AfterMatchSkip, Pattern
+
+__all__ = [
+    "Flight",
+    "time_minutes",
+    "delay_cascade",
+    "recovery",
+    "read_flights",
+    "CASCADE_MIN_DELAY",
+    "CASCADE_WINDOW",
+    "RECOVERY_MIN_DELAY",
+    "RECOVERY_WINDOW",
+    "DATA_PATH",
+]
+
+DATA_PATH = "/work/shared/data/flights-3m.parquet"
+
+CASCADE_MIN_DELAY = 30  # minutes: the first departure of a cascade is delayed more
+CASCADE_WINDOW = 3 * 60  # minutes
+RECOVERY_MIN_DELAY = 60  # minutes: the delay a recovery recovers from
+RECOVERY_WINDOW = 2 * 60  # minutes
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_MINUTE = dt.timedelta(minutes=1)
+
+
+@frozen
+class Flight:
+    """One departure (a row of ``flights-3m.parquet``)."""
+
+    date: dt.datetime
+    delay: int
+    distance: int
+    origin: str
+    destination: str
+
+
+def time_minutes(flight: Flight) -> int:
+    """Event time of a flight: whole minutes since 1970-01-01 (dates are naive UTC)."""
+    return (flight.date - _EPOCH) // _MINUTE
+
+
+def delay_cascade() -> Pattern:
+    """first (delay > 30) -> rise{2,} (each delayed more than the previous), within 3 h."""
+    return (
+        Pattern.begin("first", skip=AfterMatchSkip.skip_past_last_event())
+        .where(lambda f: f.delay > CASCADE_MIN_DELAY)
+        .followed_by("rise")
+        .where(lambda f, ctx: f.delay > ctx.previous().delay)
+        .times_or_more(2)
+        .within(CASCADE_WINDOW)
+    )
+
+
+def recovery() -> Pattern:
+    """delayed (delay > 60) -> on_time (delay <= 0), no other delay > 60 in between,
+    within 2 h."""
+    return (
+        Pattern.begin("delayed", skip=AfterMatchSkip.no_skip())
+        .where(lambda f: f.delay > RECOVERY_MIN_DELAY)
+        .not_followed_by("another_delay")
+        .where(lambda f: f.delay > RECOVERY_MIN_DELAY)
+        .followed_by("on_time")
+        .where(lambda f: f.delay <= 0)
+        .within(RECOVERY_WINDOW)
+    )
+
+
+def read_flights(path: str = DATA_PATH, start: int = 0, stop: Optional[int] = None) -> list[Flight]:
+    """Rows ``start..stop`` of the parquet file as :class:`Flight` objects (in file
+    order, which is date order)."""
+    return list(iter_flights(path, start, stop))
+
+
+def iter_flights(path: str = DATA_PATH, start: int = 0, stop: Optional[int] = None) -> Iterator[Flight]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=["date", "delay", "distance", "origin", "destination"])
+    if stop is None:
+        stop = table.num_rows
+    table = table.slice(start, max(0, stop - start))
+    cols = [table.column(c).to_pylist() for c in ("date", "delay", "distance", "origin", "destination")]
+    for row in zip(*cols):
+        yield Flight(*row)

@@ -1,0 +1,258 @@
+"""Connected components: incremental min-label propagation in an iterate scope.
+
+Every vertex of the undirected graph is labelled with the smallest vertex id of its
+component (:func:`~apps.graph.edges.vertex_lt` order).  Besides its adjacency and label,
+a vertex keeps a ``parent``: the neighbour its label came from.  Because propagation runs
+in synchronous rounds, the parents form a BFS spanning forest rooted at the label
+vertices, and **a deletion only matters if it cuts a tree edge**.
+
+One epoch is one pass of an epoch-sequenced loop (:mod:`apps.graph.loop`), in phases:
+
+0. *round 0*: the epoch's edge changes update the adjacencies.  An inserted edge's
+   endpoints will propose their labels to each other.  A deleted edge ``(x, p)`` with
+   ``parent(x) == p`` starts a reset at ``x``.
+1. *reset flood* (rounds ``1 ..``): a vertex whose parent was reset (or whose parent
+   edge is gone) drops its label and parent and tells all its neighbours; so the whole
+   subtree that lost its path to the root is unlabelled, nothing else.  A labelled
+   neighbour of an unlabelled vertex remembers to propose its label to it.
+2. *propagation* (timer at ``PHASE2``, once the flood is over): labelled vertices send
+   their label over inserted edges and to unlabelled neighbours; a vertex adopts any
+   smaller label (unlabelled = infinite), records the sender as its parent and forwards
+   it.  Every label in flight is valid (the id of a vertex connected to the receiver),
+   since only subtrees with an intact path to their root kept theirs.
+3. *self labels* (timer at ``PHASE3``): an unlabelled vertex, or a reset / new vertex
+   whose own id is smaller than its label, takes its own id and propagates it.  This
+   covers components that lost their root, or whose minimum was reset.
+4. *end* (timer at ``END``): a vertex whose label changed emits
+   ``Change(vertex, old, new)`` (``None`` for absent), and a vertex left without
+   edges is dropped.
+
+Why it is exact: after phase 3 quiesces, every edge has equal labels at both ends (each
+label change is sent to all neighbours; each edge whose ends could differ at a phase
+start is sent over), every label is the id of a vertex of the component, and the
+component's minimum vertex holds its own id -- so every vertex holds the minimum.
+The cost of an epoch is proportional to the changed edges plus the subtrees cut off
+from their roots, not to the graph.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any, NamedTuple, Optional
+
+from attrs import define, field
+
+import tstate as ts
+from apps.graph.edges import Vertex, vertex_lt
+from apps.graph.loop import END, Change, sequenced_loop
+from tstate.progress import Product
+from tstate.types import Map
+
+__all__ = ["CCVertex", "ComponentSizes", "ComponentsSummary", "Components", "components", "PHASE2", "PHASE3"]
+
+PHASE2 = 1 << 36
+PHASE3 = 1 << 38
+_P2, _P3 = 1, 2  # bits of CCVertex.armed
+
+
+@define
+class CCVertex:
+    """One vertex's state: adjacency (neighbour -> epoch the edge appeared), label,
+    BFS parent, and the scratch of the current epoch."""
+
+    adj: Map[Vertex, int] = field(factory=Map)
+    label: Optional[Vertex] = None
+    parent: Optional[Vertex] = None
+    epoch: int = -1  # the epoch the fields below belong to
+    old: Optional[Vertex] = None  # label at the start of `epoch` (None: absent)
+    reset: bool = False  # unlabelled in this epoch (reset or new)
+    armed: int = 0  # phase timers set in this epoch
+    propose: list[Vertex] = field(factory=list)  # neighbours to send our label at PHASE2
+
+
+def _touch(st: CCVertex, e: int, ctx: ts.Context) -> None:
+    st.epoch = e
+    st.old = st.label
+    ctx.notify_at(Product(e, END))
+
+
+def _step(st: CCVertex, rec: tuple[Any, ...], ctx: ts.Context) -> None:
+    t = ctx.time
+    k = t.inner
+    v = ctx.key
+    if k == 0:  # an edge change (v, w, +1/-1)
+        e = t.outer
+        if st.epoch != e:
+            _touch(st, e, ctx)
+        w = rec[1]
+        if rec[2] > 0:
+            st.adj[w] = e
+            if st.label is None:  # a new vertex: labelled in phase 3 at the latest
+                if not st.armed & _P3:
+                    st.reset = True
+                    st.armed |= _P3
+                    ctx.notify_at(Product(e, PHASE3))
+            else:
+                st.propose.append(w)
+                if not st.armed & _P2:
+                    st.armed |= _P2
+                    ctx.notify_at(Product(e, PHASE2))
+        else:
+            st.adj.pop(w, None)
+            if st.parent == w:
+                ctx.emit((v, w))  # the path to the root is cut here: reset, next round
+        return
+    if k < PHASE2:  # reset flood: (v, sender)
+        frm = rec[1]
+        if st.label is None or st.reset:
+            return
+        e = t.outer
+        if st.parent == frm:
+            if st.epoch != e:
+                _touch(st, e, ctx)
+            st.label = None
+            st.parent = None
+            st.reset = True
+            if not st.armed & _P3:
+                st.armed |= _P3
+                ctx.notify_at(Product(e, PHASE3))
+            emit = ctx.emit
+            for z in st.adj:
+                emit((z, v))
+        else:
+            st.propose.append(frm)
+            if not st.armed & _P2:
+                st.armed |= _P2
+                ctx.notify_at(Product(e, PHASE2))
+        return
+    # a proposal (v, label, sender)
+    lab = rec[1]
+    cur = st.label
+    if cur is None or (lab < cur if lab.__class__ is cur.__class__ else lab.__class__ is int):
+        e = t.outer
+        if st.epoch != e:
+            _touch(st, e, ctx)
+        frm = rec[2]
+        st.label = lab
+        st.parent = frm
+        emit = ctx.emit
+        for z in st.adj:
+            if z != frm:
+                emit((z, lab, v))
+
+
+def _phase(st: CCVertex, t: Product, ctx: ts.Context) -> None:
+    k = t.inner
+    v = ctx.key
+    emit = ctx.emit
+    if k == PHASE2:
+        st.armed &= ~_P2
+        lab = st.label
+        if lab is not None and not st.reset:
+            adj = st.adj
+            for z in dict.fromkeys(st.propose):
+                if z in adj:
+                    emit((z, lab, v))
+        st.propose.clear()
+    elif k == PHASE3:
+        st.armed &= ~_P3
+        if st.reset and st.adj and (st.label is None or vertex_lt(v, st.label)):
+            st.label = v
+            st.parent = None
+            for z in st.adj:
+                emit((z, v, v))
+    else:  # END
+        new = st.label if st.adj else None
+        old = st.old
+        if new != old:
+            emit(Change(v, old, new))
+        if not st.adj:
+            ctx.clear()
+            return
+        st.reset = False
+        st.armed = 0
+        st.old = None
+
+
+class ComponentsSummary(NamedTuple):
+    """The number of components and the size of the largest (0 for an empty graph)."""
+
+    count: int
+    largest: int
+
+
+@define
+class ComponentSizes:
+    """Global state of the summary: label -> size, and size -> number of components."""
+
+    sizes: dict[Vertex, int] = field(factory=dict)
+    hist: dict[int, int] = field(factory=dict)
+    before: Optional[tuple[int, int]] = None  # the summary at the start of the epoch
+
+
+def _summary_of(st: ComponentSizes) -> tuple[int, int]:
+    return (len(st.sizes), max(st.hist) if st.hist else 0)
+
+
+def _resize(st: ComponentSizes, label: Vertex, by: int) -> None:
+    sizes, hist = st.sizes, st.hist
+    s = sizes.get(label, 0)
+    if s > 0:
+        n = hist[s] - 1
+        if n:
+            hist[s] = n
+        else:
+            del hist[s]
+    s += by
+    if s > 0:
+        sizes[label] = s
+        hist[s] = hist.get(s, 0) + 1
+    else:
+        sizes.pop(label, None)
+
+
+def _count_sizes(st: ComponentSizes, c: Change, ctx: ts.Context) -> None:
+    if st.before is None:
+        st.before = _summary_of(st)
+        ctx.notify_at(ctx.time)
+    if c.old is not None:
+        _resize(st, c.old, -1)
+    if c.new is not None:
+        _resize(st, c.new, +1)
+
+
+def _emit_summary(st: ComponentSizes, t: int, ctx: ts.Context) -> None:
+    now = _summary_of(st)
+    if now != st.before:
+        ctx.emit(ComponentsSummary(*now))
+    st.before = None
+
+
+def _endpoints(c: tuple[Vertex, Vertex, int]) -> tuple[tuple[Vertex, Vertex, int], ...]:
+    return ((c[0], c[1], c[2]), (c[1], c[0], c[2]))
+
+
+@define(frozen=True)
+class Components:
+    """Outputs of :func:`components`: ``labels`` (``Change(vertex, old_label,
+    new_label)`` per epoch) and ``summary`` (a :class:`ComponentsSummary` at every
+    epoch where it changed)."""
+
+    labels: ts.Stream
+    summary: ts.Stream
+
+
+def components(flow: ts.Dataflow, undirected: ts.Stream, name: str = "components", bins: int = 256) -> Components:
+    """Connected components of the undirected graph whose per-epoch edge changes
+    ``(a, b, +1/-1)`` are ``undirected`` (see the module docstring)."""
+    def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
+        vertex = flow.stateful(inputs, key=itemgetter(0), state=CCVertex, name=f"{name}.vertex", bins=bins)(_step)
+        vertex.on_notify(_phase)
+        messages = vertex.filter(lambda r: r.__class__ is tuple, name=f"{name}.messages")
+        results = vertex.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
+        return messages, results
+
+    labels = sequenced_loop(flow, undirected, body, name=name, expand=_endpoints)
+    sizes = flow.stateful(labels, key=lambda c: 0, state=ComponentSizes, name=f"{name}.summary")(_count_sizes)
+    sizes.on_notify(_emit_summary)
+    return Components(labels, sizes)

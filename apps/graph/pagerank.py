@@ -1,0 +1,257 @@
+"""PageRank of the directed graph: incremental residual push in an iterate scope.
+
+**The model** is networkx's ``nx.pagerank(G, alpha)`` on the directed simple graph
+(unweighted; a vertex is in the graph while it has an edge in or out): teleport
+``1/N`` to every vertex and the mass of *dangling* vertices (no out-edges)
+redistributed uniformly.  With dangling mass redistributed like the teleport, the
+PageRank vector is proportional to the solution ``y`` of the *local* system
+
+    y = 1 + alpha * P^T y          (P: row-normalised adjacency; dangling rows zero)
+
+so ``rank(v) = y(v) / sum(y)``.  Nothing in ``y`` depends on ``N`` or on the dangling
+mass, which is what makes it maintainable edge by edge.
+
+**Incremental push.**  Every vertex keeps ``y`` and a residual ``r`` with the invariant
+``r = 1 + alpha P^T y - y``.  When the out-edges of ``u`` change, the residuals of its
+old and new out-neighbours change by ``alpha * y(u) * (1/d_new - 1/d_old)`` terms (and a
+vertex entering the graph gets ``r = 1``).  Then synchronous rounds push: a vertex with
+``|r| > eps`` adds ``r`` to ``y`` and sends ``alpha * r / d`` to each out-neighbour.  The
+epoch starts from the previous epoch's ``y`` (warm start) and stops when no residual
+exceeds ``eps``.
+
+**Tolerance.**  With every ``|r(v)| <= eps``, ``|y* - y|_1 <= N eps / (1 - alpha)`` and
+since ``sum(y*) >= N``, the ranks are within ``2 eps / (1 - alpha)`` of the exact
+PageRank in L1.  ``eps = tol (1 - alpha) / 2`` so the emitted ranks are within ``tol``
+(L1, summed over all vertices) of the exact PageRank -- default ``tol = 1e-10``.
+
+**Deterministic.**  ``y`` and ``r`` are fixed-point integers (``2**60`` per unit, shares
+rounded half up), the pushes of a round are combined per vertex (first per worker, then
+per owner) before they are applied, and each vertex pushes at most once per round; so
+the results are bit-identical for any number of workers.
+
+Outputs: ``scores``, ``Change(vertex, old_y, new_y)`` (fixed-point ints) from the loop;
+``ranks``, ``Change(vertex, old_rank, new_rank)`` for every vertex whose rank changed
+(when the sum of ``y`` changes, that is every vertex), from one global key that keeps
+the scores and their sum.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from operator import itemgetter
+from typing import Any, Optional
+
+from attrs import define, field
+
+import tstate as ts
+from apps.graph.edges import Vertex
+from apps.graph.loop import END, Change, sequenced_loop
+from tstate.progress import Product
+from tstate.types import Map
+
+__all__ = ["PRVertex", "PRScores", "PageRank", "pagerank", "SCALE"]
+
+#: Fixed-point unit of ``y`` and ``r``.
+SCALE = 1 << 60
+
+
+@define
+class PRVertex:
+    out: Map[Vertex, int] = field(factory=Map)  # out-neighbour -> epoch the edge appeared
+    indeg: int = 0
+    y: int = 0  # fixed-point score (SCALE = 1.0)
+    r: int = 0  # fixed-point residual
+    epoch: int = -1  # the epoch the fields below belong to
+    old: Optional[int] = None  # y at the start of `epoch` (None: absent)
+    was_present: bool = False  # in the graph at the start of `epoch`
+    base: Optional[list[Vertex]] = None  # out-neighbours at the start of `epoch`, if they changed
+
+
+def _touch(st: PRVertex, e: int, ctx: ts.Context) -> None:
+    st.epoch = e
+    present = bool(st.out) or st.indeg > 0
+    st.was_present = present
+    st.old = st.y if present else None
+    ctx.notify_at(Product(e, END))
+
+
+def _endpoints(c: tuple[Vertex, Vertex, int]) -> tuple[tuple[Any, ...], ...]:
+    return ((c[0], "o", c[1], c[2]), (c[1], "i", c[0], c[2]))
+
+
+@define(frozen=True)
+class PageRank:
+    """Outputs of :func:`pagerank` (see the module docstring)."""
+
+    ranks: ts.Stream
+    scores: ts.Stream
+
+
+@define
+class PRScores:
+    """The global key of the rank view: every vertex's ``y`` and their sum."""
+
+    y: dict[Vertex, int] = field(factory=dict)
+    total: int = 0
+    before_total: Optional[int] = None  # the sum at the start of the pending epoch
+    before: dict[Vertex, Optional[int]] = field(factory=dict)  # old y of the vertices changed this epoch
+
+
+def pagerank(
+    flow: ts.Dataflow,
+    directed: ts.Stream,
+    alpha: float = 0.85,
+    tol: float = 1e-10,
+    name: str = "pagerank",
+    bins: int = 256,
+) -> PageRank:
+    """PageRank of the directed graph whose per-epoch edge changes ``(u, v, +1/-1)``
+    are ``directed`` (see the module docstring)."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol!r}")
+    damp = Fraction(alpha).limit_denominator(1 << 20)
+    num, den = damp.numerator, damp.denominator
+    eps = max(1, int(tol * (1 - alpha) / 2 * SCALE))
+
+    def share(r: int, d: int) -> int:
+        """round(alpha * r / d) in fixed point, half up (deterministic for negatives)."""
+        q = den * d
+        return (2 * num * r + q) // (2 * q)
+
+    def step(st: PRVertex, rec: tuple[Any, ...], ctx: ts.Context) -> None:
+        if len(rec) == 2:  # (v, delta r): this round's combined pushes to v
+            r = st.r + rec[1]
+            if -eps <= r <= eps:
+                st.r = r
+                return
+            t = ctx.time
+            if st.epoch != t.outer:
+                _touch(st, t.outer, ctx)
+            st.y += r
+            st.r = 0
+            d = len(st.out)
+            if d:
+                ctx.emit((share(r, d), tuple(st.out)))
+            return
+        # round 0: (v, "o"/"i", w, +1/-1): an out-edge v -> w or an in-edge w -> v changed
+        e = ctx.time.outer
+        if st.epoch != e:
+            _touch(st, e, ctx)
+            ctx.notify_at(Product(e, 0))
+        if rec[1] == "o":
+            if st.base is None:
+                st.base = list(st.out)
+            if rec[3] > 0:
+                st.out[rec[2]] = e
+            else:
+                st.out.pop(rec[2], None)
+        else:
+            st.indeg += rec[3]
+
+    def timer(st: PRVertex, t: Product, ctx: ts.Context) -> None:
+        v = ctx.key
+        if t.inner == 0:  # all of the epoch's edge changes of v are in
+            emit = ctx.emit
+            base = st.base
+            if base is not None:
+                st.base = None
+                if st.y and set(base) != set(st.out):
+                    if base:
+                        emit((-share(st.y, len(base)), tuple(base)))
+                    if st.out:
+                        emit((share(st.y, len(st.out)), tuple(st.out)))
+            if not st.was_present and (st.out or st.indeg > 0):
+                emit((SCALE, (v,)))  # a new vertex: teleport 1
+            return
+        present = bool(st.out) or st.indeg > 0  # END
+        new = st.y if present else None
+        if new != st.old:
+            ctx.emit(Change(v, st.old, new))
+        if not present:
+            ctx.clear()
+            return
+        st.old = None
+
+    def combine_local(inp: Any, out: Any, ctx: Any) -> None:
+        acc = ctx.state  # time -> {vertex: delta}
+        for cap, batch in inp:
+            a = acc.get(cap.time)
+            if a is None:
+                a = acc[cap.time] = {}
+                ctx.notify_at(cap)
+            get = a.get
+            for amount, targets in batch:
+                for w in targets:
+                    a[w] = get(w, 0) + amount
+        for cap in ctx.notifications():
+            out.give_many(cap, [p for p in acc.pop(cap.time).items() if p[1]])
+
+    def combine_owner(inp: Any, out: Any, ctx: Any) -> None:
+        acc = ctx.state
+        for cap, batch in inp:
+            a = acc.get(cap.time)
+            if a is None:
+                a = acc[cap.time] = {}
+                ctx.notify_at(cap)
+            get = a.get
+            for w, amount in batch:
+                a[w] = get(w, 0) + amount
+        for cap in ctx.notifications():
+            out.give_many(cap, [p for p in acc.pop(cap.time).items() if p[1]])
+
+    def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
+        vertex = flow.stateful(inputs, key=itemgetter(0), state=PRVertex, name=f"{name}.vertex", bins=bins)(step)
+        vertex.on_notify(timer)
+        pushes = vertex.filter(lambda r: r.__class__ is tuple, name=f"{name}.pushes")
+        local = flow.unary_frontier(pushes, name=f"{name}.combine", state=dict)(combine_local)
+        owned = flow.unary_frontier(local, exchange=itemgetter(0), name=f"{name}.combine_owner", state=dict, bins=bins)(
+            combine_owner
+        )
+        results = vertex.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
+        return owned, results
+
+    scores = sequenced_loop(flow, directed, body, name=name, expand=_endpoints)
+
+    def collect(st: PRScores, c: Change, ctx: ts.Context) -> None:
+        if st.before_total is None:
+            st.before_total = st.total
+            ctx.notify_at(ctx.time)
+        v = c.key
+        if v not in st.before:
+            st.before[v] = c.old
+        st.total += (c.new or 0) - (c.old or 0)
+        if c.new is None:
+            st.y.pop(v, None)
+        else:
+            st.y[v] = c.new
+
+    def normalise(st: PRScores, t: int, ctx: ts.Context) -> None:
+        s0, s1 = st.before_total, st.total
+        before = st.before
+        emit = ctx.emit
+        ys = st.y
+        if s0 != s1:
+            for v, y in ys.items():
+                y0 = before[v] if v in before else y
+                old = y0 / s0 if (y0 is not None and s0) else None
+                new = y / s1
+                if old != new:
+                    emit(Change(v, old, new))
+        else:
+            for v, y0 in before.items():
+                y = ys.get(v)
+                old = y0 / s0 if (y0 is not None and s0) else None
+                new = y / s1 if y is not None else None
+                if old != new:
+                    emit(Change(v, old, new))
+        for v, y0 in before.items():  # vertices that left
+            if v not in ys and y0 is not None and s0 != s1:
+                emit(Change(v, y0 / s0, None))
+        st.before_total = None
+        st.before = {}
+
+    ranks = flow.stateful(scores, key=lambda c: 0, state=PRScores, name=f"{name}.ranks")(collect)
+    ranks.on_notify(normalise)
+    return PageRank(ranks, scores)

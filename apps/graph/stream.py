@@ -1,0 +1,201 @@
+"""Putting it together: one dataflow for all the algorithms, and a driver per epoch.
+
+:func:`build` wires ``updates -> [clean] -> [window] -> consolidate`` and the chosen
+algorithms onto a :class:`tstate.Dataflow`; :class:`GraphStream` owns such a dataflow
+with an input, feeds it epoch by epoch and returns each epoch's changes::
+
+    >>> g = GraphStream(workers=2)
+    >>> [r.epoch for r in g.advance(0, [("a", "b"), ("b", "c")])]
+    [0]
+    >>> g.view.component_count(), g.view.triangle_total
+    (1, 0)
+    >>> _ = g.advance(1, [("c", "a")]); g.view.triangle_total
+    1
+    >>> _ = g.close()
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional, Sequence
+
+from attrs import define, field
+
+import tstate as ts
+from apps.graph.components import Components, components
+from apps.graph.degrees import Degrees, degrees
+from apps.graph.edges import EdgeChanges, InputStats, clean, consolidate, window
+from apps.graph.pagerank import PageRank, pagerank
+from apps.graph.triangles import Triangles, triangles
+from apps.graph.views import GraphView
+from tstate.io.sinks import Sink
+
+__all__ = ["ALGORITHMS", "Analytics", "build", "EpochResult", "GraphStream"]
+
+ALGORITHMS = ("degrees", "components", "pagerank", "triangles")
+
+
+@define
+class Analytics:
+    """The streams of one graph dataflow (``None``: algorithm not built)."""
+
+    edges: EdgeChanges
+    degrees: Optional[Degrees] = None
+    components: Optional[Components] = None
+    pagerank: Optional[PageRank] = None
+    triangles: Optional[Triangles] = None
+
+    def outputs(self) -> dict[str, ts.Stream]:
+        """Output name -> stream (the names :class:`~apps.graph.views.GraphView` reads)."""
+        out: dict[str, ts.Stream] = {}
+        if self.degrees is not None:
+            out["degrees"] = self.degrees.per_vertex
+            out["distribution"] = self.degrees.distribution
+        if self.components is not None:
+            out["components"] = self.components.labels
+            out["summary"] = self.components.summary
+        if self.pagerank is not None:
+            out["pagerank"] = self.pagerank.ranks
+            out["scores"] = self.pagerank.scores
+        if self.triangles is not None:
+            out["triangles"] = self.triangles.per_vertex
+            out["triangle_total"] = self.triangles.total
+        return out
+
+
+def build(
+    flow: ts.Dataflow,
+    updates: ts.Stream,
+    algorithms: Sequence[str] = ALGORITHMS,
+    window_width: Optional[int] = None,
+    horizon: Optional[int] = None,
+    validate: bool = True,
+    on_invalid: str = "raise",
+    stats: Optional[InputStats] = None,
+    alpha: float = 0.85,
+    tol: float = 1e-10,
+    bins: int = 256,
+) -> Analytics:
+    """Wire the graph analytics onto ``flow`` (see the module docstring).
+
+    ``updates`` carries ``(src, dst[, delta])`` records at integer epochs;
+    ``validate=False`` skips :func:`~apps.graph.edges.clean` for updates already
+    known valid ``(src, dst, delta)`` tuples without self-loops."""
+    unknown = set(algorithms) - set(ALGORITHMS)
+    if unknown:
+        raise ValueError(f"unknown algorithm(s) {sorted(unknown)}; choose from {list(ALGORITHMS)}")
+    s = clean(updates, on_invalid=on_invalid, stats=stats, name="clean") if validate else updates
+    if window_width is not None:
+        s = window(flow, s, window_width, horizon=horizon)
+    edges = consolidate(flow, s, bins=bins)
+    a = Analytics(edges)
+    if "degrees" in algorithms:
+        a.degrees = degrees(flow, edges.undirected, bins=bins)
+    if "components" in algorithms:
+        a.components = components(flow, edges.undirected, bins=bins)
+    if "pagerank" in algorithms:
+        a.pagerank = pagerank(flow, edges.directed, alpha=alpha, tol=tol, bins=bins)
+    if "triangles" in algorithms:
+        a.triangles = triangles(flow, edges.undirected, bins=bins)
+    return a
+
+
+@define
+class EpochResult:
+    """The changes of one epoch: output name -> records (in arrival order)."""
+
+    epoch: int
+    changes: dict[str, list[Any]] = field(factory=dict)
+
+    def sorted(self) -> dict[str, list[Any]]:
+        """The changes with each output's records sorted (arrival order varies with
+        the number of workers; the sets never do)."""
+        return {k: sorted(v, key=repr) for k, v in self.changes.items()}
+
+
+class GraphStream:
+    """A running graph dataflow driven epoch by epoch (see the module docstring).
+
+    Keeps a :class:`~apps.graph.views.GraphView` of the current results (``view``)
+    unless ``keep_view=False``."""
+
+    def __init__(
+        self,
+        algorithms: Sequence[str] = ALGORITHMS,
+        workers: int = 1,
+        window: Optional[int] = None,
+        horizon: Optional[int] = None,
+        validate: bool = True,
+        on_invalid: str = "raise",
+        alpha: float = 0.85,
+        tol: float = 1e-10,
+        keep_view: bool = True,
+        bins: int = 256,
+        batch_size: int = 8192,
+    ) -> None:
+        self.flow = ts.Dataflow("graph")
+        self.input = self.flow.input("updates", batch_size=batch_size)
+        self.stats = InputStats()
+        self.analytics = build(
+            self.flow, self.input, algorithms, window, horizon, validate, on_invalid, self.stats, alpha, tol, bins
+        )
+        self._buffers: dict[str, dict[int, list[Any]]] = {}
+        self._probes = []
+        for name, stream in self.analytics.outputs().items():
+            buf: dict[int, list[Any]] = {}
+            self._buffers[name] = buf
+            stream.sink(_Buffer(buf), name=f"out.{name}")
+            self._probes.append(stream.probe(name=f"probe.{name}"))
+        self.view: Optional[GraphView] = GraphView() if keep_view else None
+        self.execution = self.flow.start(workers)
+        self._done = -1  # every epoch <= this was returned
+
+    def _pending(self, t: int) -> bool:
+        return any(p.less_equal(t) for p in self._probes)
+
+    def advance(self, epoch: int, updates: Iterable[Any] = ()) -> list[EpochResult]:
+        """Send ``updates`` at ``epoch`` (not before the previous call's), run until
+        every epoch ``<= epoch`` is complete, and return the results of the epochs
+        completed since the last call that have changes (and always ``epoch``'s)."""
+        inp = self.input
+        if epoch != inp.time:
+            inp.advance_to(epoch)
+        recs = updates if isinstance(updates, list) else list(updates)
+        if recs:
+            inp.send(recs)
+        inp.advance_to(epoch + 1)
+        self.execution.step_while(lambda: self._pending(epoch))
+        return self._harvest(epoch, always=epoch)
+
+    def close(self) -> list[EpochResult]:
+        """Close the input, run to the end, and return the remaining epochs' results."""
+        self.input.close()
+        self.execution.run()
+        return self._harvest(None)
+
+    def _harvest(self, upto: Optional[int], always: Optional[int] = None) -> list[EpochResult]:
+        times: set[int] = set()
+        for buf in self._buffers.values():
+            times.update(t for t in buf if upto is None or t <= upto)
+        if always is not None and always > self._done:
+            times.add(always)
+        out = []
+        for t in sorted(times):
+            res = EpochResult(t, {name: buf.pop(t, []) for name, buf in self._buffers.items()})
+            if self.view is not None:
+                self.view.apply(t, res.changes)
+            out.append(res)
+        if upto is not None:
+            self._done = max(self._done, upto)
+        return out
+
+
+class _Buffer(Sink):
+    def __init__(self, buf: dict[int, list[Any]]) -> None:
+        self.buf = buf
+
+    def write(self, worker: int, time: Any, records: list[Any]) -> None:
+        lst = self.buf.get(time)
+        if lst is None:
+            self.buf[time] = list(records)
+        else:
+            lst.extend(records)

@@ -1,0 +1,182 @@
+"""Triangle counts of the undirected graph, per vertex and in total, per epoch.
+
+Each epoch's edge changes ``e_1 < e_2 < ... < e_k`` (ordered by their canonical pair,
+:func:`~apps.graph.edges.vertex_rank` order) are applied as if one after another:
+
+    T(new) - T(old) = sum_i s_i * |{ w : (u_i, w) and (v_i, w) are in G_{i-1} }|
+
+where ``G_{i-1}`` is the old graph with the changes before ``e_i`` applied.  An edge
+``(x, w)`` is in ``G_{i-1}`` if it did not change this epoch and is present, or if it
+changed and is *new* when its pair is before ``e_i``, *old* when after.  So the changes
+of one epoch can be evaluated all at once, in any order, on any worker, and each
+triangle that appears or disappears is counted exactly once.
+
+In an epoch-sequenced loop (:mod:`apps.graph.loop`):
+
+- round 0: the changes update the adjacencies (keyed per vertex, typed state
+  :class:`TriVertex`) and are remembered (``chg``) for the epoch;
+- the smaller endpoint ``u`` of each changed edge ``(u, v)`` sends ``v`` the
+  neighbours ``w`` with ``(u, w)`` in ``G_{i-1}`` (timer at round 0: all changes are in);
+- ``v`` keeps those with ``(v, w)`` in ``G_{i-1}``: ``c`` common neighbours.  ``u`` and
+  ``v`` gain ``s * c`` triangles and every common neighbour ``s``;
+- at ``END`` a vertex emits ``Change(vertex, old, new)`` (``None``: not in the graph).
+
+The total is one global key: ``Change("triangles", old, new)`` at every epoch where it
+changed (the sum of the per-vertex counts over 3, as ``sum(nx.triangles(G).values()) // 3``).
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any, Optional
+
+from attrs import define, field
+
+import tstate as ts
+from apps.graph.edges import Vertex, vertex_lt
+from apps.graph.loop import END, Change, sequenced_loop
+from tstate.progress import Product
+from tstate.types import Map
+
+__all__ = ["TriVertex", "TriangleTotal", "Triangles", "triangles"]
+
+
+@define
+class TriVertex:
+    adj: Map[Vertex, int] = field(factory=Map)  # neighbour -> epoch the edge appeared
+    count: int = 0  # triangles through this vertex
+    epoch: int = -1  # the epoch the fields below belong to
+    old: Optional[int] = None  # count at the start of `epoch` (None: absent)
+    chg: dict[Vertex, int] = field(factory=dict)  # this epoch's edge changes here: neighbour -> +1/-1
+    owner: bool = False  # the round-0 timer is set (this vertex owns a changed edge)
+
+
+def _rank(v: Vertex) -> tuple[bool, Vertex]:
+    return (v.__class__ is str, v)
+
+
+def _pair_rank(x: Vertex, z: Vertex) -> tuple[Any, Any]:
+    a, b = _rank(x), _rank(z)
+    return (a, b) if a < b else (b, a)
+
+
+def _present(adj: Map, chg: dict[Vertex, int], x: Vertex, z: Vertex, stage: tuple[Any, Any]) -> bool:
+    """Whether edge ``(x, z)`` is in the graph as it is before the change ``stage``."""
+    if z not in chg:
+        return z in adj
+    return (z in adj) == (_pair_rank(x, z) < stage)
+
+
+def _touch(st: TriVertex, e: int, ctx: ts.Context) -> None:
+    st.epoch = e
+    st.old = st.count if st.adj else None
+    ctx.notify_at(Product(e, END))
+
+
+def _step(st: TriVertex, rec: tuple[Any, ...], ctx: ts.Context) -> None:
+    t = ctx.time
+    e = t.outer
+    v = ctx.key
+    if t.inner == 0:  # an edge change (v, w, +1/-1)
+        if st.epoch != e:
+            _touch(st, e, ctx)
+        w = rec[1]
+        if rec[2] > 0:
+            st.adj[w] = e
+        else:
+            st.adj.pop(w, None)
+        st.chg[w] = rec[2]
+        if not st.owner and vertex_lt(v, w):
+            st.owner = True
+            ctx.notify_at(Product(e, 0))
+        return
+    if len(rec) == 2:  # (v, delta): triangles through v appeared / disappeared
+        if st.epoch != e:
+            _touch(st, e, ctx)
+        st.count += rec[1]
+        return
+    # (v, u, s, view): u < v changed edge (u, v) by s; view = u's neighbours before it
+    u, s, view = rec[1], rec[2], rec[3]
+    stage = (_rank(u), _rank(v))
+    adj, chg = st.adj, st.chg
+    common = [w for w in view if _present(adj, chg, v, w, stage)]
+    if common:
+        if st.epoch != e:
+            _touch(st, e, ctx)
+        n = s * len(common)
+        st.count += n
+        emit = ctx.emit
+        emit((u, n))
+        for w in common:
+            emit((w, s))
+
+
+def _timer(st: TriVertex, t: Product, ctx: ts.Context) -> None:
+    v = ctx.key
+    if t.inner == 0:  # all of this epoch's changes are in: send the views
+        adj, chg = st.adj, st.chg
+        unchanged = [z for z in adj if z not in chg]
+        changed = list(chg)
+        emit = ctx.emit
+        for w, s in chg.items():
+            if not vertex_lt(v, w):
+                continue
+            stage = _pair_rank(v, w)
+            view = unchanged + [z for z in changed if z != w and (z in adj) == (_pair_rank(v, z) < stage)]
+            emit((w, v, s, tuple(view)))
+        return
+    new = st.count if st.adj else None  # END
+    if new != st.old:
+        ctx.emit(Change(v, st.old, new))
+    if not st.adj:
+        ctx.clear()
+        return
+    st.chg.clear()
+    st.owner = False
+    st.old = None
+
+
+@define
+class TriangleTotal:
+    sum3: int = 0  # sum of the per-vertex counts: 3 x the triangles
+    before: Optional[int] = None
+
+
+def _add(st: TriangleTotal, c: Change, ctx: ts.Context) -> None:
+    if st.before is None:
+        st.before = st.sum3
+        ctx.notify_at(ctx.time)
+    st.sum3 += (c.new or 0) - (c.old or 0)
+
+
+def _emit_total(st: TriangleTotal, t: int, ctx: ts.Context) -> None:
+    if st.before is not None and st.before != st.sum3:
+        ctx.emit(Change("triangles", st.before // 3, st.sum3 // 3))
+    st.before = None
+
+
+def _endpoints(c: tuple[Vertex, Vertex, int]) -> tuple[tuple[Vertex, Vertex, int], ...]:
+    return ((c[0], c[1], c[2]), (c[1], c[0], c[2]))
+
+
+@define(frozen=True)
+class Triangles:
+    """Outputs of :func:`triangles`: ``per_vertex`` and ``total`` changes."""
+
+    per_vertex: ts.Stream
+    total: ts.Stream
+
+
+def triangles(flow: ts.Dataflow, undirected: ts.Stream, name: str = "triangles", bins: int = 256) -> Triangles:
+    """Triangle counts from undirected edge changes ``(a, b, +1/-1)`` (module docstring)."""
+    def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
+        vertex = flow.stateful(inputs, key=itemgetter(0), state=TriVertex, name=f"{name}.vertex", bins=bins)(_step)
+        vertex.on_notify(_timer)
+        messages = vertex.filter(lambda r: r.__class__ is tuple, name=f"{name}.messages")
+        results = vertex.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
+        return messages, results
+
+    per_vertex = sequenced_loop(flow, undirected, body, name=name, expand=_endpoints)
+    total = flow.stateful(per_vertex, key=lambda c: 0, state=TriangleTotal, name=f"{name}.total")(_add)
+    total.on_notify(_emit_total)
+    return Triangles(per_vertex, total)

@@ -1,0 +1,119 @@
+"""The pattern API: immutable chaining, conditions, arity detection; Match/TimedOut."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from apps.cep import AfterMatchSkip, Contiguity, Match, Matcher, Pattern, PatternError, SkipKind, StageKind
+
+
+def test_each_call_returns_a_new_value() -> None:
+    p = Pattern.begin("a")
+    q = p.where(lambda e: e > 0)
+    r = q.followed_by("b").one_or_more().consecutive()
+    assert p.stages[0].condition is None and q.stages[0].condition is not None
+    assert len(q.stages) == 1 and len(r.stages) == 2
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        p.window = 3  # type: ignore[misc]
+    b = r.stages[1]
+    assert (b.min_times, b.max_times, b.looping, b.inner) == (1, None, True, Contiguity.STRICT)
+
+
+def test_stage_kinds_and_contiguity() -> None:
+    p = (
+        Pattern.begin("a")
+        .next("b")
+        .followed_by("c")
+        .followed_by_any("d")
+        .not_next("e")
+        .followed_by("f")
+        .not_followed_by("g")
+        .within(3)
+    )
+    assert p.names == tuple("abcdefg")
+    assert [s.contiguity for s in p.stages[1:4]] == [Contiguity.STRICT, Contiguity.RELAXED, Contiguity.ANY]
+    assert p.stages[4].kind is StageKind.NOT_NEXT and p.stages[6].kind is StageKind.NOT_FOLLOWED_BY
+    assert "within 3" in repr(p)
+    Matcher(p)
+
+
+def test_where_and_or_where_compose_in_order() -> None:
+    def cond(p: Pattern):
+        return p.stages[-1].condition
+
+    gt0, even, big = (lambda e: e > 0), (lambda e: e % 2 == 0), (lambda e: e > 100)
+    c = cond(Pattern.begin("a").where(gt0).where(even).or_where(big))  # (gt0 and even) or big
+    assert [c(x) for x in (2, 3, 101, -2)] == [True, False, True, False]
+    c = cond(Pattern.begin("a").where(gt0).or_where(big).where(even))  # (gt0 or big) and even
+    assert [c(x) for x in (2, 3, 101, -2)] == [True, False, False, False]
+
+
+def test_arity_is_detected_once() -> None:
+    seen = []
+
+    def simple(e):
+        seen.append(("simple", e))
+        return True
+
+    def iterative(e, ctx):
+        seen.append(("iterative", e, tuple(ctx.events("a"))))
+        return True
+
+    def defaulted(e, threshold=0):  # one required argument: a simple condition
+        return e > threshold
+
+    p = Pattern.begin("a").where(simple).followed_by("b").where(iterative).followed_by("c").where(defaulted)
+    assert [s.condition.takes_ctx for s in p.stages] == [False, True, False]
+    m = Matcher(p)
+    st = m.new_state()
+    for t, e in enumerate([1, 2, 3]):
+        m.process(st, e, t)
+    assert ("iterative", 2, (1,)) in seen
+
+
+def test_context_accessors() -> None:
+    seen = []
+
+    def look(e, ctx):
+        seen.append((e, ctx.events("a"), ctx.last("a"), ctx.last("b"), ctx.previous(), ctx.timestamp))
+        return True
+
+    p = Pattern.begin("a").times(2).followed_by("b").where(look)
+    m = Matcher(p)
+    st = m.new_state()
+    for t, e in enumerate(["x", "y", "z"]):
+        m.process(st, e, 10 * t)
+    assert ("z", ["x", "y"], "y", None, "y", 20) in seen
+
+
+def test_skip_strategies() -> None:
+    assert AfterMatchSkip.no_skip().kind is SkipKind.NO_SKIP
+    assert AfterMatchSkip.skip_to_last("x") == AfterMatchSkip(SkipKind.SKIP_TO_LAST, "x")
+    assert Pattern.begin("a").skip == AfterMatchSkip.no_skip()
+    with pytest.raises(PatternError):
+        Pattern.begin("a", skip="past")  # type: ignore[arg-type]
+    with pytest.raises(PatternError):
+        AfterMatchSkip.skip_to_first("")
+
+
+def test_match_is_an_immutable_mapping() -> None:
+    m = Match({"a": (1, 2), "b": (3,)}, 0, 5)
+    assert dict(m) == {"a": (1, 2), "b": (3,)} and list(m) == ["a", "b"] and len(m) == 2
+    assert m.events() == [1, 2, 3] and m.to_dict() == {"a": [1, 2], "b": [3]}
+    assert (m.first_time, m.last_time) == (0, 5)
+    assert m == Match({"a": (1, 2), "b": (3,)}, 0, 5) and m == {"a": (1, 2), "b": (3,)}
+    with pytest.raises(AttributeError):
+        m.first_time = 1  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        m["a"] = (0,)  # type: ignore[index]
+
+
+def test_matcher_helpers() -> None:
+    m = Matcher(Pattern.begin("a").where(lambda e: e == "a").followed_by("b").within(10))
+    st = m.new_state()
+    assert m.next_timeout(st) is None and st.is_empty()
+    m.process(st, "a", 3)
+    assert m.next_timeout(st) == 13 and not st.is_empty()
+    assert st.size()["runs"] == 1
+    assert "take" in m.nfa.describe()

@@ -648,13 +648,17 @@ class Dataflow:
         workers: int = 1,
         max_workers: Optional[int] = None,
         reconfigure: Sequence[tuple[int, Any]] = (),
+        checkpoint: Any = None,
     ) -> "Execution":
         """Build and start an execution on ``workers`` logical workers; drive it with
         :meth:`Execution.step` / :meth:`Execution.run`.
 
         ``max_workers`` sizes the worker pool live rescaling can use (default: enough
         for ``reconfigure``).  ``reconfigure`` lists ``(time, command)`` pairs
-        (:class:`~tstate.migration.commands.Rescale`, ``MoveBins``, ``Assign``)."""
+        (:class:`~tstate.migration.commands.Rescale`, ``MoveBins``, ``Assign``).
+        ``checkpoint`` is a directory or a :class:`~tstate.checkpoint.coordinator.Checkpoints`:
+        the execution resumes from its latest committed checkpoint (if any, onto any
+        number of workers; ``execution.restored`` says from where) and writes new ones."""
         from tstate.engine.execution import Execution
         from tstate.migration.commands import Assign, MoveBins, Rescale
 
@@ -671,7 +675,7 @@ class Dataflow:
                 pool = max(pool, max(cmd.moves.values()) + 1)
             elif isinstance(cmd, Assign) and cmd.owners and max_workers is None:
                 pool = max(pool, max(cmd.owners) + 1)
-        ex = Execution(self, workers, pool)
+        ex = Execution(self, workers, pool, checkpoint=checkpoint)
         self._execution = ex
         for t, cmd in sorted(reconfigure, key=lambda p: p[0]):
             ex.reconfigure(cmd, at=t)
@@ -682,6 +686,7 @@ class Dataflow:
         workers: int = 1,
         max_workers: Optional[int] = None,
         reconfigure: Sequence[tuple[int, Any]] = (),
+        checkpoint: Any = None,
     ) -> None:
         """Run the dataflow to completion on ``workers`` logical workers (see
         :meth:`start` for ``max_workers`` and ``reconfigure``); the finished execution,
@@ -689,7 +694,7 @@ class Dataflow:
 
         Every input must be closed by the end (an input still open when nothing else
         can happen is an error, never a hang)."""
-        self.start(workers, max_workers=max_workers, reconfigure=reconfigure).run()
+        self.start(workers, max_workers=max_workers, reconfigure=reconfigure, checkpoint=checkpoint).run()
 
     @property
     def execution(self) -> Optional["Execution"]:

@@ -10,20 +10,27 @@
 
 from apps.cep.errors import EventFieldError, PatternError
 from apps.cep.matcher import Match, Matcher, TimedOut
-from apps.cep.pattern import AfterMatchSkip, Contiguity, Pattern, SkipKind, Stage, StageKind
+from apps.cep.pattern import (
+    AfterMatchSkip,
+    Contiguity,
+    Pattern,
+    SkipKind,
+    Stage,
+    StageKind,
+)
 from apps.cep.state import KeyState
 
 __all__ = [
-    "Pattern",
     "AfterMatchSkip",
-    "SkipKind",
     "Contiguity",
+    "EventFieldError",
+    "KeyState",
+    "Match",
+    "Matcher",
+    "Pattern",
+    "PatternError",
+    "SkipKind",
     "Stage",
     "StageKind",
-    "Matcher",
-    "Match",
     "TimedOut",
-    "KeyState",
-    "PatternError",
-    "EventFieldError",
 ]

@@ -11,7 +11,7 @@ partial match that started earlier is still open), nothing more.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from apps.cep.flights import (
     CASCADE_MIN_DELAY,
@@ -28,7 +28,7 @@ class CascadeBaseline:
     """delay > 30, then >= 2 departures each delayed more than the previous one, within
     3 hours; every departure in at most one reported cascade."""
 
-    __slots__ = ("open", "held", "seq")
+    __slots__ = ("held", "open", "seq")
 
     def __init__(self) -> None:
         # open cascades, oldest first: [start_seq, start_time, flights]
@@ -85,7 +85,7 @@ class RecoveryBaseline:
     __slots__ = ("pending",)
 
     def __init__(self) -> None:
-        self.pending: Optional[tuple[int, Flight]] = None  # (start time, delayed flight)
+        self.pending: tuple[int, Flight] | None = None  # (start time, delayed flight)
 
     def advance_time(self, t: int) -> list[dict[str, list[Flight]]]:
         if self.pending is not None and t - self.pending[0] >= RECOVERY_WINDOW:
@@ -108,7 +108,9 @@ class RecoveryBaseline:
         return out
 
 
-def run_baseline(cls: type, flights: list[Flight], times: list[int]) -> list[tuple[str, dict]]:
+def run_baseline(
+    cls: type, flights: list[Flight], times: list[int]
+) -> list[tuple[str, dict]]:
     """Run a baseline over flights keyed by origin; returns [(origin, match)] in
     emission order."""
     states: dict[str, Any] = {}

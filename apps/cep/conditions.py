@@ -23,13 +23,14 @@ cannot matter.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Optional, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from attrs import frozen
 
 from apps.cep.errors import PatternError
 
-__all__ = ["Context", "Condition", "cond_and", "cond_or", "cond_not", "make_condition"]
+__all__ = ["Condition", "Context", "cond_and", "cond_not", "cond_or", "make_condition"]
 
 
 class Context(Protocol):
@@ -98,7 +99,7 @@ def make_condition(fn: Callable[..., Any] | Condition, where: str) -> Condition:
     return Condition(fn=fn, takes_ctx=_arity(fn, where), leaves=(fn,))
 
 
-def cond_and(a: Optional[Condition], b: Condition) -> Condition:
+def cond_and(a: Condition | None, b: Condition) -> Condition:
     """``a AND b`` (``a`` is evaluated first; ``None`` means "no condition yet")."""
     if a is None:
         return b
@@ -110,7 +111,7 @@ def cond_and(a: Optional[Condition], b: Condition) -> Condition:
     return Condition(lambda e: fa(e) and fb(e), False, a.leaves + b.leaves)
 
 
-def cond_or(a: Optional[Condition], b: Condition) -> Condition:
+def cond_or(a: Condition | None, b: Condition) -> Condition:
     """``a OR b`` (``a`` is evaluated first; ``None`` means "no condition yet")."""
     if a is None:
         return b

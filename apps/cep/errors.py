@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tstate.errors import TstateError
 
-__all__ = ["PatternError", "EventFieldError"]
+__all__ = ["EventFieldError", "PatternError"]
 
 
 class PatternError(TstateError):

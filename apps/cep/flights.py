@@ -22,23 +22,23 @@ Events are :class:`Flight` departures keyed by ``origin`` airport; event time is
 from __future__ import annotations
 
 import datetime as dt
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from attrs import frozen
 
 from apps.cep.pattern import AfterMatchSkip, Pattern
 
 __all__ = [
-    "Flight",
-    "time_minutes",
-    "delay_cascade",
-    "recovery",
-    "read_flights",
     "CASCADE_MIN_DELAY",
     "CASCADE_WINDOW",
+    "DATA_PATH",
     "RECOVERY_MIN_DELAY",
     "RECOVERY_WINDOW",
-    "DATA_PATH",
+    "Flight",
+    "delay_cascade",
+    "read_flights",
+    "recovery",
+    "time_minutes",
 ]
 
 DATA_PATH = "/work/shared/data/flights-3m.parquet"
@@ -94,19 +94,28 @@ def recovery() -> Pattern:
     )
 
 
-def read_flights(path: str = DATA_PATH, start: int = 0, stop: Optional[int] = None) -> list[Flight]:
+def read_flights(
+    path: str = DATA_PATH, start: int = 0, stop: int | None = None
+) -> list[Flight]:
     """Rows ``start..stop`` of the parquet file as :class:`Flight` objects (in file
     order, which is date order)."""
     return list(iter_flights(path, start, stop))
 
 
-def iter_flights(path: str = DATA_PATH, start: int = 0, stop: Optional[int] = None) -> Iterator[Flight]:
+def iter_flights(
+    path: str = DATA_PATH, start: int = 0, stop: int | None = None
+) -> Iterator[Flight]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path, columns=["date", "delay", "distance", "origin", "destination"])
+    table = pq.read_table(
+        path, columns=["date", "delay", "distance", "origin", "destination"]
+    )
     if stop is None:
         stop = table.num_rows
     table = table.slice(start, max(0, stop - start))
-    cols = [table.column(c).to_pylist() for c in ("date", "delay", "distance", "origin", "destination")]
+    cols = [
+        table.column(c).to_pylist()
+        for c in ("date", "delay", "distance", "origin", "destination")
+    ]
     for row in zip(*cols):
         yield Flight(*row)

@@ -42,17 +42,26 @@ Contract
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
-from typing import Any, Generic, Iterator, Optional, TypeVar
+from collections.abc import Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 from attrs import frozen
 
 from apps.cep.errors import EventFieldError, PatternError
-from apps.cep.nfa import EMPTY, IDENTITY, MOVE1, NFA, PENDING, TAKE1, Leaf, compile_pattern
+from apps.cep.nfa import (
+    EMPTY,
+    IDENTITY,
+    MOVE1,
+    NFA,
+    PENDING,
+    TAKE1,
+    Leaf,
+    compile_pattern,
+)
 from apps.cep.pattern import Pattern, SkipKind
 from apps.cep.state import KeyState
 
-__all__ = ["Matcher", "Match", "TimedOut"]
+__all__ = ["Match", "Matcher", "TimedOut"]
 
 E = TypeVar("E")
 
@@ -64,7 +73,9 @@ class Match(Mapping):
 
     __slots__ = ("_events", "first_time", "last_time")
 
-    def __init__(self, events: dict[str, tuple[Any, ...]], first_time: Any, last_time: Any) -> None:
+    def __init__(
+        self, events: dict[str, tuple[Any, ...]], first_time: Any, last_time: Any
+    ) -> None:
         object.__setattr__(self, "_events", events)
         object.__setattr__(self, "first_time", first_time)
         object.__setattr__(self, "last_time", last_time)
@@ -119,7 +130,7 @@ class _Ctx:
     """The context an iterative condition receives (see :mod:`apps.cep.conditions`).
     One instance per matcher, re-pointed at each partial match (not reentrant)."""
 
-    __slots__ = ("_nodes", "_events", "_run", "timestamp", "_index")
+    __slots__ = ("_events", "_index", "_nodes", "_run", "timestamp")
 
     def __init__(self, index: dict[str, int]) -> None:
         self._nodes: dict[int, list[int]] = {}
@@ -132,7 +143,9 @@ class _Ctx:
         try:
             return self._index[stage]
         except KeyError:
-            raise PatternError(f"ctx: no stage named {stage!r} in the pattern") from None
+            raise PatternError(
+                f"ctx: no stage named {stage!r} in the pattern"
+            ) from None
 
     def events(self, stage: str) -> list[Any]:
         """The events accepted so far for ``stage``, oldest first."""
@@ -216,7 +229,12 @@ class Matcher(Generic[E]):
     (Flink reports them only to a ``TimedOutPartialMatchHandler``)."""
 
     def __init__(
-        self, pattern: Pattern, *, event_type: Any = Any, time_type: Any = int, report_timeouts: bool = True
+        self,
+        pattern: Pattern,
+        *,
+        event_type: Any = Any,
+        time_type: Any = int,
+        report_timeouts: bool = True,
     ) -> None:
         self.pattern = pattern
         self.report_timeouts = report_timeouts
@@ -232,23 +250,36 @@ class Matcher(Generic[E]):
         # states decided by one condition whose "false" outcome changes nothing:
         # (fn, leaf if true, takes_ctx)
         self._fast = [
-            (p[1], p[3], p[0] == 2) if p[0] in (1, 2) and p[2].kind == IDENTITY else None for p in self._plans
+            (p[1], p[3], p[0] == 2)
+            if p[0] in (1, 2) and p[2].kind == IDENTITY
+            else None
+            for p in self._plans
         ]
         st = self._start_tree
         self._start_fast = (
-            (st[0], st[3], st[4]) if st.__class__ is tuple and not st[1] and st[3].__class__ is not tuple
-            and st[4].__class__ is not tuple else None
+            (st[0], st[3], st[4])
+            if st.__class__ is tuple
+            and not st[1]
+            and st[3].__class__ is not tuple
+            and st[4].__class__ is not tuple
+            else None
         )
         self._pending = [k == PENDING for k in self.nfa.kinds]
         self._no_skip = pattern.skip.kind is SkipKind.NO_SKIP
-        self._skip_stage = self._index.get(pattern.skip.stage) if pattern.skip.stage else None
+        self._drop_doomed = not report_timeouts and pattern.skip.kind in (
+            SkipKind.SKIP_TO_NEXT,
+            SkipKind.SKIP_PAST_LAST_EVENT,
+        )
+        self._skip_stage = (
+            self._index.get(pattern.skip.stage) if pattern.skip.stage else None
+        )
         self._ctx = _Ctx(self._index)
         codes = set()
         for p in self.nfa.predicates:
             codes.add(getattr(p.cond.fn, "__code__", None))
             for leaf in p.cond.leaves:
                 codes.add(getattr(leaf, "__code__", None))
-                call = getattr(type(leaf), "__call__", None)
+                call = type(leaf).__dict__.get("__call__")  # a callable object's method
                 codes.add(getattr(call, "__code__", None))
         codes.discard(None)
         self._cond_codes = frozenset(codes)
@@ -258,7 +289,7 @@ class Matcher(Generic[E]):
         """A fresh, empty state for one key."""
         return KeyState()
 
-    def next_timeout(self, state: KeyState) -> Optional[Any]:
+    def next_timeout(self, state: KeyState) -> Any | None:
         """The earliest time at which a partial match of ``state`` expires (when
         ``advance_time`` has something to do), or None."""
         if self.window is None or not state.runs:
@@ -282,7 +313,7 @@ class Matcher(Generic[E]):
         ctx._events = state.events
         ctx.timestamp = timestamp
         fast = self._fast
-        changes: Optional[list[tuple[int, Leaf]]] = None
+        changes: list[tuple[int, Leaf]] | None = None
         run: Any = None
         t: Any = None
         # Phase 1: evaluate the conditions (the only user code) without touching the state.
@@ -310,7 +341,7 @@ class Matcher(Generic[E]):
                             changes = [(i, t)]
                         else:
                             changes.append((i, t))
-                i += 1
+                i += 1  # noqa: SIM113 -- enumerate() allocates a tuple per run
             run = None
             sf = self._start_fast
             if sf is not None:  # one simple condition decides
@@ -322,7 +353,11 @@ class Matcher(Generic[E]):
                     t = self._walk(t, event, ctx)
         except (AttributeError, KeyError) as exc:
             state.next_event = eid
-            self._field_error(exc, run, event)
+            pred = getattr(exc, "_cep_predicate", None)
+            if pred is None:
+                tree = self._start_tree if run is None else self._plans[run[0]][5]
+                pred = tree[2] if tree.__class__ is tuple else None
+            self._field_error(exc, pred, event)
             raise
         start_leaf = t
         if changes is None and not start_leaf.ops:
@@ -336,7 +371,8 @@ class Matcher(Generic[E]):
             for i, leaf in changes:
                 run = runs[i]
                 kind = leaf.kind
-                if kind == TAKE1:  # the run's reference on its node moves to the new node
+                if kind == TAKE1:
+                    # the run's reference on its node moves to the new node
                     if eid in erefs:
                         erefs[eid] += 1
                     else:
@@ -363,7 +399,9 @@ class Matcher(Generic[E]):
                     runs[i] = None
                     reshape = True
                 else:
-                    produced = self._apply(state, run, leaf, event, timestamp, eid, potentials)
+                    produced = self._apply(
+                        state, run, leaf, event, timestamp, eid, potentials
+                    )
                     if len(produced) == 1:
                         runs[i] = produced[0]
                     else:
@@ -397,22 +435,37 @@ class Matcher(Generic[E]):
                     nodes[nn] = [eid, start_leaf.stage, -1, 1]
             else:
                 start_run = (-1, -1, timestamp, eid, -1)
-                runs.extend(self._apply(state, start_run, start_leaf, event, timestamp, eid, potentials))
+                runs.extend(
+                    self._apply(
+                        state, start_run, start_leaf, event, timestamp, eid, potentials
+                    )
+                )
         if potentials:
             self._emit(state, potentials, out, eid)
-        elif changes is not None and state.held:
-            # partial matches may have died: release what they held back
-            if not runs or runs[0][3] >= state.held[0][2]:
-                self._emit(state, potentials, out, eid)
+        elif (
+            changes is not None
+            and state.held
+            and (not runs or runs[0][3] >= state.held[0][2])
+        ):
+            # partial matches died: release the matches they held back
+            self._emit(state, potentials, out, eid)
         return out
 
     def _walk(self, t: Any, event: Any, ctx: _Ctx) -> Leaf:
-        while t.__class__ is tuple:
-            if t[1]:
-                r = t[0](event, ctx)
-            else:
-                r = t[0](event)
-            t = t[4] if r else t[3]
+        try:
+            while t.__class__ is tuple:
+                if t[1]:
+                    r = t[0](event, ctx)
+                else:
+                    r = t[0](event)
+                t = t[4] if r else t[3]
+        except (AttributeError, KeyError) as exc:
+            if not hasattr(exc, "_cep_predicate"):
+                try:
+                    exc._cep_predicate = t[2]  # type: ignore[union-attr]
+                except AttributeError:  # an exception type without a __dict__
+                    pass
+            raise
         return t
 
     def _decide(self, run: tuple, event: Any, ctx: _Ctx) -> Leaf:
@@ -490,7 +543,9 @@ class Matcher(Generic[E]):
         return produced
 
     # ---- time ---------------------------------------------------------------------------
-    def advance_time(self, state: KeyState, timestamp: Any) -> tuple[list[Match], list[TimedOut]]:
+    def advance_time(
+        self, state: KeyState, timestamp: Any
+    ) -> tuple[list[Match], list[TimedOut]]:
         """Event time reached ``timestamp`` for the key: expire partial matches whose
         window closed; return the matches this completes (trailing ``not_followed_by``,
         held matches released) and the timed-out partial matches (including those
@@ -554,7 +609,9 @@ class Matcher(Generic[E]):
         for n in chain:
             groups.setdefault(n[1], []).append(events[n[0]])
         return Match(
-            {names[k]: tuple(groups[k]) for k in sorted(groups)}, st.times[chain[0][0]], st.times[chain[-1][0]]
+            {names[k]: tuple(groups[k]) for k in sorted(groups)},
+            st.times[chain[0][0]],
+            st.times[chain[-1][0]],
         )
 
     def _hold(self, st: KeyState, m: tuple[int, Any, int, int]) -> None:
@@ -579,6 +636,27 @@ class Matcher(Generic[E]):
         held = st.held
         for m in potentials:
             self._hold(st, m)
+        self._release_held(st, out)
+        if self._drop_doomed and held and potentials:
+            # A run that shares its start with a held match can never yield a match that
+            # survives (the held match is emitted first and prunes it, or is pruned
+            # together with it), and with timeouts unreported it has no other effect:
+            # drop it now rather than evaluate it until then.
+            for m in potentials:
+                self._drop_runs_from(st, m[2])
+
+    def _drop_runs_from(self, st: KeyState, start_id: int) -> None:
+        runs = st.runs
+        lo = bisect.bisect_left(runs, start_id, key=lambda r: r[3])
+        hi = lo
+        while hi < len(runs) and runs[hi][3] == start_id:
+            _release(st, runs[hi][1])
+            hi += 1
+        if hi > lo:
+            del runs[lo:hi]
+
+    def _release_held(self, st: KeyState, out: list[Match]) -> None:
+        held = st.held
         while held:
             m = held[0]
             runs = st.runs
@@ -590,20 +668,24 @@ class Matcher(Generic[E]):
             pid, inclusive = self._pruning_id(chain)
             if pid is not None:
                 k = 0
-                while k < len(runs) and (runs[k][3] <= pid if inclusive else runs[k][3] < pid):
+                while k < len(runs) and (
+                    runs[k][3] <= pid if inclusive else runs[k][3] < pid
+                ):
                     _release(st, runs[k][1])
                     k += 1
                 if k:
                     st.runs = runs[k:]
                 k = 0
-                while k < len(held) and (held[k][2] <= pid if inclusive else held[k][2] < pid):
+                while k < len(held) and (
+                    held[k][2] <= pid if inclusive else held[k][2] < pid
+                ):
                     _release(st, held[k][0])
                     k += 1
                 if k:
                     del held[:k]
             _release(st, m[0])
 
-    def _pruning_id(self, chain: list[list[int]]) -> tuple[Optional[int], bool]:
+    def _pruning_id(self, chain: list[list[int]]) -> tuple[int | None, bool]:
         kind = self.skip.kind
         if kind is SkipKind.SKIP_TO_NEXT:
             return chain[0][0], True
@@ -616,42 +698,27 @@ class Matcher(Generic[E]):
         return (ids[0] if kind is SkipKind.SKIP_TO_FIRST else ids[-1]), False
 
     # ---- errors -----------------------------------------------------------------------------
-    def _field_error(self, exc: BaseException, run: Any, event: Any) -> None:
-        """Turn an AttributeError/KeyError raised inside a condition into an
+    def _field_error(self, exc: BaseException, pred: Any, event: Any) -> None:
+        """Turn an AttributeError/KeyError raised inside condition ``pred`` into an
         EventFieldError naming the stage and the field (else return: re-raised)."""
-        tree = self._start_tree if run is None else self._plans[run[0]][5]
-        # find the predicate whose call raised: replay the decision without user code
-        # is impossible, so take the innermost frame that belongs to a condition
-        tb = exc.__traceback__
-        code = None
-        while tb is not None:
-            if tb.tb_frame.f_code in self._cond_codes:
-                code = tb.tb_frame.f_code
-                break
-            tb = tb.tb_next
-        if code is None:
-            return
-        pred = None
-        stack = [tree]
-        while stack:
-            t = stack.pop()
-            if t.__class__ is tuple:
-                p = t[2]
-                fns = [p.cond.fn, *p.cond.leaves]
-                if any(getattr(fn, "__code__", None) is code or getattr(type(fn).__call__, "__code__", None) is code for fn in fns):
-                    pred = p
-                    break
-                stack.append(t[3])
-                stack.append(t[4])
         if pred is None:
             return
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code not in self._cond_codes:
+            tb = tb.tb_next
+        if tb is None:
+            return  # not raised by a condition
         if isinstance(exc, KeyError):
             fld = exc.args[0] if exc.args else None
         else:
             fld = getattr(exc, "name", None)
             if fld is None:
                 fld = str(exc)
-        what = {"condition": "condition", "until": "until condition", "negation": "condition"}[pred.what]
+        what = {
+            "condition": "condition",
+            "until": "until condition",
+            "negation": "condition",
+        }[pred.what]
         raise EventFieldError(
             f"pattern stage {pred.stage!r}: the {what} reads field {fld!r}, which the event "
             f"{event!r} does not have ({type(exc).__name__}: {exc})",

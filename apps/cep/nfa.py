@@ -27,14 +27,24 @@ pure: which of them run, and how often, is an implementation detail.)
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Union
+from typing import Any
 
 from attrs import define, field
 
 from apps.cep.conditions import Condition
-from apps.cep.pattern import Contiguity, Pattern, SkipKind, Stage, StageKind
+from apps.cep.pattern import Contiguity, Pattern, StageKind
 
-__all__ = ["NFA", "NState", "Leaf", "Predicate", "compile_pattern", "NORMAL", "FINAL", "STOP", "PENDING"]
+__all__ = [
+    "FINAL",
+    "NFA",
+    "NORMAL",
+    "PENDING",
+    "STOP",
+    "Leaf",
+    "NState",
+    "Predicate",
+    "compile_pattern",
+]
 
 NORMAL, FINAL, STOP, PENDING = "normal", "final", "stop", "pending"
 IDENTITY, TAKE1, MOVE1, EMPTY, GENERAL = 0, 1, 2, 3, 4
@@ -42,7 +52,7 @@ TAKE, IGNORE, PROCEED = "take", "ignore", "proceed"
 
 # A condition expression over predicates: None (true), an int (predicate id), or
 # ("not", x) / ("and", x, y) / ("or", x, y).
-Expr = Union[None, int, tuple]
+Expr = None | int | tuple
 
 
 def _and(a: Expr, b: Expr) -> Expr:
@@ -71,8 +81,8 @@ class Predicate:
 @define(eq=False)
 class Transition:
     action: str
-    source: "NState"
-    target: "NState"
+    source: NState
+    target: NState
     cond: Expr
 
 
@@ -84,7 +94,7 @@ class NState:
     stage: int  # index of the stage in the pattern, -1 for the final state
     transitions: list[Transition] = field(factory=list)
 
-    def add(self, action: str, target: "NState", cond: Expr) -> None:
+    def add(self, action: str, target: NState, cond: Expr) -> None:
         self.transitions.append(Transition(action, self, target, cond))
 
 
@@ -117,7 +127,7 @@ class Leaf:
 
 
 # Tree: a Leaf, or a tuple (fn, takes_ctx, predicate, if_false, if_true).
-Tree = Union[Leaf, tuple]
+Tree = Leaf | tuple
 
 
 class _Need(Exception):
@@ -152,7 +162,7 @@ class NFA:
     trees: list[Tree] = field(factory=list)
     start_tree: Tree = None
     kinds: list[str] = field(factory=list)
-    window: Optional[float] = None
+    window: float | None = None
     stage_names: tuple[str, ...] = ()
 
     def describe(self) -> str:
@@ -173,7 +183,9 @@ class NFA:
             tag = " (start)" if s is self.start else ""
             lines.append(f"{s.id}: {s.name} [{s.kind}]{tag}")
             for t in s.transitions:
-                lines.append(f"    {t.action} -> {t.target.id} ({t.target.name}) if {ex(t.cond)}")
+                lines.append(
+                    f"    {t.action} -> {t.target.id} ({t.target.name}) if {ex(t.cond)}"
+                )
         return "\n".join(lines)
 
 
@@ -188,7 +200,9 @@ class _Compiler:
         self.take_pred: dict[int, int] = {}
         self.until_pred: dict[int, int] = {}
         self.stop_states: dict[str, NState] = {}
-        self.original_state: dict[int, NState] = {}  # greedy+until: sink id -> unrestricted copy
+        self.original_state: dict[
+            int, NState
+        ] = {}  # greedy+until: sink id -> unrestricted copy
         for i, st in enumerate(self.stages):
             if st.condition is not None:
                 what = "negation" if st.negative else "condition"
@@ -266,11 +280,16 @@ class _Compiler:
             st.add(PROCEED, self.stop_state(cond, name, j), cond)
 
     def add_stop_to_looping(self, st: NState, i: int) -> None:
-        if i + 1 < len(self.stages) and self.stages[i + 1].kind is StageKind.NOT_FOLLOWED_BY:
+        if (
+            i + 1 < len(self.stages)
+            and self.stages[i + 1].kind is StageKind.NOT_FOLLOWED_BY
+        ):
             cond = self.take_pred.get(i + 1)
             st.add(PROCEED, self.stop_state(cond, self.stages[i + 1].name, i + 1), cond)
 
-    def copy_without_transitive_nots(self, sink: NState, i: int, memo: Optional[dict] = None) -> NState:
+    def copy_without_transitive_nots(
+        self, sink: NState, i: int, memo: dict | None = None
+    ) -> NState:
         nots = self.current_nots(i)
         if not nots or not self.stages[i].optional:
             return sink
@@ -312,7 +331,7 @@ class _Compiler:
         self,
         i: int,
         sink: NState,
-        proceed: Optional[NState],
+        proceed: NState | None,
         take: Expr,
         ignore: tuple[bool, Expr],
         optional: bool,
@@ -348,7 +367,9 @@ class _Compiler:
             s.add(IGNORE, ign, icond)
         return s
 
-    def times_states(self, i: int, sink: NState, proceed: NState, lo: int, hi: int) -> NState:
+    def times_states(
+        self, i: int, sink: NState, proceed: NState, lo: int, hi: int
+    ) -> NState:
         st = self.stages[i]
         take = self.take_until(i)
         inner_ign = self.inner_ignore(i)
@@ -401,7 +422,9 @@ class _Compiler:
             assert st.max_times is not None
             first = self.times_states(i, sink, sink, st.min_times, st.max_times)
         else:
-            first = self.singleton(i, sink, sink, self.take_cond(i), self.outer_ignore(i), st.optional)
+            first = self.singleton(
+                i, sink, sink, self.take_cond(i), self.outer_ignore(i), st.optional
+            )
         self.add_stop_states(first, i)
         return first
 
@@ -417,7 +440,9 @@ class _Compiler:
                     cond = self.take_pred.get(i)
                     pend = self.state(st.name, PENDING, i)
                     pend.add(PROCEED, self.stop_state(cond, st.name, i), cond)
-                    pend.add(IGNORE, pend, _not(cond) if cond is not None else ("not", None))
+                    pend.add(
+                        IGNORE, pend, _not(cond) if cond is not None else ("not", None)
+                    )
                     sink = pend
                 # otherwise: converted into stop edges of the states around it
             elif st.kind is StageKind.NOT_NEXT:
@@ -449,7 +474,7 @@ class _Compiler:
         return nfa
 
 
-def _reaches(st: NState, kind: str, assign: dict[int, bool]) -> Optional[NState]:
+def _reaches(st: NState, kind: str, assign: dict[int, bool]) -> NState | None:
     """Flink's ``findFinalStateAfterProceed``: follow PROCEED edges whose conditions hold
     (on the event just taken) and return the first state of ``kind`` reached."""
     stack = [st]
@@ -496,7 +521,9 @@ def _leaf(nfa: NFA, state: NState, is_start: bool, assign: dict[int, bool]) -> L
             if t.target.kind == STOP:
                 stop = True
                 continue
-            completes = t.target.kind == FINAL or _reaches(t.target, FINAL, assign) is not None
+            completes = (
+                t.target.kind == FINAL or _reaches(t.target, FINAL, assign) is not None
+            )
             pending = -1
             if t.target.kind == PENDING:
                 pending = t.target.id

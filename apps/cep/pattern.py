@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import enum
 import numbers
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 from attrs import frozen
@@ -51,7 +52,7 @@ from attrs import frozen
 from apps.cep.conditions import Condition, cond_and, cond_or, make_condition
 from apps.cep.errors import PatternError
 
-__all__ = ["Pattern", "AfterMatchSkip", "SkipKind", "Contiguity", "StageKind", "Stage"]
+__all__ = ["AfterMatchSkip", "Contiguity", "Pattern", "SkipKind", "Stage", "StageKind"]
 
 
 class Contiguity(enum.Enum):
@@ -95,30 +96,34 @@ class AfterMatchSkip:
     """
 
     kind: SkipKind = SkipKind.NO_SKIP
-    stage: Optional[str] = None
+    stage: str | None = None
 
     @classmethod
-    def no_skip(cls) -> "AfterMatchSkip":
+    def no_skip(cls) -> AfterMatchSkip:
         return cls(SkipKind.NO_SKIP)
 
     @classmethod
-    def skip_to_next(cls) -> "AfterMatchSkip":
+    def skip_to_next(cls) -> AfterMatchSkip:
         return cls(SkipKind.SKIP_TO_NEXT)
 
     @classmethod
-    def skip_past_last_event(cls) -> "AfterMatchSkip":
+    def skip_past_last_event(cls) -> AfterMatchSkip:
         return cls(SkipKind.SKIP_PAST_LAST_EVENT)
 
     @classmethod
-    def skip_to_first(cls, stage: str) -> "AfterMatchSkip":
+    def skip_to_first(cls, stage: str) -> AfterMatchSkip:
         if not isinstance(stage, str) or not stage:
-            raise PatternError(f"skip_to_first: the stage name must be a non-empty str, got {stage!r}")
+            raise PatternError(
+                f"skip_to_first: the stage name must be a non-empty str, got {stage!r}"
+            )
         return cls(SkipKind.SKIP_TO_FIRST, stage)
 
     @classmethod
-    def skip_to_last(cls, stage: str) -> "AfterMatchSkip":
+    def skip_to_last(cls, stage: str) -> AfterMatchSkip:
         if not isinstance(stage, str) or not stage:
-            raise PatternError(f"skip_to_last: the stage name must be a non-empty str, got {stage!r}")
+            raise PatternError(
+                f"skip_to_last: the stage name must be a non-empty str, got {stage!r}"
+            )
         return cls(SkipKind.SKIP_TO_LAST, stage)
 
 
@@ -135,10 +140,10 @@ class Stage:
     name: str
     kind: StageKind = StageKind.POSITIVE
     contiguity: Contiguity = Contiguity.RELAXED
-    condition: Optional[Condition] = None
-    until: Optional[Condition] = None
+    condition: Condition | None = None
+    until: Condition | None = None
     min_times: int = 1
-    max_times: Optional[int] = 1
+    max_times: int | None = 1
     quantified: bool = False
     optional: bool = False
     greedy: bool = False
@@ -163,9 +168,13 @@ class Stage:
 
 def _check_name(name: Any, where: str) -> str:
     if not isinstance(name, str) or not name:
-        raise PatternError(f"{where}: a stage name must be a non-empty str, got {name!r}")
+        raise PatternError(
+            f"{where}: a stage name must be a non-empty str, got {name!r}"
+        )
     if name.startswith("$"):
-        raise PatternError(f"{where}: stage name {name!r}: names starting with '$' are reserved")
+        raise PatternError(
+            f"{where}: stage name {name!r}: names starting with '$' are reserved"
+        )
     return name
 
 
@@ -184,19 +193,23 @@ class Pattern:
 
     stages: tuple[Stage, ...]
     skip: AfterMatchSkip = AfterMatchSkip()
-    window: Optional[float] = None
+    window: float | None = None
 
     # ---- construction -------------------------------------------------------------
     @classmethod
-    def begin(cls, name: str, skip: Optional[AfterMatchSkip] = None) -> "Pattern":
+    def begin(cls, name: str, skip: AfterMatchSkip | None = None) -> Pattern:
         _check_name(name, "Pattern.begin")
         if skip is None:
             skip = AfterMatchSkip.no_skip()
         if not isinstance(skip, AfterMatchSkip):
-            raise PatternError(f"Pattern.begin({name!r}): skip must be an AfterMatchSkip, got {skip!r}")
+            raise PatternError(
+                f"Pattern.begin({name!r}): skip must be an AfterMatchSkip, got {skip!r}"
+            )
         return cls(stages=(Stage(name),), skip=skip)
 
-    def _append(self, name: str, kind: StageKind, contiguity: Contiguity, method: str) -> "Pattern":
+    def _append(
+        self, name: str, kind: StageKind, contiguity: Contiguity, method: str
+    ) -> Pattern:
         _check_name(name, method)
         for st in self.stages:
             if st.name == name:
@@ -208,61 +221,69 @@ class Pattern:
                     f"{method}({name!r}): a negative stage cannot follow the optional stage "
                     f"{last.name!r} (Flink rejects an optional path to a NOT stage)"
                 )
-            if last.negative and (kind is StageKind.NOT_NEXT or last.kind is StageKind.NOT_NEXT):
+            if last.negative and (
+                kind is StageKind.NOT_NEXT or last.kind is StageKind.NOT_NEXT
+            ):
                 raise PatternError(
                     f"{method}({name!r}): not_next cannot be adjacent to another negative stage "
                     f"({last.name!r}); only not_followed_by stages may be chained"
                 )
-        return attrs.evolve(self, stages=self.stages + (Stage(name, kind=kind, contiguity=contiguity),))
+        return attrs.evolve(
+            self, stages=self.stages + (Stage(name, kind=kind, contiguity=contiguity),)
+        )
 
-    def next(self, name: str) -> "Pattern":
+    def next(self, name: str) -> Pattern:
         """Append a stage whose first event must directly follow the previous stage's
         last event (strict contiguity)."""
         return self._append(name, StageKind.POSITIVE, Contiguity.STRICT, "next")
 
-    def followed_by(self, name: str) -> "Pattern":
+    def followed_by(self, name: str) -> Pattern:
         """Append a stage that skips non-matching events before its first event
         (relaxed contiguity: the first matching event is taken)."""
         return self._append(name, StageKind.POSITIVE, Contiguity.RELAXED, "followed_by")
 
-    def followed_by_any(self, name: str) -> "Pattern":
+    def followed_by_any(self, name: str) -> Pattern:
         """Append a stage that may skip any event, matching or not (non-deterministic
         relaxed contiguity: every later matching event starts an alternative)."""
         return self._append(name, StageKind.POSITIVE, Contiguity.ANY, "followed_by_any")
 
-    def not_next(self, name: str) -> "Pattern":
+    def not_next(self, name: str) -> Pattern:
         """Append a negative stage: the event right after the previous stage must not
         satisfy this stage's condition."""
         return self._append(name, StageKind.NOT_NEXT, Contiguity.STRICT, "not_next")
 
-    def not_followed_by(self, name: str) -> "Pattern":
+    def not_followed_by(self, name: str) -> Pattern:
         """Append a negative stage: no event satisfying its condition may occur between
         the previous stage and the next one (or, as the last stage, before ``within``
         expires -- then the match is emitted when the window closes)."""
-        return self._append(name, StageKind.NOT_FOLLOWED_BY, Contiguity.RELAXED, "not_followed_by")
+        return self._append(
+            name, StageKind.NOT_FOLLOWED_BY, Contiguity.RELAXED, "not_followed_by"
+        )
 
     # ---- modifying the last stage ---------------------------------------------------
     def _last(self) -> Stage:
         return self.stages[-1]
 
-    def _replace_last(self, **changes: Any) -> "Pattern":
-        return attrs.evolve(self, stages=self.stages[:-1] + (attrs.evolve(self._last(), **changes),))
+    def _replace_last(self, **changes: Any) -> Pattern:
+        return attrs.evolve(
+            self, stages=self.stages[:-1] + (attrs.evolve(self._last(), **changes),)
+        )
 
     def _where(self, method: str) -> str:
         return f"stage {self._last().name!r}: {method}()"
 
-    def where(self, cond: Callable[..., Any]) -> "Pattern":
+    def where(self, cond: Callable[..., Any]) -> Pattern:
         """AND ``cond`` to the last stage's condition (``cond(event)`` or
         ``cond(event, ctx)``)."""
         c = make_condition(cond, self._where("where"))
         return self._replace_last(condition=cond_and(self._last().condition, c))
 
-    def or_where(self, cond: Callable[..., Any]) -> "Pattern":
+    def or_where(self, cond: Callable[..., Any]) -> Pattern:
         """OR ``cond`` with the last stage's condition (Flink's ``or``)."""
         c = make_condition(cond, self._where("or_where"))
         return self._replace_last(condition=cond_or(self._last().condition, c))
 
-    def until(self, cond: Callable[..., Any]) -> "Pattern":
+    def until(self, cond: Callable[..., Any]) -> Pattern:
         """Stop condition of a looping stage: once an event satisfies it, the stage
         accepts no more events (and the partial match cannot wait in the stage past it)."""
         st = self._last()
@@ -278,16 +299,25 @@ class Pattern:
             raise PatternError(f"{where}: the stop condition is already set")
         return self._replace_last(until=make_condition(cond, where))
 
-    def _quantify(self, method: str, lo: int, hi: Optional[int], optional: bool = False) -> "Pattern":
+    def _quantify(
+        self, method: str, lo: int, hi: int | None, optional: bool = False
+    ) -> Pattern:
         st = self._last()
         where = self._where(method)
         if st.negative:
             raise PatternError(f"{where}: a negative stage cannot be quantified")
         if st.quantified:
-            raise PatternError(f"{where}: the stage is already quantified ({st.describe()})")
-        return self._replace_last(min_times=lo, max_times=hi, quantified=True, optional=st.optional or optional)
+            raise PatternError(
+                f"{where}: the stage is already quantified ({st.describe()})"
+            )
+        return self._replace_last(
+            min_times=lo,
+            max_times=hi,
+            quantified=True,
+            optional=st.optional or optional,
+        )
 
-    def times(self, n: int, m: Optional[int] = None) -> "Pattern":
+    def times(self, n: int, m: int | None = None) -> Pattern:
         """Exactly ``n`` events, or (``times(n, m)``) between ``n`` and ``m``."""
         where = self._where("times")
         if m is None:
@@ -296,28 +326,32 @@ class Pattern:
         n = _check_count(n, "the lower bound of times", where, 0)
         m = _check_count(m, "the upper bound of times", where, 1)
         if n > m:
-            raise PatternError(f"{where}: lower bound {n} is greater than upper bound {m}")
+            raise PatternError(
+                f"{where}: lower bound {n} is greater than upper bound {m}"
+            )
         if n == 0:
             return self._quantify("times", 1, m, optional=True)
         return self._quantify("times", n, m)
 
-    def times_or_more(self, n: int) -> "Pattern":
+    def times_or_more(self, n: int) -> Pattern:
         """``n`` or more events (a looping stage)."""
         n = _check_count(n, "times_or_more", self._where("times_or_more"), 1)
         return self._quantify("times_or_more", n, None)
 
-    def one_or_more(self) -> "Pattern":
+    def one_or_more(self) -> Pattern:
         """One or more events (a looping stage)."""
         return self._quantify("one_or_more", 1, None)
 
-    def optional(self) -> "Pattern":
+    def optional(self) -> Pattern:
         """The stage may take no event at all."""
         st = self._last()
         if st.negative:
-            raise PatternError(f"{self._where('optional')}: a negative stage cannot be optional")
+            raise PatternError(
+                f"{self._where('optional')}: a negative stage cannot be optional"
+            )
         return self._replace_last(optional=True)
 
-    def greedy(self) -> "Pattern":
+    def greedy(self) -> Pattern:
         """A quantified stage takes as many events as it can: the stage after it
         cannot take (or skip) an event this stage would take."""
         st = self._last()
@@ -325,39 +359,53 @@ class Pattern:
         if st.negative:
             raise PatternError(f"{where}: a negative stage cannot be greedy")
         if not st.quantified:
-            raise PatternError(f"{where}: greedy applies only to quantified stages (times / one_or_more)")
+            raise PatternError(
+                f"{where}: greedy applies only to quantified stages (times / one_or_more)"
+            )
         if st.inner is Contiguity.ANY:
-            raise PatternError(f"{where}: greedy cannot be combined with allow_combinations")
+            raise PatternError(
+                f"{where}: greedy cannot be combined with allow_combinations"
+            )
         return self._replace_last(greedy=True)
 
-    def _inner(self, method: str, contiguity: Contiguity) -> "Pattern":
+    def _inner(self, method: str, contiguity: Contiguity) -> Pattern:
         st = self._last()
         where = self._where(method)
         if st.negative or not st.quantified:
-            raise PatternError(f"{where}: applies only to quantified stages (times / one_or_more)")
+            raise PatternError(
+                f"{where}: applies only to quantified stages (times / one_or_more)"
+            )
         if st.inner_set:
-            raise PatternError(f"{where}: the inner contiguity is already set ({st.inner.value})")
+            raise PatternError(
+                f"{where}: the inner contiguity is already set ({st.inner.value})"
+            )
         if contiguity is Contiguity.ANY and st.greedy:
-            raise PatternError(f"{where}: greedy cannot be combined with allow_combinations")
+            raise PatternError(
+                f"{where}: greedy cannot be combined with allow_combinations"
+            )
         return self._replace_last(inner=contiguity, inner_set=True)
 
-    def consecutive(self) -> "Pattern":
+    def consecutive(self) -> Pattern:
         """Strict contiguity between the events of a quantified stage."""
         return self._inner("consecutive", Contiguity.STRICT)
 
-    def allow_combinations(self) -> "Pattern":
+    def allow_combinations(self) -> Pattern:
         """Non-deterministic relaxed contiguity between the events of a quantified stage."""
         return self._inner("allow_combinations", Contiguity.ANY)
 
-    def within(self, duration: float) -> "Pattern":
+    def within(self, duration: float) -> Pattern:
         """The first and the last event of a match are less than ``duration`` apart (in
         the unit of the timestamps).  Partial matches older than that are discarded
         (and reported as timed out).  Called several times, the smallest window wins."""
         where = f"stage {self._last().name!r}: within()"
         if isinstance(duration, bool) or not isinstance(duration, numbers.Real):
-            raise PatternError(f"{where}: the window must be a number, got {duration!r}")
+            raise PatternError(
+                f"{where}: the window must be a number, got {duration!r}"
+            )
         if not duration > 0:
-            raise PatternError(f"{where}: the window must be positive, got {duration!r}")
+            raise PatternError(
+                f"{where}: the window must be positive, got {duration!r}"
+            )
         w = duration if self.window is None else min(self.window, duration)
         return attrs.evolve(self, window=w)
 
@@ -366,12 +414,14 @@ class Pattern:
     def names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.stages)
 
-    def validate(self) -> "Pattern":
+    def validate(self) -> Pattern:
         """Check what can only be checked on the whole pattern; raise
         :class:`PatternError` (naming the stage) or return ``self``."""
         stages = self.stages
         if stages[0].negative:  # cannot happen through the API
-            raise PatternError(f"stage {stages[0].name!r}: a pattern cannot begin with a negative stage")
+            raise PatternError(
+                f"stage {stages[0].name!r}: a pattern cannot begin with a negative stage"
+            )
         for st in stages:
             if st.until is not None and not st.looping:
                 raise PatternError(
@@ -385,7 +435,11 @@ class Pattern:
             )
         for k, st in enumerate(stages):
             after = [s for s in stages[k + 1 :] if not s.negative]
-            if st.kind is StageKind.NOT_NEXT and after and all(s.optional for s in after):
+            if (
+                st.kind is StageKind.NOT_NEXT
+                and after
+                and all(s.optional for s in after)
+            ):
                 raise PatternError(
                     f"stage {st.name!r}: not_next must be followed by a mandatory stage or end the "
                     "pattern (here every later stage is optional)"
@@ -411,8 +465,16 @@ class Pattern:
             op = {
                 StageKind.NOT_NEXT: "!next ",
                 StageKind.NOT_FOLLOWED_BY: "!",
-            }.get(st.kind, "" if i == 0 else {Contiguity.STRICT: "next ", Contiguity.RELAXED: "-> ",
-                                               Contiguity.ANY: "->any "}[st.contiguity])
+            }.get(
+                st.kind,
+                ""
+                if i == 0
+                else {
+                    Contiguity.STRICT: "next ",
+                    Contiguity.RELAXED: "-> ",
+                    Contiguity.ANY: "->any ",
+                }[st.contiguity],
+            )
             parts.append(op + st.describe())
         w = f" within {self.window}" if self.window is not None else ""
         return f"Pattern({' '.join(parts)}{w}, {self.skip.kind.value}{'(' + self.skip.stage + ')' if self.skip.stage else ''})"

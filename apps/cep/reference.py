@@ -27,8 +27,10 @@ was before the event under test (the events assigned so far).
    event of ``a`` satisfies ``N`` -- neither skipped events nor events taken by ``a`` --
    up to the first event of a later stage; an event taken (by ``a`` or by that later
    stage) may satisfy ``N`` only if the match ends at it (Flink keeps the matches a NOT
-   event completes but drops every partial match it touches).  As the last stage (it needs ``within``) the forbidden
-   zone runs until the window closes and the match is emitted then.
+   event completes but drops every partial match it touches).  As the last stage (it
+   needs ``within``) the forbidden zone runs until the window closes and the match is
+   emitted then (it waits from its last event on, see the deviations in
+   :mod:`apps.cep.nfa`).
 4. *not_next N* after positive stage ``a``: for every event ``p`` taken by ``a`` once
    ``a`` has its minimum count, the event right after ``p`` must not satisfy ``N`` (it
    would kill the partial match).  As the last stage, the match is emitted at the event
@@ -50,31 +52,35 @@ was before the event under test (the events assigned so far).
    partial and waiting matches that started at/before its first event (skip_to_next),
    at/before its last event (skip_past_last_event), or strictly before the first/last
    event of the named stage (skip_to_first/last; nothing when the stage is empty).
-
 8. *Greedy* (a quantified stage ``s`` with ``greedy()``, min < max; modelled for
    mandatory stages without ``until``): the partial match cannot leave ``s`` on an
    event ``s`` would take -- the event after the last event of ``s`` must not satisfy
    ``T_s``, and while it waits for the next (mandatory) stage or for a trailing
    ``not_followed_by`` window, no event may satisfy ``T_s``; a ``not_next`` right after
-   ``s`` neither kills nor completes on an event satisfying ``T_s``.
+   ``s`` neither kills nor completes on an event satisfying ``T_s``.  As Flink checks
+   whether a match is complete on the event just taken, a match never ends with a
+   greedy stage that has (optional) stages after it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from attrs import define
 
 from apps.cep.matcher import Match, TimedOut
 from apps.cep.pattern import Contiguity, Pattern, SkipKind, StageKind
 
-__all__ = ["reference_run", "RefResult"]
+__all__ = ["RefResult", "reference_run"]
 
 
 class _Ctx:
     """The context a condition sees: the events assigned so far."""
 
-    def __init__(self, names: Sequence[str], prefix: tuple, events: Sequence[Any], ts: Any) -> None:
+    def __init__(
+        self, names: Sequence[str], prefix: tuple, events: Sequence[Any], ts: Any
+    ) -> None:
         self._names = names
         self._prefix = prefix
         self._events = events
@@ -101,7 +107,9 @@ class RefResult:
     timeouts: list[tuple[tuple, TimedOut]]
 
 
-def reference_run(pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time: Any = None) -> RefResult:
+def reference_run(
+    pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time: Any = None
+) -> RefResult:
     """Run ``pattern`` over ``stream`` = [(event, timestamp), ...] (timestamps
     non-decreasing) as if ``advance_time(ts)`` were called before every event and
     ``advance_time(end_time)`` at the end (skipped when None)."""
@@ -158,7 +166,7 @@ def reference_run(pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time:
         st = stages[s]
         return st.greedy and (st.looping or st.min_times != st.max_times)
 
-    def greedy_blocks(s: int, prefix: tuple, p: int, upto: int, t: Optional[int]) -> bool:
+    def greedy_blocks(s: int, prefix: tuple, p: int, upto: int, t: int | None) -> bool:
         """Rule 8: leaving greedy stage s after its event p, towards stage t (None: the
         trailing not_followed_by), with events p+1..upto seen: violated?"""
         if not greedy(s) or upto <= p:
@@ -166,17 +174,20 @@ def reference_run(pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time:
         if T(s, p + 1, prefix):
             return True
         nexts = [k for k in range(s + 1, len(stages)) if not stages[k].negative]
-        direct = (
-            not any(stages[k].kind is StageKind.NOT_NEXT for k in negatives_after(s))
-            and (t is None or (nexts and nexts[0] == t and not stages[t].optional))
-        )
+        direct = not any(
+            stages[k].kind is StageKind.NOT_NEXT for k in negatives_after(s)
+        ) and (t is None or (nexts and nexts[0] == t and not stages[t].optional))
         return direct and any(T(s, g, prefix) for g in range(p + 2, upto + 1))
 
     def nn_kills(s: int, k: int, p: int, prefix: tuple) -> bool:
         """Rule 4 (and 8): the not_next k after stage s kills at p+1."""
-        return holds(stages[k].condition, p + 1, prefix) and not (greedy(s) and T(s, p + 1, prefix))
+        return holds(stages[k].condition, p + 1, prefix) and not (
+            greedy(s) and T(s, p + 1, prefix)
+        )
 
-    def waitable(t: int, strategy: Contiguity, g: int, prefix: tuple, inner: bool) -> bool:
+    def waitable(
+        t: int, strategy: Contiguity, g: int, prefix: tuple, inner: bool
+    ) -> bool:
         if strategy is Contiguity.STRICT:
             return False
         if inner:
@@ -203,12 +214,19 @@ def reference_run(pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time:
             # rule 4: not_next after s (checked once s reached its minimum)
             nn_dead = False
             for k in negatives_after(s):
-                if stages[k].kind is StageKind.NOT_NEXT and c >= stages[s].min_times:
-                    if nn_kills(s, k, p, prefix):
-                        nn_dead = True
+                if (
+                    stages[k].kind is StageKind.NOT_NEXT
+                    and c >= stages[s].min_times
+                    and nn_kills(s, k, p, prefix)
+                ):
+                    nn_dead = True
             if nn_dead:
                 return
-            nfb = [k for k in negatives_after(s) if stages[k].kind is StageKind.NOT_FOLLOWED_BY]
+            nfb = [
+                k
+                for k in negatives_after(s)
+                if stages[k].kind is StageKind.NOT_FOLLOWED_BY
+            ]
             if any(holds(stages[k].condition, g, prefix) for k in nfb for g in gap):
                 return  # every later q is behind this killing event
             candidates = []
@@ -227,14 +245,18 @@ def reference_run(pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time:
                     st = stages[t]
                     if st.contiguity is Contiguity.STRICT and q != p + 1:
                         continue
-                    if any(not waitable(t, st.contiguity, g, prefix, False) for g in gap):
+                    if any(
+                        not waitable(t, st.contiguity, g, prefix, False) for g in gap
+                    ):
                         continue
                     if greedy_blocks(s, prefix, p, q, t):
                         continue
                 if not take_ok(t, q, prefix):
                     continue
                 # rule 3: q is in the zone; it may satisfy N only if the match ends at q
-                terminal = bool(nfb) and any(holds(stages[k].condition, q, prefix) for k in nfb)
+                terminal = bool(nfb) and any(
+                    holds(stages[k].condition, q, prefix) for k in nfb
+                )
                 new = prefix + ((q, t),)
                 if new not in prefixes:
                     prefixes[new] = terminal
@@ -254,10 +276,10 @@ def reference_run(pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time:
                 extend(pre)
 
     # ---- completion -------------------------------------------------------------------
-    def completes(prefix: tuple) -> Optional[str]:
+    def completes(prefix: tuple) -> str | None:
         """'now' (at its last event), 'next' (at the event after it, trailing not_next),
         'window' (trailing not_followed_by) or None."""
-        p, s = prefix[-1]
+        s = prefix[-1][1]
         c = count(prefix, s)
         if c < stages[s].min_times:
             return None
@@ -267,6 +289,8 @@ def reference_run(pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time:
             return "window" if s == last_pos else None
         if ends_nn:
             return "next" if s == last_pos else None
+        if greedy(s) and s != last_pos:
+            return None  # rule 8: the way to the end is closed to the event just taken
         return "now"
 
     completion_at: dict[int, list[tuple]] = {}
@@ -310,15 +334,22 @@ def reference_run(pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time:
             elif later_positive(s) or ends_nn:
                 out.add("after")
             return out
-        if c < maxc(s) and stages[s].inner is not Contiguity.STRICT:
-            if all(waitable(s, stages[s].inner, g, prefix, True) for g in tail):
-                out.add("continue")
+        inner = stages[s].inner
+        if (
+            c < maxc(s)
+            and inner is not Contiguity.STRICT
+            and all(waitable(s, inner, g, prefix, True) for g in tail)
+        ):
+            out.add("continue")
         if c >= stages[s].min_times:
             for t in later_positive(s):
                 strat = stages[t].contiguity
-                if strat is not Contiguity.STRICT and all(waitable(t, strat, g, prefix, False) for g in tail):
-                    if not greedy_blocks(s, prefix, p, j, t):
-                        out.add("wait")
+                if (
+                    strat is not Contiguity.STRICT
+                    and all(waitable(t, strat, g, prefix, False) for g in tail)
+                    and not greedy_blocks(s, prefix, p, j, t)
+                ):
+                    out.add("wait")
         return out
 
     by_start: dict[int, list[tuple]] = {}
@@ -340,7 +371,9 @@ def reference_run(pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time:
         for i, s in prefix:
             groups.setdefault(s, []).append(events[i])
         return Match(
-            {names[s]: tuple(groups[s]) for s in sorted(groups)}, times[prefix[0][0]], times[prefix[-1][0]]
+            {names[s]: tuple(groups[s]) for s in sorted(groups)},
+            times[prefix[0][0]],
+            times[prefix[-1][0]],
         )
 
     def key(prefix: tuple, seq: int) -> tuple:
@@ -348,7 +381,8 @@ def reference_run(pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time:
 
     def live(x: int) -> bool:
         return any(
-            all(i <= last for i, _ in pre) and configs(pre, last) for pre in by_start.get(x, ())
+            all(i <= last for i, _ in pre) and configs(pre, last)
+            for pre in by_start.get(x, ())
         )
 
     def emit(pots: list[tuple[tuple, tuple]], step: tuple) -> None:
@@ -360,7 +394,11 @@ def reference_run(pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time:
         held.sort()
         while held:
             (start, _, _), pre = held[0]
-            alive = [x for x in by_start if x <= last and x not in banned and x not in expired and live(x)]
+            alive = [
+                x
+                for x in by_start
+                if x <= last and x not in banned and x not in expired and live(x)
+            ]
             if alive and min(alive) < start:
                 break
             held.pop(0)
@@ -396,7 +434,9 @@ def reference_run(pattern: Pattern, stream: Sequence[tuple[Any, Any]], end_time:
                     continue
                 cf = configs(pre, last)
                 if cf - {"pending"}:
-                    out_timeouts.append((step, TimedOut(materialize(pre), times[x] + W)))
+                    out_timeouts.append(
+                        (step, TimedOut(materialize(pre), times[x] + W))
+                    )
                 if "pending" in cf:
                     pots.append((key(pre, last + 1), pre))
         if pots or held:

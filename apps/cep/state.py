@@ -38,7 +38,7 @@ from typing import Any, Generic, TypeVar
 
 from attrs import define, field
 
-__all__ = ["KeyState", "E", "T"]
+__all__ = ["E", "KeyState", "T"]
 
 E = TypeVar("E")
 T = TypeVar("T")

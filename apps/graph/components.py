@@ -248,9 +248,8 @@ def components(flow: ts.Dataflow, undirected: ts.Stream, name: str = "components
     def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
         vertex = flow.stateful(inputs, key=itemgetter(0), state=CCVertex, name=f"{name}.vertex", bins=bins)(_step)
         vertex.on_notify(_phase)
-        messages = vertex.filter(lambda r: r.__class__ is tuple, name=f"{name}.messages")
         results = vertex.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
-        return messages, results
+        return vertex, results  # the gate drops the results from the loop
 
     labels = sequenced_loop(flow, undirected, body, name=name, expand=_endpoints)
     sizes = flow.stateful(labels, key=lambda c: 0, state=ComponentSizes, name=f"{name}.summary")(_count_sizes)

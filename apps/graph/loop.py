@@ -55,8 +55,9 @@ def _gate(
     expand: Optional[Callable[[Any], Iterable[Any]]] = None,
 ) -> ts.Stream:
     """Holds entering records per epoch (see the module docstring) and passes the
-    loop variable's records straight through (so the body needs no ``concat``);
-    ``expand`` maps each entering record to the records released for it."""
+    loop variable's messages (plain tuples) straight through, so the body needs no
+    ``concat`` and may feed its whole output back; ``expand`` maps each entering
+    record to the records released for it."""
 
     @flow.binary_frontier(entered, feedback, name=name, state=dict)
     def gate(new: Any, fb: Any, out: Any, ctx: Any) -> None:
@@ -68,8 +69,10 @@ def _gate(
                 held[e] = (cap.retain(), list(batch))
             else:
                 slot[1].extend(batch)
-        for cap, batch in fb:
-            out.give_many(cap, batch)
+        for cap, batch in fb:  # messages go on; results (Change records) are dropped
+            msgs = [r for r in batch if r.__class__ is tuple]
+            if msgs:
+                out.give_many(cap, msgs)
         while held:
             e = min(held)
             if any(f.outer <= e for f in new.frontier) or any(f.outer < e for f in fb.frontier):
@@ -94,8 +97,8 @@ def sequenced_loop(
     """An iterate scope over ``stream`` whose epochs run one after another (see the
     module docstring).  ``body(scope, inputs)`` gets the gated entering records
     (each expanded by ``expand``, if given) merged with the loop variable, and
-    returns ``(messages, results)``: ``messages`` go around the loop (one round
-    later), ``results`` leave it."""
+    returns ``(messages, results)``: the plain tuples of ``messages`` go around the
+    loop (one round later; anything else on it is dropped), ``results`` leave it."""
 
     def loop(scope: ts.Scope, entered: ts.Stream) -> ts.Stream:
         fb = scope.feedback(max_iterations=max_iterations, name=f"{name}.feedback")

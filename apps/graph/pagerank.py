@@ -58,6 +58,7 @@ SCALE = 1 << 60
 @define
 class PRVertex:
     out: Map[Vertex, int] = field(factory=Map)  # out-neighbour -> epoch the edge appeared
+    targets: tuple[Vertex, ...] = ()  # the keys of `out`, as pushed (rebuilt when `out` changes)
     indeg: int = 0
     y: int = 0  # fixed-point score (SCALE = 1.0)
     r: int = 0  # fixed-point residual
@@ -131,9 +132,9 @@ def pagerank(
                 _touch(st, t.outer, ctx)
             st.y += r
             st.r = 0
-            d = len(st.out)
-            if d:
-                ctx.emit((share(r, d), tuple(st.out)))
+            targets = st.targets
+            if targets:
+                ctx.emit((share(r, len(targets)), targets))
             return
         # round 0: (v, "o"/"i", w, +1/-1): an out-edge v -> w or an in-edge w -> v changed
         e = ctx.time.outer
@@ -157,11 +158,12 @@ def pagerank(
             base = st.base
             if base is not None:
                 st.base = None
-                if st.y and set(base) != set(st.out):
+                st.targets = tuple(st.out)
+                if st.y and set(base) != set(st.targets):
                     if base:
                         emit((-share(st.y, len(base)), tuple(base)))
-                    if st.out:
-                        emit((share(st.y, len(st.out)), tuple(st.out)))
+                    if st.targets:
+                        emit((share(st.y, len(st.targets)), st.targets))
             if not st.was_present and (st.out or st.indeg > 0):
                 emit((SCALE, (v,)))  # a new vertex: teleport 1
             return
@@ -174,43 +176,33 @@ def pagerank(
             return
         st.old = None
 
-    def combine_local(inp: Any, out: Any, ctx: Any) -> None:
-        acc = ctx.state  # time -> {vertex: delta}
+    def combine(inp: Any, out: Any, ctx: Any) -> None:
+        """Sum this activation's pushes per target vertex (one record per target and
+        time; on one worker that is one per round)."""
+        acc: dict[Any, dict[Any, int]] = {}
+        caps = {}
         for cap, batch in inp:
             a = acc.get(cap.time)
             if a is None:
                 a = acc[cap.time] = {}
-                ctx.notify_at(cap)
+                caps[cap.time] = cap
             get = a.get
-            for amount, targets in batch:
-                for w in targets:
-                    a[w] = get(w, 0) + amount
-        for cap in ctx.notifications():
-            out.give_many(cap, [p for p in acc.pop(cap.time).items() if p[1]])
-
-    def combine_owner(inp: Any, out: Any, ctx: Any) -> None:
-        acc = ctx.state
-        for cap, batch in inp:
-            a = acc.get(cap.time)
-            if a is None:
-                a = acc[cap.time] = {}
-                ctx.notify_at(cap)
-            get = a.get
-            for w, amount in batch:
-                a[w] = get(w, 0) + amount
-        for cap in ctx.notifications():
-            out.give_many(cap, [p for p in acc.pop(cap.time).items() if p[1]])
+            for rec in batch:
+                if rec.__class__ is tuple:  # (amount, targets); Change records leave elsewhere
+                    amount = rec[0]
+                    for w in rec[1]:
+                        a[w] = get(w, 0) + amount
+        for t, a in acc.items():
+            recs = [p for p in a.items() if p[1]]
+            if recs:
+                out.give_many(caps[t], recs)
 
     def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
         vertex = flow.stateful(inputs, key=itemgetter(0), state=PRVertex, name=f"{name}.vertex", bins=bins)(step)
         vertex.on_notify(timer)
-        pushes = vertex.filter(lambda r: r.__class__ is tuple, name=f"{name}.pushes")
-        local = flow.unary_frontier(pushes, name=f"{name}.combine", state=dict)(combine_local)
-        owned = flow.unary_frontier(local, exchange=itemgetter(0), name=f"{name}.combine_owner", state=dict, bins=bins)(
-            combine_owner
-        )
+        combined = flow.unary_frontier(vertex, name=f"{name}.combine")(combine)
         results = vertex.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
-        return owned, results
+        return combined, results
 
     scores = sequenced_loop(flow, directed, body, name=name, expand=_endpoints)
 

@@ -172,9 +172,8 @@ def triangles(flow: ts.Dataflow, undirected: ts.Stream, name: str = "triangles",
     def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
         vertex = flow.stateful(inputs, key=itemgetter(0), state=TriVertex, name=f"{name}.vertex", bins=bins)(_step)
         vertex.on_notify(_timer)
-        messages = vertex.filter(lambda r: r.__class__ is tuple, name=f"{name}.messages")
         results = vertex.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
-        return messages, results
+        return vertex, results  # the gate drops the results from the loop
 
     per_vertex = sequenced_loop(flow, undirected, body, name=name, expand=_endpoints)
     total = flow.stateful(per_vertex, key=lambda c: 0, state=TriangleTotal, name=f"{name}.total")(_add)

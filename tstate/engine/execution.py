@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from tstate.engine.channels import ExchangeRouter, OutputPort
-from tstate.errors import CapabilityLeakError, OperatorError, TstateError
+from tstate.errors import CapabilityLeakError, ConfigurationError, OperatorError, TstateError
 from tstate.metrics import Metrics
 from tstate.operators.base import OperatorRuntime
 from tstate.progress.reachability import GraphBuilder, Tracker
@@ -34,7 +34,9 @@ class Execution:
     """A running dataflow (see the module docstring).  Create with
     :meth:`tstate.Dataflow.start`."""
 
-    def __init__(self, flow: "Dataflow", workers: int, max_workers: Optional[int] = None) -> None:
+    def __init__(
+        self, flow: "Dataflow", workers: int, max_workers: Optional[int] = None, checkpoint: Any = None
+    ) -> None:
         from tstate.migration.configuration import ConfigHistory
         from tstate.migration.planner import balanced_map
 
@@ -48,6 +50,19 @@ class Execution:
         self.metrics = Metrics()
         self.tracker: Tracker = self._build_tracker()
         specs = flow._nodes
+        self.checkpointing = checkpoint is not None
+        self.coordinator: Any = None
+        self.restored: Any = None
+        if checkpoint is not None:
+            from tstate.checkpoint.coordinator import Coordinator
+
+            for s_ in specs:
+                if s_.kind in ("unary_frontier", "binary_frontier") and s_.options.get("state") is not None:
+                    raise ConfigurationError(
+                        f"operator {s_.name!r} keeps local state (state=...) that checkpoints cannot capture: "
+                        "keep state in @flow.stateful operators to use checkpoints"
+                    )
+            self.coordinator = Coordinator(self, checkpoint)  # checks the directory before anything runs
         self.configs: dict[int, ConfigHistory] = {
             s.index: ConfigHistory(balanced_map(s.options["bins"], workers)) for s in specs if s.kind == "stateful"
         }
@@ -57,6 +72,16 @@ class Execution:
         ]
         self._by_node = [[self.operators[w][n] for w in range(self.workers)] for n in range(len(specs))]
         self._wire()
+        if self.coordinator is not None:
+            self.restored = self.coordinator.restore()
+            if self.restored is not None:
+                t = self.restored.time
+                for h in flow._inputs:
+                    if type(h.time) is int and h.time < t:
+                        h.time = t  # the input resumes at the checkpoint's time
+                for spec in specs:
+                    if spec.kind == "sink":
+                        spec.options["sink"].restore(t)
         self.steps = 0
         for w in range(self.workers):
             for op in self.operators[w]:
@@ -137,6 +162,8 @@ class Execution:
                     self._propagate()
         self.steps += 1
         self._observe_outputs()
+        if self.coordinator is not None:
+            self.coordinator.after_step()
         return did
 
     # -- metrics ------------------------------------------------------------------
@@ -242,11 +269,16 @@ class Execution:
     def run(self, max_steps: Optional[int] = None) -> None:
         """Step until the dataflow is complete (see the module docstring)."""
         n = 0
-        while self.step():
-            n += 1
-            if max_steps is not None and n >= max_steps:
-                return
-        self._finish()
+        try:
+            while self.step():
+                n += 1
+                if max_steps is not None and n >= max_steps:
+                    return
+            self._finish()
+        except BaseException:
+            if self.coordinator is not None:
+                self.coordinator.abort()
+            raise
 
     def step_while(self, condition: Callable[[], bool]) -> None:
         """Step while ``condition()`` holds and there is work to do."""
@@ -258,10 +290,12 @@ class Execution:
             return
         if not self.tracker.is_idle():
             raise CapabilityLeakError(self._stuck_message())
-        self.finished = True
         for ops in self.operators:
             for op in ops:
                 op.on_finish()
+        if self.coordinator is not None:
+            self.coordinator.finish()  # after the sinks flushed
+        self.finished = True
 
     def _stuck_message(self) -> str:
         open_inputs = [h for h in self.flow._inputs if not h.closed]

@@ -4,11 +4,24 @@ A :class:`Source` is opened once per execution into a :class:`Reader` whose
 ``next_batch()`` returns ``(time, records)`` in non-decreasing time order, or ``None``
 when exhausted; the source operator holds a capability at the time of the last batch,
 so the frontier follows the source.
+
+Replay: ``reader.position()`` is where the *next* batch starts (anything msgpack can
+encode: a batch index, a row offset).  A checkpoint at time ``T`` records the position
+of the first batch at a time ``>= T``; recovery calls ``source.open(position, T)`` and
+the reader continues from there, starting at time ``T``.
+
+>>> src = from_batches([(0, ["a"]), (1, ["b"]), (1, ["c"]), (3, ["d"])])
+>>> r = src.open()
+>>> r.next_batch(), r.position()
+((0, ['a']), 1)
+>>> r2 = src.open(position=3, start=2)
+>>> r2.start_time(), r2.next_batch()
+(2, (3, ['d']))
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from tstate.errors import SourceError
 
@@ -26,27 +39,35 @@ class Reader:
         raise NotImplementedError
 
     def position(self) -> Any:
-        """Where the reader is (for checkpoints): anything msgpack can encode."""
+        """Where the next batch starts (msgpack-encodable)."""
         return None
+
+    def close(self) -> None:
+        """Release files and connections."""
 
 
 class Source:
     """Something that can be read as batches with times."""
 
-    def open(self) -> Reader:  # pragma: no cover - abstract
+    def open(self, position: Any = None, start: Any = None) -> Reader:  # pragma: no cover - abstract
+        """A reader from ``position`` (None: the beginning), whose first time is
+        ``start`` (None: the source's own start)."""
         raise NotImplementedError
 
 
 class _BatchesReader(Reader):
-    def __init__(self, it: Iterator[Any], start: Any) -> None:
+    def __init__(self, it: Iterator[Any], start: Any, skip: int) -> None:
         self._it = it
         self._start = start
         self._n = 0
+        for _ in range(skip):
+            if self._next() is None:
+                break
 
     def start_time(self) -> Any:
         return self._start
 
-    def next_batch(self) -> Optional[tuple[Any, list[Any]]]:
+    def _next(self) -> Optional[tuple[Any, list[Any]]]:
         try:
             item = next(self._it)
         except StopIteration:
@@ -58,19 +79,32 @@ class _BatchesReader(Reader):
         self._n += 1
         return t, list(recs)
 
+    def next_batch(self) -> Optional[tuple[Any, list[Any]]]:
+        return self._next()
+
     def position(self) -> Any:
         return self._n
 
 
 class _Batches(Source):
-    def __init__(self, batches: Iterable[Any], start: Any) -> None:
+    def __init__(self, batches: Union[Iterable[Any], Callable[[], Iterable[Any]]], start: Any) -> None:
         self._batches = batches
         self._start = start
 
-    def open(self) -> Reader:
-        return _BatchesReader(iter(self._batches), self._start)
+    def open(self, position: Any = None, start: Any = None) -> Reader:
+        fresh = callable(self._batches)
+        batches = self._batches() if fresh else self._batches
+        it = iter(batches)
+        if position and not fresh and it is batches:
+            raise SourceError(
+                "this source is a one-shot iterator and cannot be replayed from a checkpoint: "
+                "pass a list, or a function returning a fresh iterable"
+            )
+        return _BatchesReader(it, self._start if start is None else start, int(position or 0))
 
 
-def from_batches(batches: Iterable[Any], start: Any = 0) -> Source:
-    """A source of ``(time, records)`` pairs from any iterable."""
+def from_batches(batches: Union[Iterable[Any], Callable[[], Iterable[Any]]], start: Any = 0) -> Source:
+    """A source of ``(time, records)`` pairs from an iterable, or from a function that
+    returns a fresh iterable (needed to replay from a checkpoint).  Its position is the
+    number of batches read."""
     return _Batches(batches, start)

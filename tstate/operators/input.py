@@ -66,13 +66,20 @@ class SourceRuntime(OperatorRuntime):
         if self.worker != 0:
             return
         self.source = self.spec.options["source"]
+        restored = self.exe.restored
+        position = restored.positions.get(self.name) if restored is not None else None
+        start = restored.time if restored is not None else None
+        if restored is not None and self.name not in restored.positions:
+            raise SourceError(f"source {self.name!r} has no recorded position in checkpoint {restored.id}")
         try:
-            self.reader = self.source.open()
+            self.reader = self.source.open(position, start)
         except SourceError:
             raise
         except Exception as exc:
             raise SourceError(f"source {self.name!r} could not be opened: {exc}") from exc
         self.cap = Capability(self, 0, self.reader.start_time())
+        #: (time of a batch, position where it started): to find the replay position of a checkpoint
+        self.marks: list[tuple[Any, Any]] = []
         self.requested = True
 
     def needs_activation(self) -> bool:
@@ -81,6 +88,7 @@ class SourceRuntime(OperatorRuntime):
     def activate(self) -> None:
         if self.cap is None:
             return
+        before = self.reader.position()
         try:
             item = self.reader.next_batch()
         except SourceError:
@@ -88,10 +96,14 @@ class SourceRuntime(OperatorRuntime):
         except Exception as exc:
             raise SourceError(f"source {self.name!r}: reading failed: {exc}") from exc
         if item is None:
+            self.marks.append((None, before))
             self.cap.drop()
             self.cap = None
+            self.reader.close()
             return
         t, recs = item
+        if not self.marks or self.marks[-1][0] != t:
+            self.marks.append((t, before))
         if not less_equal(self.cap.time, t):
             raise ProgressError(f"source {self.name!r} went back in time: batch at {t!r} after {self.cap.time!r}")
         if t != self.cap.time:
@@ -102,5 +114,13 @@ class SourceRuntime(OperatorRuntime):
             self._next_worker = (self._next_worker + 1) % self.exe.workers
         self.requested = True
 
-    def position(self) -> Any:
-        return self.reader.position() if self.cap is not None else None
+    def position_at(self, time: Any) -> Any:
+        """Where to replay from to get every batch at a time ``>= time``."""
+        for t, pos in self.marks:
+            if t is None or not t < time:
+                return pos
+        return self.reader.position()
+
+    def forget_before(self, time: Any) -> None:
+        """Drop replay marks no checkpoint can need any more."""
+        self.marks = [(t, p) for t, p in self.marks if t is None or not t < time]

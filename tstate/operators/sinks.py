@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tstate.operators.base import OperatorRuntime
+from tstate.progress.frontier import Antichain
 
 
 class SinkRuntime(OperatorRuntime):
@@ -10,8 +11,12 @@ class SinkRuntime(OperatorRuntime):
     when times complete (``frontier(worker, antichain)``)."""
 
     def on_start(self) -> None:
+        from tstate.progress.timestamp import minimum
+
         self.sink = self.spec.options["sink"]
         self.sink.open(self.worker, self.exe.workers)
+        #: the frontier this worker's sink last acted on: what it has committed
+        self.committed = Antichain([minimum(self.spec.scope.depth)])
 
     def activate(self) -> None:
         box = self.inboxes[0]
@@ -20,7 +25,9 @@ class SinkRuntime(OperatorRuntime):
             t, recs = self.pop(0)
             write(self.worker, t, recs)
         if self.woke_by_frontier:
-            self.sink.frontier(self.worker, self.frontier_antichain(0))
+            f = self.frontier_antichain(0)
+            self.sink.frontier(self.worker, f)
+            self.committed = f
 
     def on_finish(self) -> None:
         self.sink.close(self.worker)

@@ -50,7 +50,9 @@ class StatefulRuntime(OperatorRuntime):
         self.timer_times: SortedDict = SortedDict()  # time -> {bin index: None}
         self.caps: dict[Any, Capability] = {}
         self.ctx = Context(self)
-        self.track_dirty = bool(o.get("track_dirty", False))
+        self.track_dirty = bool(exe.checkpointing)
+        #: checkpoint barrier: nothing at a time >= it is applied until it is captured
+        self.barrier: Any = None
         self.max_applied: Any = None
         # ownership (migration): bins this worker holds, records waiting for bins
         # still on their way here, and the moves this worker must make
@@ -161,6 +163,7 @@ class StatefulRuntime(OperatorRuntime):
     def receive_bin(self, b: Bin, t: Any) -> None:
         """Install a bin that arrived from its previous owner, then release the records
         that were waiting for it (into the time-ordered buffer)."""
+        b.full = True  # its changes since the last checkpoint are not tracked here
         self.install_bin(b)
         waiting = self.pending.pop(b.index, None)
         if waiting:
@@ -223,6 +226,7 @@ class StatefulRuntime(OperatorRuntime):
                 not self.stash
                 and (not self.timer_times or not _lex_lt(self.timer_times.peekitem(0)[0], t))
                 and not frontier.less_than(t)
+                and (self.barrier is None or _lex_lt(t, self.barrier))
             ):
                 self._apply(t, recs)
             else:
@@ -243,12 +247,17 @@ class StatefulRuntime(OperatorRuntime):
         """Apply buffered records and fire timers that became ready, in time order."""
         while True:
             pick = None
+            barrier = self.barrier
             for t in self.stash.keys():
-                if not frontier.less_than(t):
+                if not frontier.less_than(t) and (barrier is None or _lex_lt(t, barrier)):
                     pick = (t, 0)
                 break  # only the smallest buffered time can be next
             for t in self.timer_times.keys():
-                if not frontier.less_equal(t) and (pick is None or _lex_lt(t, pick[0])):
+                if (
+                    not frontier.less_equal(t)
+                    and (barrier is None or _lex_lt(t, barrier))
+                    and (pick is None or _lex_lt(t, pick[0]))
+                ):
                     pick = (t, 1)
                 break
             if pick is None:
@@ -426,6 +435,25 @@ class StatefulRuntime(OperatorRuntime):
             f"operator {self.name!r} on worker {self.worker} at time {t!r} raised {type(exc).__name__}: {exc} "
             f"(key {k!r}, record {record!r})"
         )
+
+    # -- checkpoints ----------------------------------------------------------------
+    def complete_before(self, t: Any) -> bool:
+        """Everything before ``t`` is applied here and nothing at ``t`` or later: the
+        bins hold exactly the state a checkpoint at ``t`` must record."""
+        if self.frontier(0).less_than(t):
+            return False
+        if self.stash and _lex_lt(self.stash.peekitem(0)[0], t):
+            return False
+        if self.timer_times and _lex_lt(self.timer_times.peekitem(0)[0], t):
+            return False
+        if any(_lex_lt(tt, t) for tt in self.pending_times):
+            return False
+        return not any(_lex_lt(mt, t) for mt, _, _ in self.outgoing)
+
+    def release_barrier(self) -> None:
+        self.barrier = None
+        if self.stash or self.timer_times:
+            self.request_activation()
 
     # -- inspection -----------------------------------------------------------------
     def is_quiet(self) -> bool:

@@ -5,7 +5,8 @@ hash (see :mod:`tstate.keys`).  A bin holds
 
 - ``states``: key → state value;
 - ``timers``: time → keys with a timer at that time (insertion-ordered, deterministic);
-- ``dirty``: keys changed since the last checkpoint (insertion-ordered);
+- ``dirty``: keys changed since the last checkpoint (insertion-ordered), ``removed``:
+  keys cleared since then, ``full``: the next checkpoint must write the whole bin;
 
 and is what moves between workers and what a checkpoint writes (encoded by
 :mod:`tstate.state.payload`: the same bytes for a checkpoint file and a migration
@@ -22,7 +23,7 @@ __all__ = ["Bin"]
 class Bin:
     """The state of one bin (see the module docstring)."""
 
-    __slots__ = ("index", "states", "timers", "dirty", "removed")
+    __slots__ = ("index", "states", "timers", "dirty", "removed", "full")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -30,6 +31,7 @@ class Bin:
         self.timers: dict[Any, dict[Any, None]] = {}
         self.dirty: dict[Any, None] = {}
         self.removed: dict[Any, None] = {}  # keys cleared since the last checkpoint
+        self.full = False  # the next checkpoint writes the whole bin (e.g. it just moved here)
 
     def __len__(self) -> int:
         return len(self.states)

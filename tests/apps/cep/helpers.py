@@ -3,7 +3,8 @@ render matches comparably."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from apps.cep import Match, Matcher, Pattern, TimedOut
 from apps.cep.reference import RefResult
@@ -15,7 +16,7 @@ def drive(
     end_time: Any = None,
     *,
     advance: bool = True,
-    between: Optional[Callable[[Matcher, Any], Any]] = None,
+    between: Callable[[Matcher, Any], Any] | None = None,
 ) -> RefResult:
     """Feed ``stream`` = [(event, ts)] to a fresh state: ``advance_time(ts)`` before
     each ``process`` (when ``advance``), ``advance_time(end_time)`` at the end.
@@ -78,7 +79,9 @@ def check_state(st: Any) -> None:
             refs[n[2]] += 1
         ev_refs[n[0]] += 1
     for nid, n in st.nodes.items():
-        assert n[3] == refs[nid], f"node {nid}: refcount {n[3]}, referenced {refs[nid]} times"
+        assert n[3] == refs[nid], (
+            f"node {nid}: refcount {n[3]}, referenced {refs[nid]} times"
+        )
         assert n[3] > 0
     assert set(refs) <= set(st.nodes), "a reference to a freed node"
     assert dict(ev_refs) == st.refs, "event refcounts"

@@ -10,7 +10,7 @@ example shows what it was.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from attrs import evolve, frozen
 from hypothesis import strategies as st
@@ -52,12 +52,16 @@ class Cond:
 @frozen
 class StageSpec:
     name: str
-    method: str  # begin / next / followed_by / followed_by_any / not_next / not_followed_by
+    method: (
+        str  # begin / next / followed_by / followed_by_any / not_next / not_followed_by
+    )
     cond: Cond
-    or_cond: Optional[Cond] = None
-    quant: Optional[tuple] = None  # ("times", n) / ("times", n, m) / ("one_or_more",) / ("times_or_more", n)
-    inner: Optional[str] = None  # consecutive / allow_combinations
-    until: Optional[Cond] = None
+    or_cond: Cond | None = None
+    quant: tuple | None = (
+        None  # ("times", n) / ("times", n, m) / ("one_or_more",) / ("times_or_more", n)
+    )
+    inner: str | None = None  # consecutive / allow_combinations
+    until: Cond | None = None
     optional: bool = False
     greedy: bool = False
 
@@ -81,12 +85,12 @@ class StageSpec:
 @frozen
 class PatternSpec:
     stages: tuple[StageSpec, ...]
-    within: Optional[int]
+    within: int | None
     skip: tuple  # (kind,) or (kind, stage)
 
     def build(self) -> Pattern:
         skip = getattr(AfterMatchSkip, self.skip[0])(*self.skip[1:])
-        p: Optional[Pattern] = None
+        p: Pattern | None = None
         for s in self.stages:
             if p is None:
                 p = Pattern.begin(s.name, skip=skip)
@@ -120,7 +124,11 @@ simple_conds = st.one_of(
     st.builds(Cond, st.just("kinds"), st.sampled_from(["ab", "bc", "ac"])),
     st.builds(Cond, st.just("gt"), st.integers(0, 2)),
 )
-conds = st.one_of(simple_conds, st.just(Cond("rising")), st.builds(Cond, st.just("sum"), st.integers(2, 6)))
+conds = st.one_of(
+    simple_conds,
+    st.just(Cond("rising")),
+    st.builds(Cond, st.just("sum"), st.integers(2, 6)),
+)
 
 
 @st.composite
@@ -133,7 +141,11 @@ def positive_stage(draw: Any, name: str, method: str) -> StageSpec:
              ("one_or_more",), ("one_or_more",), ("times_or_more", 2)]
         )
     )  # fmt: skip
-    inner = draw(st.sampled_from([None, None, "consecutive", "allow_combinations"])) if quant else None
+    inner = (
+        draw(st.sampled_from([None, None, "consecutive", "allow_combinations"]))
+        if quant
+        else None
+    )
     until = None
     if quant is not None and quant[0] != "times" and draw(st.integers(0, 3)) == 0:
         until = draw(simple_conds)
@@ -164,14 +176,22 @@ def pattern_specs(draw: Any) -> PatternSpec:
             method = draw(st.sampled_from(["next", "followed_by", "followed_by_any"]))
         stages.append(draw(positive_stage(f"s{i}", method)))
     if not stages[-1].optional and draw(st.integers(0, 4)) == 0:
-        stages.append(StageSpec("nend", draw(st.sampled_from(["not_next", "not_followed_by"])), draw(simple_conds)))
+        stages.append(
+            StageSpec(
+                "nend",
+                draw(st.sampled_from(["not_next", "not_followed_by"])),
+                draw(simple_conds),
+            )
+        )
     within = draw(st.none() | st.integers(1, 4))
     if stages[-1].method == "not_followed_by" and within is None:
         within = draw(st.integers(1, 4))
     names = [s.name for s in stages if not s.method.startswith("not")]
     skip = draw(
         st.sampled_from([("no_skip",), ("skip_to_next",), ("skip_past_last_event",)])
-        | st.tuples(st.sampled_from(["skip_to_first", "skip_to_last"]), st.sampled_from(names))
+        | st.tuples(
+            st.sampled_from(["skip_to_first", "skip_to_last"]), st.sampled_from(names)
+        )
     )
     spec = PatternSpec(tuple(stages), within, skip)
     try:
@@ -179,7 +199,9 @@ def pattern_specs(draw: Any) -> PatternSpec:
     except PatternError:
         # the grammar can produce a few invalid combinations (e.g. not_next followed only
         # by optional stages): fall back to the positive stages alone
-        spec = evolve(spec, stages=tuple(s for s in stages if not s.method.startswith("not")))
+        spec = evolve(
+            spec, stages=tuple(s for s in stages if not s.method.startswith("not"))
+        )
         if spec.within is None:
             pass
     return spec

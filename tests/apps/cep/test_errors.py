@@ -7,8 +7,8 @@ import pytest
 
 from apps.cep import AfterMatchSkip, EventFieldError, Matcher, Pattern, PatternError
 from apps.cep.flights import Flight, delay_cascade
-from tstate.errors import TstateError
 from tests.apps.cep.helpers import check_state
+from tstate.errors import TstateError
 
 A = Pattern.begin("a").where(lambda e: True)
 
@@ -20,7 +20,10 @@ def compile_(p: Pattern) -> Matcher:
 @pytest.mark.parametrize(
     "build, stage",
     [
-        (lambda: A.followed_by("b").not_followed_by("c").where(lambda e: True), "c"),  # no within
+        (
+            lambda: A.followed_by("b").not_followed_by("c").where(lambda e: True),
+            "c",
+        ),  # no within
         (lambda: A.not_followed_by("n").optional(), "n"),
         (lambda: A.not_next("n").optional(), "n"),
         (lambda: A.within(0), "a"),
@@ -38,12 +41,30 @@ def compile_(p: Pattern) -> Matcher:
         (lambda: A.until(lambda e: True), "a"),  # not looping
         (lambda: A.times(2).until(lambda e: True), "a"),
         (lambda: A.one_or_more().until(lambda e: True).until(lambda e: True), "a"),
-        (lambda: Pattern.begin("a", skip=AfterMatchSkip.skip_to_first("zz")).followed_by("b"), "zz"),
-        (lambda: Pattern.begin("a", skip=AfterMatchSkip.skip_to_last("n")).not_next("n").followed_by("b"), "n"),
-        (lambda: A.followed_by("b").optional().not_followed_by("n"), "n"),  # NOT after optional
+        (
+            lambda: Pattern.begin(
+                "a", skip=AfterMatchSkip.skip_to_first("zz")
+            ).followed_by("b"),
+            "zz",
+        ),
+        (
+            lambda: (
+                Pattern.begin("a", skip=AfterMatchSkip.skip_to_last("n"))
+                .not_next("n")
+                .followed_by("b")
+            ),
+            "n",
+        ),
+        (
+            lambda: A.followed_by("b").optional().not_followed_by("n"),
+            "n",
+        ),  # NOT after optional
         (lambda: A.not_next("n").not_followed_by("m"), "m"),
         (lambda: A.not_followed_by("n").not_next("m"), "m"),
-        (lambda: A.not_next("n").followed_by("b").optional(), "n"),  # only optional after not_next
+        (
+            lambda: A.not_next("n").followed_by("b").optional(),
+            "n",
+        ),  # only optional after not_next
         (lambda: A.times(2).times(3), "a"),
         (lambda: A.one_or_more().times(2), "a"),
         (lambda: A.greedy(), "a"),  # singleton
@@ -81,7 +102,12 @@ def test_valid_patterns_compile() -> None:
 
 
 def test_event_field_error_attribute() -> None:
-    m = Matcher(Pattern.begin("first").where(lambda e: e.delay > 30).followed_by("second").where(lambda e: e.dely > 0))
+    m = Matcher(
+        Pattern.begin("first")
+        .where(lambda e: e.delay > 30)
+        .followed_by("second")
+        .where(lambda e: e.dely > 0)
+    )
     st = m.new_state()
     f = Flight(None, 40, 1, "A", "B")
     assert m.process(st, f, 0) == []
@@ -148,3 +174,20 @@ def test_ctx_unknown_stage() -> None:
     m = Matcher(Pattern.begin("a").where(lambda e, ctx: ctx.events("nope") == []))
     with pytest.raises(PatternError, match="nope"):
         m.process(m.new_state(), 1, 0)
+
+
+def test_event_field_error_names_the_right_stage_with_combined_conditions() -> None:
+    p = (
+        Pattern.begin("first")
+        .where(lambda e: e["kind"] == "a")
+        .where(lambda e: e["v"] >= 0)
+        .followed_by("second")
+        .where(lambda e: e["kind"] == "b")
+        .or_where(lambda e: e["w"] > 0)
+    )
+    m = Matcher(p)
+    st = m.new_state()
+    m.process(st, {"kind": "a", "v": 1}, 0)
+    with pytest.raises(EventFieldError) as info:
+        m.process(st, {"kind": "c", "v": 1}, 1)
+    assert (info.value.stage, info.value.field) == ("second", "w")

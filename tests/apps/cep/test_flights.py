@@ -8,9 +8,17 @@ import os
 
 import pytest
 
+import apps
 from apps.cep import Matcher
 from apps.cep.baseline import CascadeBaseline, RecoveryBaseline
-from apps.cep.flights import DATA_PATH, Flight, delay_cascade, read_flights, recovery, time_minutes
+from apps.cep.flights import (
+    DATA_PATH,
+    Flight,
+    delay_cascade,
+    read_flights,
+    recovery,
+    time_minutes,
+)
 
 T0 = dt.datetime(2001, 1, 1)
 
@@ -41,7 +49,15 @@ def test_time_minutes() -> None:
 
 
 def test_cascade() -> None:
-    flights = [fl(0, 45), fl(10, 20), fl(20, 50), fl(30, 10), fl(40, 60), fl(50, 70), fl(60, 0)]
+    flights = [
+        fl(0, 45),
+        fl(10, 20),
+        fl(20, 50),
+        fl(30, 10),
+        fl(40, 60),
+        fl(50, 70),
+        fl(60, 0),
+    ]
     # 45 -> 50 -> 60: the first cascade (reported at its second rise); 60 -> 70 needs a
     # third departure, and everything up to 60 is consumed (skip past last event)
     assert run(delay_cascade(), flights) == [[45, 50, 60]]
@@ -56,7 +72,13 @@ def test_cascade_window_and_keys() -> None:
     assert run(delay_cascade(), [fl(0, 45), fl(60, 50), fl(180, 60)]) == []
     assert run(delay_cascade(), [fl(0, 45), fl(60, 50), fl(179, 60)]) == [[45, 50, 60]]
     # keys are independent
-    flights = [fl(0, 45, "A"), fl(1, 50, "B"), fl(2, 50, "A"), fl(3, 55, "B"), fl(4, 60, "A")]
+    flights = [
+        fl(0, 45, "A"),
+        fl(1, 50, "B"),
+        fl(2, 50, "A"),
+        fl(3, 55, "B"),
+        fl(4, 60, "A"),
+    ]
     assert run(delay_cascade(), flights) == [[45, 50, 60]]
 
 
@@ -69,7 +91,16 @@ def test_cascade_earliest_start_wins() -> None:
 
 
 def test_recovery() -> None:
-    flights = [fl(0, 90), fl(10, 20), fl(30, -3), fl(40, 70), fl(50, 80), fl(60, 0), fl(70, 65), fl(200, 0)]
+    flights = [
+        fl(0, 90),
+        fl(10, 20),
+        fl(30, -3),
+        fl(40, 70),
+        fl(50, 80),
+        fl(60, 0),
+        fl(70, 65),
+        fl(200, 0),
+    ]
     # 90 recovers at -3; 70 is cancelled by 80 (another big delay), which recovers at 0;
     # 65 does not recover within 2 hours
     assert run(recovery(), flights) == [[90, -3], [80, 0]]
@@ -77,28 +108,43 @@ def test_recovery() -> None:
     assert run(recovery(), [fl(0, 61), fl(120, 0)]) == []
 
 
-def _compare(n: int) -> None:
-    flights = read_flights(stop=n)
+def _compare(path: str, n: int | None) -> None:
+    flights = read_flights(path, 0, n)
     times = [time_minutes(f) for f in flights]
-    for pattern, cls in ((delay_cascade(), CascadeBaseline), (recovery(), RecoveryBaseline)):
-        m = Matcher(pattern, report_timeouts=False)
-        nfa: dict = {}
-        base: dict = {}
-        got: dict = {}
-        want: dict = {}
-        for f, t in zip(flights, times):
-            st = nfa.get(f.origin)
-            if st is None:
-                st = nfa[f.origin] = m.new_state()
-                base[f.origin] = cls()
-            got.setdefault(f.origin, []).extend(x.to_dict() for x in m.process(st, f, t))
-            want.setdefault(f.origin, []).extend(base[f.origin].process(f, t))
-        assert got == want
-        assert sum(len(v) for v in got.values()) > 100
+    for pattern, cls in (
+        (delay_cascade(), CascadeBaseline),
+        (recovery(), RecoveryBaseline),
+    ):
+        for report in (False, True):
+            m = Matcher(pattern, report_timeouts=report)
+            nfa: dict = {}
+            base: dict = {}
+            got: dict = {}
+            want: dict = {}
+            for f, t in zip(flights, times):
+                st = nfa.get(f.origin)
+                if st is None:
+                    st = nfa[f.origin] = m.new_state()
+                    base[f.origin] = cls()
+                got.setdefault(f.origin, []).extend(
+                    x.to_dict() for x in m.process(st, f, t)
+                )
+                want.setdefault(f.origin, []).extend(base[f.origin].process(f, t))
+            assert got == want
+            assert sum(len(v) for v in got.values()) > 100
 
 
 @pytest.mark.skipif(not os.path.exists(DATA_PATH), reason=f"{DATA_PATH} is absent")
 def test_baseline_equals_nfa_on_real_data() -> None:
     """Rows 0..50000 of flights-3m.parquet, keyed by origin: the same matches, per key,
-    in the same order."""
-    _compare(50_000)
+    in the same order (with and without timeout reporting)."""
+    _compare(DATA_PATH, 50_000)
+
+
+SAMPLE = os.path.join(os.path.dirname(apps.__file__), "data", "flights-sample.parquet")
+
+
+@pytest.mark.skipif(not os.path.exists(SAMPLE), reason=f"{SAMPLE} is absent")
+def test_baseline_equals_nfa_on_sample() -> None:
+    """The sample shipped with the app (always there, also on CI)."""
+    _compare(SAMPLE, None)

@@ -5,7 +5,16 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from apps.cep import AfterMatchSkip, Contiguity, Match, Matcher, Pattern, PatternError, SkipKind, StageKind
+from apps.cep import (
+    AfterMatchSkip,
+    Contiguity,
+    Match,
+    Matcher,
+    Pattern,
+    PatternError,
+    SkipKind,
+    StageKind,
+)
 
 
 def test_each_call_returns_a_new_value() -> None:
@@ -17,7 +26,12 @@ def test_each_call_returns_a_new_value() -> None:
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         p.window = 3  # type: ignore[misc]
     b = r.stages[1]
-    assert (b.min_times, b.max_times, b.looping, b.inner) == (1, None, True, Contiguity.STRICT)
+    assert (b.min_times, b.max_times, b.looping, b.inner) == (
+        1,
+        None,
+        True,
+        Contiguity.STRICT,
+    )
 
 
 def test_stage_kinds_and_contiguity() -> None:
@@ -32,8 +46,15 @@ def test_stage_kinds_and_contiguity() -> None:
         .within(3)
     )
     assert p.names == tuple("abcdefg")
-    assert [s.contiguity for s in p.stages[1:4]] == [Contiguity.STRICT, Contiguity.RELAXED, Contiguity.ANY]
-    assert p.stages[4].kind is StageKind.NOT_NEXT and p.stages[6].kind is StageKind.NOT_FOLLOWED_BY
+    assert [s.contiguity for s in p.stages[1:4]] == [
+        Contiguity.STRICT,
+        Contiguity.RELAXED,
+        Contiguity.ANY,
+    ]
+    assert (
+        p.stages[4].kind is StageKind.NOT_NEXT
+        and p.stages[6].kind is StageKind.NOT_FOLLOWED_BY
+    )
     assert "within 3" in repr(p)
     Matcher(p)
 
@@ -43,9 +64,13 @@ def test_where_and_or_where_compose_in_order() -> None:
         return p.stages[-1].condition
 
     gt0, even, big = (lambda e: e > 0), (lambda e: e % 2 == 0), (lambda e: e > 100)
-    c = cond(Pattern.begin("a").where(gt0).where(even).or_where(big))  # (gt0 and even) or big
+    c = cond(
+        Pattern.begin("a").where(gt0).where(even).or_where(big)
+    )  # (gt0 and even) or big
     assert [c(x) for x in (2, 3, 101, -2)] == [True, False, True, False]
-    c = cond(Pattern.begin("a").where(gt0).or_where(big).where(even))  # (gt0 or big) and even
+    c = cond(
+        Pattern.begin("a").where(gt0).or_where(big).where(even)
+    )  # (gt0 or big) and even
     assert [c(x) for x in (2, 3, 101, -2)] == [True, False, False, False]
 
 
@@ -63,7 +88,14 @@ def test_arity_is_detected_once() -> None:
     def defaulted(e, threshold=0):  # one required argument: a simple condition
         return e > threshold
 
-    p = Pattern.begin("a").where(simple).followed_by("b").where(iterative).followed_by("c").where(defaulted)
+    p = (
+        Pattern.begin("a")
+        .where(simple)
+        .followed_by("b")
+        .where(iterative)
+        .followed_by("c")
+        .where(defaulted)
+    )
     assert [s.condition.takes_ctx for s in p.stages] == [False, True, False]
     m = Matcher(p)
     st = m.new_state()
@@ -76,7 +108,16 @@ def test_context_accessors() -> None:
     seen = []
 
     def look(e, ctx):
-        seen.append((e, ctx.events("a"), ctx.last("a"), ctx.last("b"), ctx.previous(), ctx.timestamp))
+        seen.append(
+            (
+                e,
+                ctx.events("a"),
+                ctx.last("a"),
+                ctx.last("b"),
+                ctx.previous(),
+                ctx.timestamp,
+            )
+        )
         return True
 
     p = Pattern.begin("a").times(2).followed_by("b").where(look)
@@ -89,7 +130,9 @@ def test_context_accessors() -> None:
 
 def test_skip_strategies() -> None:
     assert AfterMatchSkip.no_skip().kind is SkipKind.NO_SKIP
-    assert AfterMatchSkip.skip_to_last("x") == AfterMatchSkip(SkipKind.SKIP_TO_LAST, "x")
+    assert AfterMatchSkip.skip_to_last("x") == AfterMatchSkip(
+        SkipKind.SKIP_TO_LAST, "x"
+    )
     assert Pattern.begin("a").skip == AfterMatchSkip.no_skip()
     with pytest.raises(PatternError):
         Pattern.begin("a", skip="past")  # type: ignore[arg-type]
@@ -110,7 +153,9 @@ def test_match_is_an_immutable_mapping() -> None:
 
 
 def test_matcher_helpers() -> None:
-    m = Matcher(Pattern.begin("a").where(lambda e: e == "a").followed_by("b").within(10))
+    m = Matcher(
+        Pattern.begin("a").where(lambda e: e == "a").followed_by("b").within(10)
+    )
     st = m.new_state()
     assert m.next_timeout(st) is None and st.is_empty()
     m.process(st, "a", 3)

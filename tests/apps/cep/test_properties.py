@@ -72,4 +72,6 @@ def test_reports_without_timeouts(spec, stream) -> None:
     got = drive(Matcher(pattern, report_timeouts=False), stream, _end(stream))
     want = drive(pattern, stream, _end(stream))
     assert results(got) == results(want) and got.timeouts == []
-    assert Counter(mkey(m) for _, m in got.matches) == Counter(mkey(m) for _, m in want.matches)
+    assert Counter(mkey(m) for _, m in got.matches) == Counter(
+        mkey(m) for _, m in want.matches
+    )

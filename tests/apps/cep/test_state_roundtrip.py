@@ -18,12 +18,16 @@ from tests.apps.cep.strategies import Event, pattern_specs, streams
 
 converter = cattrs.Converter()
 converter.register_unstructure_hook(dt.datetime, lambda d: d.isoformat())
-converter.register_structure_hook(dt.datetime, lambda s, _: dt.datetime.fromisoformat(s))
+converter.register_structure_hook(
+    dt.datetime, lambda s, _: dt.datetime.fromisoformat(s)
+)
 
 
 def roundtrip(state: KeyState, state_type: Any) -> KeyState:
     data = msgpack.packb(converter.unstructure(state, state_type), use_bin_type=True)
-    back = converter.structure(msgpack.unpackb(data, raw=False, strict_map_key=False), state_type)
+    back = converter.structure(
+        msgpack.unpackb(data, raw=False, strict_map_key=False), state_type
+    )
     assert back == state
     return back
 
@@ -56,7 +60,27 @@ def _flights(delays: list[int], minutes: int = 10) -> list[tuple[Flight, int]]:
 
 @pytest.mark.parametrize("make", [delay_cascade, recovery])
 def test_roundtrip_flight_state(make) -> None:
-    delays = [45, 10, 50, 0, 70, 90, -5, 65, 40, 80, 85, 0, 31, 32, 33, 120, -1, 70, 200]
+    delays = [
+        45,
+        10,
+        50,
+        0,
+        70,
+        90,
+        -5,
+        65,
+        40,
+        80,
+        85,
+        0,
+        31,
+        32,
+        33,
+        120,
+        -1,
+        70,
+        200,
+    ]
     stream = _flights(delays)
     end = stream[-1][1] + 1000
     m = Matcher(make(), event_type=Flight)

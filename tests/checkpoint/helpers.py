@@ -1,0 +1,45 @@
+"""Shared helpers for the checkpoint tests: a tiny state type and bin bytes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+from tstate.checkpoint.delta import encode_delta
+from tstate.checkpoint.store import CheckpointStore
+from tstate.state.bin import Bin
+from tstate.state.payload import encode_bin
+from tstate.types.codec import StateCodec
+from tstate.types.schema import analyse
+
+STATE = list[int]
+CODEC = StateCodec(STATE)
+FP = CODEC.fingerprint
+SCHEMA = analyse(STATE).to_builtins()
+
+
+def snap(index: int, states: dict[Any, list[int]], timers: dict[Any, Iterable[Any]] | None = None) -> bytes:
+    """Snapshot bytes of a bin holding ``states`` (and ``timers``)."""
+    b = Bin(index)
+    b.states = dict(states)
+    b.timers = {t: {k: None for k in ks} for t, ks in (timers or {}).items()}
+    return encode_bin(b, CODEC)
+
+
+def delta(index: int, upserts: dict[Any, list[int]], deletes: Iterable[Any] = (), timers: Any = ()) -> bytes:
+    return encode_delta(index, [(k, CODEC.to_builtins(v)) for k, v in upserts.items()], list(deletes), timers, FP)
+
+
+def files_on_disk(root: str | os.PathLike[str]) -> set[str]:
+    """Every file below ``root/data`` as a store-relative path."""
+    out = set()
+    base = os.path.join(os.fspath(root), "data")
+    for d, _, names in os.walk(base):
+        for n in names:
+            out.add(os.path.relpath(os.path.join(d, n), os.fspath(root)).replace(os.sep, "/"))
+    return out
+
+
+def new_store(path: Any, **kw: Any) -> CheckpointStore:
+    kw.setdefault("fsync", False)
+    return CheckpointStore(path, **kw)

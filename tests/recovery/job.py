@@ -1,0 +1,89 @@
+"""A restartable job for the crash tests: ``python -m tests.recovery.job CKPT OUT ...``.
+
+A deterministic source of keyed records (replayable by position), two stateful
+operators (a keyed list with timers, a keyed count) and an exactly-once file sink.
+``--crash-commit N`` / ``--crash-write N`` make the process die (``os._exit``) at the
+N-th checkpoint commit / data write, to hit the dangerous instants on purpose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+
+import tstate as ts
+from tstate.checkpoint.coordinator import Checkpoints
+
+
+def batches(seed: int, epochs: int, per_epoch: int):
+    rng = random.Random(seed)
+    for t in range(epochs):
+        yield t, [(rng.randrange(40), rng.randrange(100)) for _ in range(per_epoch)]
+
+
+def build(out: str, seed: int, epochs: int, per_epoch: int) -> ts.Dataflow:
+    flow = ts.Dataflow("crashy")
+    src = flow.source(ts.io.from_batches(lambda: batches(seed, epochs, per_epoch)), name="events")
+
+    @flow.stateful(src, key=lambda r: r[0], state=list[int], bins=16)
+    def collect(values: list[int], r, ctx: ts.Context) -> None:
+        values.append(r[1])
+        if len(values) > 5:
+            del values[0]
+        ctx.notify_at(ctx.time + 2)
+
+    @collect.on_notify
+    def report(values: list[int], time, ctx: ts.Context) -> None:
+        ctx.emit([ctx.key, time, sum(values)])
+
+    @flow.stateful(collect, key=lambda r: r[1] % 7, state=int, bins=8)
+    def count(n: int, r, ctx: ts.Context) -> int:
+        ctx.emit(["count", ctx.key, ctx.time, n + 1])
+        return n + 1
+
+    flow.sink(collect.concat(count), ts.io.files(out), name="out")
+    return flow
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ckpt")
+    ap.add_argument("out")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=60)
+    ap.add_argument("--per-epoch", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--every", type=int, default=3)
+    ap.add_argument("--mode", default="async")
+    ap.add_argument("--crash-commit", type=int, default=0)
+    ap.add_argument("--crash-write", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.crash_commit or args.crash_write:
+        from tstate.checkpoint import store
+
+        counts = {"commit": 0, "write": 0}
+
+        def crashing(name: str, limit: int, fn):
+            def wrapper(*a, **kw):
+                counts[name] += 1
+                if counts[name] == limit:
+                    sys.stdout.flush()
+                    os._exit(9)
+                return fn(*a, **kw)
+
+            return wrapper
+
+        if args.crash_commit:
+            store.CheckpointWriter.commit = crashing("commit", args.crash_commit, store.CheckpointWriter.commit)
+        if args.crash_write:
+            store.CheckpointWriter.put_delta = crashing("write", args.crash_write, store.CheckpointWriter.put_delta)
+    flow = build(args.out, args.seed, args.epochs, args.per_epoch)
+    flow.run(workers=args.workers, checkpoint=Checkpoints(args.ckpt, every_epochs=args.every, mode=args.mode))
+    r = flow.execution.restored
+    print(f"done restored_from={r.time if r else None}")
+
+
+if __name__ == "__main__":
+    main()

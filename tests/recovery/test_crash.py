@@ -1,0 +1,75 @@
+"""Crash tests: SIGKILL a checkpointing job at random instants (and at the dangerous
+ones on purpose), restart it from its directory — on a random number of workers — until
+it finishes; the exactly-once file output equals an uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def outputs(directory: Path) -> dict[str, list[str]]:
+    """Per epoch file, its lines sorted (workers may interleave records of one epoch)."""
+    out = {}
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".jsonl"):
+            out[name] = sorted((directory / name).read_text().splitlines())
+        else:
+            assert name.endswith(".tmp"), f"unexpected file {name}"
+    return out
+
+
+def job(ckpt: Path, out: Path, *extra: str, kill_after: float | None = None) -> int:
+    cmd = [sys.executable, "-m", "tests.recovery.job", str(ckpt), str(out), *extra]
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if kill_after is not None:
+        try:
+            p.wait(timeout=kill_after)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGKILL)
+    _, err = p.communicate(timeout=120)
+    if p.returncode not in (0, -signal.SIGKILL, 9):
+        raise AssertionError(f"job failed ({p.returncode}):\n{err}")
+    return p.returncode
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[str, list[str]]:
+    d = tmp_path_factory.mktemp("reference")
+    assert job(d / "ckpt", d / "out", "--workers", "1") == 0
+    return outputs(d / "out")
+
+
+def test_reference_has_output(reference):
+    assert len(reference) > 40 and sum(len(v) for v in reference.values()) > 1000
+
+
+@pytest.mark.parametrize("sequence", range(10))
+def test_sigkill_at_random_instants(tmp_path, reference, sequence):
+    rng = random.Random(sequence)
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    kills = 0
+    for _ in range(5):  # five random crash points per sequence: fifty in the suite
+        workers = str(rng.randint(1, 4))
+        mode = rng.choice(["async", "sync"])
+        job(ckpt, out, "--workers", workers, "--mode", mode, kill_after=rng.uniform(0.3, 1.6))
+        kills += 1
+    assert job(ckpt, out, "--workers", str(rng.randint(1, 4))) == 0
+    assert outputs(out) == reference
+
+
+@pytest.mark.parametrize("crash", ["--crash-commit=1", "--crash-commit=3", "--crash-write=1", "--crash-write=5"])
+def test_crash_inside_a_checkpoint_write(tmp_path, reference, crash):
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    assert job(ckpt, out, crash, "--mode", "sync") in (9, -9)
+    assert job(ckpt, out, crash.split("=")[0] + "=999", "--workers", "3") == 0
+    assert outputs(out) == reference

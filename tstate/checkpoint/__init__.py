@@ -1,0 +1,34 @@
+"""Checkpoint storage: incremental, checksummed, atomically committed bin checkpoints.
+
+- :mod:`~tstate.checkpoint.store`: :class:`CheckpointStore` (a directory of
+  checkpoints: begin / latest / verify / read / garbage collection) and
+  :class:`CheckpointWriter` (one checkpoint being written);
+- :mod:`~tstate.checkpoint.manifest`: :class:`Manifest`, :class:`OperatorEntry`,
+  :class:`FileRef` and the manifest file encoding;
+- :mod:`~tstate.checkpoint.delta`: bin delta files and decoding a bin's chain
+  (snapshot + deltas) back into state;
+- :mod:`~tstate.checkpoint.schema_check`: is stored state readable with today's type;
+- :mod:`~tstate.checkpoint.fs`: the tiny filesystem abstraction underneath.
+
+The inspection CLI is ``python -m tstate checkpoints DIR`` (see :mod:`tstate.__main__`).
+"""
+
+from tstate.checkpoint.delta import apply_chain, encode_delta, restore_bin
+from tstate.checkpoint.fs import FileSystem, LocalFS
+from tstate.checkpoint.manifest import FileRef, Manifest, OperatorEntry
+from tstate.checkpoint.schema_check import check_compatible
+from tstate.checkpoint.store import CheckpointStore, CheckpointWriter
+
+__all__ = [
+    "CheckpointStore",
+    "CheckpointWriter",
+    "FileRef",
+    "FileSystem",
+    "LocalFS",
+    "Manifest",
+    "OperatorEntry",
+    "apply_chain",
+    "check_compatible",
+    "encode_delta",
+    "restore_bin",
+]

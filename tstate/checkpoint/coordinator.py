@@ -1,0 +1,309 @@
+"""The engine side of checkpoints: choosing consistent times, capturing bins,
+committing after the sinks, and restoring.
+
+**Consistent cut through frontiers.**  A checkpoint at time ``T`` records every bin's
+state after exactly the records and timers at times ``< T``.  The coordinator sets a
+*barrier* at ``T`` on every stateful operator — records and timers at ``>= T`` wait —
+and captures once every stateful operator is complete before ``T`` (its input frontier
+passed every earlier time and nothing earlier is buffered).  No records are blocked
+before ``T`` and nothing flows backwards: this is a Chandy-Lamport snapshot whose
+markers are the frontiers.  Source positions at ``T`` (where to replay batches at times
+``>= T``) and the worker count go into the checkpoint's metadata.
+
+**Incremental.**  A bin's changed keys (inserted, updated, cleared, timers) since the
+previous checkpoint are written as a *delta*; a bin that moved here, or whose chain of
+deltas grew long (``compact_after``), is written whole (a *snapshot*); untouched bins
+keep their files.
+
+**Asynchronous.**  On the processing path the coordinator only *freezes* what changed:
+the states of dirty keys are copied into plain builtins (``StateCodec.to_builtins``
+returns fresh containers) and the dirty sets are reset.  Packing, compressing, writing
+and fsyncing happen on a background thread (``mode="async"``, the default); with
+``mode="sync"`` all of it happens on the processing path (the baseline).
+
+**Committed after the sinks.**  The manifest of ``T`` is committed only once every sink
+has committed every epoch before ``T`` and the data files are durable, so recovery from
+``T`` never loses output and re-computes only epochs ``>= T``, which exactly-once sinks
+overwrite.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from attrs import field, frozen
+
+from tstate.errors import CheckpointError, ConfigurationError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tstate.engine.execution import Execution
+
+__all__ = ["Checkpoints", "Coordinator", "Restored"]
+
+
+def _positive(instance: Any, attribute: Any, value: Any) -> None:
+    if value is not None and (not isinstance(value, (int, float)) or value <= 0):
+        raise ConfigurationError(f"{attribute.name} must be positive, got {value!r}")
+
+
+def _mode(instance: Any, attribute: Any, value: str) -> None:
+    if value not in ("async", "sync"):
+        raise ConfigurationError(f"checkpoint mode must be 'async' or 'sync', got {value!r}")
+
+
+@frozen
+class Checkpoints:
+    """Checkpoint settings for :meth:`tstate.Dataflow.run` / ``start``.
+
+    ``directory``: where checkpoints live (created if missing); ``every_epochs`` /
+    ``every_seconds``: how often (either or both; default every 10 epochs);
+    ``mode``: ``"async"`` or ``"sync"``; ``retain``: how many committed checkpoints to
+    keep; ``compact_after``: deltas per bin before a full snapshot is written;
+    ``resume``: start from the latest committed checkpoint if there is one."""
+
+    directory: str = field(converter=str)
+    every_epochs: Optional[int] = field(default=10, validator=_positive)
+    every_seconds: Optional[float] = field(default=None, validator=_positive)
+    mode: str = field(default="async", validator=_mode)
+    retain: int = 3
+    compact_after: int = 8
+    resume: bool = True
+
+
+@frozen
+class Restored:
+    """What an execution resumed from: checkpoint ``id`` at ``time``."""
+
+    id: int
+    time: Any
+    positions: dict[str, Any]
+    seconds: float
+    workers_before: int
+
+
+class Coordinator:
+    """Drives checkpoints for one execution (see the module docstring)."""
+
+    def __init__(self, exe: "Execution", cfg: Union[Checkpoints, str]) -> None:
+        from tstate.checkpoint.store import CheckpointStore
+
+        self.exe = exe
+        self.cfg = cfg if isinstance(cfg, Checkpoints) else Checkpoints(cfg)
+        self.store = CheckpointStore(self.cfg.directory, retain=self.cfg.retain, compact_after=self.cfg.compact_after)
+        self.barrier: Optional[int] = None
+        self.last_time: Optional[int] = None
+        self._last_wall = _time.perf_counter()
+        self._pool: Optional[ThreadPoolExecutor] = (
+            ThreadPoolExecutor(1, thread_name_prefix="tstate-checkpoint") if self.cfg.mode == "async" else None
+        )
+        self._uncommitted: list[tuple[int, Any, Optional[Future[Any]]]] = []
+        self.committed: list[int] = []  # times of checkpoints committed by this execution
+        self.capture_seconds: list[float] = []
+
+    # -- which operators ------------------------------------------------------------
+    def _stateful(self) -> list[Any]:
+        return [op for ops in self.exe.operators for op in ops if op.spec.kind == "stateful"]
+
+    def _sources(self) -> list[Any]:
+        return [op for op in self.exe.operators[0] if op.spec.kind == "source"]
+
+    def _sinks(self) -> list[Any]:
+        return [op for ops in self.exe.operators for op in ops if op.spec.kind == "sink"]
+
+    # -- recovery -------------------------------------------------------------------
+    def restore(self) -> Optional[Restored]:
+        """Install the latest committed checkpoint's bins (before the first step)."""
+        from tstate.checkpoint.delta import restore_bin
+        from tstate.checkpoint.schema_check import check_compatible
+        from tstate.types.schema import Schema
+
+        if not self.cfg.resume:
+            return None
+        start = _time.perf_counter()
+        manifest = self.store.latest()
+        if manifest is None:
+            return None
+        exe = self.exe
+        for spec in exe.flow._nodes:
+            if spec.kind != "stateful":
+                continue
+            entry = manifest.operators.get(spec.name)
+            if entry is None:
+                continue  # an operator added since: starts empty
+            schema = spec.options["schema"]
+            check_compatible(spec.name, entry.schema, schema)
+            if entry.bins != spec.options["bins"]:
+                raise ConfigurationError(
+                    f"operator {spec.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {spec.options['bins']}"
+                )
+            owners = exe.configs[spec.index].initial
+            codec = exe.operators[0][spec.index].codec
+            # a compatible older schema (e.g. a field added with a default) decodes too
+            stored = Schema.from_builtins(entry.schema).fingerprint
+            for bin_index, chain in sorted(entry.chains.items()):
+                b = restore_bin([self.store.read(ref) for ref in chain], codec, fingerprint=stored)
+                b.full = stored != codec.fingerprint  # rewrite it under the new schema
+                if b.index != bin_index:
+                    raise CheckpointError(f"checkpoint {manifest.id}: operator {spec.name!r} bin {bin_index} holds bin {b.index}")
+                exe.operators[owners[bin_index]][spec.index].install_bin(b)
+        meta = manifest.meta
+        return Restored(
+            manifest.id, manifest.time, dict(meta.get("sources", {})), _time.perf_counter() - start,
+            int(meta.get("workers", 0)),
+        )
+
+    # -- the checkpoint cycle ---------------------------------------------------------
+    def after_step(self) -> None:
+        """Called by the execution after every step."""
+        if self.barrier is None:
+            self._maybe_set_barrier()
+        if self.barrier is not None and all(op.complete_before(self.barrier) for op in self._stateful()):
+            if self._sources_past(self.barrier):
+                self._capture(self.barrier)
+        if self._uncommitted:
+            self._maybe_commit()
+
+    def _applied_max(self) -> Optional[int]:
+        ts = [op.max_applied for op in self._stateful() if op.max_applied is not None]
+        return max(ts) if ts else None
+
+    def _maybe_set_barrier(self) -> None:
+        ops = self._stateful()
+        if not ops or all(op.frontier(0).is_empty() for op in ops):
+            return  # nothing more will change: no checkpoint needed
+        applied = self._applied_max()
+        floor = max(x for x in (applied, self.last_time, -1) if x is not None) + 1
+        cfg = self.cfg
+        t: Optional[int] = None
+        if cfg.every_epochs is not None:
+            n = cfg.every_epochs
+            t = max(floor, ((self.last_time or 0) // n + 1) * n)
+            t = -(-t // n) * n  # a multiple of n
+        if cfg.every_seconds is not None and _time.perf_counter() - self._last_wall >= cfg.every_seconds:
+            t = floor if t is None else min(t, floor)
+        if t is None:
+            return
+        self.barrier = t
+        for op in self._stateful():
+            op.barrier = t
+
+    def _sources_past(self, t: int) -> bool:
+        for op in self._sources():
+            if op.cap is not None and op.cap.time < t:
+                return False
+        return True
+
+    def _capture(self, t: int) -> None:
+        """Freeze every changed bin at ``t`` and hand it to the writer."""
+        from tstate.keys import encode_key
+        from tstate.state.payload import bin_to_builtins, encode_time
+
+        start = _time.perf_counter()
+        exe = self.exe
+        frozen_bins: list[tuple[str, int, str, Any]] = []  # (operator, bin, kind, builtins)
+        schemas: dict[str, tuple[Any, int]] = {}
+        for op in self._stateful():
+            name = op.name
+            codec = op.codec
+            schemas.setdefault(name, (op.spec.options["schema"].to_builtins(), op.spec.options["bins"]))
+            for b in op.bins.values():
+                if not (b.full or b.dirty or b.removed):
+                    continue
+                if b.full or self.store.needs_snapshot(name, b.index):
+                    frozen_bins.append((name, b.index, "snapshot", bin_to_builtins(b, codec, name)))
+                else:
+                    to_b = codec.to_builtins
+                    states = b.states
+                    upserts = [[encode_key(k), to_b(states[k])] for k in b.dirty if k in states]
+                    deletes = [encode_key(k) for k in b.removed if k not in states]
+                    timers = [[encode_time(tt), [encode_key(k) for k in keys]] for tt, keys in b.timers.items()]
+                    frozen_bins.append((name, b.index, "delta", (upserts, deletes, timers, codec.fingerprint)))
+                b.dirty = {}
+                b.removed = {}
+                b.full = False
+        positions = {op.name: op.position_at(t) for op in self._sources()}
+        for op in self._sources():
+            op.forget_before(t)
+        meta = {"sources": positions, "workers": exe.workers, "time": t}
+        writer = self.store.begin(t)
+        job = (writer, frozen_bins, schemas, meta)
+        # the barrier is down: processing continues while the writer works
+        self.last_time = t
+        self._last_wall = _time.perf_counter()
+        self.barrier = None
+        for op in self._stateful():
+            op.release_barrier()
+        if self._pool is not None:
+            self._uncommitted.append((t, writer, self._pool.submit(_write, job)))
+        else:
+            _write(job)
+            self._uncommitted.append((t, writer, None))
+        self.capture_seconds.append(_time.perf_counter() - start)
+
+    def _sinks_past(self, t: int) -> bool:
+        """Every sink has *acted on* a frontier past every time before ``t`` (it has
+        committed those epochs), not merely been told the frontier moved."""
+        return all(not op.committed.less_than(t) for op in self._sinks())
+
+    def _maybe_commit(self, wait: bool = False) -> None:
+        while self._uncommitted:
+            t, writer, fut = self._uncommitted[0]
+            if not (self._sinks_past(t) or wait):
+                return
+            if fut is not None:
+                if not fut.done() and not wait:
+                    return
+                fut.result()  # re-raises a writer error on the processing path
+            writer.commit()
+            self.committed.append(t)
+            self._uncommitted.pop(0)
+
+    def finish(self) -> None:
+        """The execution completed: commit what is pending, stop the writer."""
+        self._maybe_commit(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def abort(self) -> None:
+        """The execution failed: uncommitted checkpoints are abandoned."""
+        for _, writer, fut in self._uncommitted:
+            if fut is not None:
+                fut.cancel()
+                try:
+                    fut.result()
+                except Exception:
+                    pass
+            writer.abort()
+        self._uncommitted.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
+def _write(job: tuple[Any, list[tuple[str, int, str, Any]], dict[str, tuple[Any, int]], dict[str, Any]]) -> None:
+    """Encode and write one checkpoint's files (the background part)."""
+    from tstate.checkpoint.delta import encode_delta
+    from tstate.types.codec import encode_envelope
+
+    writer, frozen_bins, schemas, meta = job
+    for name, (schema, bins) in schemas.items():
+        writer.put_operator_schema(name, schema, bins)
+    fingerprints = {name: None for name in schemas}
+    for name, bin_index, kind, data in frozen_bins:
+        if kind == "snapshot":
+            fp = _fingerprint(schemas[name][0], fingerprints, name)
+            writer.put_snapshot(name, bin_index, encode_envelope(fp, data))
+        else:
+            upserts, deletes, timers, fp = data
+            writer.put_delta(name, bin_index, encode_delta(bin_index, upserts, deletes, timers, fp))
+    for k, v in meta.items():
+        writer.put_meta(k, v)
+
+
+def _fingerprint(schema_builtins: Any, cache: dict[str, Any], name: str) -> str:
+    if cache.get(name) is None:
+        from tstate.types.schema import Schema
+
+        cache[name] = Schema.from_builtins(schema_builtins).fingerprint
+    return cache[name]  # type: ignore[no-any-return]

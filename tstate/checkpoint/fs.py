@@ -1,0 +1,188 @@
+"""The tiny filesystem a :class:`~tstate.checkpoint.store.CheckpointStore` writes through.
+
+Every byte of a checkpoint goes through the :class:`FileSystem` protocol, whose paths
+are **relative, ``/``-separated** strings (``"manifests/ckpt-000042.manifest"``,
+``"data/track-1f2e3d4c/7/000042-a1b2c3d4-snap.bin"``) below one root.  The store needs
+only these operations:
+
+=====================  ====================================================================
+``read_bytes(p)``      the whole file (``FileNotFoundError`` when missing)
+``write_atomic(p, b)`` write ``b`` to a temporary sibling, fsync it, rename it over ``p``:
+                       a reader sees the old file or the new one, never a part
+``list(d)``            the names of the files directly in directory ``d`` ([] if missing)
+``list_dirs(d)``       the names of the sub-directories of ``d`` ([] if missing)
+``delete(p)``          remove a file (no error if it is already gone)
+``remove_dir(d)``      remove a directory if it is empty (no error otherwise)
+``exists(p)``          whether a file exists
+``size(p)``            a file's size in bytes
+``fsync_dir(d)``       make the renames / deletions in ``d`` durable
+``check_writable()``   raise ``OSError`` unless files can be created below the root
+=====================  ====================================================================
+
+:class:`LocalFS` implements it over a local directory.  To store checkpoints in an
+object store or HDFS later, implement the same methods (on an object store
+``write_atomic`` is a single PUT, which is atomic already, ``fsync_dir`` and
+``remove_dir`` do nothing, ``list`` is a prefix listing) and pass the instance as
+``CheckpointStore(..., fs=...)``.  Nothing else in :mod:`tstate.checkpoint` touches
+``os`` or ``open``.
+
+>>> import tempfile
+>>> fs = LocalFS(tempfile.mkdtemp())
+>>> fs.write_atomic("a/b.bin", b"hello")
+>>> fs.read_bytes("a/b.bin"), fs.list("a"), fs.list_dirs(""), fs.size("a/b.bin")
+(b'hello', ['b.bin'], ['a'], 5)
+>>> fs.delete("a/b.bin"); fs.delete("a/b.bin"); fs.exists("a/b.bin")
+False
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import secrets
+from typing import Protocol, runtime_checkable
+
+__all__ = ["FileSystem", "LocalFS", "TMP_MARK"]
+
+#: What a temporary file's name contains: ``<final name>.tmp-<random hex>``.
+TMP_MARK = ".tmp-"
+
+
+@runtime_checkable
+class FileSystem(Protocol):
+    """What the checkpoint store needs from a storage backend (see the module docs).
+
+    All paths are relative to the backend's root and use ``/``; ``""`` is the root."""
+
+    def read_bytes(self, path: str) -> bytes: ...
+
+    def write_atomic(self, path: str, data: bytes, *, fsync: bool = True) -> None: ...
+
+    def list(self, directory: str) -> builtins.list[str]: ...
+
+    def list_dirs(self, directory: str) -> builtins.list[str]: ...
+
+    def delete(self, path: str) -> None: ...
+
+    def remove_dir(self, directory: str) -> None: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def size(self, path: str) -> int: ...
+
+    def fsync_dir(self, directory: str) -> None: ...
+
+    def check_writable(self) -> None: ...
+
+    def describe(self, path: str) -> str:
+        """A human-readable location of ``path`` for error messages."""
+        ...
+
+
+class LocalFS:
+    """:class:`FileSystem` over a local directory ``root`` (which must exist).
+
+    ``write_atomic`` writes ``<path>.tmp-<random>`` in the target directory (creating
+    missing parents), fsyncs it (unless ``fsync=False``), then ``os.replace``\\ s it
+    onto ``path``.  It does **not** fsync the directory: callers batch that with
+    :meth:`fsync_dir` (the store does it once per directory before committing)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = os.fspath(root)
+
+    def _abs(self, path: str) -> str:
+        if path.startswith("/") or ".." in path.split("/"):
+            raise ValueError(f"not a relative path inside the store: {path!r}")
+        return os.path.join(self.root, *path.split("/")) if path else self.root
+
+    def describe(self, path: str) -> str:
+        return self._abs(path)
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(self._abs(path), "rb") as f:
+            return f.read()
+
+    def write_atomic(self, path: str, data: bytes, *, fsync: bool = True) -> None:
+        final = self._abs(path)
+        tmp = f"{final}{TMP_MARK}{secrets.token_hex(4)}"
+        parent = os.path.dirname(final)
+        for attempt in range(5):
+            # A concurrent garbage collection may remove the (empty) parent between
+            # makedirs and open: create it again and retry.
+            os.makedirs(parent, exist_ok=True)
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileNotFoundError:
+                if attempt == 4:
+                    raise
+                continue
+            break
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                if fsync:
+                    os.fsync(f.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def list(self, directory: str) -> builtins.list[str]:
+        try:
+            with os.scandir(self._abs(directory)) as it:
+                return sorted(e.name for e in it if e.is_file(follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def list_dirs(self, directory: str) -> builtins.list[str]:
+        try:
+            with os.scandir(self._abs(directory)) as it:
+                return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def delete(self, path: str) -> None:
+        try:
+            os.unlink(self._abs(path))
+        except FileNotFoundError:
+            pass
+
+    def remove_dir(self, directory: str) -> None:
+        try:
+            os.rmdir(self._abs(directory))
+        except OSError:  # not empty, or gone already
+            pass
+
+    def exists(self, path: str) -> bool:
+        return os.path.isfile(self._abs(path))
+
+    def size(self, path: str) -> int:
+        return os.stat(self._abs(path)).st_size
+
+    def fsync_dir(self, directory: str) -> None:
+        try:
+            fd = os.open(self._abs(directory), os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:  # some filesystems refuse fsync on a directory: nothing to do there
+            pass
+        finally:
+            os.close(fd)
+
+    def check_writable(self) -> None:
+        """Create, fsync and delete a probe file in the root (``OSError`` if impossible).
+
+        A probe is more reliable than ``os.access``, which says yes to root on a
+        read-only mount."""
+        probe = f".probe{TMP_MARK}{secrets.token_hex(4)}"
+        self.write_atomic(probe, b"tstate", fsync=False)
+        self.delete(probe)
+
+    def __repr__(self) -> str:
+        return f"LocalFS({self.root!r})"

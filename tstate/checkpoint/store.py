@@ -1,0 +1,674 @@
+"""The checkpoint store: incremental, checksummed, atomically committed checkpoints.
+
+The engine captures bins at a consistent time and hands their bytes to a
+:class:`CheckpointWriter` (from :meth:`CheckpointStore.begin`); the store writes each
+file as it is put, and :meth:`CheckpointWriter.commit` makes the checkpoint exist by
+writing its manifest atomically.  Recovery asks :meth:`CheckpointStore.latest` for the
+newest checkpoint that verifies completely and reads each bin's chain back.
+
+**Layout on disk** (``DIR`` is the store's directory)::
+
+    DIR/manifests/ckpt-000042.manifest                 one per committed checkpoint
+    DIR/data/<operator dir>/<bin>/000042-<token>-snap.bin     a bin snapshot
+    DIR/data/<operator dir>/<bin>/000042-<token>-delta.bin    a bin delta (delta2, delta3...
+                                                       when one checkpoint puts several)
+
+``<operator dir>`` is the operator name reduced to ``[A-Za-z0-9_-]`` plus 8 hex digits of
+its hash (``track-1f2e3d4c``: unique, safe on any filesystem); ``000042`` is the id of
+the checkpoint that wrote the file and ``<token>`` is random per writer, so two writers
+never write the same name.  Manifests reference files by path, size and xxh64, so a
+checkpoint re-uses, untouched, the files of every bin it did not change (**incremental**):
+a bin's chain is a snapshot followed by the deltas written since, until the engine
+writes a new snapshot (:meth:`CheckpointStore.needs_snapshot` says when, after
+``compact_after`` files).
+
+**Atomicity.**  Data files are written to a temporary name, fsynced and renamed; the
+commit fsyncs their directories, then writes the manifest the same way and fsyncs
+``manifests/``.  A crash before the manifest's rename leaves no checkpoint (the files
+are orphans), after it a complete one.  A manifest ends with a checksum of itself, so a
+torn one is detected and skipped, like a checkpoint with a missing, truncated or
+corrupt data file: :meth:`~CheckpointStore.latest` then uses the previous good one.
+
+**Garbage collection** runs after each commit: it keeps the newest ``retain``
+readable manifests, deletes the others (and unreadable ones), then deletes every data
+file no longer referenced by a kept manifest -- except files written by a checkpoint
+that is still being written: those of this store's open writers, and any file whose
+checkpoint id is greater than the one just committed (an open writer of another
+process).  Leftover temporary files and orphans of a crashed writer have an id not
+above the next committed one, so the next successful commit removes them.
+
+**One writing process per directory.**  Several writers of one store may be open at
+once (the engine may begin checkpoint *n+1* while *n* is still being written); they get
+increasing ids and must commit in that order (a writer whose id is not above the newest
+committed checkpoint cannot commit).  Readers (``latest``, ``manifests``, the CLI)
+may run anywhere at any time.
+
+>>> import tempfile
+>>> store = CheckpointStore(tempfile.mkdtemp(), retain=2)
+>>> w = store.begin(10)
+>>> w.put_operator_schema("count", {"kind": "int", "name": "int"}, bins=4)
+>>> w.put_snapshot("count", 0, b"bin 0 bytes")
+>>> w.put_snapshot("count", 1, b"bin 1 bytes")
+>>> m1 = w.commit()
+>>> w = store.begin(20)
+>>> w.put_delta("count", 1, b"bin 1 delta")      # bin 0 keeps its chain
+>>> m2 = w.commit()
+>>> m2.id, m2.time, [r.kind for r in store.bin_chain(m2, "count", 1)]
+(2, 20, ['snap', 'delta'])
+>>> store.bin_chain(m2, "count", 0) == store.bin_chain(m1, "count", 0)
+True
+>>> store.latest() == m2, store.read(store.bin_chain(m2, "count", 0)[0])
+(True, b'bin 0 bytes')
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import threading
+import time as _time
+from typing import Any, Iterator
+
+import msgpack
+import xxhash
+from attrs import define, field
+
+from tstate.errors import CheckpointError, ConfigurationError, StateTypeError
+from tstate.checkpoint.fs import TMP_MARK, FileSystem, LocalFS
+from tstate.checkpoint.manifest import (
+    FileRef,
+    Manifest,
+    OperatorEntry,
+    decode_manifest,
+    encode_manifest,
+    manifest_name,
+    parse_manifest_name,
+)
+from tstate.state.payload import encode_time
+
+__all__ = ["CheckpointStore", "CheckpointWriter", "operator_dir", "parse_data_name"]
+
+_MANIFESTS = "manifests"
+_DATA = "data"
+_DATA_NAME = re.compile(r"^(\d+)-([0-9a-f]+)-(snap|delta\d*)\.bin(?:" + re.escape(TMP_MARK) + r"[0-9a-f]+)?$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def operator_dir(operator: str) -> str:
+    """The directory name of an operator's files under ``data/``.
+
+    >>> operator_dir("track"), operator_dir("a/b c")
+    ('track-436bcf21', 'a_b_c-ad61e642')
+    """
+    safe = _UNSAFE.sub("_", operator)[:40] or "_"
+    return f"{safe}-{xxhash.xxh32_hexdigest(operator.encode('utf-8'))}"
+
+
+def parse_data_name(name: str) -> tuple[int, str] | None:
+    """``(checkpoint id, writer token)`` of a data file (or its temporary) name, else None.
+
+    >>> parse_data_name("000042-a1b2c3d4-delta2.bin"), parse_data_name("x.bin")
+    ((42, 'a1b2c3d4'), None)
+    """
+    m = _DATA_NAME.match(name)
+    return (int(m.group(1)), m.group(2)) if m else None
+
+
+def _checksum(data: bytes) -> str:
+    return xxhash.xxh64_hexdigest(data)
+
+
+def _check_packable(what: str, value: Any) -> None:
+    try:
+        msgpack.packb(value, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise CheckpointError(f"{what} cannot be stored: not msgpack-encodable ({exc})") from None
+
+
+class CheckpointStore:
+    """Checkpoints in one directory (see the module docstring for layout and guarantees).
+
+    ``directory`` is created if missing (parents too) unless ``create=False``; a path
+    that is not a directory, or a directory in which a file cannot be created, raises
+    :class:`~tstate.errors.CheckpointError` naming the path, here, before anything runs.
+    ``retain``: how many committed checkpoints to keep (>= 1).  ``compact_after``: the
+    chain length at which :meth:`needs_snapshot` asks for a snapshot (>= 1).
+    ``fsync=False`` skips fsyncs (tests, throw-away runs: a power loss may then tear a
+    checkpoint, which is still detected).  ``readonly=True`` opens an existing
+    directory for reading only (no creation, no probe; :meth:`begin` refuses): what the
+    inspection CLI does.  ``fs`` replaces the local filesystem by another
+    :class:`~tstate.checkpoint.fs.FileSystem` (``directory`` then only names it in
+    messages).
+
+    ``problems`` lists what the last :meth:`latest`, :meth:`manifests` or
+    :meth:`CheckpointWriter.commit` found wrong (torn manifests, missing or corrupt
+    files, each naming the file); each of these calls resets it.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "file")
+    >>> open(path, "w").close()
+    >>> CheckpointStore(path)   # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tstate.errors.CheckpointError: checkpoint directory .../file: exists and is not a directory
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        retain: int = 3,
+        compact_after: int = 8,
+        *,
+        fsync: bool = True,
+        create: bool = True,
+        readonly: bool = False,
+        fs: FileSystem | None = None,
+    ) -> None:
+        for name, value in (("retain", retain), ("compact_after", compact_after)):
+            if type(value) is not int or value < 1:
+                raise ConfigurationError(f"CheckpointStore {name} must be an int >= 1, got {value!r}")
+        self.directory = os.fspath(directory)
+        self.retain = retain
+        self.compact_after = compact_after
+        self.fsync = fsync
+        self.readonly = readonly
+        where = f"checkpoint directory {self.directory}"
+        if fs is None:
+            if os.path.lexists(self.directory) and not os.path.isdir(self.directory):
+                raise CheckpointError(f"{where}: exists and is not a directory")
+            if not os.path.isdir(self.directory):
+                if readonly or not create:
+                    raise CheckpointError(f"{where}: does not exist")
+                try:
+                    os.makedirs(self.directory, exist_ok=True)
+                except OSError as exc:
+                    raise CheckpointError(f"{where}: cannot be created ({exc.strerror or exc})") from None
+            fs = LocalFS(self.directory)
+        self.fs: FileSystem = fs
+        if not readonly:
+            try:
+                fs.check_writable()
+            except OSError as exc:
+                raise CheckpointError(f"{where}: not writable ({exc.strerror or exc})") from None
+        self.problems: list[str] = []
+        self._lock = threading.RLock()
+        self._head: Manifest | None = None
+        self._head_known = False
+        self._active: dict[str, CheckpointWriter] = {}
+        self._bad_ids: set[int] = set()
+
+    def __repr__(self) -> str:
+        return f"CheckpointStore({self.directory!r}, retain={self.retain}, compact_after={self.compact_after})"
+
+    # ------------------------------------------------------------------ reading
+
+    def _manifest_ids(self) -> list[int]:
+        ids = (parse_manifest_name(n) for n in self.fs.list(_MANIFESTS))
+        return sorted(i for i in ids if i is not None)
+
+    def _load(self, checkpoint_id: int) -> Manifest:
+        """The manifest of ``checkpoint_id``; CheckpointError naming the file if it is
+        missing, torn or corrupt."""
+        name = manifest_name(checkpoint_id)
+        try:
+            data = self.fs.read_bytes(name)
+        except FileNotFoundError:
+            raise CheckpointError(f"{name}: missing") from None
+        except OSError as exc:
+            raise CheckpointError(f"{name}: cannot be read ({exc})") from None
+        try:
+            m = decode_manifest(data)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{name}: {exc}") from None
+        if m.id != checkpoint_id:
+            raise CheckpointError(f"{name}: says it is checkpoint {m.id}")
+        return m
+
+    def manifests(self) -> list[Manifest]:
+        """Every committed manifest that parses, oldest first (data files are not
+        verified; use :meth:`verify`).  Unreadable manifests are listed in ``problems``."""
+        with self._lock:
+            self.problems = []
+            out = []
+            for i in self._manifest_ids():
+                try:
+                    out.append(self._load(i))
+                except CheckpointError as exc:
+                    self.problems.append(str(exc))
+            return out
+
+    def manifest(self, checkpoint_id: int) -> Manifest:
+        """The manifest of one checkpoint (CheckpointError naming the file if it is
+        missing or does not parse; data files are not verified)."""
+        return self._load(checkpoint_id)
+
+    def verify(self, manifest: Manifest) -> list[str]:
+        """What is wrong with the data files of ``manifest``: one line per problem, the
+        file's path then what (``missing``, a size or a checksum mismatch); ``[]`` when
+        every file is present with the recorded size and xxh64.  Reads every file."""
+        problems = []
+        for ref in manifest.files():
+            try:
+                self.read(ref)
+            except CheckpointError as exc:
+                problems.append(str(exc))
+        return problems
+
+    def read(self, ref: FileRef) -> bytes:
+        """The bytes of a data file, after checking its size and checksum
+        (:class:`~tstate.errors.CheckpointError` naming the file otherwise)."""
+        try:
+            data = self.fs.read_bytes(ref.path)
+        except FileNotFoundError:
+            raise CheckpointError(f"{ref.path}: missing") from None
+        except OSError as exc:
+            raise CheckpointError(f"{ref.path}: cannot be read ({exc})") from None
+        if len(data) != ref.size:
+            raise CheckpointError(f"{ref.path}: size {len(data)} bytes, the manifest says {ref.size} (torn?)")
+        digest = _checksum(data)
+        if digest != ref.xxh64:
+            raise CheckpointError(f"{ref.path}: checksum mismatch (xxh64 {digest}, the manifest says {ref.xxh64})")
+        return data
+
+    def read_chain(self, manifest: Manifest, operator: str, bin: int) -> list[bytes]:
+        """The verified bytes of a bin's chain (snapshot first), ready for
+        :func:`tstate.checkpoint.delta.apply_chain`; ``[]`` for an empty bin."""
+        return [self.read(r) for r in self.bin_chain(manifest, operator, bin)]
+
+    def latest(self) -> Manifest | None:
+        """The newest committed checkpoint whose manifest parses and whose every data
+        file verifies (size and xxh64), or ``None`` if there is none.  Each newer
+        checkpoint skipped is explained in ``problems`` (naming the file).  It also
+        becomes the base the next :meth:`begin` builds on (what the engine restored)."""
+        with self._lock:
+            self.problems = []
+            found: Manifest | None = None
+            for i in reversed(self._manifest_ids()):
+                try:
+                    m = self._load(i)
+                except CheckpointError as exc:
+                    self.problems.append(f"checkpoint {i} skipped: {exc}")
+                    self._bad_ids.add(i)
+                    continue
+                bad = self.verify(m)
+                if bad:
+                    self.problems.extend(f"checkpoint {i} skipped: {p}" for p in bad)
+                    self._bad_ids.add(i)
+                    continue
+                found = m
+                break
+            self._head, self._head_known = found, True
+            return found
+
+    @property
+    def head(self) -> Manifest | None:
+        """The checkpoint the next :meth:`begin` builds on: the last one committed
+        through this store, else :meth:`latest` (computed once, on first use)."""
+        if not self._head_known:
+            with self._lock:
+                if not self._head_known:
+                    self.latest()
+        return self._head
+
+    def bin_chain(self, manifest: Manifest, operator: str, bin: int) -> list[FileRef]:
+        """A bin's files in ``manifest``, snapshot first, then deltas in the order they
+        apply; ``[]`` if the operator or the bin has none (an empty bin)."""
+        return list(manifest.chain(operator, bin))
+
+    def needs_snapshot(self, operator: str, bin: int) -> bool:
+        """Whether the next checkpoint should write a full snapshot of this bin rather
+        than a delta: its chain in :attr:`head` has ``compact_after`` files or more, or it
+        has no chain at all."""
+        head = self.head
+        chain = head.chain(operator, bin) if head is not None else ()
+        return not chain or len(chain) >= self.compact_after
+
+    # ------------------------------------------------------------------ writing
+
+    def begin(self, time: Any, *, full: bool = False) -> CheckpointWriter:
+        """Start checkpoint ``head.id + 1`` at logical time ``time`` (msgpack-able; an
+        ``int`` or a ``Product``), or one above any checkpoint still being written.
+
+        Bins the writer neither puts nor drops keep their chain from the checkpoint
+        committed last when :meth:`CheckpointWriter.commit` runs (so is the metadata,
+        and every operator not dropped).  ``full=True`` carries nothing over: the
+        checkpoint holds exactly what the writer puts (a fresh run writing into a
+        directory that holds checkpoints of an earlier one).
+        """
+        if self.readonly:
+            raise CheckpointError(f"checkpoint directory {self.directory}: opened read-only")
+        _check_packable(f"checkpoint time {time!r}", encode_time(time))
+        head = self.head
+        with self._lock:
+            ids = self._manifest_ids()
+            top = max([0, *ids, *(w.id for w in self._active.values())])
+            if head is not None:
+                top = max(top, head.id)
+            token = secrets.token_hex(4)
+            while token in self._active:  # pragma: no cover - 1 in 4 billion
+                token = secrets.token_hex(4)
+            writer = CheckpointWriter(self, top + 1, time, token, full)
+            self._active[token] = writer
+            return writer
+
+    def _commit(self, w: CheckpointWriter) -> Manifest:
+        with self._lock:
+            newest = max(self._manifest_ids(), default=0)
+            if newest >= w.id:
+                raise CheckpointError(
+                    f"checkpoint {w.id} cannot be committed: checkpoint {newest} was committed meanwhile "
+                    "(writers must commit in the order they began; abort this one)"
+                )
+            base = None if w.full else self.head
+            operators = w._build(base)
+            meta = {} if base is None or w.full else dict(base.meta)
+            meta.update(w._meta)
+            manifest = Manifest(w.id, w.time, _time.time(), operators, meta)
+            if self.fsync:
+                for d in sorted(w._dirs):
+                    self.fs.fsync_dir(d)
+            data = encode_manifest(manifest)
+            try:
+                self.fs.write_atomic(manifest.name, data, fsync=self.fsync)
+                if self.fsync:
+                    self.fs.fsync_dir(_MANIFESTS)
+            except OSError as exc:
+                raise CheckpointError(f"{manifest.name}: cannot be written ({exc})") from None
+            self._active.pop(w.token, None)
+            self._head, self._head_known = manifest, True
+            self.problems = []
+            try:
+                self._collect(manifest)
+            except OSError as exc:  # the checkpoint is committed; garbage stays for the next commit
+                self.problems.append(f"garbage collection after checkpoint {manifest.id} failed: {exc}")
+            return manifest
+
+    def _forget(self, w: CheckpointWriter) -> None:
+        with self._lock:
+            self._active.pop(w.token, None)
+
+    def _collect(self, new: Manifest) -> None:
+        """Delete manifests beyond ``retain`` and unreferenced data files (module docs)."""
+        fs = self.fs
+        kept: list[Manifest] = [new]
+        doomed: list[str] = []
+        for i in reversed(self._manifest_ids()):
+            if i == new.id:
+                continue
+            if i > new.id:  # pragma: no cover - another process committed meanwhile: not ours to judge
+                continue
+            if i in self._bad_ids or len(kept) >= self.retain:
+                doomed.append(manifest_name(i))
+                continue
+            try:
+                kept.append(self._load(i))
+            except CheckpointError as exc:
+                self.problems.append(f"deleted unreadable {exc}")
+                doomed.append(manifest_name(i))
+        for name in doomed:
+            fs.delete(name)
+        for name in fs.list(_MANIFESTS):
+            if TMP_MARK in name:
+                owner = parse_manifest_name(name.split(TMP_MARK, 1)[0])
+                if owner is not None and owner <= new.id:
+                    fs.delete(f"{_MANIFESTS}/{name}")
+        if doomed and self.fsync:
+            fs.fsync_dir(_MANIFESTS)  # manifests are gone for good before their files go
+        self._bad_ids = {i for i in self._bad_ids if i > new.id}
+        referenced = {r.path for m in kept for r in m.files()}
+        active = set(self._active)
+        for op in fs.list_dirs(_DATA):
+            op_path = f"{_DATA}/{op}"
+            for b in fs.list_dirs(op_path):
+                bin_path = f"{op_path}/{b}"
+                for name in fs.list(bin_path):
+                    path = f"{bin_path}/{name}"
+                    if path in referenced:
+                        continue
+                    parsed = parse_data_name(name)
+                    if parsed is None:  # not a name this store writes: leave it alone
+                        continue
+                    owner, token = parsed
+                    if token in active or owner > new.id:  # a checkpoint still being written
+                        continue
+                    fs.delete(path)
+                fs.remove_dir(bin_path)
+            fs.remove_dir(op_path)
+        for name in fs.list(""):
+            if name.startswith(".probe" + TMP_MARK):
+                fs.delete(name)
+
+
+@define
+class _BinOps:
+    """What one writer did to one bin: ``replace`` the chain by ``files`` (snapshot or
+    drop), or append ``files`` (deltas) to the chain carried over."""
+
+    replace: bool
+    files: list[FileRef] = field(factory=list)
+
+
+class CheckpointWriter:
+    """One checkpoint being written (from :meth:`CheckpointStore.begin`).
+
+    Data files are written when put (temporary name, fsync, rename), so memory holds
+    only the references.  Nothing is visible to readers before :meth:`commit`.  Use it
+    from one thread at a time (the engine's background thread); its methods hold a lock,
+    so a call from another thread is safe, just serialised.  ``id``, ``time`` and
+    ``token`` (random, in every file name it writes) identify it.  As a context manager
+    it aborts on exit unless committed.
+
+    >>> import tempfile
+    >>> store = CheckpointStore(tempfile.mkdtemp(), fsync=False)
+    >>> with store.begin(0) as w:
+    ...     w.put_operator_schema("op", {"kind": "int", "name": "int"}, bins=2)
+    ...     w.put_snapshot("op", 1, b"x")
+    ...     w.put_meta("sources", {"flights": 1200})
+    ...     m = w.commit()
+    >>> m.id, dict(m.meta), dict(m.operators["op"].chains)[1][0].size
+    (1, {'sources': {'flights': 1200}}, 1)
+    """
+
+    def __init__(self, store: CheckpointStore, checkpoint_id: int, time: Any, token: str, full: bool) -> None:
+        self.store = store
+        self.id = checkpoint_id
+        self.time = time
+        self.token = token
+        self.full = full
+        self.state = "open"  # "open" | "committed" | "aborted"
+        self._lock = threading.RLock()
+        self._bins: dict[tuple[str, int], _BinOps] = {}
+        self._schemas: dict[str, tuple[dict[str, Any], int]] = {}
+        self._dropped_ops: set[str] = set()
+        self._meta: dict[str, Any] = {}
+        self._dirs: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"CheckpointWriter(id={self.id}, time={self.time!r}, {self.state}, bins touched={len(self._bins)})"
+
+    def __enter__(self) -> CheckpointWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.state == "open":
+            self.abort()
+
+    def _check_open(self) -> None:
+        if self.state != "open":
+            raise CheckpointError(f"checkpoint {self.id} was {self.state} already")
+
+    @staticmethod
+    def _check_bin(operator: str, bin: int) -> None:
+        if type(operator) is not str or not operator:
+            raise CheckpointError(f"operator name must be a non-empty str, got {operator!r}")
+        if type(bin) is not int or bin < 0:
+            raise CheckpointError(f"operator {operator!r}: bin must be an int >= 0, got {bin!r}")
+
+    def _write(self, operator: str, bin: int, kind: str, data: bytes) -> FileRef:
+        directory = f"{_DATA}/{operator_dir(operator)}/{bin}"
+        path = f"{directory}/{self.id:06d}-{self.token}-{kind}.bin"
+        data = bytes(data)
+        try:
+            self.store.fs.write_atomic(path, data, fsync=self.store.fsync)
+        except OSError as exc:
+            raise CheckpointError(f"{path}: cannot be written ({exc})") from None
+        self._dirs.add(directory)
+        return FileRef(path, len(data), _checksum(data))
+
+    def _discard(self, ops: _BinOps | None) -> None:
+        """Delete files this writer wrote for a bin and no longer needs."""
+        if ops is not None:
+            for ref in ops.files:
+                self.store.fs.delete(ref.path)
+
+    def put_snapshot(self, operator: str, bin: int, data: bytes) -> None:
+        """Write a full snapshot of a bin (``encode_bin`` bytes): its chain becomes this
+        one file.  Putting again replaces what this writer put for the bin before."""
+        with self._lock:
+            self._check_open()
+            self._check_bin(operator, bin)
+            self._discard(self._bins.pop((operator, bin), None))
+            self._bins[operator, bin] = _BinOps(True, [self._write(operator, bin, "snap", data)])
+
+    def put_delta(self, operator: str, bin: int, data: bytes) -> None:
+        """Write a delta of a bin (:func:`~tstate.checkpoint.delta.encode_delta` bytes):
+        appended to the bin's chain from the previous checkpoint (or to what this writer
+        put for the bin already; after :meth:`drop_bin`, or for a bin without a chain,
+        it applies to an empty bin)."""
+        with self._lock:
+            self._check_open()
+            self._check_bin(operator, bin)
+            ops = self._bins.get((operator, bin))
+            if ops is None:
+                ops = self._bins[operator, bin] = _BinOps(False)
+            n = sum(1 for r in ops.files if r.kind == "delta")
+            ops.files.append(self._write(operator, bin, "delta" if n == 0 else f"delta{n + 1}", data))
+
+    def drop_bin(self, operator: str, bin: int) -> None:
+        """The bin is empty now (no keys, no timers): the checkpoint has no chain for it."""
+        with self._lock:
+            self._check_open()
+            self._check_bin(operator, bin)
+            self._discard(self._bins.pop((operator, bin), None))
+            self._bins[operator, bin] = _BinOps(True)
+
+    def drop_operator(self, operator: str) -> None:
+        """The operator is gone from the dataflow: the checkpoint has no entry for it
+        (what this writer put for it is discarded; a later
+        :meth:`put_operator_schema` starts it afresh)."""
+        with self._lock:
+            self._check_open()
+            for key in [k for k in self._bins if k[0] == operator]:
+                self._discard(self._bins.pop(key))
+            self._schemas.pop(operator, None)
+            self._dropped_ops.add(operator)
+
+    def put_operator_schema(self, operator: str, schema_builtins: dict[str, Any], bins: int) -> None:
+        """Record an operator's state schema (``Schema.to_builtins()``) and bin count.
+
+        Required for an operator's first checkpoint; later ones carry it over.  If the
+        bin count changes, the old chains are not carried over (keys live in other bins
+        now: put every non-empty bin).  If the schema's fingerprint changes, every bin
+        with a chain must be rewritten by :meth:`put_snapshot` or :meth:`drop_bin` in
+        this checkpoint (files of one chain share a fingerprint); :meth:`commit` checks."""
+        from tstate.keys import check_bins
+        from tstate.types.schema import Schema
+
+        with self._lock:
+            self._check_open()
+            self._check_bin(operator, 0)
+            try:
+                check_bins(bins)
+                Schema.from_builtins(schema_builtins)
+            except (ConfigurationError, StateTypeError) as exc:
+                raise CheckpointError(f"operator {operator!r}: {exc}") from None
+            _check_packable(f"operator {operator!r} schema", schema_builtins)
+            self._schemas[operator] = (dict(schema_builtins), bins)
+
+    def put_meta(self, key: str, value: Any) -> None:
+        """Store msgpack-encodable metadata under ``key`` (source positions, sink
+        progress, worker count...); read back as ``Manifest.meta[key]`` (tuples come back
+        as lists).  Keys not put again keep their value from the previous checkpoint."""
+        with self._lock:
+            self._check_open()
+            if type(key) is not str:
+                raise CheckpointError(f"meta key must be a str, got {key!r}")
+            _check_packable(f"meta {key!r}", value)
+            self._meta[key] = value
+
+    def _build(self, base: Manifest | None) -> dict[str, OperatorEntry]:
+        """The operators of the new manifest: ``base``'s, with this writer's changes."""
+        from tstate.types.schema import Schema
+
+        ops: dict[str, tuple[dict[str, Any], int, dict[int, tuple[FileRef, ...]]]] = {}
+        if base is not None:
+            for name, e in base.operators.items():
+                if name not in self._dropped_ops:
+                    ops[name] = (dict(e.schema), e.bins, dict(e.chains))
+        for name, (schema, bins) in self._schemas.items():
+            old = ops.get(name)
+            chains: dict[int, tuple[FileRef, ...]] = {}
+            if old is not None and old[1] == bins:
+                chains = old[2]
+                if Schema.from_builtins(old[0]).fingerprint != Schema.from_builtins(schema).fingerprint:
+                    stale = [
+                        b for b in sorted(chains) if not ((o := self._bins.get((name, b))) is not None and o.replace)
+                    ]
+                    if stale:
+                        raise CheckpointError(
+                            f"operator {name!r}: its state schema changed since checkpoint {base.id if base else '?'}, "
+                            f"so every bin with state must be rewritten with put_snapshot or drop_bin; "
+                            f"bins {', '.join(map(str, stale[:10]))}{' ...' if len(stale) > 10 else ''} were not"
+                        )
+            ops[name] = (schema, bins, chains)
+        for (name, b), bin_ops in sorted(self._bins.items()):
+            entry = ops.get(name)
+            if entry is None:
+                raise CheckpointError(
+                    f"operator {name!r}: no schema recorded (call put_operator_schema in its first checkpoint)"
+                )
+            if b >= entry[1]:
+                if bin_ops.replace and not bin_ops.files:
+                    continue  # dropping a bin that does not exist: nothing to do
+                raise CheckpointError(f"operator {name!r}: bin {b} does not exist (the operator has {entry[1]} bins)")
+            chains = entry[2]
+            chain = tuple(bin_ops.files) if bin_ops.replace else chains.get(b, ()) + tuple(bin_ops.files)
+            if chain:
+                chains[b] = chain
+            else:
+                chains.pop(b, None)
+        return {name: OperatorEntry(s, bins, chains) for name, (s, bins, chains) in ops.items()}
+
+    def commit(self) -> Manifest:
+        """Commit the checkpoint and return its manifest.
+
+        Fsyncs the directories of the files written, writes the manifest atomically
+        (temporary file, fsync, rename, fsync of ``manifests/``), then garbage-collects
+        (see the module docstring).  Raises :class:`~tstate.errors.CheckpointError`,
+        committing nothing and leaving the writer open (to :meth:`abort`), if the put
+        data is inconsistent (a bin without an operator schema, a bin index out of
+        range, a schema change without rewritten bins) or a later checkpoint was
+        committed meanwhile."""
+        with self._lock:
+            self._check_open()
+            m = self.store._commit(self)
+            self.state = "committed"
+            return m
+
+    def abort(self) -> None:
+        """Delete what this writer wrote and close it (nothing is committed).  No-op if
+        it was committed or aborted already."""
+        with self._lock:
+            if self.state != "open":
+                return
+            self.state = "aborted"
+            for ops in self._bins.values():
+                self._discard(ops)
+            self._bins.clear()
+            self.store._forget(self)
+
+    def written(self) -> Iterator[FileRef]:
+        """The data files this writer has written (and not discarded) so far."""
+        for ops in self._bins.values():
+            yield from ops.files

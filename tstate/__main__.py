@@ -245,7 +245,7 @@ def _state(directory: str, operator: str, at: int | None, fmt: str, out: TextIO)
 def _plot(paths: list[str], out: str, title: str) -> int:
     from tstate.errors import TstateError
 
-    series: dict[str, list[tuple[float, float]]] = {}
+    series: dict[str, Sequence[tuple[float, float]]] = {}
     for path in paths:
         try:
             with open(path, encoding="utf-8") as f:

@@ -575,6 +575,15 @@ class Dataflow:
             raise GraphError(f"dataflow {self.name!r} has not started: there is no state yet")
         return snapshot(self._execution, op, at=at, format=format)
 
+    def read(self, op: "Stream", key: Any) -> Any:
+        """A point read: a copy of ``key``'s current state in stateful operator ``op``
+        (``None`` if the key has no state), between steps or after the run."""
+        from tstate.state.query import point_read
+
+        if self._execution is None:
+            raise GraphError(f"dataflow {self.name!r} has not started: there is no state yet")
+        return point_read(self._execution, op, key)
+
     # -- iterate scopes -----------------------------------------------------------
     def iterate(self, *streams: Stream, name: Optional[str] = None) -> Callable[[Callable[..., Any]], Any]:
         """Decorator: ``body(scope, *entered)`` builds a loop in a new iterate scope.

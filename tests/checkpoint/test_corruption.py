@@ -132,3 +132,15 @@ def test_manifest_with_foreign_bytes(tmp_path) -> None:
     with open(os.path.join(tmp_path, manifest_name(3)), "wb") as f:
         f.write(b"")
     assert store.latest().id == 2 and "torn manifest (only 0 bytes)" in store.problems[0]
+
+
+def test_manifest_pointing_outside_data_is_rejected(tmp_path) -> None:
+    from tstate.checkpoint.manifest import FileRef, Manifest, OperatorEntry, encode_manifest
+
+    build(tmp_path)
+    evil = Manifest(4, 3, 0.0, {"op": OperatorEntry(SCHEMA, 4, {0: (FileRef("data/../../etc/passwd", 1, "0"),)})})
+    with open(os.path.join(tmp_path, manifest_name(4)), "wb") as f:
+        f.write(encode_manifest(evil))
+    store = CheckpointStore(tmp_path, readonly=True)
+    assert store.latest().id == 3
+    assert "ckpt-000004.manifest: malformed manifest (data file path 'data/../../etc/passwd' outside data/)" in store.problems[0]

@@ -452,3 +452,47 @@ def test_gc_tolerates_unreadable_older_manifest(tmp_path) -> None:
     assert not (tmp_path / manifest_name(1)).exists()
     assert any("ckpt-000001.manifest" in p for p in store.problems)
     assert [x.id for x in store.manifests()] == [2, m.id]
+
+
+def test_directories_fsynced_before_the_manifest(tmp_path) -> None:
+    events: list[str] = []
+
+    class Recording(LocalFS):
+        def fsync_dir(self, directory: str) -> None:
+            events.append("dir:" + directory)
+            super().fsync_dir(directory)
+
+        def write_atomic(self, path: str, data: bytes, *, fsync: bool = True) -> None:
+            events.append("write:" + path)
+            super().write_atomic(path, data, fsync=fsync)
+
+    store = CheckpointStore(tmp_path, fs=Recording(tmp_path))
+    w = store.begin(0)
+    w.put_operator_schema("op", SCHEMA, bins=2)
+    w.put_snapshot("op", 1, snap(1, {"a": [1]}))
+    bin_dir = next(iter(w.written())).path.rsplit("/", 1)[0]
+    events.clear()
+    w.commit()
+    i = events.index("write:manifests/ckpt-000001.manifest")
+    assert set(events[:i]) == {"dir:" + bin_dir, "dir:" + bin_dir.rsplit("/", 1)[0], "dir:data", "dir:"}
+    assert events[i + 1] == "dir:manifests"
+
+
+def test_gc_is_incremental_with_periodic_full_scans(tmp_path) -> None:
+    store = new_store(tmp_path, retain=1, gc_scan_every=3)
+    w = store.begin(0)
+    w.put_operator_schema("op", SCHEMA, bins=2)
+    w.put_snapshot("op", 0, snap(0, {"a": [0]}))
+    w.commit()  # the first commit of a store scans
+    stray = tmp_path / "data" / "elsewhere" / "0" / "000001-deadbeef-snap.bin"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"an orphan of another process")
+    for t in (1, 2):
+        w = store.begin(t)
+        w.put_snapshot("op", 0, snap(0, {"a": [t]}))
+        m = w.commit()
+        assert stray.exists()  # incremental: only the deleted manifest's files were looked at
+        assert files_on_disk(tmp_path) - {str(stray.relative_to(tmp_path))} == {r.path for r in m.files()}
+    w = store.begin(3)
+    w.commit()  # the third commit since the last scan scans again
+    assert not stray.exists() and not stray.parent.parent.exists()

@@ -183,6 +183,7 @@ def graphs(
     min_feedback: int = 0,
     max_feedback: int = 2,
     scope: Optional[bool] = None,
+    deep: bool = False,
 ) -> Graph:
     """An input node at depth 0 followed by a *region*: a sequence of units, each an
     operator or a nested iterate scope (``enter`` node -> region one level deeper,
@@ -193,7 +194,7 @@ def graphs(
     feedback node (``PathSummary.feedback(1)`` at its depth).  With ``back_edges`` up
     to two more edges per region go between any of its units (cycles without
     feedback, which may or may not advance time).  ``scope`` forces (or forbids) a
-    scope at depth 0."""
+    scope at depth 0; ``deep`` forces a scope nested in the first one."""
     g = Graph()
     names = iter(range(1000))
 
@@ -213,10 +214,10 @@ def graphs(
         units: list[tuple[int, int]] = []  # (node fed by the region, node feeding it)
         n_units = draw(st.integers(1, (5, 4, 2, 1)[min(d, 3)]))
         nested = [d < max_depth and draw(st.integers(0, 2 + d)) == 0 for _ in range(n_units)]
-        if d == 0 and scope is not None:
-            nested = [False] * n_units if not scope else nested
-            if scope and not any(nested):
-                nested.insert(draw(st.integers(0, n_units)), True)
+        if d == 0 and scope is False:
+            nested = [False] * n_units
+        if ((d == 0 and scope) or (d == 1 and deep)) and not any(nested):
+            nested.insert(draw(st.integers(0, n_units)), True)
         for is_scope in nested:
             if is_scope:
                 k = next(names)
@@ -343,6 +344,13 @@ def run_scenario(data: Any, graph: Graph, tracker: Tracker, max_batches: int = 6
 
 @given(graphs(scope=True, min_feedback=1), st.data())
 def test_tracker_matches_brute_force(graph, data):
+    run_scenario(data, graph, graph.builder().build())
+
+
+@given(graphs(scope=True, deep=True, min_feedback=1), st.data())
+def test_tracker_matches_brute_force_on_nested_scopes(graph, data):
+    """Loops in loops: a time inside the inner scope comes back around the outer loop
+    with the inner coordinate restarted, which the frontier there must include."""
     run_scenario(data, graph, graph.builder().build())
 
 

@@ -98,9 +98,10 @@ class Coordinator:
         self._pool: Optional[ThreadPoolExecutor] = (
             ThreadPoolExecutor(1, thread_name_prefix="tstate-checkpoint") if self.cfg.mode == "async" else None
         )
-        self._uncommitted: list[tuple[int, Any, Optional[Future[Any]]]] = []
+        self._uncommitted: list[tuple[int, Any, Future[Any]]] = []
         self.committed: list[int] = []  # times of checkpoints committed by this execution
-        self.capture_seconds: list[float] = []
+        self.capture_seconds: list[float] = []  # time on the processing path, per checkpoint
+        self.written_bytes: list[int] = []  # bytes of data files written, per committed checkpoint
 
     # -- which operators ------------------------------------------------------------
     def _stateful(self) -> list[Any]:
@@ -238,8 +239,9 @@ class Coordinator:
         if self._pool is not None:
             self._uncommitted.append((t, writer, self._pool.submit(_write, job)))
         else:
-            _write(job)
-            self._uncommitted.append((t, writer, None))
+            done: Future[Any] = Future()
+            done.set_result(_write(job))
+            self._uncommitted.append((t, writer, done))
         self.capture_seconds.append(_time.perf_counter() - start)
 
     def _sinks_past(self, t: int) -> bool:
@@ -252,10 +254,9 @@ class Coordinator:
             t, writer, fut = self._uncommitted[0]
             if not (self._sinks_past(t) or wait):
                 return
-            if fut is not None:
-                if not fut.done() and not wait:
-                    return
-                fut.result()  # re-raises a writer error on the processing path
+            if not fut.done() and not wait:
+                return
+            self.written_bytes.append(fut.result())  # re-raises a writer error here
             writer.commit()
             self.committed.append(t)
             self._uncommitted.pop(0)
@@ -269,20 +270,20 @@ class Coordinator:
     def abort(self) -> None:
         """The execution failed: uncommitted checkpoints are abandoned."""
         for _, writer, fut in self._uncommitted:
-            if fut is not None:
-                fut.cancel()
-                try:
-                    fut.result()
-                except Exception:
-                    pass
+            fut.cancel()
+            try:
+                fut.result()
+            except Exception:
+                pass
             writer.abort()
         self._uncommitted.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
 
 
-def _write(job: tuple[Any, list[tuple[str, int, str, Any]], dict[str, tuple[Any, int]], dict[str, Any]]) -> None:
-    """Encode and write one checkpoint's files (the background part)."""
+def _write(job: tuple[Any, list[tuple[str, int, str, Any]], dict[str, tuple[Any, int]], dict[str, Any]]) -> int:
+    """Encode and write one checkpoint's files (the background part); returns the
+    bytes written."""
     from tstate.checkpoint.delta import encode_delta
     from tstate.types.codec import encode_envelope
 
@@ -290,15 +291,20 @@ def _write(job: tuple[Any, list[tuple[str, int, str, Any]], dict[str, tuple[Any,
     for name, (schema, bins) in schemas.items():
         writer.put_operator_schema(name, schema, bins)
     fingerprints = {name: None for name in schemas}
+    total = 0
     for name, bin_index, kind, data in frozen_bins:
         if kind == "snapshot":
             fp = _fingerprint(schemas[name][0], fingerprints, name)
-            writer.put_snapshot(name, bin_index, encode_envelope(fp, data))
+            blob = encode_envelope(fp, data)
+            writer.put_snapshot(name, bin_index, blob)
         else:
             upserts, deletes, timers, fp = data
-            writer.put_delta(name, bin_index, encode_delta(bin_index, upserts, deletes, timers, fp))
+            blob = encode_delta(bin_index, upserts, deletes, timers, fp)
+            writer.put_delta(name, bin_index, blob)
+        total += len(blob)
     for k, v in meta.items():
         writer.put_meta(k, v)
+    return total
 
 
 def _fingerprint(schema_builtins: Any, cache: dict[str, Any], name: str) -> str:

@@ -176,6 +176,13 @@ def encode_manifest(m: Manifest) -> bytes:
     return data + xxhash.xxh64_digest(data)
 
 
+def _data_path(p: Any) -> str:
+    """A data file path from a manifest: relative, below ``data/``, no ``..``."""
+    if type(p) is not str or not p.startswith("data/") or ".." in p.split("/") or "\\" in p:
+        raise ValueError(f"data file path {p!r} outside data/")
+    return p
+
+
 def decode_manifest(data: bytes) -> Manifest:
     """Parse :func:`encode_manifest` bytes; :class:`~tstate.errors.CheckpointError` (with
     the reason, not the file name: callers add it) for anything torn, corrupt or foreign."""
@@ -192,7 +199,7 @@ def decode_manifest(data: bytes) -> Manifest:
         for name, e in obj["operators"].items():
             chains = {}
             for b, c in e["chains"].items():
-                chains[int(b)] = tuple(FileRef(str(p), int(s), str(h)) for p, s, h in c)
+                chains[int(b)] = tuple(FileRef(_data_path(p), int(s), str(h)) for p, s, h in c)
             bins = e["bins"]
             if type(bins) is not int or type(e["schema"]) is not dict or type(name) is not str:
                 raise TypeError("malformed operator entry")

@@ -34,8 +34,11 @@ readable manifests, deletes the others (and unreadable ones), then deletes every
 file no longer referenced by a kept manifest -- except files written by a checkpoint
 that is still being written: those of this store's open writers, and any file whose
 checkpoint id is greater than the one just committed (an open writer of another
-process).  Leftover temporary files and orphans of a crashed writer have an id not
-above the next committed one, so the next successful commit removes them.
+process).  Usually only the files of the manifests deleted are looked at (cheap with
+many bins); the first commit of a store (after a restart), every ``gc_scan_every``-th
+commit and a commit that deletes an unreadable manifest scan all of ``data/``, which
+removes leftover temporary files and the orphans of a crashed or never-aborted writer
+(their ids are not above the committed one).
 
 **One writing process per directory.**  Several writers of one store may be open at
 once (the engine may begin checkpoint *n+1* while *n* is still being written); they get
@@ -134,8 +137,10 @@ class CheckpointStore:
     :class:`~tstate.errors.CheckpointError` naming the path, here, before anything runs.
     ``retain``: how many committed checkpoints to keep (>= 1).  ``compact_after``: the
     chain length at which :meth:`needs_snapshot` asks for a snapshot (>= 1).
-    ``fsync=False`` skips fsyncs (tests, throw-away runs: a power loss may then tear a
-    checkpoint, which is still detected).  ``readonly=True`` opens an existing
+    ``gc_scan_every``: every how many commits garbage collection scans all of
+    ``data/`` (see :meth:`_collect`; the first commit always does).  ``fsync=False``
+    skips fsyncs (tests, throw-away runs: a power loss may then tear a checkpoint,
+    which is still detected).  ``readonly=True`` opens an existing
     directory for reading only (no creation, no probe; :meth:`begin` refuses): what the
     inspection CLI does.  ``fs`` replaces the local filesystem by another
     :class:`~tstate.checkpoint.fs.FileSystem` (``directory`` then only names it in
@@ -164,13 +169,15 @@ class CheckpointStore:
         create: bool = True,
         readonly: bool = False,
         fs: FileSystem | None = None,
+        gc_scan_every: int = 16,
     ) -> None:
-        for name, value in (("retain", retain), ("compact_after", compact_after)):
+        for name, value in (("retain", retain), ("compact_after", compact_after), ("gc_scan_every", gc_scan_every)):
             if type(value) is not int or value < 1:
                 raise ConfigurationError(f"CheckpointStore {name} must be an int >= 1, got {value!r}")
         self.directory = os.fspath(directory)
         self.retain = retain
         self.compact_after = compact_after
+        self.gc_scan_every = gc_scan_every
         self.fsync = fsync
         self.readonly = readonly
         where = f"checkpoint directory {self.directory}"
@@ -197,6 +204,8 @@ class CheckpointStore:
         self._head_known = False
         self._active: dict[str, CheckpointWriter] = {}
         self._bad_ids: set[int] = set()
+        self._scanned = False  # has a commit of this store scanned data/ for garbage yet
+        self._commits_since_scan = 0
 
     def __repr__(self) -> str:
         return f"CheckpointStore({self.directory!r}, retain={self.retain}, compact_after={self.compact_after})"
@@ -262,7 +271,7 @@ class CheckpointStore:
             data = self.fs.read_bytes(ref.path)
         except FileNotFoundError:
             raise CheckpointError(f"{ref.path}: missing") from None
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise CheckpointError(f"{ref.path}: cannot be read ({exc})") from None
         if len(data) != ref.size:
             raise CheckpointError(f"{ref.path}: size {len(data)} bytes, the manifest says {ref.size} (torn?)")
@@ -365,9 +374,13 @@ class CheckpointStore:
             meta = {} if base is None or w.full else dict(base.meta)
             meta.update(w._meta)
             manifest = Manifest(w.id, w.time, _time.time(), operators, meta)
-            if self.fsync:
-                for d in sorted(w._dirs):
+            if self.fsync:  # the files' renames (and new directories) are durable before the manifest
+                dirs = set(w._dirs)
+                dirs.update(d.rsplit("/", 1)[0] for d in w._dirs)
+                for d in sorted(dirs, key=lambda d: -d.count("/")):
                     self.fs.fsync_dir(d)
+                self.fs.fsync_dir(_DATA)
+                self.fs.fsync_dir("")
             data = encode_manifest(manifest)
             try:
                 self.fs.write_atomic(manifest.name, data, fsync=self.fsync)
@@ -389,34 +402,58 @@ class CheckpointStore:
             self._active.pop(w.token, None)
 
     def _collect(self, new: Manifest) -> None:
-        """Delete manifests beyond ``retain`` and unreferenced data files (module docs)."""
+        """Delete manifests beyond ``retain`` and unreferenced data files (module docs).
+
+        Usually *incremental*: only the files of the manifests deleted now are candidates,
+        which costs nothing per untouched bin.  A *full scan* of ``data/`` (which also
+        finds orphans and temporaries of crashed writers) runs on this store's first
+        commit, every ``gc_scan_every`` commits, and whenever a deleted manifest could
+        not be read (its files are unknown)."""
         fs = self.fs
         kept: list[Manifest] = [new]
-        doomed: list[str] = []
+        doomed: list[Manifest] = []
+        doomed_names: list[str] = []
+        scan = not self._scanned or self._commits_since_scan + 1 >= self.gc_scan_every
         for i in reversed(self._manifest_ids()):
-            if i == new.id:
+            if i >= new.id:  # new itself, or another process committed meanwhile: not ours to judge
                 continue
-            if i > new.id:  # pragma: no cover - another process committed meanwhile: not ours to judge
-                continue
-            if i in self._bad_ids or len(kept) >= self.retain:
-                doomed.append(manifest_name(i))
-                continue
+            known_bad = i in self._bad_ids
             try:
-                kept.append(self._load(i))
+                m = self._load(i)
             except CheckpointError as exc:
                 self.problems.append(f"deleted unreadable {exc}")
-                doomed.append(manifest_name(i))
-        for name in doomed:
+                doomed_names.append(manifest_name(i))
+                scan = True
+                continue
+            if known_bad or len(kept) >= self.retain:
+                doomed.append(m)
+                doomed_names.append(m.name)
+            else:
+                kept.append(m)
+        for name in doomed_names:
             fs.delete(name)
+        if doomed_names and self.fsync:
+            fs.fsync_dir(_MANIFESTS)  # manifests are gone for good before their files go
+        self._bad_ids = {i for i in self._bad_ids if i > new.id}
+        referenced = {r.path for m in kept for r in m.files()}
+        if not scan:
+            self._commits_since_scan += 1
+            dirs: set[str] = set()
+            for m in doomed:
+                for ref in m.files():
+                    if ref.path not in referenced:
+                        fs.delete(ref.path)
+                        dirs.add(ref.path.rsplit("/", 1)[0])
+            for d in sorted(dirs):
+                fs.remove_dir(d)
+                fs.remove_dir(d.rsplit("/", 1)[0])
+            return
+        self._scanned, self._commits_since_scan = True, 0
         for name in fs.list(_MANIFESTS):
             if TMP_MARK in name:
                 owner = parse_manifest_name(name.split(TMP_MARK, 1)[0])
                 if owner is not None and owner <= new.id:
                     fs.delete(f"{_MANIFESTS}/{name}")
-        if doomed and self.fsync:
-            fs.fsync_dir(_MANIFESTS)  # manifests are gone for good before their files go
-        self._bad_ids = {i for i in self._bad_ids if i > new.id}
-        referenced = {r.path for m in kept for r in m.files()}
         active = set(self._active)
         for op in fs.list_dirs(_DATA):
             op_path = f"{_DATA}/{op}"

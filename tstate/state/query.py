@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tstate.dataflow import Stream
     from tstate.engine.execution import Execution
 
-__all__ = ["snapshot", "consistent_time"]
+__all__ = ["snapshot", "consistent_time", "point_read"]
 
 
 def _runtimes(exe: "Execution", op: "Stream") -> list[Any]:
@@ -97,3 +97,16 @@ def snapshot(exe: "Execution", op: "Stream", at: Any = None, format: str = "arro
     if format == "pandas":
         return table.to_pandas()
     raise StateQueryError(f"unknown format {format!r}: use 'arrow', 'pandas' or 'dict'")
+
+
+def point_read(exe: "Execution", op: "Stream", key: Any) -> Any:
+    """A copy of one key's current state (``None`` if it has none): found through the
+    key's bin and the worker holding it."""
+    rts = _runtimes(exe, op)
+    bi = rts[0].keys.bin(key)
+    for r in rts:
+        b = r.bins.get(bi)
+        if b is not None and key in b.states:
+            codec = r.codec
+            return codec.from_builtins(codec.to_builtins(b.states[key]))
+    return None

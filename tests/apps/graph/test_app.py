@@ -1,0 +1,123 @@
+"""The app (``python -m apps.graph``), its input reader, and the bundled data."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from apps.graph.__main__ import DEFAULT_INPUT, DEFAULT_NAMES, load_names, main
+from apps.graph.edges import GraphInputError
+from apps.graph.io import EdgeFile, parse_duration
+from apps.graph.views import GraphView, InconsistentChange, View
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_bundled_data_is_the_first_two_days():
+    t = pq.read_table(DEFAULT_INPUT)
+    assert t.column_names == ["date", "delay", "distance", "origin", "destination"]
+    assert 0 < t.num_rows <= 50_000
+    dates = t.column("date").to_pylist()
+    assert dates == sorted(dates) and dates[-1] < dt.datetime(2001, 1, 3)
+    names = load_names(DEFAULT_NAMES)
+    assert names["ATL"].startswith("William B Hartsfield")
+    assert set(t.column("origin").to_pylist()) <= set(names)
+
+
+def test_reader_cuts_timestamps_into_epochs(tmp_path):
+    f = EdgeFile(DEFAULT_INPUT)
+    assert (f.epochs, f.invalid, f.time_kind) == (48, 0, "timestamp")
+    assert f.label(0) == "2001-01-01 00:00" and f.label(47) == "2001-01-02 23:00"
+    batches = list(f.batches(limit=2))
+    assert [e for e, _ in batches] == [0, 1] and batches[0][1][0] == ("LAS", "PHL", 1)
+    two_hours = EdgeFile(DEFAULT_INPUT, epoch="2h")
+    assert two_hours.epochs == 24 and two_hours.rows == f.rows
+
+
+def test_reader_csv_forms(tmp_path):
+    p = tmp_path / "e.csv"
+    p.write_text("Source,Target,Time,delta\na,b,5,1\nb,c,3,1\na,b,5.5,-1\n")
+    f = EdgeFile(p, epoch_size=1)
+    assert f.time_kind == "number" and list(f.batches()) == [(0, [("b", "c", 1)]), (2, [("a", "b", 1), ("a", "b", -1)])]
+    p.write_text("1,2\n2,3\n3,1\n4,4\n")  # headerless, integer ids, no time: rows per epoch
+    f = EdgeFile(p, rows_per_epoch=2)
+    assert list(f.batches()) == [(0, [(1, 2, 1), (2, 3, 1)]), (1, [(3, 1, 1), (4, 4, 1)])]
+
+
+def test_reader_bad_input(tmp_path):
+    p = tmp_path / "e.csv"
+    p.write_text("src,dst\na,b\n,c\nd,\ne,f\n")
+    f = EdgeFile(p)
+    assert f.invalid == 2 and [r for _, rs in f.batches() for r in rs] == [("a", "b", 1), ("e", "f", 1)]
+    with pytest.raises(GraphInputError, match="row 2"):
+        EdgeFile(p, on_invalid="raise")
+    p.write_text("src,dst\n1.5,2\n")
+    with pytest.raises(GraphInputError, match="strings or integers"):
+        EdgeFile(p)
+    p.write_text("x,y,z,w,v\n1,2,3,4,5\n")
+    with pytest.raises(GraphInputError):
+        EdgeFile(p)
+    with pytest.raises(GraphInputError, match="no such file"):
+        EdgeFile(tmp_path / "missing.csv")
+    with pytest.raises(ValueError):
+        parse_duration("soon")
+    assert parse_duration("90m") == dt.timedelta(minutes=90)
+
+
+def test_app_on_a_small_csv(tmp_path, capsys):
+    p = tmp_path / "edges.csv"
+    # epoch 0: a triangle and a self-loop (ignored); epoch 1: a duplicate, a retraction of an
+    # absent edge (ignored) and a row with a missing id (skipped); epoch 2: one edge retracted
+    p.write_text("src,dst,time,delta\na,b,0,1\nb,c,0,1\nc,a,0,1\nd,d,0,1\na,b,1,1\nx,y,1,-1\n,b,1,1\nb,c,2,-1\n")
+    assert main(["--input", str(p), "--window", "0", "--no-progress", "--top", "2", "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if ln.startswith("t=")]
+    assert len(lines) == 3
+    assert "vertices    3  edges     3  components   1 (largest    3)  triangles      1" in lines[0]
+    assert "edges     2" in lines[2] and "triangles      0" in lines[2]
+    assert "ignored: 1 self-loops, 1 invalid rows" in out
+
+
+def test_app_default_run_for_a_few_epochs(capsys):
+    assert main(["--epochs", "3", "--workers", "3", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "2001-01-01 02:00" in out and "3 epochs" in out
+    assert "Hartsfield" in out or "O'Hare" in out or "International" in out
+
+
+def test_app_quiet_and_errors(tmp_path, capsys):
+    assert main(["--epochs", "2", "--quiet"]) == 0
+    assert capsys.readouterr().out.count("\n") == 1
+    assert main(["--input", str(tmp_path / "none.parquet")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["--workers", "0"])
+    assert e.value.code == 2
+
+
+def test_spark_backend_is_a_clear_error():
+    r = subprocess.run(
+        [sys.executable, "-m", "apps.graph", "--backend", "spark"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 2
+    assert "the Spark backend is not available yet" in r.stderr
+
+
+def test_views_check_every_change():
+    v = View("x")
+    v.apply([("a", None, 1), ("a", 1, 2)])
+    with pytest.raises(InconsistentChange):
+        v.apply([("a", 1, 3)])
+    g = GraphView()
+    g.apply(0, {"triangle_total": [("triangles", 0, 2)], "summary": [(1, 3)]})
+    assert (g.triangle_total, g.component_count(), g.largest_component()) == (2, 1, 3)
+    with pytest.raises(InconsistentChange):
+        g.apply(1, {"triangle_total": [("triangles", 1, 2)]})
+    with pytest.raises(KeyError):
+        g.apply(1, {"nope": [1]})

@@ -1,0 +1,137 @@
+"""Edge updates: validation, the sliding window, and the per-epoch topology changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tstate as ts
+from apps.graph.edges import (
+    EdgeCount,
+    GraphInputError,
+    InputStats,
+    check_vertex,
+    clean,
+    consolidate,
+    ordered,
+    parse_update,
+    vertex_lt,
+    vertex_rank,
+    window,
+)
+from tstate.errors import OperatorError
+
+
+def test_vertex_ids_are_str_or_int():
+    assert check_vertex("ATL") == "ATL"
+    assert check_vertex(7) == 7
+    assert type(check_vertex(np.int64(7))) is int
+    assert type(check_vertex(np.str_("x"))) is str
+    for bad in (True, 1.0, 1.5, None, b"x", ("a",), object()):
+        with pytest.raises(GraphInputError):
+            check_vertex(bad)
+
+
+def test_parse_update_forms_and_ignored_records():
+    assert parse_update(("a", "b")) == ("a", "b", 1)
+    assert parse_update(["a", 2, -3]) == ("a", 2, -3)
+    assert parse_update(("a", "b", np.int32(2))) == ("a", "b", 2)
+    assert parse_update(("a", "a", 1)) is None  # self-loop
+    assert parse_update(("a", "b", 0)) is None  # no change
+    for bad in ("ab", ("a",), ("a", "b", 1, 2), ("a", "b", 1.0), ("a", "b", True), {"src": "a"}):
+        with pytest.raises(GraphInputError):
+            parse_update(bad)
+
+
+def test_vertex_order_puts_ints_before_strs():
+    vs = ["b", 10, "a", 2, -1]
+    assert sorted(vs, key=vertex_rank) == [-1, 2, 10, "a", "b"]
+    assert vertex_lt(3, "1") and not vertex_lt("1", 3)
+    assert ordered("b", 1) == (1, "b") and ordered("a", "b") == ("a", "b")
+
+
+def _run(records_by_epoch, build, workers=1):
+    flow = ts.Dataflow("t")
+    inp = flow.input("in")
+    out = build(flow, inp)
+    for t, recs in records_by_epoch:
+        inp.advance_to(t)
+        inp.send(recs)
+    inp.close()
+    flow.run(workers=workers)
+    return flow, {t: sorted(r, key=repr) for t, r in out.by_time().items()}
+
+
+def test_clean_drops_self_loops_and_counts_them():
+    stats = InputStats()
+    _, got = _run([(0, [("a", "b", 1), ("a", "a", 1), ("b", "c", 0), ("c", "d")])], lambda f, s: clean(s, stats=stats).collect())
+    assert got == {0: [("a", "b", 1), ("c", "d", 1)]}
+    assert (stats.self_loops, stats.zero, stats.invalid) == (1, 1, 0)
+
+
+def test_clean_raises_or_skips_invalid_records():
+    with pytest.raises(OperatorError) as info:
+        _run([(0, [("a", 1.5, 1)])], lambda f, s: clean(s).collect())
+    assert isinstance(info.value.__cause__, GraphInputError)
+    stats = InputStats()
+    _, got = _run([(0, [("a", None), (True, "b"), ("a", "b")])], lambda f, s: clean(s, "skip", stats).collect())
+    assert got == {0: [("a", "b", 1)]} and stats.invalid == 2
+    with pytest.raises(ValueError):
+        clean(ts.Dataflow().input(), on_invalid="ignore")
+
+
+def test_window_retracts_insertions_and_passes_retractions():
+    recs = [(0, [("a", "b", 1), ("b", "c", 2)]), (1, [("a", "b", -1)])]
+    _, got = _run(recs, lambda f, s: window(f, s, 3).collect())
+    assert got == {0: [("a", "b", 1), ("b", "c", 2)], 1: [("a", "b", -1)], 3: [("a", "b", -1), ("b", "c", -2)]}
+    _, got = _run(recs, lambda f, s: window(f, s, 3, horizon=3).collect())
+    assert 3 not in got
+    with pytest.raises(ValueError):
+        window(ts.Dataflow(), ts.Dataflow().input(), 0)
+
+
+def _changes(records_by_epoch, workers=1):
+    res = {}
+
+    def build(flow, s):
+        ch = consolidate(flow, s)
+        res["d"] = ch.directed.collect(name="directed")
+        res["u"] = ch.undirected.collect(name="undirected")
+        res["op"] = ch.op
+        return ch.directed.collect(name="out")
+
+    flow, _ = _run(records_by_epoch, build, workers)
+    by = lambda c: {t: sorted(v, key=repr) for t, v in c.by_time().items()}  # noqa: E731
+    return flow, res["op"], by(res["d"]), by(res["u"])
+
+
+def test_consolidate_emits_topology_changes_only():
+    epochs = [
+        (0, [("a", "b", 1), ("a", "b", 1), ("b", "a", 1)]),  # a duplicate: one edge, count 2
+        (1, [("a", "b", -1)]),  # one occurrence left: nothing changes
+        (2, [("a", "b", -1), ("c", "d", -1)]),  # a -> b gone, b -> a stays; c -> d was never there
+        (3, [("b", "a", -1), ("x", "y", 1), ("x", "y", -1)]),  # insert + retract in one epoch: no change
+        (4, [("x", "y", -1), ("x", "y", 1)]),  # the same in the other order: the sum is what counts
+    ]
+    flow, op, d, u = _changes(epochs)
+    assert d == {0: [("a", "b", 1), ("b", "a", 1)], 2: [("a", "b", -1)], 3: [("b", "a", -1)]}
+    assert u == {0: [("a", "b", 1)], 3: [("a", "b", -1)]}
+    assert flow.state(op, format="dict") == {}  # absent pairs hold no state
+
+
+def test_deleting_an_absent_edge_is_ignored_not_remembered():
+    _, op, d, _ = _changes([(0, [("a", "b", -1)]), (1, [("a", "b", 1)])])
+    assert d == {1: [("a", "b", 1)]}
+
+
+def test_edge_state_is_typed_and_queryable():
+    flow, op, _, _ = _changes([(0, [(1, "b", 2), ("b", 1, 1), (2, 3, 1)])], workers=3)
+    state = flow.state(op, format="dict")
+    assert state == {(1, "b"): EdgeCount(fwd=2, bwd=1), (2, 3): EdgeCount(fwd=1)}
+
+
+@pytest.mark.parametrize("workers", [1, 2, 5])
+def test_consolidate_is_the_same_on_any_number_of_workers(workers):
+    epochs = [(t, [(i % 5, (i * 7 + t) % 6, 1 if (i + t) % 3 else -1) for i in range(20)]) for t in range(6)]
+    epochs = [(t, [r for r in recs if r[0] != r[1]]) for t, recs in epochs]
+    assert _changes(epochs, workers)[2:] == _changes(epochs, 1)[2:]

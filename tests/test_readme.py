@@ -1,0 +1,27 @@
+"""The README's Python examples run as written (documentation that matches)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+
+
+def test_readme_starts_with_the_two_commands():
+    text = README.read_text()
+    first = text.index("## The two commands")
+    assert first < text.index("##", first + 5)
+    cmds = re.findall(r"```bash\n(.*?)```", text, re.S)[0]
+    assert "python -m examples" in cmds and "python -m pytest" in cmds
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert "python -m pip install -q -e '.[test]' && python -m pytest" in ci
+
+
+@pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
+def test_readme_block_runs(code, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})

@@ -74,10 +74,14 @@ def _read_table(path: Path) -> pa.Table:
 
         delimiter = "\t" if ".tsv" in path.name.lower() else ","
         parse = pcsv.ParseOptions(delimiter=delimiter)
-        table = pcsv.read_csv(path, parse_options=parse)
+        convert = pcsv.ConvertOptions(strings_can_be_null=True)  # an empty cell is a missing value
+        table = pcsv.read_csv(path, parse_options=parse, convert_options=convert)
         if _find(table.column_names, _SRC) is None or _find(table.column_names, _DST) is None:
             table = pcsv.read_csv(
-                path, parse_options=parse, read_options=pcsv.ReadOptions(autogenerate_column_names=True)
+                path,
+                parse_options=parse,
+                convert_options=convert,
+                read_options=pcsv.ReadOptions(autogenerate_column_names=True),
             )
             names = ["src", "dst", "time", "delta"][: table.num_columns]
             if table.num_columns < 2 or table.num_columns > 4:

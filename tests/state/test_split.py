@@ -55,3 +55,15 @@ def test_split_of_single_bin_and_merge_inverse():
     lo, hi = split_bin(b, 4)
     assert (lo.index, hi.index) == (6, 7)
     assert merge_bins(lo, hi).states == b.states
+
+
+def test_estimated_size_is_close_to_the_encoded_size():
+    from tstate.state.payload import encode_bin
+    from tstate.types import StateCodec
+
+    b = Bin(0)
+    for k in range(500):
+        b.states[f"key{k}"] = list(range(k % 20))
+    size = len(encode_bin(b, StateCodec(list[int])))
+    assert 0.5 * size <= b.estimated_size() <= 2 * size
+    assert Bin(1).estimated_size() == 0

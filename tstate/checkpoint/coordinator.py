@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from attrs import field, frozen
 
-from tstate.errors import CheckpointError, ConfigurationError
+from tstate.errors import CheckpointError, ConfigurationError, StateTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.engine.execution import Execution
@@ -217,7 +217,13 @@ class Coordinator:
                 else:
                     to_b = codec.to_builtins
                     states = b.states
-                    upserts = [[encode_key(k), to_b(states[k])] for k in b.dirty if k in states]
+                    upserts = []
+                    for k in b.dirty:
+                        if k in states:
+                            try:
+                                upserts.append([encode_key(k), to_b(states[k])])
+                            except StateTypeError as exc:
+                                raise StateTypeError(f"operator {name!r}, key {k!r}: {exc}") from None
                     deletes = [encode_key(k) for k in b.removed if k not in states]
                     timers = [[encode_time(tt), [encode_key(k) for k in keys]] for tt, keys in b.timers.items()]
                     frozen_bins.append((name, b.index, "delta", (upserts, deletes, timers, codec.fingerprint)))

@@ -51,6 +51,24 @@ class Bin:
         keys[key] = None
         return False
 
+    def estimated_size(self, sample: int = 64) -> int:
+        """Estimated encoded size in bytes (keys and states; from a sample of at most
+        ``sample`` keys for large bins): what moving or checkpointing it costs."""
+        from tstate.keys import key_bytes
+        from tstate.types.size import estimated_size
+
+        n = len(self.states)
+        if not n:
+            return 0
+        items = self.states.items()
+        if n > sample:
+            step = n // sample
+            picked = [kv for i, kv in enumerate(items) if i % step == 0][:sample]
+        else:
+            picked = list(items)
+        per = sum(len(key_bytes(k)) + estimated_size(v) for k, v in picked) / len(picked)
+        return int(per * n)
+
     def timer_times(self) -> list[Any]:
         return sorted(self.timers)
 

@@ -598,7 +598,7 @@ class Dataflow:
             from tstate.operators.scope import EnterRuntime, LeaveRuntime
 
             outer = self._scope_of(streams, "iterate")
-            nm = name or getattr(body, "__name__", "iterate")
+            nm = str(name or getattr(body, "__name__", "iterate"))
             scope = Scope(self, outer.depth + 1, nm, outer)
             d = outer.depth
             entered = []

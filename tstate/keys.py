@@ -73,7 +73,7 @@ def canonical_key(key: Any) -> Any:
 def _base_value(key: Any) -> Any:
     for base in (bool, int, float, str, bytes):
         if isinstance(key, base):
-            return base(key)
+            return base(key)  # type: ignore[arg-type]
     return key  # pragma: no cover
 
 

@@ -140,7 +140,7 @@ class Coordinator:
                     f"operator {spec.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {spec.options['bins']}"
                 )
             owners = exe.configs[spec.index].initial
-            codec = exe.operators[0][spec.index].codec
+            codec = exe.operators[0][spec.index].codec  # type: ignore[attr-defined]
             # a compatible older schema (e.g. a field added with a default) decodes too
             stored = Schema.from_builtins(entry.schema).fingerprint
             for bin_index, chain in sorted(entry.chains.items()):
@@ -148,7 +148,7 @@ class Coordinator:
                 b.full = stored != codec.fingerprint  # rewrite it under the new schema
                 if b.index != bin_index:
                     raise CheckpointError(f"checkpoint {manifest.id}: operator {spec.name!r} bin {bin_index} holds bin {b.index}")
-                exe.operators[owners[bin_index]][spec.index].install_bin(b)
+                exe.operators[owners[bin_index]][spec.index].install_bin(b)  # type: ignore[attr-defined]
         meta = manifest.meta
         return Restored(
             manifest.id, manifest.time, dict(meta.get("sources", {})), _time.perf_counter() - start,

@@ -171,8 +171,9 @@ class Execution:
         times = [h.time for h in self.flow._inputs if not h.closed]
         for ops in self.operators[:1]:
             for op in ops:
-                if op.spec.kind == "source" and getattr(op, "cap", None) is not None:
-                    times.append(op.cap.time)
+                cap = getattr(op, "cap", None)
+                if op.spec.kind == "source" and cap is not None:
+                    times.append(cap.time)
         self.metrics.inputs_at(min(times) if times else None)
 
     def _observe_outputs(self) -> None:

@@ -93,7 +93,7 @@ class _Batches(Source):
 
     def open(self, position: Any = None, start: Any = None) -> Reader:
         fresh = callable(self._batches)
-        batches = self._batches() if fresh else self._batches
+        batches: Iterable[Any] = self._batches() if callable(self._batches) else self._batches
         it = iter(batches)
         if position and not fresh and it is batches:
             raise SourceError(

@@ -54,7 +54,9 @@ def _parser() -> argparse.ArgumentParser:
         "--state prints one operator's state.",
     )
     ck.add_argument("directory", metavar="DIR", help="the checkpoint directory")
-    ck.add_argument("--verify", action="store_true", help="check every file's size and checksum (exit 1 if any problem)")
+    ck.add_argument(
+        "--verify", action="store_true", help="check every file's size and checksum (exit 1 if any problem)"
+    )
     ck.add_argument("--state", metavar="OPERATOR", help="print this operator's state")
     ck.add_argument("--at", metavar="ID", type=int, help="the checkpoint id for --state (default: the latest good one)")
     ck.add_argument("--format", choices=("table", "csv"), default="table", help="output format (default: table)")
@@ -178,9 +180,10 @@ def _list(directory: str, verify: bool, fmt: str, out: TextIO) -> int:
         print(f"{len(manifests)} checkpoint{'s' if len(manifests) != 1 else ''} in {directory}", file=out)
     if verify:
         if problems:
-            print(f"{len(problems)} problem{'s' if len(problems) > 1 else ''}:", file=out if fmt == "table" else sys.stderr)
+            where = out if fmt == "table" else sys.stderr
+            print(f"{len(problems)} problem{'s' if len(problems) > 1 else ''}:", file=where)
             for p in problems:
-                print(f"  {p}", file=out if fmt == "table" else sys.stderr)
+                print(f"  {p}", file=where)
             return 1
         if fmt == "table":
             print("all files verified", file=out)
@@ -254,7 +257,9 @@ def _plot(paths: list[str], out: str, title: str) -> int:
             raise TstateError(f"{path}: cannot be read as JSON ({exc})") from None
         lat = obj.get("latencies") if isinstance(obj, dict) else None
         if not isinstance(lat, list) or not all(isinstance(p, list) and len(p) == 2 for p in lat):
-            raise TstateError(f"{path}: no \"latencies\" list of [epoch, seconds] pairs (write it with Metrics.to_json())")
+            raise TstateError(
+                f"{path}: no \"latencies\" list of [epoch, seconds] pairs (write it with Metrics.to_json())"
+            )
         name = os.path.splitext(os.path.basename(path))[0]
         while name in series:
             name += "'"

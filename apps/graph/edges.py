@@ -24,6 +24,7 @@ is retracted).
 from __future__ import annotations
 
 import numbers
+from operator import itemgetter
 from typing import Any, Iterable, Optional, Union
 
 from attrs import define
@@ -41,6 +42,7 @@ __all__ = [
     "parse_update",
     "clean",
     "window",
+    "net_changes",
     "consolidate",
     "EdgeChanges",
     "EdgeCount",
@@ -195,17 +197,152 @@ def window(
 
 
 # -- the per-epoch topology changes ---------------------------------------------------------
+def _route_key(r: Any) -> Any:
+    """The unordered pair of an update (``None`` for a record too malformed to have one:
+    it is routed anywhere and rejected there)."""
+    try:
+        a = r[0]
+        b = r[1]
+    except Exception:
+        return None
+    ta = a.__class__
+    tb = b.__class__
+    if (ta is str or ta is int) and (tb is str or tb is int):
+        if ta is tb:
+            return (a, b) if a < b else (b, a)
+        return (a, b) if ta is int else (b, a)
+    return None
+
+
+def net_changes(
+    flow: ts.Dataflow,
+    updates: ts.Stream,
+    window_width: Optional[int] = None,
+    horizon: Optional[int] = None,
+    validate: bool = True,
+    on_invalid: str = "raise",
+    stats: Optional[InputStats] = None,
+    name: str = "net",
+    bins: int = 256,
+) -> ts.Stream:
+    """The net occurrence deltas of every unordered pair per epoch: one record
+    ``((a, b), d_ab, d_ba)`` per pair and epoch with a non-zero net (``a < b``;
+    ``d_ab`` is the net of ``a -> b``, ``d_ba`` of ``b -> a``).
+
+    Fuses :func:`clean` (with ``validate``), :func:`window` (with ``window_width`` and
+    ``horizon``) and the per-epoch sums, in one operator routed by pair: the sums of
+    an epoch are emitted once every update of it has arrived (a notification), so
+    the counts downstream never depend on the order of updates within an epoch."""
+    if on_invalid not in ("raise", "skip"):
+        raise ValueError(f"on_invalid must be 'raise' or 'skip', got {on_invalid!r}")
+    if window_width is not None and (not isinstance(window_width, int) or window_width < 1):
+        raise ValueError(f"window width must be an int >= 1, got {window_width!r}")
+    st = stats if stats is not None else InputStats()
+    skip = on_invalid == "skip"
+    width = window_width
+
+    def valid(r: Any) -> Optional[tuple[Vertex, Vertex, int]]:
+        try:
+            u = parse_update(r)
+        except GraphInputError:
+            if skip:
+                st.invalid += 1
+                return None
+            raise
+        if u is None:
+            if isinstance(r, (tuple, list)) and len(r) >= 2 and r[0] == r[1]:
+                st.self_loops += 1
+            else:
+                st.zero += 1
+        return u
+
+    def net(inp: Any, out: Any, ctx: Any) -> None:
+        # ctx.state: "sums": epoch -> pair -> [d_ab, d_ba]; "cap": ONE capability, held at
+        # the earliest epoch with sums (window expiries reach up to `width` epochs ahead;
+        # one capability keeps the progress tracker's work independent of the window).
+        state = ctx.state
+        acc: dict[int, dict[Any, list[int]]] = state["sums"]
+        for cap, batch in inp:
+            t = cap.time
+            held = state["cap"]
+            if held is None or t < held.time:
+                state["cap"] = cap.retain()
+                if held is not None:
+                    held.drop()
+            a = acc.get(t)
+            if a is None:
+                a = acc[t] = {}
+            later = None
+            if width is not None and (horizon is None or t + width < horizon):
+                later = acc.get(t + width)
+                if later is None:
+                    later = acc[t + width] = {}
+            for r in batch:
+                if validate:
+                    if r.__class__ is tuple and len(r) == 3:
+                        s, d, k = r
+                        ts_, td = s.__class__, d.__class__
+                        if not (
+                            (ts_ is str or ts_ is int) and (td is str or td is int) and k.__class__ is int and k and s != d
+                        ):
+                            u = valid(r)
+                            if u is None:
+                                continue
+                            s, d, k = u
+                    else:
+                        u = valid(r)
+                        if u is None:
+                            continue
+                        s, d, k = u
+                else:
+                    s, d, k = r
+                ts_ = s.__class__
+                if ts_ is d.__class__:
+                    fwd = s < d
+                else:
+                    fwd = ts_ is int
+                key = (s, d) if fwd else (d, s)
+                i = 0 if fwd else 1
+                e = a.get(key)
+                if e is None:
+                    e = a[key] = [0, 0]
+                e[i] += k
+                if later is not None and k > 0:
+                    e = later.get(key)
+                    if e is None:
+                        e = later[key] = [0, 0]
+                    e[i] -= k
+        held = state["cap"]
+        if held is None:
+            return
+        frontier = inp.frontier
+        for t in sorted(acc):
+            if any(f <= t for f in frontier):
+                break
+            sums = acc.pop(t)
+            recs = [(p, e[0], e[1]) for p, e in sums.items() if e[0] or e[1]]
+            if recs:
+                c = held.delayed(t)
+                out.give_many(c, recs)
+                c.drop()
+        if acc:
+            held.downgrade(min(acc))
+        else:
+            held.drop()
+            state["cap"] = None
+
+    return flow.unary_frontier(
+        updates, exchange=_route_key, name=name, state=lambda: {"sums": {}, "cap": None}, bins=bins
+    )(net)
+
+
 @define
 class EdgeCount:
     """Occurrence counts of the unordered pair ``(a, b)`` (``a < b``): ``fwd`` of
-    ``a -> b``, ``bwd`` of ``b -> a``; ``dfwd``/``dbwd`` the net deltas of the epoch
-    being collected (applied by the epoch's timer)."""
+    ``a -> b``, ``bwd`` of ``b -> a`` (a pair with both zero holds no state)."""
 
     fwd: int = 0
     bwd: int = 0
-    dfwd: int = 0
-    dbwd: int = 0
-    pending: bool = False
 
 
 @define(frozen=True)
@@ -218,30 +355,12 @@ class EdgeChanges:
     op: ts.Stream  # the stateful operator (for state queries)
 
 
-def _pair_key(r: tuple[Vertex, Vertex, int]) -> tuple[Vertex, Vertex]:
-    a = r[0]
-    b = r[1]
-    ta = a.__class__
-    if ta is b.__class__:
-        return (a, b) if a < b else (b, a)  # type: ignore[operator]
-    return (a, b) if ta is int else (b, a)
-
-
-def _count(st: EdgeCount, r: tuple[Vertex, Vertex, int], ctx: ts.Context) -> None:
-    if r[0] == ctx.key[0]:
-        st.dfwd += r[2]
-    else:
-        st.dbwd += r[2]
-    if not st.pending:
-        st.pending = True
-        ctx.notify_at(ctx.time)
-
-
-def _settle(st: EdgeCount, t: int, ctx: ts.Context) -> None:
-    a, b = ctx.key
+def _apply(st: EdgeCount, rec: tuple[tuple[Vertex, Vertex], int, int], ctx: ts.Context) -> None:
+    """One pair's net deltas of one epoch (exactly one record per pair and epoch)."""
+    a, b = rec[0]
     f0, b0 = st.fwd, st.bwd
-    f1 = f0 + st.dfwd
-    b1 = b0 + st.dbwd
+    f1 = f0 + rec[1]
+    b1 = b0 + rec[2]
     if f1 < 0:
         f1 = 0
     if b1 < 0:
@@ -251,22 +370,36 @@ def _settle(st: EdgeCount, t: int, ctx: ts.Context) -> None:
         emit(("d", a, b, 1 if f1 else -1))
     if (b0 > 0) != (b1 > 0):
         emit(("d", b, a, 1 if b1 else -1))
-    u0 = f0 > 0 or b0 > 0
     u1 = f1 > 0 or b1 > 0
-    if u0 != u1:
+    if (f0 > 0 or b0 > 0) != u1:
         emit(("u", a, b, 1 if u1 else -1))
     if not u1:
         ctx.clear()
         return
-    st.fwd, st.bwd, st.dfwd, st.dbwd, st.pending = f1, b1, 0, 0, False
+    st.fwd = f1
+    st.bwd = b1
 
 
-def consolidate(flow: ts.Dataflow, updates: ts.Stream, name: str = "edges", bins: int = 256) -> EdgeChanges:
-    """Occurrence counts per unordered pair (typed state :class:`EdgeCount`), and the
-    per-epoch topology changes of the directed and the undirected simple graph (see
-    the module docstring).  ``updates`` must be valid (:func:`clean`)."""
-    counted = flow.stateful(updates, key=_pair_key, state=EdgeCount, name=name, bins=bins)(_count)
-    counted.on_notify(_settle)
+def consolidate(
+    flow: ts.Dataflow,
+    updates: ts.Stream,
+    name: str = "edges",
+    bins: int = 256,
+    window_width: Optional[int] = None,
+    horizon: Optional[int] = None,
+    validate: bool = False,
+    on_invalid: str = "raise",
+    stats: Optional[InputStats] = None,
+) -> EdgeChanges:
+    """Occurrence counts per unordered pair (typed state :class:`EdgeCount`, keyed by
+    the pair), and the per-epoch topology changes of the directed and the undirected
+    simple graph (see the module docstring).  The per-epoch sums come from
+    :func:`net_changes` (which also validates with ``validate=True`` and windows with
+    ``window_width``); without ``validate`` the updates must be valid already."""
+    sums = net_changes(
+        flow, updates, window_width, horizon, validate, on_invalid, stats, name=f"{name}.net", bins=bins
+    )
+    counted = flow.stateful(sums, key=itemgetter(0), state=EdgeCount, name=name, bins=bins)(_apply)
     directed = counted.filter(lambda c: c[0] == "d", name=f"{name}.directed").map(
         lambda c: (c[1], c[2], c[3]), name=f"{name}.directed.strip"
     )
@@ -279,4 +412,3 @@ def consolidate(flow: ts.Dataflow, updates: ts.Stream, name: str = "edges", bins
 def updates_of(edges: Iterable[Any], delta: int = 1) -> list[tuple[Any, Any, int]]:
     """``[(src, dst, delta), ...]`` from ``(src, dst)`` pairs (a convenience)."""
     return [(e[0], e[1], delta) for e in edges]
-

@@ -53,11 +53,14 @@ def _gate(
     feedback: ts.Stream,
     name: str,
     expand: Optional[Callable[[Any], Iterable[Any]]] = None,
+    combine: Optional[Callable[[list[list[Any]]], list[Any]]] = None,
 ) -> ts.Stream:
     """Holds entering records per epoch (see the module docstring) and passes the
     loop variable's messages (plain tuples) straight through, so the body needs no
     ``concat`` and may feed its whole output back; ``expand`` maps each entering
-    record to the records released for it."""
+    record to the records released for it; ``combine``, if given, replaces the
+    pass-through: it gets the loop variable's batches of one time (one activation's
+    worth) and returns the records to pass on."""
 
     @flow.binary_frontier(entered, feedback, name=name, state=dict)
     def gate(new: Any, fb: Any, out: Any, ctx: Any) -> None:
@@ -69,10 +72,23 @@ def _gate(
                 held[e] = (cap.retain(), list(batch))
             else:
                 slot[1].extend(batch)
-        for cap, batch in fb:  # messages go on; results (Change records) are dropped
-            msgs = [r for r in batch if r.__class__ is tuple]
-            if msgs:
-                out.give_many(cap, msgs)
+        if combine is None:
+            for cap, batch in fb:  # messages go on; results (Change records) are dropped
+                msgs = [r for r in batch if r.__class__ is tuple]
+                if msgs:
+                    out.give_many(cap, msgs)
+        else:
+            rounds: dict[Any, tuple[Any, list[list[Any]]]] = {}
+            for cap, batch in fb:
+                slot = rounds.get(cap.time)
+                if slot is None:
+                    rounds[cap.time] = (cap, [batch])
+                else:
+                    slot[1].append(batch)
+            for cap, batches in rounds.values():
+                msgs = combine(batches)
+                if msgs:
+                    out.give_many(cap, msgs)
         while held:
             e = min(held)
             if any(f.outer <= e for f in new.frontier) or any(f.outer < e for f in fb.frontier):
@@ -93,16 +109,18 @@ def sequenced_loop(
     name: str,
     max_iterations: Optional[int] = None,
     expand: Optional[Callable[[Any], Iterable[Any]]] = None,
+    combine: Optional[Callable[[list[list[Any]]], list[Any]]] = None,
 ) -> ts.Stream:
     """An iterate scope over ``stream`` whose epochs run one after another (see the
     module docstring).  ``body(scope, inputs)`` gets the gated entering records
     (each expanded by ``expand``, if given) merged with the loop variable, and
     returns ``(messages, results)``: the plain tuples of ``messages`` go around the
-    loop (one round later; anything else on it is dropped), ``results`` leave it."""
+    loop (one round later; anything else on it is dropped, or ``combine`` turns each
+    round's batches into the records passed on), ``results`` leave it."""
 
     def loop(scope: ts.Scope, entered: ts.Stream) -> ts.Stream:
         fb = scope.feedback(max_iterations=max_iterations, name=f"{name}.feedback")
-        inputs = _gate(flow, entered, fb.stream, name=f"{name}.gate", expand=expand)
+        inputs = _gate(flow, entered, fb.stream, name=f"{name}.gate", expand=expand, combine=combine)
         messages, results = body(scope, inputs)
         fb.connect(messages)
         return results

@@ -176,35 +176,26 @@ def pagerank(
             return
         st.old = None
 
-    def combine(inp: Any, out: Any, ctx: Any) -> None:
-        """Sum this activation's pushes per target vertex (one record per target and
-        time; on one worker that is one per round)."""
-        acc: dict[Any, dict[Any, int]] = {}
-        caps = {}
-        for cap, batch in inp:
-            a = acc.get(cap.time)
-            if a is None:
-                a = acc[cap.time] = {}
-                caps[cap.time] = cap
-            get = a.get
+    def combine(batches: list[list[Any]]) -> list[tuple[Vertex, int]]:
+        """One round's pushes, summed per target vertex (on one worker: one record per
+        vertex and round); the loop's other records (Change) are dropped."""
+        acc: dict[Any, int] = {}
+        get = acc.get
+        for batch in batches:
             for rec in batch:
-                if rec.__class__ is tuple:  # (amount, targets); Change records leave elsewhere
+                if rec.__class__ is tuple:  # (amount, targets)
                     amount = rec[0]
                     for w in rec[1]:
-                        a[w] = get(w, 0) + amount
-        for t, a in acc.items():
-            recs = [p for p in a.items() if p[1]]
-            if recs:
-                out.give_many(caps[t], recs)
+                        acc[w] = get(w, 0) + amount
+        return [p for p in acc.items() if p[1]]
 
     def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
         vertex = flow.stateful(inputs, key=itemgetter(0), state=PRVertex, name=f"{name}.vertex", bins=bins)(step)
         vertex.on_notify(timer)
-        combined = flow.unary_frontier(vertex, name=f"{name}.combine")(combine)
         results = vertex.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
-        return combined, results
+        return vertex, results  # the pushes are combined by the loop's gate
 
-    scores = sequenced_loop(flow, directed, body, name=name, expand=_endpoints)
+    scores = sequenced_loop(flow, directed, body, name=name, expand=_endpoints, combine=combine)
 
     def collect(st: PRScores, c: Change, ctx: ts.Context) -> None:
         if st.before_total is None:

@@ -23,7 +23,7 @@ from attrs import define, field
 import tstate as ts
 from apps.graph.components import Components, components
 from apps.graph.degrees import Degrees, degrees
-from apps.graph.edges import EdgeChanges, InputStats, clean, consolidate, window
+from apps.graph.edges import EdgeChanges, InputStats, consolidate
 from apps.graph.pagerank import PageRank, pagerank
 from apps.graph.triangles import Triangles, triangles
 from apps.graph.views import GraphView
@@ -83,10 +83,10 @@ def build(
     unknown = set(algorithms) - set(ALGORITHMS)
     if unknown:
         raise ValueError(f"unknown algorithm(s) {sorted(unknown)}; choose from {list(ALGORITHMS)}")
-    s = clean(updates, on_invalid=on_invalid, stats=stats, name="clean") if validate else updates
-    if window_width is not None:
-        s = window(flow, s, window_width, horizon=horizon)
-    edges = consolidate(flow, s, bins=bins)
+    edges = consolidate(
+        flow, updates, bins=bins, window_width=window_width, horizon=horizon, validate=validate,
+        on_invalid=on_invalid, stats=stats,
+    )
     a = Analytics(edges)
     if "degrees" in algorithms:
         a.degrees = degrees(flow, edges.undirected, bins=bins)

@@ -201,9 +201,9 @@ def graphs(
     def outs(nodes: list[int]) -> list[tuple[int, int]]:
         return [(n, o) for n in nodes for o in range(len(g.nodes[n].out_depth))]
 
-    def connect(node: int, pool: list[int]) -> None:
+    def connect(node: int, pool: list[int], max_size: int = 2) -> None:
         for i in range(len(g.nodes[node].in_depth)):
-            for src in draw(st.lists(st.sampled_from(outs(pool)), min_size=1, max_size=2, unique=True)):
+            for src in draw(st.lists(st.sampled_from(outs(pool)), min_size=1, max_size=max_size, unique=True)):
                 g.edges.append((src, (node, i)))
 
     def region(d: int, entry: list[int]) -> list[int]:
@@ -237,7 +237,7 @@ def graphs(
             g.edges.append((src, (fed, draw(st.integers(0, len(g.nodes[fed].in_depth) - 1)))))
         available = entry + [u for _, u in units] + fbs
         for fb in fbs:
-            connect(fb, available)
+            connect(fb, available, max_size=3)
         return available
 
     region(0, [g.add("input", (), (0,), [])])
@@ -287,7 +287,11 @@ def run_scenario(data: Any, graph: Graph, tracker: Tracker, max_batches: int = 6
     event(f"feedback nodes: {sum(node.name.startswith('fb') for node in graph.nodes.values())}")
     event(f"targets: {len(graph.targets()) // 4 * 4}+")
     event(f"scope depth: {max(d for _, d in graph.locations())}")
-    locations = graph.locations()
+    # pointstamps at every depth equally often (deep scopes have few ports)
+    by_depth: dict[int, list[tuple[Loc, int]]] = defaultdict(list)
+    for loc, d in graph.locations():
+        by_depth[d].append((loc, d))
+    locations = st.sampled_from(sorted(by_depth)).flatmap(lambda d: st.sampled_from(by_depth[d]))
     counts: dict[Loc, Counter] = defaultdict(Counter)
 
     def check(changed: list[tuple[int, int]], before: dict[tuple[int, int], list[Any]]) -> None:
@@ -315,7 +319,7 @@ def run_scenario(data: Any, graph: Graph, tracker: Tracker, max_batches: int = 6
     for _ in range(data.draw(st.integers(1, max_batches), label="batches")):
         batch = []
         for _ in range(data.draw(st.integers(1, 6))):
-            loc, d = data.draw(st.sampled_from(locations))
+            loc, d = data.draw(locations)
             v = data.draw(st.tuples(*([st.integers(0, 3)] * (d + 1))))
             delta = max(data.draw(st.integers(-2, 3)), -counts[loc][v])
             counts[loc][v] += delta

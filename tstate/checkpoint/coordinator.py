@@ -98,7 +98,9 @@ class Coordinator:
         self._pool: Optional[ThreadPoolExecutor] = (
             ThreadPoolExecutor(1, thread_name_prefix="tstate-checkpoint") if self.cfg.mode == "async" else None
         )
-        self._uncommitted: list[tuple[int, Any, Future[Any]]] = []
+        # (time, writer, write job, commit job once the sinks are past the time)
+        self._uncommitted: list[tuple[int, Any, Future[Any], Optional[Future[Any]]]] = []
+        self._fresh = True  # the next checkpoint carries nothing over (unless restored)
         self.committed: list[int] = []  # times of checkpoints committed by this execution
         self.capture_seconds: list[float] = []  # time on the processing path, per checkpoint
         self.written_bytes: list[int] = []  # bytes of data files written, per committed checkpoint
@@ -126,6 +128,7 @@ class Coordinator:
         manifest = self.store.latest()
         if manifest is None:
             return None
+        self._fresh = False
         exe = self.exe
         for spec in exe.flow._nodes:
             if spec.kind != "stateful":
@@ -234,7 +237,8 @@ class Coordinator:
         for op in self._sources():
             op.forget_before(t)
         meta = {"sources": positions, "workers": exe.workers, "time": t}
-        writer = self.store.begin(t)
+        writer = self.store.begin(t, full=self._fresh)  # a fresh run ignores older checkpoints
+        self._fresh = False
         job = (writer, frozen_bins, schemas, meta)
         # the barrier is down: processing continues while the writer works
         self.last_time = t
@@ -243,11 +247,11 @@ class Coordinator:
         for op in self._stateful():
             op.release_barrier()
         if self._pool is not None:
-            self._uncommitted.append((t, writer, self._pool.submit(_write, job)))
+            self._uncommitted.append((t, writer, self._pool.submit(_write, job), None))
         else:
             done: Future[Any] = Future()
             done.set_result(_write(job))
-            self._uncommitted.append((t, writer, done))
+            self._uncommitted.append((t, writer, done, None))
         self.capture_seconds.append(_time.perf_counter() - start)
 
     def _sinks_past(self, t: int) -> bool:
@@ -256,14 +260,25 @@ class Coordinator:
         return all(not op.committed.less_than(t) for op in self._sinks())
 
     def _maybe_commit(self, wait: bool = False) -> None:
+        """Commit, in order, the checkpoints whose time every sink has passed.  In async
+        mode the commit (a sync and the manifest) runs on the writer thread too; this
+        only notices when it is done."""
+        for i, (t, writer, fut, commit) in enumerate(self._uncommitted):
+            if commit is None and (self._sinks_past(t) or wait):
+                if self._pool is not None:
+                    commit = self._pool.submit(writer.commit)  # after its write job: one thread, in order
+                else:
+                    fut.result()
+                    done: Future[Any] = Future()
+                    done.set_result(writer.commit())
+                    commit = done
+                self._uncommitted[i] = (t, writer, fut, commit)
         while self._uncommitted:
-            t, writer, fut = self._uncommitted[0]
-            if not (self._sinks_past(t) or wait):
-                return
-            if not fut.done() and not wait:
+            t, writer, fut, commit = self._uncommitted[0]
+            if commit is None or (not commit.done() and not wait):
                 return
             self.written_bytes.append(fut.result())  # re-raises a writer error here
-            writer.commit()
+            commit.result()
             self.committed.append(t)
             self._uncommitted.pop(0)
 
@@ -275,13 +290,17 @@ class Coordinator:
 
     def abort(self) -> None:
         """The execution failed: uncommitted checkpoints are abandoned."""
-        for _, writer, fut in self._uncommitted:
-            fut.cancel()
-            try:
-                fut.result()
-            except Exception:
-                pass
-            writer.abort()
+        for _, writer, fut, commit in self._uncommitted:
+            for f in (fut, commit):
+                if f is not None:
+                    f.cancel()
+                    try:
+                        f.result()
+                    except Exception:
+                        pass
+            ok = commit is not None and commit.done() and not commit.cancelled() and commit.exception() is None
+            if not ok:
+                writer.abort()
         self._uncommitted.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=True)

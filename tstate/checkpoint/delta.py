@@ -168,7 +168,9 @@ def apply_chain(chain_bytes: Sequence[bytes], fingerprint: str | None) -> dict[s
     return {"bin": bin_index, "states": states, "timers": timers}
 
 
-def restore_bin(chain_bytes: Sequence[bytes], codec: Any, fingerprint: str | None = None, index: int | None = None) -> Bin:
+def restore_bin(
+    chain_bytes: Sequence[bytes], codec: Any, fingerprint: str | None = None, index: int | None = None
+) -> Bin:
     """The :class:`~tstate.state.bin.Bin` a chain decodes to, states built with
     ``codec.from_builtins`` (a :class:`~tstate.types.StateCodec`).
 

@@ -72,6 +72,10 @@ class FileSystem(Protocol):
 
     def fsync_dir(self, directory: str) -> None: ...
 
+    def sync_all(self) -> None:
+        """Make everything written so far durable (data, renames, directories)."""
+        ...
+
     def check_writable(self) -> None: ...
 
     def describe(self, path: str) -> str:
@@ -174,6 +178,10 @@ class LocalFS:
             pass
         finally:
             os.close(fd)
+
+    def sync_all(self) -> None:
+        """One ``sync(2)``: every file written, renamed or created is on disk after it."""
+        os.sync()
 
     def check_writable(self) -> None:
         """Create, fsync and delete a probe file in the root (``OSError`` if impossible).

@@ -42,7 +42,15 @@ from attrs import field, frozen
 from tstate.errors import CheckpointError
 from tstate.state.payload import decode_time, encode_time
 
-__all__ = ["FileRef", "OperatorEntry", "Manifest", "encode_manifest", "decode_manifest", "manifest_name", "parse_manifest_name"]
+__all__ = [
+    "FileRef",
+    "OperatorEntry",
+    "Manifest",
+    "encode_manifest",
+    "decode_manifest",
+    "manifest_name",
+    "parse_manifest_name",
+]
 
 MAGIC = b"TSTCKPT1"
 _SUM = 8  # bytes of the trailing xxh64 digest
@@ -121,7 +129,10 @@ class Manifest:
 
     def __repr__(self) -> str:
         ops = ", ".join(f"{n}: {len(e.chains)}/{e.bins} bins" for n, e in self.operators.items())
-        return f"Manifest(id={self.id}, time={self.time!r}, {{{ops}}}, files={self.file_count}, meta={sorted(self.meta)})"
+        return (
+            f"Manifest(id={self.id}, time={self.time!r}, {{{ops}}}, files={self.file_count}, "
+            f"meta={sorted(self.meta)})"
+        )
 
     @property
     def name(self) -> str:

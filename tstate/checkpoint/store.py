@@ -374,13 +374,11 @@ class CheckpointStore:
             meta = {} if base is None or w.full else dict(base.meta)
             meta.update(w._meta)
             manifest = Manifest(w.id, w.time, _time.time(), operators, meta)
-            if self.fsync:  # the files' renames (and new directories) are durable before the manifest
-                dirs = set(w._dirs)
-                dirs.update(d.rsplit("/", 1)[0] for d in w._dirs)
-                for d in sorted(dirs, key=lambda d: -d.count("/")):
-                    self.fs.fsync_dir(d)
-                self.fs.fsync_dir(_DATA)
-                self.fs.fsync_dir("")
+            if self.fsync:
+                # the data files, their renames and new directories are durable before
+                # the manifest: one sync for all (a per-file fsync costs a journal commit
+                # each, seconds for a thousand bins)
+                self.fs.sync_all()
             data = encode_manifest(manifest)
             try:
                 self.fs.write_atomic(manifest.name, data, fsync=self.fsync)
@@ -547,7 +545,8 @@ class CheckpointWriter:
         path = f"{directory}/{self.id:06d}-{self.token}-{kind}.bin"
         data = bytes(data)
         try:
-            self.store.fs.write_atomic(path, data, fsync=self.store.fsync)
+            # no fsync per file: the commit makes all of them durable with one sync
+            self.store.fs.write_atomic(path, data, fsync=False)
         except OSError as exc:
             raise CheckpointError(f"{path}: cannot be written ({exc})") from None
         self._dirs.add(directory)

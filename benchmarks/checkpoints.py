@@ -68,7 +68,11 @@ def one(mode: str, keys: int, touch: float, every: int, epochs: int, directory: 
         run_epoch([(k, k % 1000) for k in range(i, min(keys, i + 100_000))])
     # let the first (full) checkpoint happen before measuring
     while ex.coordinator is not None and not ex.coordinator.committed:
-        run_epoch([])
+        if epoch < every + 1:
+            run_epoch([])
+        else:
+            ex.step()
+            time.sleep(0.005)
     gc.freeze()  # see benchmarks/migration.py: keep full GC scans off the latency
     rng = random.Random(3)
     n = int(keys * touch)

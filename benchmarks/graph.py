@@ -130,62 +130,70 @@ def nx_result(alg: str, edges: Any, tol: float) -> dict[str, Any]:
     raise ValueError(alg)
 
 
-def run_networkx(alg: str, batches: Batches, epochs: int, tol: float) -> tuple[list[float], int, dict[str, Any]]:
-    w = Window()
-    prev: dict[str, Any] = {}
-    lat = []
-    updates = 0
-    for t in range(epochs):
-        t0 = time.perf_counter()
-        updates += w.epoch(t, batches.get(t, []), epochs)
-        res = nx_result(alg, list(w.counts), tol)
-        changes = {k: _diff(prev.get(k, {}), v) for k, v in res.items()}
-        prev = res
-        lat.append(time.perf_counter() - t0)
+class NetworkxRunner:
+    """Recomputation: per epoch, update the window's counts, build the graph, run
+    networkx, diff with the previous epoch's result."""
+
+    def __init__(self, alg: str, batches: Batches, epochs: int, tol: float) -> None:
+        self.alg, self.batches, self.epochs, self.tol = alg, batches, epochs, tol
+        self.window = Window()
+        self.result: dict[str, Any] = {}
+        self.updates = 0
+
+    def step(self, t: int) -> None:
+        self.updates += self.window.epoch(t, self.batches.get(t, []), self.epochs)
+        res = nx_result(self.alg, list(self.window.counts), self.tol)
+        changes = {k: _diff(self.result.get(k, {}), v) for k, v in res.items()}
+        self.result = res
         del changes
-    return lat, updates, prev
+
+    def finish(self) -> None:
+        pass
 
 
-# -- tstate --------------------------------------------------------------------------------
-def run_tstate(alg: str, batches: Batches, epochs: int, workers: int, tol: float) -> tuple[list[float], GraphView]:
-    g = GraphStream((alg,), workers=workers, window=WINDOW, horizon=epochs, validate=False, tol=tol)
-    lat = []
-    for t in range(epochs):
-        recs = batches.get(t, [])
-        t0 = time.perf_counter()
-        g.advance(t, recs)
-        lat.append(time.perf_counter() - t0)
-    g.close()
-    assert g.view is not None
-    return lat, g.view
+class EndToEndRunner:
+    """tstate, from the raw flights: window, edge counts, the algorithm."""
+
+    def __init__(self, alg: str, batches: Batches, epochs: int, workers: int, tol: float, updates: int) -> None:
+        self.batches = batches
+        self.g = GraphStream((alg,), workers=workers, window=WINDOW, horizon=epochs, validate=False, tol=tol)
+        self.updates = updates
+
+    def step(self, t: int) -> None:
+        self.g.advance(t, self.batches.get(t, []))
+
+    def finish(self) -> None:
+        self.g.close()
 
 
-def run_algorithm_only(
-    alg: str, directed: dict[int, list[Any]], undirected: dict[int, list[Any]], epochs: int, workers: int, tol: float
-) -> tuple[list[float], int]:
-    flow = ts.Dataflow(f"{alg}-only")
-    inp = flow.input("changes")
-    build: dict[str, Callable[[], ts.Stream]] = {
-        "degrees": lambda: degrees(flow, inp).distribution,
-        "components": lambda: components(flow, inp).summary,
-        "pagerank": lambda: pagerank(flow, inp, tol=tol).ranks,
-        "triangles": lambda: triangles(flow, inp).total,
-    }
-    out = build[alg]()
-    probe = out.probe()
-    out.sink(lambda t, recs: None)
-    changes = directed if alg == "pagerank" else undirected
-    ex = flow.start(workers)
-    lat = []
-    for t in range(epochs):
-        t0 = time.perf_counter()
-        inp.send(changes[t])
-        inp.advance_to(t + 1)
-        ex.step_while(lambda: probe.less_equal(t))
-        lat.append(time.perf_counter() - t0)
-    inp.close()
-    ex.run()
-    return lat, sum(len(changes[t]) for t in range(epochs))
+class AlgorithmOnlyRunner:
+    """tstate, the algorithm alone, fed the per-epoch topology changes."""
+
+    def __init__(self, alg: str, changes: dict[int, list[Any]], workers: int, tol: float) -> None:
+        flow = ts.Dataflow(f"{alg}-only")
+        self.inp = inp = flow.input("changes")
+        build: dict[str, Callable[[], ts.Stream]] = {
+            "degrees": lambda: degrees(flow, inp).distribution,
+            "components": lambda: components(flow, inp).summary,
+            "pagerank": lambda: pagerank(flow, inp, tol=tol).ranks,
+            "triangles": lambda: triangles(flow, inp).total,
+        }
+        out = build[alg]()
+        self.probe = out.probe()
+        out.sink(lambda t, recs: None)
+        self.changes = changes
+        self.updates = sum(len(v) for v in changes.values())
+        self.ex = flow.start(workers)
+
+    def step(self, t: int) -> None:
+        self.inp.send(self.changes[t])
+        self.inp.advance_to(t + 1)
+        probe = self.probe
+        self.ex.step_while(lambda: probe.less_equal(t))
+
+    def finish(self) -> None:
+        self.inp.close()
+        self.ex.run()
 
 
 def check(alg: str, view: GraphView, expected: dict[str, Any]) -> None:
@@ -236,20 +244,30 @@ def main(argv: Optional[list[str]] = None) -> None:
     )
     rows = []
     for alg in algs:
-        lat_nx, n_nx, expected = run_networkx(alg, batches, epochs, args.tol)
-        lat_ts, view = run_tstate(alg, batches, epochs, args.workers, args.tol)
-        lat_alg, n_alg = run_algorithm_only(alg, directed, undirected, epochs, args.workers, args.tol)
+        runners: dict[str, Any] = {
+            "networkx from scratch": NetworkxRunner(alg, batches, epochs, args.tol),
+            "tstate end to end": EndToEndRunner(alg, batches, epochs, args.workers, args.tol, updates),
+            "tstate algorithm only": AlgorithmOnlyRunner(
+                alg, directed if alg == "pagerank" else undirected, args.workers, args.tol
+            ),
+        }
+        lat: dict[str, list[float]] = {k: [] for k in runners}
+        for t in range(epochs):  # interleaved epoch by epoch: machine noise hits all alike
+            for name, r in runners.items():
+                t0 = time.perf_counter()
+                r.step(t)
+                lat[name].append(time.perf_counter() - t0)
+        for r in runners.values():
+            r.finish()
         if not args.no_check:
-            check(alg, view, expected)
-        base = statistics.median(lat_nx)
-        for mode, lat, n in (
-            ("networkx from scratch", lat_nx, n_nx),
-            ("tstate end to end", lat_ts, updates),
-            ("tstate algorithm only", lat_alg, n_alg),
-        ):
-            med = statistics.median(lat)
+            view = runners["tstate end to end"].g.view
+            check(alg, view, runners["networkx from scratch"].result)
+        base = statistics.median(lat["networkx from scratch"])
+        for name, r in runners.items():
+            ls = lat[name]
+            med = statistics.median(ls)
             rows.append(
-                (alg, mode, f"{n / sum(lat):,.0f}", f"{med * 1e3:.2f}", f"{_p99(lat) * 1e3:.2f}", f"{base / med:.1f}x")
+                (alg, name, f"{r.updates / sum(ls):,.0f}", f"{med * 1e3:.2f}", f"{_p99(ls) * 1e3:.2f}", f"{base / med:.1f}x")
             )
         print(f"  {alg}: done", file=sys.stderr, flush=True)
     print(table(["algorithm", "mode", "updates/s", "median ms/epoch", "p99 ms/epoch", "speedup vs networkx"], rows))

@@ -17,14 +17,21 @@ Events are :class:`Flight` departures keyed by ``origin`` airport; event time is
   big delay cancels the previous partial match), so matches are reported immediately.
 
 :func:`read_flights` loads rows of ``flights-3m.parquet`` as :class:`Flight` objects.
+
+:class:`FlightEvent` is the same departure as the dataflow app streams it
+(:func:`apps.cep.source.flight_source`): its time is already in whole minutes
+(``minute``), so the event time is an attribute read and the events are cheap to build
+and to encode in checkpoints.  The patterns read only ``delay``, so they (and the
+hand-written baselines) accept either class.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from typing import Optional
 
-from attrs import frozen
+from attrs import define, frozen
 
 from apps.cep.pattern import AfterMatchSkip, Pattern
 
@@ -35,6 +42,7 @@ __all__ = [
     "RECOVERY_MIN_DELAY",
     "RECOVERY_WINDOW",
     "Flight",
+    "FlightEvent",
     "delay_cascade",
     "read_flights",
     "recovery",
@@ -61,6 +69,32 @@ class Flight:
     distance: int
     origin: str
     destination: str
+
+
+@define
+class FlightEvent:
+    """One departure as the dataflow streams it: ``minute`` is the departure time in
+    whole minutes since 1970-01-01 (the event time, see :func:`time_minutes`).  Only
+    ``minute``, ``delay`` and ``origin`` are required; ``distance`` and ``destination``
+    may be missing (None) in an input file.
+
+    A mutable slotted attrs class (building one costs half as much as a frozen one);
+    treat it as immutable -- matches share the event objects."""
+
+    minute: int
+    delay: int
+    distance: Optional[int]
+    origin: str
+    destination: Optional[str]
+
+    @property
+    def date(self) -> dt.datetime:
+        """The departure time as a naive UTC ``datetime``."""
+        return _EPOCH + self.minute * _MINUTE
+
+    @classmethod
+    def from_flight(cls, f: Flight) -> FlightEvent:
+        return cls(time_minutes(f), f.delay, f.distance, f.origin, f.destination)
 
 
 def time_minutes(flight: Flight) -> int:

@@ -1,0 +1,107 @@
+"""Streaming graph analytics on tstate: per-vertex typed state and iterate scopes.
+
+An edge stream -- ``(src, dst, delta)`` updates at integer epochs, with a sliding
+window and/or explicit retractions -- is turned into the per-epoch *topology changes*
+of a graph, and four algorithms maintain their results incrementally, emitting per
+epoch only what changed (``Change(key, old, new)``, ``None`` = absent):
+
+================  ===========================  ===========================================
+algorithm         graph                        output (per epoch)
+================  ===========================  ===========================================
+degrees           undirected                   vertex degrees; degree distribution
+components        undirected                   vertex -> min vertex id of its component;
+                                               (count, largest) summary
+pagerank          directed (damping 0.85)      vertex -> rank, within an L1 tolerance of
+                                               the exact vector (default 1e-10)
+triangles         undirected                   triangles per vertex; the total
+================  ===========================  ===========================================
+
+All results are exactly networkx's on the current graph (``nx.Graph`` / ``nx.DiGraph``
+built from the present edges: ``degree``, ``degree_histogram``, ``connected_components``,
+``pagerank`` -- dangling mass redistributed uniformly -- and ``triangles``), on any
+number of workers.
+
+**The graph of an epoch** (see :mod:`apps.graph.edges`): the directed pairs whose
+occurrence count is positive.  Per epoch and pair the deltas are summed and added to
+the count, which is clamped at zero.  So:
+
+- *duplicate edges* raise the count: the simple graph has the edge once, until every
+  occurrence is retracted or has left the window (no multi-edges, no weights);
+- *retracting an absent edge* does nothing (and is not remembered);
+- *self-loops* are ignored (and counted);
+- *vertex ids* are ``str`` or ``int`` (``1`` and ``"1"`` differ; ints order before
+  strs); anything else -- ``bool``, ``float``, ``None``, tuples -- is rejected:
+  :class:`GraphInputError` (``on_invalid="raise"``) or dropped and counted
+  (``"skip"``).
+- the undirected graph has ``{a, b}`` when ``a -> b`` or ``b -> a`` is present.
+
+**State.**  Every per-vertex / per-pair state is a typed attrs class in a
+``@flow.stateful`` operator (adjacency as :class:`tstate.types.Map`), so it lives in
+bins and can be encoded by the state codec (checkpoints, migration).  The loops are
+epoch-sequenced iterate scopes (:mod:`apps.graph.loop`).
+
+Modules: :mod:`~apps.graph.edges` (validation, window, consolidation),
+:mod:`~apps.graph.loop`, :mod:`~apps.graph.degrees`, :mod:`~apps.graph.components`,
+:mod:`~apps.graph.pagerank`, :mod:`~apps.graph.triangles`, :mod:`~apps.graph.views`
+(folding changes into current results), :mod:`~apps.graph.stream` (:func:`build`,
+:class:`GraphStream`), :mod:`~apps.graph.io` (CSV / parquet edge lists) and the app,
+``python -m apps.graph``.
+
+>>> g = GraphStream(workers=2)
+>>> _ = g.advance(0, [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")])
+>>> g.view.component_count(), g.view.triangle_total, g.view.degrees.data["c"]
+(1, 1, 3)
+>>> [sorted(r.changes["components"]) for r in g.advance(1, [("c", "d", -1)])]
+[[Change(key='d', old='a', new=None)]]
+>>> _ = g.close()
+"""
+
+from apps.graph.components import Components, ComponentsSummary, components
+from apps.graph.degrees import Degrees, degrees
+from apps.graph.edges import (
+    EdgeChanges,
+    GraphInputError,
+    InputStats,
+    clean,
+    consolidate,
+    net_changes,
+    vertex_lt,
+    vertex_rank,
+    window,
+)
+from apps.graph.loop import Change, sequenced_loop
+from apps.graph.pagerank import PageRank, pagerank
+from apps.graph.stream import ALGORITHMS, Analytics, EpochResult, GraphStream, build
+from apps.graph.triangles import Triangles, triangles
+from apps.graph.views import GraphView, InconsistentChange, View
+
+__all__ = [
+    "ALGORITHMS",
+    "Analytics",
+    "Change",
+    "Components",
+    "ComponentsSummary",
+    "Degrees",
+    "EdgeChanges",
+    "EpochResult",
+    "GraphInputError",
+    "GraphStream",
+    "GraphView",
+    "InconsistentChange",
+    "InputStats",
+    "PageRank",
+    "Triangles",
+    "View",
+    "build",
+    "clean",
+    "components",
+    "consolidate",
+    "degrees",
+    "net_changes",
+    "pagerank",
+    "sequenced_loop",
+    "triangles",
+    "vertex_lt",
+    "vertex_rank",
+    "window",
+]

@@ -9,10 +9,13 @@ pairs whose occurrence count after all updates at epochs ``<= t`` is positive:
   numpy scalars are converted) and drops self-loops and zero deltas;
 - :func:`window` turns insertions into a sliding window: every insertion at ``t`` is
   retracted again at ``t + width``;
-- :func:`consolidate` keeps the occurrence count of every pair (keyed per unordered
-  pair, in typed state) and emits, per epoch, only the *topology* changes: the directed
-  graph's ``(u, v, +1/-1)`` and the undirected graph's ``(a, b, +1/-1)`` (``a < b`` in
-  :func:`vertex_lt` order; ``{a, b}`` is present when ``a -> b`` or ``b -> a`` is).
+- :func:`net_changes` sums the deltas of every unordered pair per epoch (and can do
+  the validation and the window itself, in the same operator);
+- :func:`consolidate` keeps the occurrence counts of every pair (keyed per unordered
+  pair, typed state :class:`EdgeCount`) and emits, per epoch, only the *topology*
+  changes: the directed graph's ``(u, v, +1/-1)`` and the undirected graph's
+  ``(a, b, +1/-1)`` (``a < b`` in :func:`vertex_lt` order; ``{a, b}`` is present when
+  ``a -> b`` or ``b -> a`` is), at most one per pair and epoch.
 
 Counts are combined **per epoch**: the net delta of a pair over one epoch is added to
 its count, which is clamped at zero, so a retraction of an absent edge is ignored and
@@ -78,18 +81,24 @@ def ordered(a: Vertex, b: Vertex) -> tuple[Vertex, Vertex]:
 
 
 # -- validation ---------------------------------------------------------------------------
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1  # vertex ids are state keys: 64-bit ints
+
+
 def check_vertex(v: Any) -> Vertex:
     """``v`` as a vertex id, or :class:`GraphInputError`.
 
-    ``str`` and ``int`` are accepted as they are; numpy integer / string scalars are
-    converted; ``bool``, floats (even integral ones), ``None`` and anything else are
-    rejected (they would make ``1``, ``1.0`` and ``True`` the same vertex, or none)."""
+    ``str`` and ``int`` (64-bit: state must be encodable) are accepted as they are;
+    numpy integer / string scalars are converted; ``bool``, floats (even integral
+    ones), ``None`` and anything else are rejected (they would make ``1``, ``1.0`` and
+    ``True`` the same vertex, or none)."""
     t = v.__class__
-    if t is str or t is int:
+    if t is str:
         return v  # type: ignore[no-any-return]
     if isinstance(v, bool) or v is None:
         raise GraphInputError(f"vertex id {v!r} is not a str or an int")
-    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+    if isinstance(v, numbers.Integral):
+        if not _INT_MIN <= v <= _INT_MAX:
+            raise GraphInputError(f"vertex id {v!r} does not fit in 64 bits")
         return int(v)
     if isinstance(v, str):
         return str(v)
@@ -144,7 +153,11 @@ def clean(
         # Fast path: a well-formed tuple of str/int ids.
         if record.__class__ is tuple and len(record) == 3:
             s, d, k = record
-            if (s.__class__ is str or s.__class__ is int) and (d.__class__ is str or d.__class__ is int) and k.__class__ is int:
+            if (
+                (s.__class__ is str or (s.__class__ is int and _INT_MIN <= s <= _INT_MAX))
+                and (d.__class__ is str or (d.__class__ is int and _INT_MIN <= d <= _INT_MAX))
+                and k.__class__ is int
+            ):
                 if k == 0:
                     st.zero += 1
                     return []
@@ -283,7 +296,11 @@ def net_changes(
                         s, d, k = r
                         ts_, td = s.__class__, d.__class__
                         if not (
-                            (ts_ is str or ts_ is int) and (td is str or td is int) and k.__class__ is int and k and s != d
+                            (ts_ is str or (ts_ is int and _INT_MIN <= s <= _INT_MAX))
+                            and (td is str or (td is int and _INT_MIN <= d <= _INT_MAX))
+                            and k.__class__ is int
+                            and k
+                            and s != d
                         ):
                             u = valid(r)
                             if u is None:

@@ -16,8 +16,8 @@ form an epoch.  Rows are delivered in epoch order (stable within an epoch).
 
 **Bad rows.**  Vertex id columns must hold strings or integers; a column of another
 type (float, bool, timestamp...) is a :class:`GraphInputError`.  A row with a missing
-(null) id, time or delta is *invalid*: skipped and counted (``on_invalid="skip"``, the
-default) or an error naming the row (``"raise"``).  Self-loops are *not* removed here:
+id, time or delta (null; in a CSV, an empty cell) is *invalid*: skipped and counted
+(``on_invalid="skip"``, the default) or an error naming the row (``"raise"``).  Self-loops are *not* removed here:
 the dataflow ignores them (and counts them, see :class:`~apps.graph.edges.InputStats`).
 """
 

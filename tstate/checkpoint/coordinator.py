@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from attrs import field, frozen
 
-from tstate.errors import CheckpointError, ConfigurationError, StateTypeError
+from tstate.errors import CheckpointError, ConfigurationError
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.engine.execution import Execution
@@ -200,47 +200,47 @@ class Coordinator:
         return True
 
     def _capture(self, t: int) -> None:
-        """Freeze every changed bin at ``t`` and hand it to the writer."""
+        """Freeze every changed bin at ``t`` (copy-on-write, see
+        :mod:`tstate.checkpoint.freeze`) and hand the checkpoint to the writer."""
+        from tstate.checkpoint.freeze import Frozen
         from tstate.keys import encode_key
-        from tstate.state.payload import bin_to_builtins, encode_time
+        from tstate.state.payload import encode_time
 
         start = _time.perf_counter()
         exe = self.exe
-        frozen_bins: list[tuple[str, int, str, Any]] = []  # (operator, bin, kind, builtins)
+        items: list[tuple[str, Any, int, str, list[Any], list[Any], list[Any], str]] = []
         schemas: dict[str, tuple[Any, int]] = {}
         for op in self._stateful():
             name = op.name
             codec = op.codec
             schemas.setdefault(name, (op.spec.options["schema"].to_builtins(), op.spec.options["bins"]))
+            if op.cow is not None:  # the previous checkpoint is still being read: finish it here
+                op.cow.drain()
+            frozen = Frozen(codec, name)
             for b in op.bins.values():
                 if not (b.full or b.dirty or b.removed):
                     continue
+                timers = [[encode_time(tt), [encode_key(k) for k in keys]] for tt, keys in b.timers.items()]
                 if b.full or self.store.needs_snapshot(name, b.index):
-                    frozen_bins.append((name, b.index, "snapshot", bin_to_builtins(b, codec, name)))
+                    keys = list(b.states)
+                    items.append((name, frozen, b.index, "snapshot", keys, [], timers, codec.fingerprint))
                 else:
-                    to_b = codec.to_builtins
-                    states = b.states
-                    upserts = []
-                    for k in b.dirty:
-                        if k in states:
-                            try:
-                                upserts.append([encode_key(k), to_b(states[k])])
-                            except StateTypeError as exc:
-                                raise StateTypeError(f"operator {name!r}, key {k!r}: {exc}") from None
-                    deletes = [encode_key(k) for k in b.removed if k not in states]
-                    timers = [[encode_time(tt), [encode_key(k) for k in keys]] for tt, keys in b.timers.items()]
-                    frozen_bins.append((name, b.index, "delta", (upserts, deletes, timers, codec.fingerprint)))
+                    keys = [k for k in b.dirty if k in b.states]
+                    deletes = [encode_key(k) for k in b.removed if k not in b.states]
+                    items.append((name, frozen, b.index, "delta", keys, deletes, timers, codec.fingerprint))
+                frozen.freeze(b, keys)
                 b.dirty = {}
                 b.removed = {}
                 b.full = False
+            op.cow = frozen if frozen.pending else None
         positions = {op.name: op.position_at(t) for op in self._sources()}
         for op in self._sources():
             op.forget_before(t)
         meta = {"sources": positions, "workers": exe.workers, "time": t}
         writer = self.store.begin(t, full=self._fresh)  # a fresh run ignores older checkpoints
         self._fresh = False
-        job = (writer, frozen_bins, schemas, meta)
-        # the barrier is down: processing continues while the writer works
+        job = (writer, items, schemas, meta)
+        # the barrier is down: processing continues while the writer reads and writes
         self.last_time = t
         self._last_wall = _time.perf_counter()
         self.barrier = None
@@ -281,6 +281,9 @@ class Coordinator:
             commit.result()
             self.committed.append(t)
             self._uncommitted.pop(0)
+            for op in self._stateful():  # everything was read: no more copy-on-write
+                if op.cow is not None and not op.cow.pending and not self._uncommitted:
+                    op.cow = None
 
     def finish(self) -> None:
         """The execution completed: commit what is pending, stop the writer."""
@@ -306,25 +309,31 @@ class Coordinator:
             self._pool.shutdown(wait=True)
 
 
-def _write(job: tuple[Any, list[tuple[str, int, str, Any]], dict[str, tuple[Any, int]], dict[str, Any]]) -> int:
-    """Encode and write one checkpoint's files (the background part); returns the
-    bytes written."""
+def _write(job: tuple[Any, list[Any], dict[str, tuple[Any, int]], dict[str, Any]]) -> int:
+    """Read the frozen states, encode and write one checkpoint's files (the background
+    part); returns the bytes written."""
     from tstate.checkpoint.delta import encode_delta
+    from tstate.checkpoint.freeze import MISSING
+    from tstate.keys import encode_key
     from tstate.types.codec import encode_envelope
 
-    writer, frozen_bins, schemas, meta = job
+    writer, items, schemas, meta = job
     for name, (schema, bins) in schemas.items():
         writer.put_operator_schema(name, schema, bins)
-    fingerprints = {name: None for name in schemas}
     total = 0
-    for name, bin_index, kind, data in frozen_bins:
+    chunk = 256
+    for name, frozen, bin_index, kind, keys, deletes, timers, fp in items:
+        pairs = []
+        for i in range(0, len(keys), chunk):
+            part = keys[i : i + chunk]
+            for k, v in zip(part, frozen.read(part)):
+                if v is not MISSING:
+                    pairs.append([encode_key(k), v])
         if kind == "snapshot":
-            fp = _fingerprint(schemas[name][0], fingerprints, name)
-            blob = encode_envelope(fp, data)
+            blob = encode_envelope(fp, {"bin": bin_index, "states": pairs, "timers": timers})
             writer.put_snapshot(name, bin_index, blob)
         else:
-            upserts, deletes, timers, fp = data
-            blob = encode_delta(bin_index, upserts, deletes, timers, fp)
+            blob = encode_delta(bin_index, pairs, deletes, timers, fp)
             writer.put_delta(name, bin_index, blob)
         total += len(blob)
     for k, v in meta.items():

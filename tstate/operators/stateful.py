@@ -53,6 +53,8 @@ class StatefulRuntime(OperatorRuntime):
         self.track_dirty = bool(exe.checkpointing)
         #: checkpoint barrier: nothing at a time >= it is applied until it is captured
         self.barrier: Any = None
+        #: keys an in-flight checkpoint has still to read (copy-on-write before writing them)
+        self.cow: Any = None
         self.max_applied: Any = None
         # ownership (migration): bins this worker holds, records waiting for bins
         # still on their way here, and the moves this worker must make
@@ -196,6 +198,8 @@ class StatefulRuntime(OperatorRuntime):
         """Drop ``key``'s state now (``ctx.clear()``)."""
         b = self._key_bin.get(key) or self.bin_for(key, None, None)
         assert b is not None  # the current key's bin is here
+        if self.cow is not None and key in self.cow.pending:
+            self.cow.before_write(key)
         b.clear_key(key)
 
     def _index_timer(self, t: Any, bin_index: int) -> None:
@@ -286,6 +290,7 @@ class StatefulRuntime(OperatorRuntime):
         key_bin = self._key_bin
         new_state = self.new_state
         r: Any = None
+        cow = self.cow
         try:
             if self.track_dirty:
                 for r in recs:
@@ -296,6 +301,8 @@ class StatefulRuntime(OperatorRuntime):
                         if b is None:
                             self._pend(k, r, t)
                             continue
+                    if cow is not None and k in cow.pending:
+                        cow.before_write(k)
                     states = b.states
                     s = states.get(k, _MISSING)
                     if s is _MISSING:
@@ -363,6 +370,8 @@ class StatefulRuntime(OperatorRuntime):
         except Exception as exc:
             raise self._error(exc, r, t) from exc
         for b, rs in groups.values():
+            if self.cow is not None:
+                self.cow.before_write_bin(b)
             ctx.key = None
             try:
                 self.fn(b.states, rs, ctx)
@@ -392,7 +401,10 @@ class StatefulRuntime(OperatorRuntime):
             if not keys:
                 continue
             states = b.states
+            cow = self.cow
             for k in keys:
+                if cow is not None and k in cow.pending:
+                    cow.before_write(k)
                 s = states.get(k, _MISSING)
                 if s is _MISSING:
                     s = states[k] = new_state()

@@ -13,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apps.graph.stream import ALGORITHMS
-from tests.apps.graph.helpers import exact_changes, real_graphs, run_all_at_once, run_checked, stream_of
+from tests.apps.graph.helpers import (
+    exact_changes,
+    real_graphs,
+    run_all_at_once,
+    run_checked,
+    stream_of,
+)
 from tests.apps.graph.oracle import PR_TOL
 
 GRAPHS = real_graphs()
@@ -42,8 +48,8 @@ def test_same_results_on_1_to_8_workers():
         other = run_checked(epochs, workers=workers, tol=1e-7)
         assert exact_changes(other) == exact_changes(base)
         for a, b in zip(base, other):  # PageRank: both within the tolerance of the exact vector
-            ra = dict((c.key, c.new) for c in a.changes["pagerank"])
-            rb = dict((c.key, c.new) for c in b.changes["pagerank"])
+            ra = {c.key: c.new for c in a.changes["pagerank"]}
+            rb = {c.key: c.new for c in b.changes["pagerank"]}
             assert ra.keys() == rb.keys()
             assert sum(abs((ra[v] or 0) - (rb[v] or 0)) for v in ra) <= 2e-7
 

@@ -27,7 +27,8 @@ def test_vertex_ids_are_str_or_int():
     assert check_vertex(7) == 7
     assert type(check_vertex(np.int64(7))) is int
     assert type(check_vertex(np.str_("x"))) is str
-    for bad in (True, 1.0, 1.5, None, b"x", ("a",), object()):
+    assert check_vertex(-(2**63)) == -(2**63)
+    for bad in (True, 1.0, 1.5, None, b"x", ("a",), object(), 2**63, -(2**63) - 1):
         with pytest.raises(GraphInputError):
             check_vertex(bad)
 
@@ -74,8 +75,8 @@ def test_clean_raises_or_skips_invalid_records():
         _run([(0, [("a", 1.5, 1)])], lambda f, s: clean(s).collect())
     assert isinstance(info.value.__cause__, GraphInputError)
     stats = InputStats()
-    _, got = _run([(0, [("a", None), (True, "b"), ("a", "b")])], lambda f, s: clean(s, "skip", stats).collect())
-    assert got == {0: [("a", "b", 1)]} and stats.invalid == 2
+    _, got = _run([(0, [("a", None), (True, "b"), ("a", "b"), (2**64, 1, 1)])], lambda f, s: clean(s, "skip", stats).collect())
+    assert got == {0: [("a", "b", 1)]} and stats.invalid == 3
     with pytest.raises(ValueError):
         clean(ts.Dataflow().input(), on_invalid="ignore")
 
@@ -120,7 +121,7 @@ def test_consolidate_emits_topology_changes_only():
 
 
 def test_deleting_an_absent_edge_is_ignored_not_remembered():
-    _, op, d, _ = _changes([(0, [("a", "b", -1)]), (1, [("a", "b", 1)])])
+    _, _, d, _ = _changes([(0, [("a", "b", -1)]), (1, [("a", "b", 1)])])
     assert d == {1: [("a", "b", 1)]}
 
 
@@ -135,3 +136,19 @@ def test_consolidate_is_the_same_on_any_number_of_workers(workers):
     epochs = [(t, [(i % 5, (i * 7 + t) % 6, 1 if (i + t) % 3 else -1) for i in range(20)]) for t in range(6)]
     epochs = [(t, [r for r in recs if r[0] != r[1]]) for t, recs in epochs]
     assert _changes(epochs, workers)[2:] == _changes(epochs, 1)[2:]
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_the_fused_path_validates_too(workers):
+    from apps.graph.stream import GraphStream
+
+    bad = [("a", "b", 1), ("a", "a", 1), ("b", "c", 0), ("x", 1.5, 1), ["c", "d"], (None,), ("q", "r", True)]
+    g = GraphStream(("degrees",), workers=workers, on_invalid="skip")
+    g.advance(0, bad)
+    assert g.view.degrees.data == {"a": 1, "b": 1, "c": 1, "d": 1}
+    assert (g.stats.self_loops, g.stats.zero, g.stats.invalid) == (1, 1, 3)
+    g.close()
+    g = GraphStream(("degrees",), workers=workers)
+    with pytest.raises(OperatorError) as info:
+        g.advance(0, bad)
+    assert isinstance(info.value.__cause__, GraphInputError)

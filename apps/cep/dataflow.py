@@ -1,0 +1,286 @@
+"""CEP as a tstate operator: :func:`cep` matches a pattern per key over a stream, in
+event time, with the matcher's state as typed, checkpointed, migratable keyed state.
+
+>>> import tstate as ts
+>>> from apps.cep import Pattern
+>>> from apps.cep.dataflow import cep
+>>> flow = ts.Dataflow("abc")
+>>> # records (key, event time, kind); dataflow epochs of 10 event-time units
+>>> src = flow.source(ts.io.from_batches([(0, [("k", 3, "a"), ("k", 1, "x")]), (1, [("k", 12, "b"), ("k", 2, "b")])]))
+>>> ab = Pattern.begin("a").where(lambda e: e[2] == "a").followed_by("b").where(lambda e: e[2] == "b")
+>>> out = cep(flow, src, ab, key=lambda e: e[0], time=lambda e: e[1], epoch=10,
+...           event_type=tuple[str, int, str])
+>>> matches, timeouts, late = out.collect()        # three in-memory sinks
+>>> flow.run()
+>>> [(t, k, m["a"][0][1], m["b"][0][1]) for t, (k, m) in matches.items]
+[(1, 'k', 3, 12)]
+>>> late.items                                # event time 2 < 10 when epoch 1 arrived
+[(1, ('k', ('k', 2, 'b')))]
+
+Event time and dataflow time
+----------------------------
+Records carry two clocks.  The **dataflow time** is the record's epoch in the tstate
+dataflow (an ``int``, coarse: an hour of flights); the **event time** ``time(record)``
+is fine-grained (the flight's minute), in units such that dataflow epoch ``T`` covers
+the event times ``[T * epoch, (T + 1) * epoch)``.
+
+*Watermark.*  Once the operator's input frontier has passed epoch ``T`` (no record at a
+dataflow time ``<= T`` can still arrive), event time is complete below
+
+    ``W(T) = (T + 1) * epoch - lateness``.
+
+*Late events.*  A record arriving at dataflow time ``Ta`` whose event time ``e`` is
+below the watermark already reached, ``e < W(Ta - 1) = Ta * epoch - lateness``, is
+**late**: it goes to the ``late`` output as ``(key, record)`` at time ``Ta`` and is not
+matched.  With ``lateness = 0`` an event is on time as long as it arrives no later than
+in its own epoch; ``lateness`` (event-time units) tolerates that much more.
+
+*Buffering and release.*  Every other event is appended to the key's state and
+**released** to the matcher when the frontier passes the first epoch ``R`` with
+``W(R) > e`` (``R = (e + lateness) // epoch``; it is never before the arrival epoch).
+At that time (an ``on_notify`` timer of the key, ``ctx.notify_at(R)``) the operator
+feeds the matcher every buffered event with ``e < W(R)`` in event-time order (equal
+times in arrival order), then calls ``advance_time(W(R))``.  So each key's matcher sees
+exactly its non-late events in timestamp order -- the same calls as a sequential run
+of the matcher over those events -- and the results are the same for any number of
+workers, across migrations and across checkpoint/restore.
+
+*Timeouts.*  A partial match that can time out (``within``) expires at event time
+``x = start + within`` (:meth:`~apps.cep.matcher.Matcher.next_timeout`); the key keeps a
+timer at the first epoch ``T`` with ``W(T) >= x``, when ``advance_time(W(T))``
+discards it.
+
+When is a match emitted, and at which dataflow time
+---------------------------------------------------
+Every output record is emitted at the dataflow time of the timer that produced it:
+
+* a match completed by an event (``Matcher.process``) is emitted at the epoch at which
+  that event is released: ``R = max(Ta, (e + lateness) // epoch)`` for the completing
+  event ``e`` arriving at ``Ta``;
+* a match completed by time -- a trailing ``not_followed_by`` whose window closed, or a
+  match held back by an after-match skip strategy until an earlier partial match timed
+  out -- and every :class:`~apps.cep.matcher.TimedOut` partial match are emitted at the
+  first epoch ``T`` at which the key's event time has passed the window's end ``x``:
+  ``W(T) >= x``, or an event with ``e >= x`` was released (then ``T`` is that event's
+  release epoch); never before the epoch at which the partial match's last event
+  was released;
+* a match held back by a skip strategy until an earlier partial match *failed* is
+  emitted with the event that made it fail.
+
+Within one timer call the order is the matcher's (by first event, then completing
+event); across keys and workers there is no order within an epoch.  Output records:
+``matches``: ``(key, Match)``; ``timeouts``: ``(key, TimedOut)``; ``late``:
+``(key, record)``.  When the input ends the frontier becomes empty and every pending
+timer fires: buffered events are released and every window expires.
+
+State
+-----
+One :class:`CepState` per key: the matcher's :class:`~apps.cep.state.KeyState`
+(``nfa``), the buffered events ``(event time, record)`` (``buffer``), and the epoch of
+the key's earliest pending timer (``wake``, so that a timer is set once per key and
+epoch, not per event).  A key whose state becomes empty (nothing buffered, no partial
+match) is dropped (``ctx.clear()``), so idle keys cost nothing.  The state type is
+``CepState[event_type, time_type]``: ``event_type`` must be a type tstate can encode
+(an attrs class, a tuple of scalars, ...), checked when the dataflow is built.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from operator import itemgetter
+from typing import Any, Generic, Optional, TypeVar
+
+from attrs import define, field, frozen
+
+from tstate.dataflow import DEFAULT_BINS, Dataflow, StatefulStream, Stream
+from tstate.errors import ConfigurationError
+from tstate.io.sinks import Collected
+
+from apps.cep.matcher import Matcher
+from apps.cep.pattern import Pattern
+from apps.cep.state import KeyState
+
+__all__ = ["CepState", "CepStreams", "MATCH", "TIMEOUT", "LATE", "cep", "release_epoch", "watermark"]
+
+E = TypeVar("E")
+T = TypeVar("T")
+
+#: tags of the operator's (single) output stream, split into the three outputs
+MATCH, TIMEOUT, LATE = 0, 1, 2
+
+
+@define
+class CepState(Generic[E, T]):
+    """The state of one key (see the module docstring)."""
+
+    nfa: KeyState[E, T] = field(factory=KeyState)
+    #: events waiting for the watermark, in arrival order: (event time, record)
+    buffer: list[tuple[T, E]] = field(factory=list)
+    #: the epoch of the key's earliest pending timer (None: no timer needed)
+    wake: Optional[int] = None
+
+    def is_empty(self) -> bool:
+        return not self.buffer and self.nfa.is_empty()
+
+
+@frozen
+class CepStreams:
+    """What :func:`cep` returns: the three output streams (also unpackable as
+    ``matches, timeouts, late = cep(...)``), the stateful operator (for
+    ``flow.state(out.operator)``) and the :class:`Matcher`."""
+
+    matches: Stream
+    timeouts: Stream
+    late: Stream
+    operator: StatefulStream
+    matcher: Matcher
+    epoch: Any
+    lateness: Any
+
+    def __iter__(self) -> Iterator[Stream]:
+        return iter((self.matches, self.timeouts, self.late))
+
+    def collect(self) -> tuple[Collected, Collected, Collected]:
+        """In-memory sinks of the three outputs: ``(matches, timeouts, late)``
+        :class:`~tstate.io.sinks.Collected` lists of ``(time, (key, value))``."""
+        n = self.operator.name
+        return (
+            self.matches.collect(name=f"{n}.matches.collect"),
+            self.timeouts.collect(name=f"{n}.timeouts.collect"),
+            self.late.collect(name=f"{n}.late.collect"),
+        )
+
+
+def watermark(epoch_time: int, epoch: Any, lateness: Any = 0) -> Any:
+    """``W(T)``: the event time below which everything is complete once the frontier
+    passed dataflow time ``epoch_time``."""
+    return (epoch_time + 1) * epoch - lateness
+
+
+def release_epoch(event_time: Any, epoch: Any, lateness: Any = 0) -> int:
+    """The first epoch ``R`` with ``W(R) > event_time`` (the release epoch of an event
+    arriving no later than ``R``)."""
+    return int((event_time + lateness) // epoch)
+
+
+def _timeout_epoch(x: Any, epoch: Any, lateness: Any) -> int:
+    """The first epoch ``T`` with ``W(T) >= x``."""
+    return int(-((-x - lateness) // epoch)) - 1  # ceil((x + lateness) / epoch) - 1
+
+
+def cep(
+    flow: Dataflow,
+    stream: Stream,
+    pattern: Pattern,
+    *,
+    key: Callable[[Any], Any],
+    time: Callable[[Any], Any],
+    event_type: Any,
+    epoch: Any = 1,
+    lateness: Any = 0,
+    time_type: Any = int,
+    report_timeouts: bool = True,
+    bins: int = DEFAULT_BINS,
+    name: Optional[str] = None,
+) -> CepStreams:
+    """Match ``pattern`` per ``key(record)`` over ``stream`` in event time
+    ``time(record)`` (see the module docstring for the exact semantics).
+
+    ``epoch``: event-time units per dataflow epoch (60 for minutes in hourly epochs);
+    ``lateness``: how far (event-time units) behind the watermark an event may arrive
+    and still be matched; ``event_type`` / ``time_type``: the record and event-time
+    types, for the state's codec; ``report_timeouts``: see :class:`Matcher`;
+    ``bins``: state bins of the operator; ``name``: the operator's name (default
+    ``"cep"``, made unique).  Returns a :class:`CepStreams`."""
+    if not callable(key) or not callable(time):
+        raise ConfigurationError("cep: key and time must be functions of the record")
+    if not isinstance(epoch, (int, float)) or isinstance(epoch, bool) or epoch <= 0:
+        raise ConfigurationError(f"cep: epoch must be a positive number of event-time units, got {epoch!r}")
+    if not isinstance(lateness, (int, float)) or isinstance(lateness, bool) or lateness < 0:
+        raise ConfigurationError(f"cep: lateness must be a number >= 0, got {lateness!r}")
+    m = Matcher(pattern, event_type=event_type, time_type=time_type, report_timeouts=report_timeouts)
+    state_type = CepState[event_type, time_type]  # type: ignore[valid-type]
+    process = m.process
+    advance = m.advance_time
+    window = m.window
+    by_time = itemgetter(0)
+    E_, L_ = epoch, lateness
+
+    def on_event(s: CepState, rec: Any, ctx: Any) -> None:
+        t = time(rec)
+        if t < ctx.time * E_ - L_:  # below the watermark already reached: late
+            ctx.emit((LATE, ctx.key, rec))
+            if s.wake is None and s.is_empty():
+                ctx.clear()  # do not keep an empty state for a key seen only late
+            return
+        s.buffer.append((t, rec))
+        w = s.wake
+        if w is None or (t + L_) // E_ < w:  # an earlier timer is needed
+            need = int((t + L_) // E_)
+            ctx.notify_at(need)
+            s.wake = need
+
+    def on_timer(s: CepState, now: int, ctx: Any) -> None:
+        wm = (now + 1) * E_ - L_
+        nfa = s.nfa
+        buf = s.buffer
+        k = ctx.key
+        emit = ctx.emit
+        if buf:
+            if len(buf) > 1:
+                buf.sort(key=by_time)  # stable: equal times stay in arrival order
+            if buf[-1][0] < wm:
+                ready = buf
+                s.buffer = buf = []
+            else:
+                i = bisect_left(buf, wm, key=by_time)
+                ready = buf[:i]
+                del buf[:i]
+            for t, rec in ready:
+                ms = process(nfa, rec, t)
+                if ms:
+                    for x in ms:
+                        emit((MATCH, k, x))
+        runs = nfa.runs
+        if nfa.expired or (window is not None and runs and wm - runs[0][2] >= window):
+            ms, tos = advance(nfa, wm)
+            for x in ms:
+                emit((MATCH, k, x))
+            for y in tos:
+                emit((TIMEOUT, k, y))
+            runs = nfa.runs
+        # the next timer: the earliest buffered event, the earliest window to close
+        need: Any = None
+        if buf:
+            need = (buf[0][0] + L_) // E_
+        if window is not None and runs:
+            to = _timeout_epoch(runs[0][2] + window, E_, L_)
+            if need is None or to < need:
+                need = to
+        if need is None:
+            s.wake = None
+            if nfa.is_empty():  # nothing pending: drop the key's state
+                ctx.clear()
+        else:
+            need = int(need)
+            if need <= now:  # cannot happen (all due work was done); be safe
+                need = now + 1
+            ctx.notify_at(need)
+            s.wake = need
+
+    on_event.__name__ = "cep"  # the operator's default name ("cep", "cep#3", ...)
+    op = flow.stateful(stream, key=key, state=state_type, bins=bins, name=name)(on_event)
+    op.on_notify(on_timer)
+    nm = op.name
+    matches = op.flat_map(_pick(MATCH), name=f"{nm}.matches")
+    timeouts = op.flat_map(_pick(TIMEOUT), name=f"{nm}.timeouts")
+    late = op.flat_map(_pick(LATE), name=f"{nm}.late")
+    return CepStreams(matches, timeouts, late, op, m, epoch, lateness)
+
+
+def _pick(tag: int) -> Callable[[tuple[int, Any, Any]], tuple[tuple[Any, Any], ...]]:
+    def pick(r: tuple[int, Any, Any]) -> tuple[tuple[Any, Any], ...]:
+        return ((r[1], r[2]),) if r[0] == tag else ()
+
+    return pick

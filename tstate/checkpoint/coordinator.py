@@ -323,12 +323,12 @@ def _write(job: tuple[Any, list[Any], dict[str, tuple[Any, int]], dict[str, Any]
     total = 0
     chunk = 256
     for name, frozen, bin_index, kind, keys, deletes, timers, fp in items:
-        pairs = []
+        pairs: list[tuple[Any, Any]] = []
         for i in range(0, len(keys), chunk):
             part = keys[i : i + chunk]
             for k, v in zip(part, frozen.read(part)):
                 if v is not MISSING:
-                    pairs.append([encode_key(k), v])
+                    pairs.append((encode_key(k), v))
         if kind == "snapshot":
             blob = encode_envelope(fp, {"bin": bin_index, "states": pairs, "timers": timers})
             writer.put_snapshot(name, bin_index, blob)

@@ -24,4 +24,5 @@ def test_readme_starts_with_the_two_commands():
 @pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
 def test_readme_block_runs(code, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+    # dont_inherit: annotations are evaluated, as in a user's script
+    exec(compile(code, "README.md", "exec", dont_inherit=True), {"__name__": "__readme__"})

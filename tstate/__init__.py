@@ -14,27 +14,38 @@ The public surface is what this module exports; everything else is internal.
 
 from tstate import errors, io
 from tstate.capability import Capability, InputCapability
-from tstate.dataflow import Dataflow, Exchange, Feedback, InputStream, Scope, Stream
+from tstate.checkpoint.coordinator import Checkpoints
+from tstate.dataflow import Dataflow, Exchange, Feedback, InputStream, Scope, StatefulStream, Stream
 from tstate.engine.execution import Execution
 from tstate.io.sinks import Collected
+from tstate.metrics import Metrics
+from tstate.migration.commands import Assign, MoveBins, Rescale
 from tstate.probe import Probe
 from tstate.progress import Antichain, MutableAntichain, PathSummary, Product
+from tstate.state.context import Context
 
 __all__ = [
     "Antichain",
+    "Assign",
     "Capability",
+    "Checkpoints",
     "Collected",
+    "Context",
     "Dataflow",
     "Exchange",
     "Execution",
     "Feedback",
     "InputCapability",
     "InputStream",
+    "Metrics",
+    "MoveBins",
     "MutableAntichain",
     "PathSummary",
     "Probe",
     "Product",
+    "Rescale",
     "Scope",
+    "StatefulStream",
     "Stream",
     "errors",
     "io",

@@ -200,7 +200,7 @@ class Stream:
         from tstate.io.sinks import Collected
 
         sink = Collected()
-        self.flow.sink(self, sink, name=name or "collect")
+        self.flow.sink(self, sink, name=self.flow._name("collect", name))
         return sink
 
     def sink(self, sink: "Sink | Callable[[Any, list[Any]], Any]", name: Optional[str] = None) -> None:
@@ -524,9 +524,10 @@ class Dataflow:
         name: Optional[str] = None,
     ) -> Callable[[Callable[..., Any]], "StatefulStream"]:
         """Decorator, the lower-level form (Megaphone's ``fold``): ``fn(states, records,
-        ctx)`` is called once per (bin, time) with the bin's ``key -> state`` dict and
-        that bin's records at ``ctx.time`` (in arrival order); it may read and write any
-        key of the bin.  ``ctx.key`` is ``None``; timers are not available here."""
+        ctx)`` is called per bin for each batch of records (all at ``ctx.time``, in
+        arrival order; batches of one time are applied in time order like every stateful
+        operator's) with the bin's ``key -> state`` dict; it may read and write any key
+        of the bin.  ``ctx.key`` is ``None``; timers are not available here."""
         return self._stateful(stream, key, state, default, bins, name, fold=True)
 
     def _stateful(

@@ -36,36 +36,40 @@ matched.  With ``lateness = 0`` an event is on time as long as it arrives no lat
 in its own epoch; ``lateness`` (event-time units) tolerates that much more.
 
 *Buffering and release.*  Every other event is appended to the key's state and
-**released** to the matcher when the frontier passes the first epoch ``R`` with
-``W(R) > e`` (``R = (e + lateness) // epoch``; it is never before the arrival epoch).
-At that time (an ``on_notify`` timer of the key, ``ctx.notify_at(R)``) the operator
-feeds the matcher every buffered event with ``e < W(R)`` in event-time order (equal
-times in arrival order), then calls ``advance_time(W(R))``.  So each key's matcher sees
-exactly its non-late events in timestamp order -- the same calls as a sequential run
-of the matcher over those events -- and the results are the same for any number of
-workers, across migrations and across checkpoint/restore.
+**released** to the matcher at its *release epoch* ``R(e) = max(Ta, (e + lateness) //
+epoch)``, the first epoch ``>= Ta`` with ``W(R) > e``: when the frontier passes ``R``,
+a timer of the key (``ctx.notify_at(R)``, set once per key and epoch) feeds the matcher
+every buffered event with ``e < W(R)`` in event-time order (equal times in arrival
+order), then calls ``advance_time(W(R))``.  So each key's matcher gets exactly its
+non-late events, in timestamp order, through ``process`` -- the calls of a sequential
+run of the matcher over those events, plus ``advance_time`` at the watermarks -- and
+finds the same matches as that sequential run.  (Which partial matches are *reported
+as timed out* depends on where ``advance_time`` is called: a held match released by
+an expiry at one watermark prunes partial matches that a single, later
+``advance_time`` would report as timed out.)  The calls, hence every output and its
+time, are the same for any number of workers, across migrations and across
+checkpoint/restore.
 
-*Timeouts.*  A partial match that can time out (``within``) expires at event time
-``x = start + within`` (:meth:`~apps.cep.matcher.Matcher.next_timeout`); the key keeps a
-timer at the first epoch ``T`` with ``W(T) >= x``, when ``advance_time(W(T))``
-discards it.
+*Timeouts.*  A partial match with a window (``within``) expires at event time
+``x = start + within`` (:meth:`~apps.cep.matcher.Matcher.next_timeout` gives the
+earliest); the key keeps a timer at ``T(x)``, the first epoch with ``W(T) >= x``
+(``ceil((x + lateness) / epoch) - 1``), when ``advance_time(W(T))`` discards it.
 
 When is a match emitted, and at which dataflow time
 ---------------------------------------------------
-Every output record is emitted at the dataflow time of the timer that produced it:
+Every output record is emitted at the dataflow time of the timer call that produced
+it (late events: at their arrival epoch ``Ta``):
 
-* a match completed by an event (``Matcher.process``) is emitted at the epoch at which
-  that event is released: ``R = max(Ta, (e + lateness) // epoch)`` for the completing
-  event ``e`` arriving at ``Ta``;
-* a match completed by time -- a trailing ``not_followed_by`` whose window closed, or a
-  match held back by an after-match skip strategy until an earlier partial match timed
-  out -- and every :class:`~apps.cep.matcher.TimedOut` partial match are emitted at the
-  first epoch ``T`` at which the key's event time has passed the window's end ``x``:
-  ``W(T) >= x``, or an event with ``e >= x`` was released (then ``T`` is that event's
-  release epoch); never before the epoch at which the partial match's last event
-  was released;
-* a match held back by a skip strategy until an earlier partial match *failed* is
-  emitted with the event that made it fail.
+* a **match completed by an event** (``Matcher.process``) is emitted at that event's
+  release epoch ``R(e)``;
+* a **timed-out** partial match (``TimedOut``) and a **match completed by time** (a
+  trailing ``not_followed_by`` whose window closed) are emitted at
+  ``max(R(last), T(x))``: ``R(last)`` is the release epoch of the last event the partial
+  match accepted, ``x`` its window's end;
+* a match **held back** by an after-match skip strategy (until no partial match that
+  started earlier is alive) is emitted when the last of those dies: at the release
+  epoch of the event that made it fail, or when it times out (previous rule) -- never
+  before the release epoch of its own completing event.
 
 Within one timer call the order is the matcher's (by first event, then completing
 event); across keys and workers there is no order within an epoch.  Output records:
@@ -79,7 +83,8 @@ One :class:`CepState` per key: the matcher's :class:`~apps.cep.state.KeyState`
 (``nfa``), the buffered events ``(event time, record)`` (``buffer``), and the epoch of
 the key's earliest pending timer (``wake``, so that a timer is set once per key and
 epoch, not per event).  A key whose state becomes empty (nothing buffered, no partial
-match) is dropped (``ctx.clear()``), so idle keys cost nothing.  The state type is
+match) is dropped (``ctx.clear()``), so idle keys cost nothing -- unless
+``keep_idle_keys=True``.  The state type is
 ``CepState[event_type, time_type]``: ``event_type`` must be a type tstate can encode
 (an attrs class, a tuple of scalars, ...), checked when the dataflow is built.
 """
@@ -181,6 +186,7 @@ def cep(
     lateness: Any = 0,
     time_type: Any = int,
     report_timeouts: bool = True,
+    keep_idle_keys: bool = False,
     bins: int = DEFAULT_BINS,
     name: Optional[str] = None,
 ) -> CepStreams:
@@ -191,27 +197,32 @@ def cep(
     ``lateness``: how far (event-time units) behind the watermark an event may arrive
     and still be matched; ``event_type`` / ``time_type``: the record and event-time
     types, for the state's codec; ``report_timeouts``: see :class:`Matcher`;
-    ``bins``: state bins of the operator; ``name``: the operator's name (default
-    ``"cep"``, made unique).  Returns a :class:`CepStreams`."""
+    ``keep_idle_keys``: keep a key's state when it becomes empty instead of dropping
+    it (faster when a bounded set of keys is active all the time -- the flight app's
+    airports: dropping and re-creating the state of a key every epoch costs ~20% of
+    the throughput there -- but the state then grows with the number of keys ever
+    seen); ``bins``: state bins of the operator; ``name``: the operator's name
+    (default ``"cep"``, made unique).  Returns a :class:`CepStreams`."""
     if not callable(key) or not callable(time):
         raise ConfigurationError("cep: key and time must be functions of the record")
     if not isinstance(epoch, (int, float)) or isinstance(epoch, bool) or epoch <= 0:
         raise ConfigurationError(f"cep: epoch must be a positive number of event-time units, got {epoch!r}")
     if not isinstance(lateness, (int, float)) or isinstance(lateness, bool) or lateness < 0:
         raise ConfigurationError(f"cep: lateness must be a number >= 0, got {lateness!r}")
-    m = Matcher(pattern, event_type=event_type, time_type=time_type, report_timeouts=report_timeouts)
+    m: Matcher[Any] = Matcher(pattern, event_type=event_type, time_type=time_type, report_timeouts=report_timeouts)
     state_type = CepState[event_type, time_type]  # type: ignore[valid-type]
     process = m.process
     advance = m.advance_time
     window = m.window
     by_time = itemgetter(0)
+    drop = not keep_idle_keys
     E_, L_ = epoch, lateness
 
     def on_event(s: CepState, rec: Any, ctx: Any) -> None:
         t = time(rec)
         if t < ctx.time * E_ - L_:  # below the watermark already reached: late
             ctx.emit((LATE, ctx.key, rec))
-            if s.wake is None and s.is_empty():
+            if drop and s.wake is None and s.is_empty():
                 ctx.clear()  # do not keep an empty state for a key seen only late
             return
         s.buffer.append((t, rec))
@@ -260,7 +271,7 @@ def cep(
                 need = to
         if need is None:
             s.wake = None
-            if nfa.is_empty():  # nothing pending: drop the key's state
+            if drop and nfa.is_empty():  # nothing pending: drop the key's state
                 ctx.clear()
         else:
             need = int(need)

@@ -71,15 +71,15 @@ class Flight:
     destination: str
 
 
-@define
+@define(unsafe_hash=True)
 class FlightEvent:
     """One departure as the dataflow streams it: ``minute`` is the departure time in
     whole minutes since 1970-01-01 (the event time, see :func:`time_minutes`).  Only
     ``minute``, ``delay`` and ``origin`` are required; ``distance`` and ``destination``
     may be missing (None) in an input file.
 
-    A mutable slotted attrs class (building one costs half as much as a frozen one);
-    treat it as immutable -- matches share the event objects."""
+    A slotted attrs class, hashable by value but not frozen (building one costs half as
+    much as a frozen one): treat it as immutable -- matches share the event objects."""
 
     minute: int
     delay: int

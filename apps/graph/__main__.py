@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 import time
 from pathlib import Path
@@ -125,9 +126,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     out = sys.stdout
     if not args.quiet:
+        unit = {
+            "timestamp": args.epoch,
+            "number": f"{args.epoch_size:g} time units",
+            "rows": f"{args.rows_per_epoch} rows",
+        }[data.time_kind]
         print(
-            f"{args.input.name}: {data.rows:,} rows, {data.epochs} epochs of {args.epoch if data.time_kind == 'timestamp' else 'rows' if data.time_kind == 'rows' else args.epoch_size}"
-            f"; window {args.window or 'none'}; {args.workers} worker(s)",
+            f"{args.input.name}: {data.rows:,} rows, {data.epochs} epochs of {unit}; "
+            f"window {args.window or 'none'}; {args.workers} worker(s)",
             file=out,
         )
     batches = dict(data.batches(limit=epochs))
@@ -171,4 +177,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -46,6 +46,7 @@ import tstate as ts
 from apps.graph.edges import Vertex, vertex_lt
 from apps.graph.loop import END, Change, sequenced_loop
 from tstate.progress import Product
+from tstate.state.context import Context
 from tstate.types import Map
 
 __all__ = ["CCVertex", "ComponentSizes", "ComponentsSummary", "Components", "components", "PHASE2", "PHASE3"]
@@ -70,13 +71,13 @@ class CCVertex:
     propose: list[Vertex] = field(factory=list)  # neighbours to send our label at PHASE2
 
 
-def _touch(st: CCVertex, e: int, ctx: ts.Context) -> None:
+def _touch(st: CCVertex, e: int, ctx: Context) -> None:
     st.epoch = e
     st.old = st.label
     ctx.notify_at(Product(e, END))
 
 
-def _step(st: CCVertex, rec: tuple[Any, ...], ctx: ts.Context) -> None:
+def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
     t = ctx.time
     k = t.inner
     v = ctx.key
@@ -128,7 +129,7 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: ts.Context) -> None:
     # a proposal (v, label, sender)
     lab = rec[1]
     cur = st.label
-    if cur is None or (lab < cur if lab.__class__ is cur.__class__ else lab.__class__ is int):
+    if cur is None or (lab < cur if lab.__class__ is cur.__class__ else lab.__class__ is int):  # type: ignore[operator]
         e = t.outer
         if st.epoch != e:
             _touch(st, e, ctx)
@@ -141,7 +142,7 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: ts.Context) -> None:
                 emit((z, lab, v))
 
 
-def _phase(st: CCVertex, t: Product, ctx: ts.Context) -> None:
+def _phase(st: CCVertex, t: Product, ctx: Context) -> None:
     k = t.inner
     v = ctx.key
     emit = ctx.emit
@@ -177,7 +178,7 @@ def _phase(st: CCVertex, t: Product, ctx: ts.Context) -> None:
 class ComponentsSummary(NamedTuple):
     """The number of components and the size of the largest (0 for an empty graph)."""
 
-    count: int
+    components: int
     largest: int
 
 
@@ -211,7 +212,7 @@ def _resize(st: ComponentSizes, label: Vertex, by: int) -> None:
         sizes.pop(label, None)
 
 
-def _count_sizes(st: ComponentSizes, c: Change, ctx: ts.Context) -> None:
+def _count_sizes(st: ComponentSizes, c: Change, ctx: Context) -> None:
     if st.before is None:
         st.before = _summary_of(st)
         ctx.notify_at(ctx.time)
@@ -221,7 +222,7 @@ def _count_sizes(st: ComponentSizes, c: Change, ctx: ts.Context) -> None:
         _resize(st, c.new, +1)
 
 
-def _emit_summary(st: ComponentSizes, t: int, ctx: ts.Context) -> None:
+def _emit_summary(st: ComponentSizes, t: int, ctx: Context) -> None:
     now = _summary_of(st)
     if now != st.before:
         ctx.emit(ComponentsSummary(*now))

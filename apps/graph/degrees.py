@@ -20,6 +20,7 @@ from attrs import define, field
 import tstate as ts
 from apps.graph.edges import Vertex
 from apps.graph.loop import Change
+from tstate.state.context import Context
 
 __all__ = ["DegreeState", "DegreeHistogram", "Degrees", "degrees"]
 
@@ -31,7 +32,7 @@ class DegreeState:
     pending: bool = False
 
 
-def _add(st: DegreeState, rec: tuple[Vertex, int], ctx: ts.Context) -> None:
+def _add(st: DegreeState, rec: tuple[Vertex, int], ctx: Context) -> None:
     if not st.pending:
         st.pending = True
         st.old = st.degree
@@ -39,7 +40,7 @@ def _add(st: DegreeState, rec: tuple[Vertex, int], ctx: ts.Context) -> None:
     st.degree += rec[1]
 
 
-def _settle(st: DegreeState, t: int, ctx: ts.Context) -> None:
+def _settle(st: DegreeState, t: int, ctx: Context) -> None:
     st.pending = False
     if st.degree != st.old:
         ctx.emit(Change(ctx.key, st.old or None, st.degree or None))
@@ -53,7 +54,7 @@ class DegreeHistogram:
     before: Optional[dict[int, int]] = None  # counts of the degrees touched this epoch, at its start
 
 
-def _count(st: DegreeHistogram, c: Change, ctx: ts.Context) -> None:
+def _count(st: DegreeHistogram, c: Change, ctx: Context) -> None:
     before = st.before
     if before is None:
         before = st.before = {}
@@ -72,7 +73,7 @@ def _count(st: DegreeHistogram, c: Change, ctx: ts.Context) -> None:
             del counts[d]
 
 
-def _emit(st: DegreeHistogram, t: int, ctx: ts.Context) -> None:
+def _emit(st: DegreeHistogram, t: int, ctx: Context) -> None:
     counts = st.counts
     for d, n0 in sorted((st.before or {}).items()):
         n1 = counts.get(d, 0)

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import numbers
 from operator import itemgetter
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Optional, Union
 
 from attrs import define
 
 import tstate as ts
+from tstate.state.context import Context
 
 __all__ = [
     "Vertex",
@@ -97,9 +98,10 @@ def check_vertex(v: Any) -> Vertex:
     if isinstance(v, bool) or v is None:
         raise GraphInputError(f"vertex id {v!r} is not a str or an int")
     if isinstance(v, numbers.Integral):
-        if not _INT_MIN <= v <= _INT_MAX:
+        i = int(v)
+        if not _INT_MIN <= i <= _INT_MAX:
             raise GraphInputError(f"vertex id {v!r} does not fit in 64 bits")
-        return int(v)
+        return i
     if isinstance(v, str):
         return str(v)
     raise GraphInputError(f"vertex id {v!r} of type {t.__qualname__} is not a str or an int")
@@ -372,7 +374,7 @@ class EdgeChanges:
     op: ts.Stream  # the stateful operator (for state queries)
 
 
-def _apply(st: EdgeCount, rec: tuple[tuple[Vertex, Vertex], int, int], ctx: ts.Context) -> None:
+def _apply(st: EdgeCount, rec: tuple[tuple[Vertex, Vertex], int, int], ctx: Context) -> None:
     """One pair's net deltas of one epoch (exactly one record per pair and epoch)."""
     a, b = rec[0]
     f0, b0 = st.fwd, st.bwd
@@ -425,7 +427,3 @@ def consolidate(
     )
     return EdgeChanges(directed, undirected, counted)
 
-
-def updates_of(edges: Iterable[Any], delta: int = 1) -> list[tuple[Any, Any, int]]:
-    """``[(src, dst, delta), ...]`` from ``(src, dst)`` pairs (a convenience)."""
-    return [(e[0], e[1], delta) for e in edges]

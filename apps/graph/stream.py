@@ -1,8 +1,10 @@
 """Putting it together: one dataflow for all the algorithms, and a driver per epoch.
 
-:func:`build` wires ``updates -> [clean] -> [window] -> consolidate`` and the chosen
-algorithms onto a :class:`tstate.Dataflow`; :class:`GraphStream` owns such a dataflow
-with an input, feeds it epoch by epoch and returns each epoch's changes::
+:func:`build` wires ``updates -> consolidate`` (validation, the sliding window and the
+per-epoch sums fused in :func:`~apps.graph.edges.net_changes`, then the edge counts)
+and the chosen algorithms onto a :class:`tstate.Dataflow`; :class:`GraphStream` owns
+such a dataflow with an input, feeds it epoch by epoch and returns each epoch's
+changes (and keeps a :class:`~apps.graph.views.GraphView` of the current results)::
 
     >>> g = GraphStream(workers=2)
     >>> [r.epoch for r in g.advance(0, [("a", "b"), ("b", "c")])]
@@ -78,8 +80,9 @@ def build(
     """Wire the graph analytics onto ``flow`` (see the module docstring).
 
     ``updates`` carries ``(src, dst[, delta])`` records at integer epochs;
-    ``validate=False`` skips :func:`~apps.graph.edges.clean` for updates already
-    known valid ``(src, dst, delta)`` tuples without self-loops."""
+    ``validate=False`` skips the validation for updates already known to be valid
+    ``(src, dst, delta)`` tuples without self-loops; ``window_width`` retracts every
+    insertion that many epochs later (expiries at epochs ``>= horizon`` are dropped)."""
     unknown = set(algorithms) - set(ALGORITHMS)
     if unknown:
         raise ValueError(f"unknown algorithm(s) {sorted(unknown)}; choose from {list(ALGORITHMS)}")

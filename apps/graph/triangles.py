@@ -36,6 +36,7 @@ import tstate as ts
 from apps.graph.edges import Vertex, vertex_lt
 from apps.graph.loop import END, Change, sequenced_loop
 from tstate.progress import Product
+from tstate.state.context import Context
 from tstate.types import Map
 
 __all__ = ["TriVertex", "TriangleTotal", "Triangles", "triangles"]
@@ -67,13 +68,13 @@ def _present(adj: Map, chg: dict[Vertex, int], x: Vertex, z: Vertex, stage: tupl
     return (z in adj) == (_pair_rank(x, z) < stage)
 
 
-def _touch(st: TriVertex, e: int, ctx: ts.Context) -> None:
+def _touch(st: TriVertex, e: int, ctx: Context) -> None:
     st.epoch = e
     st.old = st.count if st.adj else None
     ctx.notify_at(Product(e, END))
 
 
-def _step(st: TriVertex, rec: tuple[Any, ...], ctx: ts.Context) -> None:
+def _step(st: TriVertex, rec: tuple[Any, ...], ctx: Context) -> None:
     t = ctx.time
     e = t.outer
     v = ctx.key
@@ -111,7 +112,7 @@ def _step(st: TriVertex, rec: tuple[Any, ...], ctx: ts.Context) -> None:
             emit((w, s))
 
 
-def _timer(st: TriVertex, t: Product, ctx: ts.Context) -> None:
+def _timer(st: TriVertex, t: Product, ctx: Context) -> None:
     v = ctx.key
     if t.inner == 0:  # all of this epoch's changes are in: send the views
         adj, chg = st.adj, st.chg
@@ -142,14 +143,14 @@ class TriangleTotal:
     before: Optional[int] = None
 
 
-def _add(st: TriangleTotal, c: Change, ctx: ts.Context) -> None:
+def _add(st: TriangleTotal, c: Change, ctx: Context) -> None:
     if st.before is None:
         st.before = st.sum3
         ctx.notify_at(ctx.time)
     st.sum3 += (c.new or 0) - (c.old or 0)
 
 
-def _emit_total(st: TriangleTotal, t: int, ctx: ts.Context) -> None:
+def _emit_total(st: TriangleTotal, t: int, ctx: Context) -> None:
     if st.before is not None and st.before != st.sum3:
         ctx.emit(Change("triangles", st.before // 3, st.sum3 // 3))
     st.before = None

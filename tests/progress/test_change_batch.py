@@ -100,16 +100,19 @@ def test_long_runs_of_updates_without_reads(data):
     ts = data.draw(time_kinds)
     b = ChangeBatch()
     ref: Counter = Counter()
+    update = st.tuples(ts, deltas)
     for _ in range(data.draw(st.integers(1, 3))):
-        for _ in range(data.draw(st.integers(0, 150))):
-            if data.draw(st.integers(0, 9)):
-                t, d = data.draw(ts), data.draw(deltas)
-                b.update(t, d)
-                ref[t] += d
+        n = data.draw(st.integers(0, 150))
+        run: list[Any] = data.draw(st.lists(update, min_size=n, max_size=n))
+        for k, more in data.draw(st.lists(st.tuples(st.integers(0, n), st.lists(update, max_size=50)), max_size=4)):
+            run.insert(k, more)
+        for op in run:
+            if isinstance(op, tuple):
+                b.update(*op)
+                ref[op[0]] += op[1]
             else:
-                more = data.draw(st.lists(st.tuples(ts, deltas), max_size=50))
-                b.extend(more)
-                for t, d in more:
+                b.extend(op)
+                for t, d in op:
                     ref[t] += d
         check(b, ref)
     assert b.drain() == consolidated(ref)

@@ -194,7 +194,7 @@ def graphs(
     feedback node (``PathSummary.feedback(1)`` at its depth).  With ``back_edges`` up
     to two more edges per region go between any of its units (cycles without
     feedback, which may or may not advance time).  ``scope`` forces (or forbids) a
-    scope at depth 0; ``deep`` forces a scope nested in the first one."""
+    scope at depth 0; ``deep`` forces a scope nested in the first one, on a loop."""
     g = Graph()
     names = iter(range(1000))
 
@@ -238,6 +238,9 @@ def graphs(
         available = entry + [u for _, u in units] + fbs
         for fb in fbs:
             connect(fb, available, max_size=3)
+        if deep and d == 1 and fbs:  # make sure the outer loop runs through the inner scope
+            enter, leave = units[nested.index(True)]
+            g.edges += [((leave, 0), (fbs[0], 0)), ((fbs[0], 0), (enter, 0))]
         return available
 
     region(0, [g.add("input", (), (0,), [])])

@@ -72,3 +72,18 @@ def test_state_of_a_running_graph_is_encodable():
 def test_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name))
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_root_scope_state_is_queryable_as_arrow_and_dict():
+    g = GraphStream(("degrees",), workers=2)
+    g.advance(0, [("a", "b"), ("b", "c"), ("c", "a"), ("c", "a")])
+    table = g.flow.state(g.analytics.edges.op, format="arrow")
+    assert table.column_names == ["key_0", "key_1", "fwd", "bwd"]
+    assert sorted(zip(*(table.column(c).to_pylist() for c in table.column_names))) == [
+        ("a", "b", 1, 0),
+        ("a", "c", 0, 2),
+        ("b", "c", 1, 0),
+    ]
+    degrees = g.flow.state(g.analytics.degrees.per_vertex, format="dict")
+    assert {v: s.degree for v, s in degrees.items()} == {"a": 2, "b": 2, "c": 2}
+    g.close()

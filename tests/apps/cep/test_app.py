@@ -1,0 +1,188 @@
+"""``python -m apps.cep`` end to end (``main([...])`` in process): the summary on the
+bundled sample agrees with the hand-written baselines, the same counts on other worker
+counts, from CSV, after a resume from a checkpoint; the progress bar stays on stderr;
+bad input and the Spark backend fail cleanly with the documented exit codes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import pytest
+
+from apps.cep.__main__ import DEFAULT_INPUT, ensure_sample, main
+from apps.cep.baseline import CascadeBaseline, RecoveryBaseline
+from apps.cep.source import flight_source
+
+
+def summary(out: str) -> dict[str, tuple[int, int, int, int]]:
+    """pattern -> (matches, timeouts, late events, events) from the summary table."""
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"\| (delay_cascade|recovery)\s*\|\s*([\d,]+) \|\s*([\d,]+) \|\s*([\d,]+) \|\s*([\d,]+) \|", line)
+        if m:
+            rows[m.group(1)] = tuple(int(g.replace(",", "")) for g in m.groups()[1:])
+    return rows
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def baseline_counts(limit: int | None = None) -> dict[str, int]:
+    r = flight_source(DEFAULT_INPUT, limit=limit).open()
+    events = []
+    while (b := r.next_batch()) is not None:
+        events += b[1]
+    counts = {}
+    for name, cls in (("delay_cascade", CascadeBaseline), ("recovery", RecoveryBaseline)):
+        states: dict = {}
+        n = 0
+        for f in events:
+            st = states.setdefault(f.origin, cls())
+            n += len(st.process(f, f.minute))
+        n += sum(len(st.advance_time(10**12)) for st in states.values())
+        counts[name] = n
+    return counts
+
+
+def test_default_run_on_the_bundled_sample(capsys) -> None:
+    assert DEFAULT_INPUT.exists()
+    code, out, err = run(capsys, "--no-progress")
+    assert code == 0, err
+    s = summary(out)
+    want = baseline_counts()
+    assert {k: v[0] for k, v in s.items()} == want
+    assert all(v[2] == 0 and v[3] == 31_678 for v in s.values())
+    assert s["delay_cascade"][1] > 0  # timed-out partial matches are reported
+    assert "delay_cascade:" in out and "recovery:" in out and "events/s" in out
+    # a few matches printed per pattern: "ATL  2001-01-01 00:14  first +32 (00:14) | rise ..."
+    assert len(re.findall(r"^  \w{3}\s+2001-01-0\d \d\d:\d\d  first ", out, re.M)) == 5
+    assert len(re.findall(r"^  \w{3}\s+2001-01-0\d \d\d:\d\d  delayed ", out, re.M)) == 5
+
+
+def test_workers_limit_and_progress_bar(capsys) -> None:
+    code, out1, err1 = run(capsys, "--limit", "6000")
+    assert code == 0
+    assert "flights" in err1 and "%" not in out1  # the bar is on stderr only
+    code, out3, _ = run(capsys, "--limit", "6000", "--workers", "3", "--no-progress")
+    assert code == 0
+    s1, s3 = summary(out1), summary(out3)
+    assert s1 == s3 and all(v[3] == 6000 for v in s1.values())
+    assert {k: v[0] for k, v in s1.items()} == baseline_counts(6000)
+
+
+def test_csv_input_and_late_events(tmp_path, capsys) -> None:
+    table = pq.read_table(DEFAULT_INPUT).slice(0, 4000)
+    path = tmp_path / "flights.csv"
+    pcsv.write_csv(table, path)
+    code, out, err = run(capsys, "--input", str(path), "--no-progress")
+    assert code == 0, err
+    code, out_pq, _ = run(capsys, "--limit", "4000", "--no-progress")
+    assert summary(out) == summary(out_pq)
+    # hour 1 arrives after hour 2: its rows are behind the watermark (the end of hour 1)
+    rows = table.to_pylist()
+    by_hour = [[r for r in rows if r["date"].hour == h] for h in range(24)]
+    hour1 = by_hour[1]
+    shuffled = pa.Table.from_pylist(by_hour[0] + by_hour[2] + hour1 + sum(by_hour[3:], []), schema=table.schema)
+    path2 = tmp_path / "shuffled.parquet"
+    pq.write_table(shuffled, path2)
+    code, out, _ = run(capsys, "--input", str(path2), "--no-progress")
+    assert code == 0
+    s = summary(out)
+    assert s["recovery"][2] == s["delay_cascade"][2] == len(hour1) > 0
+    code, out, _ = run(capsys, "--input", str(path2), "--no-progress", "--lateness", "120")
+    assert summary(out)["recovery"][2] == 0  # within the allowed lateness: matched
+
+
+def test_resume_from_a_checkpoint(tmp_path, capsys) -> None:
+    ck = tmp_path / "ck"
+    code, full, _ = run(capsys, "--limit", "9000", "--checkpoint", str(ck), "--every", "2", "--no-progress")
+    assert code == 0 and "checkpoints committed" in full
+    code, out, _ = run(capsys, "--limit", "9000", "--checkpoint", str(ck), "--no-progress", "--workers", "2")
+    assert code == 0
+    assert "resumed from checkpoint" in out
+    assert summary(out)["recovery"][3] < 9000  # only the rest of the input was read
+
+
+def test_spark_backend_is_not_available(capsys) -> None:
+    code, out, err = run(capsys, "--backend", "spark")
+    assert code == 2 and "Spark backend is not available" in err
+
+
+def write_table(path: Path, columns: dict) -> Path:
+    table = pa.table(columns)
+    if path.suffix == ".csv":
+        pcsv.write_csv(table, path)
+    else:
+        pq.write_table(table, path)
+    return path
+
+
+DATES = pa.array([0, 60, 120], pa.timestamp("s"))
+
+
+@pytest.mark.parametrize(
+    "name, columns, message",
+    [
+        ("nodelay.parquet", {"date": DATES, "origin": ["A", "A", "B"]}, r"nodelay\.parquet: no column 'delay'"),
+        (
+            "null.csv",
+            {"date": DATES, "delay": pa.array([1, None, 3], pa.int64()), "origin": ["A", "A", "B"]},
+            r"null\.csv: row 1: column 'delay' is null",
+        ),
+        (
+            "nullorigin.parquet",
+            {"date": DATES, "delay": [1, 2, 3], "origin": ["A", "B", None]},
+            r"nullorigin\.parquet: row 2: column 'origin' is null",
+        ),
+        (
+            "text.csv",
+            {"date": DATES, "delay": ["1", "x", "3"], "origin": ["A", "A", "B"]},
+            r"text\.csv: column 'delay' has type string, expected integers",
+        ),
+        (
+            "nodate.parquet",
+            {"date": pa.array([0, None, 2], pa.timestamp("s")), "delay": [1, 2, 3], "origin": ["A", "A", "B"]},
+            r"nodate\.parquet: row 1: column 'date' is null",
+        ),
+    ],
+)
+def test_bad_input_is_a_clear_error(tmp_path, capsys, name, columns, message) -> None:
+    path = write_table(tmp_path / name, columns)
+    code, out, err = run(capsys, "--input", str(path), "--no-progress")
+    assert code == 1
+    assert re.search(message, err), err
+    assert "Traceback" not in err
+
+
+def test_missing_and_unreadable_files(tmp_path, capsys) -> None:
+    code, _, err = run(capsys, "--input", str(tmp_path / "absent.parquet"), "--no-progress")
+    assert code == 1 and "absent.parquet: no such file" in err
+    junk = tmp_path / "junk.parquet"
+    junk.write_bytes(b"not parquet at all")
+    code, _, err = run(capsys, "--input", str(junk), "--no-progress")
+    assert code == 1 and "junk.parquet: cannot read" in err and "Traceback" not in err
+
+
+def test_usage_errors_exit_2(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--workers", "0"])
+    assert exc.value.code == 2
+    assert "--workers must be >= 1" in capsys.readouterr().err
+
+
+def test_ensure_sample_writes_the_first_two_days(tmp_path) -> None:
+    dates = pa.array([d * 86_400 + 60 * i for d in range(3) for i in range(5)], pa.timestamp("s"))
+    src = write_table(
+        tmp_path / "big.parquet",
+        {"date": dates, "delay": list(range(15)), "distance": [1] * 15, "origin": ["A"] * 15, "destination": ["B"] * 15},
+    )
+    out = ensure_sample(tmp_path / "data" / "sample.parquet", source=src)
+    assert pq.read_table(out).num_rows == 10
+    assert ensure_sample(out, source=tmp_path / "absent.parquet") == out  # present: kept

@@ -62,7 +62,9 @@ def one(mode: str, keys: int, touch: float, every: int, epochs: int, directory: 
         inp.advance_to(epoch)
         while probe.less_than(epoch):
             ex.step()
-        return time.perf_counter() - t0
+        took = time.perf_counter() - t0
+        gc.freeze()  # see benchmarks/migration.py: keep full GC scans of the heap off the latency
+        return took
 
     for i in range(0, keys, 100_000):
         run_epoch([(k, k % 1000) for k in range(i, min(keys, i + 100_000))])
@@ -73,7 +75,6 @@ def one(mode: str, keys: int, touch: float, every: int, epochs: int, directory: 
         else:
             ex.step()
             time.sleep(0.005)
-    gc.freeze()  # see benchmarks/migration.py: keep full GC scans off the latency
     rng = random.Random(3)
     n = int(keys * touch)
     lat = []

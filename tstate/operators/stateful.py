@@ -46,6 +46,7 @@ class StatefulRuntime(OperatorRuntime):
         self.keys = KeyRouter(o["bins"])
         self.bins: dict[int, Bin] = {}
         self._key_bin: dict[Any, Bin] = {}
+        self._key_states: dict[Any, dict[Any, Any]] = {}  # key -> its bin's states (hot path)
         self.stash: SortedDict = SortedDict()  # time -> [batch, ...] not yet applicable
         self.timer_times: SortedDict = SortedDict()  # time -> {bin index: None}
         self.caps: dict[Any, Capability] = {}
@@ -82,6 +83,7 @@ class StatefulRuntime(OperatorRuntime):
         if b is None:
             b = self.bins[bi] = Bin(bi)
         self._key_bin[k] = b
+        self._key_states[k] = b.states
         return b
 
     def install_bin(self, b: Bin) -> None:
@@ -98,6 +100,7 @@ class StatefulRuntime(OperatorRuntime):
         if b is None:
             return Bin(index)
         self._key_bin.clear()
+        self._key_states.clear()
         for t in list(b.timers):
             owners = self.timer_times.get(t)
             if owners is not None:
@@ -316,17 +319,19 @@ class StatefulRuntime(OperatorRuntime):
                             states[k] = ns
                         b.dirty[k] = None
             else:  # the hot path: no checkpoint bookkeeping
+                key_states = self._key_states
+                missing = _MISSING
                 for r in recs:
                     k = key(r)
-                    b = key_bin.get(k)
-                    if b is None:
+                    states = key_states.get(k)
+                    if states is None:
                         b = self.bin_for(k, r, t)
                         if b is None:
                             self._pend(k, r, t)
                             continue
-                    states = b.states
-                    s = states.get(k, _MISSING)
-                    if s is _MISSING:
+                        states = b.states
+                    s = states.get(k, missing)
+                    if s is missing:
                         s = states[k] = new_state()
                     ctx.key = k
                     ns = fn(s, r, ctx)

@@ -14,7 +14,7 @@ prints the first matches of each pattern and a summary (matches, timed-out parti
 matches, late events, events/s), with a progress bar on stderr.
 
     python -m apps.cep                                    # the bundled sample
-    python -m apps.cep --input /work/shared/data/flights-3m.parquet --limit 500000
+    python -m apps.cep --input ../shared/data/flights-3m.parquet --limit 500000
     python -m apps.cep --workers 4 --checkpoint /tmp/cep-ckpt    # resumable
 
 ``--input`` takes Parquet or CSV with the columns ``date`` (timestamp), ``delay``
@@ -27,7 +27,10 @@ exits with status 2 (the Spark backend is not available yet).
 
 With ``--checkpoint DIR`` the run writes a checkpoint every ``--every`` epochs and a
 later run with the same directory resumes from the last one (on any number of
-workers); the counts then cover the resumed part only.
+workers); the counts then cover the resumed part only.  ``--output DIR`` writes every
+match, timeout and late event as JSON lines (one file per pattern, output and epoch,
+through tstate's exactly-once file sink): killed at any instant and resumed, the
+directory ends up as after an uninterrupted run.
 
 The run raises the garbage collector's generation-0 threshold (restored afterwards):
 the dataflow allocates millions of short-lived objects, and the default threshold makes
@@ -52,7 +55,7 @@ from tstate.io.sinks import Sink
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_INPUT = DATA / "flights-sample.parquet"
-FULL_DATA = Path("/work/shared/data/flights-3m.parquet")
+FULL_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "flights-3m.parquet"
 SAMPLE_DAYS = 2
 SAMPLE_MAX_ROWS = 50_000
 
@@ -74,6 +77,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="read only the first N rows")
     p.add_argument("--checkpoint", type=Path, default=None, help="checkpoint directory (resumes from it)")
     p.add_argument("--every", type=int, default=24, help="checkpoint every N epochs (default: 24)")
+    p.add_argument(
+        "--output", type=Path, default=None,
+        help="also write every match, timeout and late event as JSON lines, one file per "
+        "pattern/output/epoch, exactly once (DIR/<pattern>/<matches|timeouts|late>/epoch-*.jsonl)",
+    )  # fmt: skip
     p.add_argument("--epoch", default="1h", help="dataflow epoch, whole minutes (default: 1h)")
     p.add_argument("--lateness", type=int, default=0, help="allowed lateness in minutes (default: 0)")
     p.add_argument("--show", type=int, default=5, help="matches to print per pattern (default: 5)")
@@ -160,6 +168,33 @@ class _Neg:
         return isinstance(other, _Neg) and self.v == other.v
 
 
+def _flight(f: Any) -> list[Any]:
+    return [f.minute, f.delay, f.distance, f.destination]
+
+
+def _match_json(r: tuple[Any, Any]) -> dict[str, Any]:
+    k, m = r
+    return {
+        "key": k, "first": m.first_time, "last": m.last_time,
+        "events": {stage: [_flight(f) for f in evs] for stage, evs in m.items()},
+    }  # fmt: skip
+
+
+def _timeout_json(r: tuple[Any, Any]) -> dict[str, Any]:
+    k, t = r
+    d = _match_json((k, t.partial))
+    d["timeout"] = t.timeout_time
+    return d
+
+
+def _late_json(r: tuple[Any, Any]) -> dict[str, Any]:
+    return {"key": r[0], "flight": _flight(r[1])}
+
+
+#: how ``--output`` writes each output: JSON objects, flights as [minute, delay, distance, destination]
+_JSON = {"matches": _match_json, "timeouts": _timeout_json, "late": _late_json}
+
+
 def _hm(minute: int) -> str:
     return (dt.datetime(1970, 1, 1) + dt.timedelta(minutes=minute)).strftime("%Y-%m-%d %H:%M")
 
@@ -226,6 +261,10 @@ def _run(args: argparse.Namespace) -> int:
             sinks[name] = (Summary(args.show), Summary(0), Summary(0))
             for stream, sink, what in zip(streams, sinks[name], ("matches", "timeouts", "late")):
                 flow.sink(stream, sink, name=f"{name}.{what}.summary")
+                if args.output is not None:
+                    stream.map(_JSON[what], name=f"{name}.{what}.json").sink(
+                        ts.io.files(str(args.output / name / what)), name=f"{name}.{what}.files"
+                    )
         checkpoint = Checkpoints(str(args.checkpoint), every_epochs=args.every) if args.checkpoint else None
         import numpy  # noqa: F401  (imported by the source when it opens: not timed)
         import pyarrow.csv  # noqa: F401

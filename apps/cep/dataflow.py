@@ -193,6 +193,7 @@ def cep(
     """Match ``pattern`` per ``key(record)`` over ``stream`` in event time
     ``time(record)`` (see the module docstring for the exact semantics).
 
+    ``time(record)`` is a number (``int``, or ``float`` with ``time_type=float``);
     ``epoch``: event-time units per dataflow epoch (60 for minutes in hourly epochs);
     ``lateness``: how far (event-time units) behind the watermark an event may arrive
     and still be matched; ``event_type`` / ``time_type``: the record and event-time
@@ -228,7 +229,7 @@ def cep(
         s.buffer.append((t, rec))
         w = s.wake
         if w is None or (t + L_) // E_ < w:  # an earlier timer is needed
-            need = int((t + L_) // E_)
+            need = max(int((t + L_) // E_), ctx.time)  # (>= ctx.time but for float rounding)
             ctx.notify_at(need)
             s.wake = need
 

@@ -27,6 +27,8 @@ hand-written baselines) accept either class.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import datetime as dt
 from collections.abc import Iterator
 from typing import Optional
@@ -49,7 +51,8 @@ __all__ = [
     "time_minutes",
 ]
 
-DATA_PATH = "/work/shared/data/flights-3m.parquet"
+# the shared data set lives beside the repository (``../shared/data``)
+DATA_PATH = str(Path(__file__).resolve().parents[3] / "shared" / "data" / "flights-3m.parquet")
 
 CASCADE_MIN_DELAY = 30  # minutes: the first departure of a cascade is delayed more
 CASCADE_WINDOW = 3 * 60  # minutes

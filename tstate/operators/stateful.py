@@ -323,23 +323,23 @@ class StatefulRuntime(OperatorRuntime):
                 missing = _MISSING
                 for r in recs:
                     k = key(r)
-                    states = key_states.get(k)
-                    if states is None:
+                    st = key_states.get(k)
+                    if st is None:
                         b = self.bin_for(k, r, t)
                         if b is None:
                             self._pend(k, r, t)
                             continue
-                        states = b.states
-                    s = states.get(k, missing)
+                        st = b.states
+                    s = st.get(k, missing)
                     if s is missing:
-                        s = states[k] = new_state()
+                        s = st[k] = new_state()
                     ctx.key = k
                     ns = fn(s, r, ctx)
                     if ns is not None:
                         if ctx._cleared:
                             ctx._cleared = False
                         else:
-                            states[k] = ns
+                            st[k] = ns
                     elif ctx._cleared:
                         ctx._cleared = False
         except TstateError:

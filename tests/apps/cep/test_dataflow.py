@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import given, note, settings
+from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
 import apps
@@ -151,11 +151,12 @@ def test_same_output_across_a_migration(spec, data, w1, w2, at, strategy) -> Non
     stop=st.integers(0, 40),
     w1=st.integers(1, 4),
     w2=st.integers(1, 4),
+    mode=st.sampled_from(["sync", "async"]),
 )
-def test_same_output_across_a_crash_and_restore(tmp_path_factory, spec, data, every, stop, w1, w2) -> None:
+def test_same_output_across_a_crash_and_restore(tmp_path_factory, spec, data, every, stop, w1, w2, mode) -> None:
     batches, epoch, lateness = data
     pattern = spec.build()
-    cfg = Checkpoints(str(tmp_path_factory.mktemp("ck")), every_epochs=every, mode="sync")
+    cfg = Checkpoints(str(tmp_path_factory.mktemp("ck")), every_epochs=every, mode=mode)
     flow, out, sinks1 = build(pattern, batches, epoch, lateness)
     ex = flow.start(w1, checkpoint=cfg)
     for _ in range(stop):  # then "crash": abandon the execution
@@ -165,6 +166,7 @@ def test_same_output_across_a_crash_and_restore(tmp_path_factory, spec, data, ev
     flow2, out2, sinks2 = build(pattern, batches, epoch, lateness)
     ex2 = flow2.start(w2, checkpoint=cfg)
     t0 = ex2.restored.time if ex2.restored is not None else 0
+    event("restored from a checkpoint" if ex2.restored is not None else "started afresh")
     ex2.run()
     union = tuple(
         Counter({k: n for k, n in a.items() if k[0] < t0}) + Counter({k: n for k, n in b.items() if k[0] >= t0})
@@ -451,3 +453,33 @@ def test_module_doctests() -> None:
 
     r = doctest.testmod(apps.cep.dataflow)
     assert r.attempted > 5 and r.failed == 0
+
+
+def test_float_event_times_checkpoint_and_restore(tmp_path) -> None:
+    FRec = tuple[int, str, int, str, float]
+    batches = [(0, [(0, "a", 0, "k", 0.5), (1, "a", 0, "j", 1.25)]), (1, [(2, "b", 0, "k", 2.75)]), (3, [(3, "b", 0, "j", 6.5)])]
+
+    def run(stop: int | None, workers: int):
+        flow = ts.Dataflow("floats")
+        src = flow.source(ts.io.from_batches(lambda: [(t, list(r)) for t, r in batches]), name="events")
+        out = cep(flow, src, ab_pattern(within=5), key=rkey, time=rtime, epoch=2.0, lateness=0.5,
+                  event_type=FRec, time_type=float)  # fmt: skip
+        m, t, _ = out.collect()
+        ex = flow.start(workers, checkpoint=Checkpoints(str(tmp_path / "ck"), every_epochs=1, mode="sync"))
+        restored = ex.restored.time if ex.restored is not None else 0
+        if stop is None:
+            ex.run()
+        else:
+            for _ in range(stop):
+                ex.step()
+            ex.coordinator.abort()
+        return restored, collected(m.items, "match"), collected(t.items, "timeout")
+
+    want = timed(ab_pattern(within=5), batches, key=rkey, time=rtime, epoch=2.0, lateness=0.5)
+    # k: a 0.5 -> b 2.75 matches; j: a 1.25, b 6.5 is 5.25 later: a times out at 6.25
+    assert [k[1] for k in want[0]] == ["k"] and [(k[1], k[2][1]) for k in want[1]] == [("j", 6.25)]
+    _, m1, t1 = run(stop=4, workers=2)
+    t0, m2, t2 = run(stop=None, workers=1)
+    assert t0 > 0
+    assert Counter({k: n for k, n in m1.items() if k[0] < t0}) + m2 == want[0]
+    assert Counter({k: n for k, n in t1.items() if k[0] < t0}) + t2 == want[1]

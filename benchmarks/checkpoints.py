@@ -15,7 +15,6 @@ checkpoint <= 5% of a full one when 1% of the keys changed.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import random
@@ -27,7 +26,7 @@ import tempfile
 import time
 
 import tstate as ts
-from benchmarks.common import table
+from benchmarks.common import EpochDriver, table
 from tstate.checkpoint.coordinator import Checkpoints
 from tstate.metrics import plot_latency
 
@@ -52,25 +51,12 @@ def one(mode: str, keys: int, touch: float, every: int, epochs: int, directory: 
     flow, inp, probe = build()
     cfg = None if mode == "none" else Checkpoints(directory, every_epochs=every, mode=mode, retain=2, resume=False)
     ex = flow.start(1, checkpoint=cfg)
-    epoch = 0
-
-    def run_epoch(records: list) -> float:
-        nonlocal epoch
-        inp.send(records)
-        epoch += 1
-        t0 = time.perf_counter()
-        inp.advance_to(epoch)
-        while probe.less_than(epoch):
-            ex.step()
-        took = time.perf_counter() - t0
-        gc.freeze()  # see benchmarks/migration.py: keep full GC scans of the heap off the latency
-        return took
-
-    for i in range(0, keys, 100_000):
-        run_epoch([(k, k % 1000) for k in range(i, min(keys, i + 100_000))])
+    driver = EpochDriver(inp, probe, ex)
+    run_epoch = driver.run
+    driver.preload(keys)
     # let the first (full) checkpoint happen before measuring
     while ex.coordinator is not None and not ex.coordinator.committed:
-        if epoch < every + 1:
+        if driver.epoch < every + 1:
             run_epoch([])
         else:
             ex.step()
@@ -79,7 +65,7 @@ def one(mode: str, keys: int, touch: float, every: int, epochs: int, directory: 
     n = int(keys * touch)
     lat = []
     for _ in range(epochs):
-        lat.append((epoch, run_epoch([(rng.randrange(keys), rng.randrange(1000)) for _ in range(n)])))
+        lat.append((driver.epoch, run_epoch([(rng.randrange(keys), rng.randrange(1000)) for _ in range(n)])))
     inp.close()
     ex.run()
     result = {"mode": mode, "latency": lat}

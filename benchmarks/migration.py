@@ -16,7 +16,6 @@ p99; throughput after the migration within 10% of before.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import random
@@ -27,7 +26,7 @@ import sys
 import time
 
 import tstate as ts
-from benchmarks.common import table
+from benchmarks.common import EpochDriver, table
 from tstate.metrics import plot_latency
 
 WIDTH = 25
@@ -47,42 +46,24 @@ def one(strategy: str, keys: int, bins: int, rate: int, steady: int) -> dict:
     probe = op.probe()
     ex = flow.start(4, max_workers=8)
     rng = random.Random(1)
-    epoch = 0
-
-    def run_epoch(records: list) -> float:
-        nonlocal epoch
-        inp.send(records)
-        epoch += 1
-        t0 = time.perf_counter()
-        inp.advance_to(epoch)
-        while probe.less_than(epoch):
-            ex.step()
-        took = time.perf_counter() - t0
-        # Standard tuning for a latency-sensitive Python process with a large, long-lived
-        # heap: keep that heap out of the cyclic GC's full scans (they take ~1 s over a
-        # million lists and would land on a random epoch of any strategy).  State is
-        # acyclic, so reference counting still frees it.
-        gc.freeze()
-        return took
-
-    # preload: every key gets its state
-    for i in range(0, keys, 100_000):
-        run_epoch([(k, k % 1000) for k in range(i, min(keys, i + 100_000))])
+    driver = EpochDriver(inp, probe, ex)
+    run_epoch = driver.run
+    driver.preload(keys)
     lat: list[tuple[int, float, str]] = []  # (epoch, seconds, phase)
 
     def steady_phase(n: int, phase: str) -> float:
         t0 = time.perf_counter()
         for _ in range(n):
-            lat.append((epoch, run_epoch([(rng.randrange(keys), rng.randrange(1000)) for _ in range(rate)]), phase))
+            lat.append((driver.epoch, run_epoch([(rng.randrange(keys), rng.randrange(1000)) for _ in range(rate)]), phase))
         return n * rate / (time.perf_counter() - t0)
 
     def migrate(workers: int, phase: str) -> tuple[float, int]:
         moves_before = len(ex.metrics.moves)
-        steps = ex.rescale(workers, at=epoch + 1, strategy=strategy)
+        steps = ex.rescale(workers, at=driver.epoch + 1, strategy=strategy)
         last = max(t for ts_ in steps.values() for t in ts_)
         t0 = time.perf_counter()
-        while epoch <= last or any(ex.operators[w][op.node].outgoing for w in range(8)):
-            lat.append((epoch, run_epoch([(rng.randrange(keys), rng.randrange(1000)) for _ in range(rate)]), phase))
+        while driver.epoch <= last or any(ex.operators[w][op.node].outgoing for w in range(8)):
+            lat.append((driver.epoch, run_epoch([(rng.randrange(keys), rng.randrange(1000)) for _ in range(rate)]), phase))
         return time.perf_counter() - t0, len(ex.metrics.moves) - moves_before
 
     before = steady_phase(steady, "steady (4)")

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import msgpack
 import pyarrow as pa
-from attrs import asdict, define, field
+from attrs import define
 
 import tstate as ts
 from benchmarks.common import table

@@ -90,19 +90,12 @@ def test_list_append_with_timers_and_clear(sends, advances, workers, delay):
     out = append.collect()
     sent = feed(inp, flow.start(workers), sends, advances)
 
-    # reference: process records and timers per key in time order; a timer at t fires
-    # after all records at t
-    events = []
-    for seq, (t, (k, v)) in enumerate(sent):
-        events.append((t, 0, seq, k, v))
+    # reference: an epoch-by-epoch simulation; per epoch, records (in send order) first,
+    # then the timers due at that epoch (a timer at t fires after all records at t)
     lists: dict = defaultdict(list)
-    timers: set = set()
     expected = []
-    for t, _, _, k, v in sorted(events, key=lambda e: (e[0], e[1], e[2])):
-        pass
-    # event-driven simulation over time
     by_time: dict = defaultdict(list)
-    for seq, (t, (k, v)) in enumerate(sent):
+    for t, (k, v) in sent:
         by_time[t].append((k, v))
     max_t = max(by_time, default=0) + delay + 1
     pending: dict = defaultdict(set)

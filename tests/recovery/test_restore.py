@@ -7,7 +7,7 @@ import os
 from collections import defaultdict
 
 import pytest
-from attrs import define, field
+from attrs import define
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -322,11 +322,11 @@ def _write(job: tuple[Any, list[Any], dict[str, tuple[Any, int]], dict[str, Any]
         writer.put_operator_schema(name, schema, bins)
     total = 0
     chunk = 256
-    for name, frozen, bin_index, kind, keys, deletes, timers, fp in items:
+    for name, fz, bin_index, kind, keys, deletes, timers, fp in items:
         pairs: list[tuple[Any, Any]] = []
         for i in range(0, len(keys), chunk):
             part = keys[i : i + chunk]
-            for k, v in zip(part, frozen.read(part)):
+            for k, v in zip(part, fz.read(part)):
                 if v is not MISSING:
                     pairs.append((encode_key(k), v))
         if kind == "snapshot":

@@ -26,7 +26,7 @@ Product(outer=3, inner=5)
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from attrs import frozen
 

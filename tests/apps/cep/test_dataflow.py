@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import apps
 import tstate as ts
-from apps.cep import AfterMatchSkip, Pattern
+from apps.cep import Pattern
 from apps.cep.baseline import CascadeBaseline, RecoveryBaseline
 from apps.cep.dataflow import CepState, cep, release_epoch, watermark
 from apps.cep.flights import FlightEvent, delay_cascade, recovery

@@ -101,6 +101,9 @@ class Coordinator:
         # (time, writer, write job, commit job once the sinks are past the time)
         self._uncommitted: list[tuple[int, Any, Future[Any], Optional[Future[Any]]]] = []
         self._fresh = True  # the next checkpoint carries nothing over (unless restored)
+        # Each checkpoint builds on the previous one: once one is not committed (a write
+        # or commit failed, or the execution was abandoned), none after it may be.
+        self._broken = False
         self.committed: list[int] = []  # times of checkpoints committed by this execution
         self.capture_seconds: list[float] = []  # time on the processing path, per checkpoint
         self.written_bytes: list[int] = []  # bytes of data files written, per committed checkpoint
@@ -266,7 +269,8 @@ class Coordinator:
         for i, (t, writer, fut, commit) in enumerate(self._uncommitted):
             if commit is None and (self._sinks_past(t) or wait):
                 if self._pool is not None:
-                    commit = self._pool.submit(writer.commit)  # after its write job: one thread, in order
+                    # after its write job: one thread, in order
+                    commit = self._pool.submit(self._commit_in_order, writer, fut)
                 else:
                     fut.result()
                     done: Future[Any] = Future()
@@ -291,8 +295,22 @@ class Coordinator:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
 
+    def _commit_in_order(self, writer: Any, written: "Future[Any]") -> Any:
+        """Writer thread: commit ``writer`` unless its data or an earlier checkpoint
+        failed (then a later checkpoint, built incrementally on it, would be wrong)."""
+        if self._broken or written.cancelled() or written.exception() is not None:
+            self._broken = True
+            writer.abort()
+            raise CheckpointError(f"checkpoint at {writer.time!r} abandoned: an earlier write or commit failed")
+        try:
+            return writer.commit()
+        except BaseException:
+            self._broken = True
+            raise
+
     def abort(self) -> None:
         """The execution failed: uncommitted checkpoints are abandoned."""
+        self._broken = True  # a commit starting from now on abandons itself
         for _, writer, fut, commit in self._uncommitted:
             for f in (fut, commit):
                 if f is not None:

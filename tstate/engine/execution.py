@@ -46,7 +46,6 @@ class Execution:
         #: the workers stateful operators spread their bins over at the start
         self.initial_workers = workers
         self.finished = False
-        self._progress_dirty = False
         self.metrics = Metrics()
         self.tracker: Tracker = self._build_tracker()
         specs = flow._nodes
@@ -132,7 +131,6 @@ class Execution:
     # -- driving ------------------------------------------------------------------
     def _propagate(self) -> None:
         changed = self.tracker.propagate()
-        self._progress_dirty = False
         for node, _port in changed:
             for op in self._by_node[node]:
                 op.frontier_changed = True

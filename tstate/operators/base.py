@@ -80,34 +80,26 @@ class OperatorRuntime:
         return self._tracker.frontier(self.node, port)
 
     # -- capability accounting (called by Capability) --------------------------------
+    def _count(self, port: int, time: Any, delta: int) -> None:
+        """One capability more (+1) or less (-1) at ``(port, time)``: kept for
+        diagnostics and reported to the tracker as a pointstamp change."""
+        k = (port, time)
+        n = self._held.get(k, 0) + delta
+        if n:
+            self._held[k] = n
+        else:
+            del self._held[k]
+        self._tracker.update_source(self.node, port, time, delta)
+
     def _capability_acquired(self, cap: "Capability") -> None:
-        k = (cap.port, cap.time)
-        self._held[k] = self._held.get(k, 0) + 1
-        self._tracker.update_source(self.node, cap.port, cap.time, +1)
-        self.exe._progress_dirty = True
+        self._count(cap.port, cap.time, +1)
 
     def _capability_released(self, cap: "Capability") -> None:
-        k = (cap.port, cap.time)
-        n = self._held[k] - 1
-        if n:
-            self._held[k] = n
-        else:
-            del self._held[k]
-        self._tracker.update_source(self.node, cap.port, cap.time, -1)
-        self.exe._progress_dirty = True
+        self._count(cap.port, cap.time, -1)
 
     def _capability_moved(self, cap: "Capability", old: Any, new: Any) -> None:
-        k = (cap.port, old)
-        n = self._held[k] - 1
-        if n:
-            self._held[k] = n
-        else:
-            del self._held[k]
-        k2 = (cap.port, new)
-        self._held[k2] = self._held.get(k2, 0) + 1
-        self._tracker.update_source(self.node, cap.port, old, -1)
-        self._tracker.update_source(self.node, cap.port, new, +1)
-        self.exe._progress_dirty = True
+        self._count(cap.port, new, +1)
+        self._count(cap.port, old, -1)
 
     def held_times(self) -> list[Any]:
         """Times of the capabilities this instance still holds (for diagnostics)."""

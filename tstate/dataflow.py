@@ -693,7 +693,7 @@ class Dataflow:
 
     def run(
         self,
-        workers: int = 1,
+        workers: Any = 1,
         max_workers: Optional[int] = None,
         reconfigure: Sequence[tuple[int, Any]] = (),
         checkpoint: Any = None,
@@ -703,7 +703,14 @@ class Dataflow:
         with its ``metrics``, stays available as :attr:`execution`.
 
         Every input must be closed by the end (an input still open when nothing else
-        can happen is an error, never a hang)."""
+        can happen is an error, never a hang).
+
+        ``flow.run(backend)`` with a backend instead of a worker count (e.g.
+        :class:`tstate.spark.Backend`, whose ``sources`` bind DataFrames to the inputs)
+        runs the dataflow there."""
+        if not isinstance(workers, int) and hasattr(workers, "run"):  # a backend, e.g. tstate.spark.Backend
+            workers.run(self, reconfigure=reconfigure)
+            return
         self.start(workers, max_workers=max_workers, reconfigure=reconfigure, checkpoint=checkpoint).run()
 
     @property

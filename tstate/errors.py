@@ -65,3 +65,9 @@ class SourceError(TstateError):
 
 class StateQueryError(TstateError):
     """A state query asked for a time the operator's state cannot be read at."""
+
+
+class SparkError(TstateError):
+    """The Spark backend cannot run a dataflow: an operator it cannot lower, a source
+    DataFrame whose schema differs from what the dataflow expects, a record that cannot
+    cross a Spark exchange, or a failed micro-batch."""

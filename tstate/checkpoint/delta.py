@@ -47,7 +47,7 @@ from tstate.state.bin import Bin
 from tstate.state.payload import decode_time, encode_time
 from tstate.types.codec import decode_envelope, encode_envelope
 
-__all__ = ["encode_delta", "decode_delta", "apply_chain", "restore_bin", "envelope_fingerprint", "Timers"]
+__all__ = ["encode_delta", "encode_change", "decode_delta", "apply_chain", "restore_bin", "envelope_fingerprint", "Timers"]
 
 #: Timers as accepted by :func:`encode_delta`: ``{time: keys}`` (like ``Bin.timers``) or
 #: ``[(time, keys), ...]``.
@@ -97,6 +97,36 @@ def encode_delta(
         "timers": [[encode_time(t), [_key(k) for k in keys]] for t, keys in _timer_items(timers)],
     }
     return encode_envelope(fingerprint, payload)
+
+
+def encode_change(b: Bin, codec: Any, *, snapshot: bool, operator: str | None = None) -> bytes:
+    """What a checkpoint writes for bin ``b`` now: its whole content (``snapshot=True``,
+    :func:`~tstate.state.payload.encode_bin` bytes) or a delta of the keys changed
+    (``b.dirty``) and cleared (``b.removed``) since the last one, with its full timer
+    set.  Does not reset the bin's change sets (the caller does, once written).
+
+    >>> from tstate.types.codec import StateCodec
+    >>> codec = StateCodec(int)
+    >>> b = Bin(1); b.states = {"a": 1, "b": 2}; b.dirty = {"b": None}
+    >>> decode_delta(encode_change(b, codec, snapshot=False), codec.fingerprint)["upserts"]
+    [['b', 2]]
+    """
+    if snapshot:
+        from tstate.state.payload import encode_bin
+
+        return encode_bin(b, codec, operator)
+    to_b = codec.to_builtins
+    states = b.states
+    upserts = []
+    for k in b.dirty:
+        if k in states:
+            try:
+                upserts.append((k, to_b(states[k])))
+            except StateTypeError as exc:
+                where = f"operator {operator!r}, " if operator else ""
+                raise StateTypeError(f"{where}key {k!r}: {exc}") from None
+    deletes = [k for k in b.removed if k not in states]
+    return encode_delta(b.index, upserts, deletes, b.timers, codec.fingerprint)
 
 
 def decode_delta(data: bytes, fingerprint: str) -> dict[str, Any]:

@@ -90,7 +90,7 @@ from tstate.checkpoint.manifest import (
 )
 from tstate.state.payload import encode_time
 
-__all__ = ["CheckpointStore", "CheckpointWriter", "operator_dir", "parse_data_name"]
+__all__ = ["CheckpointStore", "CheckpointWriter", "operator_dir", "parse_data_name", "write_data_file"]
 
 _MANIFESTS = "manifests"
 _DATA = "data"
@@ -116,6 +116,23 @@ def parse_data_name(name: str) -> tuple[int, str] | None:
     """
     m = _DATA_NAME.match(name)
     return (int(m.group(1)), m.group(2)) if m else None
+
+
+def write_data_file(fs: FileSystem, operator: str, bin: int, checkpoint_id: int, token: str, kind: str, data: bytes) -> FileRef:
+    """Write one data file of checkpoint ``checkpoint_id`` (temporary name, rename; no
+    fsync: the commit syncs once) and return its reference.  ``token`` (hex) must be
+    unique per writer: :class:`CheckpointWriter` uses its own; processes writing files
+    for a writer elsewhere (Spark tasks) extend it, and the writer :meth:`adopts
+    <CheckpointWriter.adopt>` the references."""
+    if not token or any(c not in "0123456789abcdef" for c in token):
+        raise CheckpointError(f"file token must be lowercase hex, got {token!r}")
+    path = f"{_DATA}/{operator_dir(operator)}/{bin}/{checkpoint_id:06d}-{token}-{kind}.bin"
+    data = bytes(data)
+    try:
+        fs.write_atomic(path, data, fsync=False)
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot be written ({exc})") from None
+    return FileRef(path, len(data), _checksum(data))
 
 
 def _checksum(data: bytes) -> str:
@@ -541,16 +558,10 @@ class CheckpointWriter:
             raise CheckpointError(f"operator {operator!r}: bin must be an int >= 0, got {bin!r}")
 
     def _write(self, operator: str, bin: int, kind: str, data: bytes) -> FileRef:
-        directory = f"{_DATA}/{operator_dir(operator)}/{bin}"
-        path = f"{directory}/{self.id:06d}-{self.token}-{kind}.bin"
-        data = bytes(data)
-        try:
-            # no fsync per file: the commit makes all of them durable with one sync
-            self.store.fs.write_atomic(path, data, fsync=False)
-        except OSError as exc:
-            raise CheckpointError(f"{path}: cannot be written ({exc})") from None
-        self._dirs.add(directory)
-        return FileRef(path, len(data), _checksum(data))
+        # no fsync per file: the commit makes all of them durable with one sync
+        ref = write_data_file(self.store.fs, operator, bin, self.id, self.token, kind, data)
+        self._dirs.add(ref.path.rsplit("/", 1)[0])
+        return ref
 
     def _discard(self, ops: _BinOps | None) -> None:
         """Delete files this writer wrote for a bin and no longer needs."""
@@ -580,6 +591,34 @@ class CheckpointWriter:
                 ops = self._bins[operator, bin] = _BinOps(False)
             n = sum(1 for r in ops.files if r.kind == "delta")
             ops.files.append(self._write(operator, bin, "delta" if n == 0 else f"delta{n + 1}", data))
+
+    def adopt(self, operator: str, bin: int, refs: list[FileRef], *, replace: bool) -> None:
+        """Take data files of this checkpoint written by another process (with
+        :func:`write_data_file`, under this writer's id and a token extending its own):
+        ``replace=True`` makes them the bin's chain (a snapshot first), else they are
+        appended to it like :meth:`put_delta`.  Each file must exist with its size."""
+        with self._lock:
+            self._check_open()
+            self._check_bin(operator, bin)
+            prefix = f"{_DATA}/{operator_dir(operator)}/{bin}/{self.id:06d}-{self.token}"
+            for ref in refs:
+                if not ref.path.startswith(prefix):
+                    raise CheckpointError(f"{ref.path}: not a file of checkpoint {self.id} (expected {prefix}...)")
+                try:
+                    size = self.store.fs.size(ref.path)
+                except OSError:
+                    size = -1
+                if size != ref.size:
+                    raise CheckpointError(f"{ref.path}: missing or {size} bytes, expected {ref.size}")
+            if replace:
+                self._bins.pop((operator, bin), None)
+                self._bins[operator, bin] = _BinOps(True, list(refs))
+            else:
+                ops = self._bins.get((operator, bin))
+                if ops is None:
+                    ops = self._bins[operator, bin] = _BinOps(False)
+                ops.files.extend(refs)
+            self._dirs.add(f"{_DATA}/{operator_dir(operator)}/{bin}")
 
     def drop_bin(self, operator: str, bin: int) -> None:
         """The bin is empty now (no keys, no timers): the checkpoint has no chain for it."""

@@ -1,0 +1,161 @@
+"""The Spark backend computes exactly what the embedded engine computes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tstate as ts
+from tstate.errors import SparkError
+from tstate.spark import Backend, Source
+
+from .flows import embedded, keyed
+
+ROW = "k string, v long, t long"
+
+rows_st = st.lists(
+    st.fixed_dictionaries(
+        {"k": st.sampled_from("abcdefg"), "v": st.integers(-2, 9), "t": st.integers(0, 4)}
+    ),
+    max_size=40,
+)
+spark_settings = settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+
+
+def run_spark(spark: Any, rows: list[dict], tmp: str, partitions: int, epochs: int = 1, **kw: Any) -> tuple:
+    flow, _ev, stats, out = keyed(**{k: v for k, v in kw.items() if k in ("fold", "timers")})
+    backend = Backend(spark, checkpoint=tmp, partitions=partitions)
+    df = spark.createDataFrame(rows, ROW) if rows else spark.createDataFrame([], ROW)
+    backend.run(flow, {"events": Source(df, time="t")}, epochs_per_batch=epochs, reconfigure=kw.get("reconfigure", ()))
+    state = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in backend.state(stats).collect()} if backend.store.head.operators.get("stats") and backend.store.head.operators["stats"].chains else {}
+    return sorted(out.items, key=repr), state, backend
+
+
+def as_tuples(state: dict) -> dict:
+    return {k: (v.n, v.total, list(v.seen)) for k, v in state.items()}
+
+
+@spark_settings
+@given(rows=rows_st, partitions=st.integers(1, 4), epochs=st.integers(1, 3), fold=st.booleans())
+def test_same_output_and_state_as_embedded(spark: Any, tmp_path_factory: Any, rows: list, partitions: int, epochs: int, fold: bool) -> None:
+    ref_out, ref_state = embedded(rows, fold=fold)
+    out, state, backend = run_spark(spark, rows, str(tmp_path_factory.mktemp("ck")), partitions, epochs, fold=fold)
+    assert out == ref_out
+    assert state == as_tuples(ref_state)
+    assert sum(b.records for b in backend.metrics.batches) >= len([r for r in rows if r["v"] >= 0])
+
+
+def test_rescale_live_fluid_and_all_at_once(spark: Any, tmp_path: Any) -> None:
+    rows = [{"k": f"k{i % 23}", "v": i % 7, "t": i // 25} for i in range(250)]
+    ref_out, ref_state = embedded(rows)
+    for strategy in ("fluid", "all-at-once"):
+        out, state, backend = run_spark(
+            spark, rows, str(tmp_path / strategy), 2, reconfigure=[(3, ts.Rescale(4, strategy=strategy))]
+        )
+        assert out == ref_out
+        assert state == as_tuples(ref_state)
+        moved = [b.moved_bins for b in backend.metrics.batches]
+        assert sum(moved) > 0
+        if strategy == "fluid":
+            assert sum(1 for m in moved if m) > 1  # spread over several batches
+        else:
+            assert sum(1 for m in moved if m) == 1
+        assert backend.metrics.batches[-1].partitions == 4
+        assert 0 < backend.metrics.cache_hit_rate <= 1
+
+
+def test_restart_with_other_parallelism_resumes_exactly(spark: Any, tmp_path: Any) -> None:
+    rows = [{"k": f"k{i % 11}", "v": i % 5, "t": i // 10} for i in range(80)]
+    ref_out, ref_state = embedded(rows)
+    d = str(tmp_path / "ck")
+    # first run: epochs 0..3 only, then the "driver dies" (a new backend resumes)
+    first = [r for r in rows if r["t"] < 4]
+    flow, _ev, stats, out1 = keyed()
+    b1 = Backend(spark, checkpoint=d, partitions=2)
+    b1._prepare(flow, {"events": Source(spark.createDataFrame(first, ROW), time="t")})
+    from pyspark.sql import functions as F
+
+    df_all = spark.createDataFrame(rows, ROW)
+    for lo in range(4):
+        b1._batch({"events": df_all.where(F.col("t") == lo)}, {"events": Source(df_all, time="t")}, lo, lo, lo + 1, None)
+    flow2, _ev2, stats2, out2 = keyed()
+    b2 = Backend(spark, checkpoint=d, partitions=3)
+    b2.run(flow2, {"events": Source(df_all, time="t")})
+    assert b2.metrics.batches[0].batch == 4 and b2.metrics.batches[0].partitions == 3
+    assert sorted(out1.items + out2.items, key=repr) == ref_out
+    got = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in b2.state(stats2).collect()}
+    assert got == as_tuples(ref_state)
+
+
+def test_flow_run_with_backend_and_sources(spark: Any, tmp_path: Any) -> None:
+    rows = [{"k": "a", "v": 1, "t": 0}, {"k": "b", "v": 2, "t": 1}]
+    ref_out, _ = embedded(rows)
+    flow, _ev, _stats, out = keyed()
+    flow.run(Backend(spark, checkpoint=str(tmp_path), partitions=2, sources={"events": Source(spark.createDataFrame(rows, ROW), time="t")}))
+    assert sorted(out.items, key=repr) == ref_out
+
+
+# -- bad input -------------------------------------------------------------------------
+
+def test_schema_mismatch_is_reported_before_the_first_batch(spark: Any, tmp_path: Any) -> None:
+    flow, *_ = keyed()
+    df = spark.createDataFrame([("a", "x", 0)], "k string, v string, t long")
+    b = Backend(spark, checkpoint=str(tmp_path), partitions=2)
+    with pytest.raises(SparkError, match=r"input 'events': column 'v' is string, the dataflow expects bigint"):
+        b.run(flow, {"events": Source(df, time="t", columns={"k": "string", "v": "bigint"})})
+    with pytest.raises(SparkError, match=r"no column 'w'"):
+        b.run(flow, {"events": Source(df, time="t", columns={"w": "string"})})
+    with pytest.raises(SparkError, match=r"time column 'k' is string"):
+        b.run(flow, {"events": Source(df, time="k")})
+    with pytest.raises(SparkError, match=r"input 'events' of dataflow 'keyed' has no DataFrame"):
+        b.run(flow, {})
+    assert b.store.latest() is None  # nothing ran, nothing committed
+
+
+def test_unsupported_operator_is_named(spark: Any, tmp_path: Any) -> None:
+    flow = ts.Dataflow("f")
+    inp = flow.input("events")
+
+    @flow.unary_frontier(inp)
+    def passthrough(i: Any, o: Any, ctx: Any) -> None:  # pragma: no cover - never runs
+        pass
+
+    with pytest.raises(SparkError, match=r"operator 'passthrough' \(unary_frontier\) cannot run on the Spark backend"):
+        Backend(spark, checkpoint=str(tmp_path)).run(flow, {"events": spark.createDataFrame([(1,)], "x long")})
+
+
+def test_user_error_names_operator_and_record_and_commits_nothing(spark: Any, tmp_path: Any) -> None:
+    flow = ts.Dataflow("boom")
+    inp = flow.input("events")
+
+    @flow.stateful(inp, key=lambda r: r["k"], state=int)
+    def count(n: int, r: dict, ctx: ts.Context) -> int:
+        if r["k"] == "bad":
+            raise ValueError("no bad keys")
+        return n + 1
+
+    b = Backend(spark, checkpoint=str(tmp_path), partitions=2)
+    df = spark.createDataFrame([("ok", 0), ("bad", 1)], "k string, t long")
+    with pytest.raises(Exception, match=r"operator 'count' .*ValueError: no bad keys"):
+        b.run(flow, {"events": Source(df, time="t")})
+    m = b.store.latest()
+    assert m is not None and m.meta["spark"]["frontier"] == 1  # epoch 0 committed, epoch 1 not
+    assert len([f for f in os.listdir(tmp_path / "manifests")]) == 1
+
+
+def test_unencodable_record_crossing_an_exchange(spark: Any, tmp_path: Any) -> None:
+    class Opaque:
+        pass
+
+    flow = ts.Dataflow("opaque")
+    inp = flow.input("events")
+    moved = inp.map(lambda r: Opaque()).exchange(lambda r: 1)
+    moved.collect()
+    with pytest.raises(Exception, match=r"cannot cross a Spark exchange"):
+        Backend(spark, checkpoint=str(tmp_path), partitions=1).run(flow, {"events": spark.createDataFrame([(1,)], "x long")})

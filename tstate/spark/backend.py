@@ -1,0 +1,526 @@
+"""The Spark backend: run a dataflow on PySpark micro-batches (driver side).
+
+>>> backend = Backend(spark, checkpoint="/data/ckpt", partitions=2)   # doctest: +SKIP
+>>> backend.run(flow, {"events": Source(static_df, time="hour")})     # batch # doctest: +SKIP
+>>> query = backend.start(flow, {"events": stream_df})                # streaming # doctest: +SKIP
+>>> query.awaitTermination()                                          # doctest: +SKIP
+
+**Micro-batches are epochs.**  A streaming run is a real ``StreamingQuery``
+(``foreachBatch``): without a time column, the rows of micro-batch ``b`` are records at
+time ``b`` and the frontier moves to ``b + 1`` after it; with ``Source(df, time=col)``
+(an integer column of event times) the frontier moves past the batch's largest time,
+and rows behind the frontier are late: dropped and counted (``metrics.late``).  A
+batch run (:meth:`Backend.run`) cuts a static DataFrame into epochs of its time column
+(``epochs_per_batch`` epochs per micro-batch), then closes the inputs: every pending
+timer fires, as at the end of an embedded run.
+
+**One batch** (:meth:`Backend._batch`): the inputs' rows go through the fused stateless
+chain and are grouped by ``(boundary, bin, time)``; each boundary is one shuffle onto
+the partitions owning its bins (``repartition`` on a label column chosen so that
+Spark's hash partitioning puts label ``p`` on partition ``p``), then one task per
+partition runs the operator over its bins (:mod:`tstate.spark.task`) and writes the
+changed bins to the checkpoint store.  The driver sees only file references, counters
+and the records that reach sinks; it delivers those to the sinks, then commits the
+batch's manifest (meta ``spark.batch``).  A micro-batch Spark replays after a driver
+restart whose manifest is already committed is skipped, so state and sinks see each
+batch once.
+
+**Rescaling.**  State belongs to bins, and every bin is durable after each batch, so
+the bin→partition map may change between any two batches: :meth:`Backend.rescale`
+(all at once, or fluid: a few bins per batch), or a restart with another
+``partitions``.  A moved bin is read by its new owner from the store; a bin whose
+owner did not change usually comes from the executor's cache
+(:mod:`tstate.spark.binstore`; ``metrics.cache_hit_rate``).
+"""
+
+from __future__ import annotations
+
+import os
+import time as _time
+from typing import TYPE_CHECKING, Any, Optional
+
+from attrs import define, field
+
+from tstate.errors import ConfigurationError, SparkError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tstate.dataflow import Dataflow, Stream
+
+__all__ = ["Backend", "Source", "BatchMetrics"]
+
+_INT_TYPES = ("tinyint", "smallint", "int", "bigint")
+
+
+@define
+class Source:
+    """A DataFrame bound to a dataflow input.
+
+    ``time``: an integer column of event times (None: each micro-batch is one epoch,
+    numbered by its batch id; a static DataFrame without it is epoch 0);
+    ``record``: what a row becomes — ``"dict"`` (column → value), ``"tuple"`` or
+    ``"value"`` (the first column); ``columns``: the columns and Spark types the
+    dataflow expects (``{"key": "string", "hour": "bigint"}``), checked before the
+    first batch."""
+
+    df: Any
+    time: Optional[str] = None
+    record: str = "dict"
+    columns: Optional[dict[str, str]] = None
+
+
+@define
+class BatchMetrics:
+    """One committed micro-batch: its id, frontier, duration and counters."""
+
+    batch: int
+    frontier: Optional[int]
+    seconds: float
+    partitions: int
+    records: int
+    cache_hits: int
+    cache_misses: int
+    bytes_written: int
+    moved_bins: int
+
+
+@define
+class _Metrics:
+    batches: list[BatchMetrics] = field(factory=list)
+    late: int = 0
+    skipped: list[int] = field(factory=list)
+
+    @property
+    def cache_hit_rate(self) -> float:
+        h = sum(b.cache_hits for b in self.batches)
+        m = sum(b.cache_misses for b in self.batches)
+        return h / (h + m) if h + m else 1.0
+
+
+class Backend:
+    """Runs dataflows on a SparkSession (see the module docstring).
+
+    ``checkpoint``: the state store's directory (also holds the streaming query's own
+    checkpoint under ``spark-query/``); it must be reachable from every executor at the
+    same path (a local path under ``local`` / ``local-cluster`` masters, a shared mount
+    otherwise).  ``partitions``: Spark partitions (= tstate workers) the bins are spread
+    over (default: Spark's default parallelism).  ``resume``: continue from the latest
+    committed batch of the directory."""
+
+    def __init__(
+        self,
+        spark: Any,
+        checkpoint: str,
+        partitions: Optional[int] = None,
+        *,
+        sources: Optional[dict[str, Any]] = None,
+        compact_after: int = 8,
+        retain: int = 3,
+        resume: bool = True,
+    ) -> None:
+        from tstate.checkpoint.store import CheckpointStore
+
+        self.spark = spark
+        self.directory = os.path.abspath(str(checkpoint))
+        n = partitions if partitions is not None else spark.sparkContext.defaultParallelism
+        if not isinstance(n, int) or n < 1:
+            raise ConfigurationError(f"partitions must be an integer >= 1, got {partitions!r}")
+        self.partitions = n
+        self.sources = dict(sources or {})
+        self.compact_after = compact_after
+        self.resume = resume
+        self.store = CheckpointStore(self.directory, retain=retain, compact_after=compact_after)
+        self.metrics = _Metrics()
+        self._plan: Any = None
+        self._flow: Any = None
+        self._owners: dict[int, list[int]] = {}
+        self._steps: list[dict[int, int]] = []  # pending rescale steps (bin -> partition, for every boundary)
+        self._target_partitions: Optional[int] = None
+        self._labels: dict[int, tuple[int, ...]] = {}
+        self._ticks: dict[tuple[int, int], Any] = {}
+        self._fresh = True
+        self._last_batch = -1
+        self._frontier = 0
+        self._timers: dict[str, dict[int, int]] = {}
+        self._late: Any = None
+
+    def __repr__(self) -> str:
+        return f"Backend({self.directory!r}, partitions={self.partitions})"
+
+    # -- setting up -------------------------------------------------------------------
+    def _prepare(self, flow: "Dataflow", sources: dict[str, Any]) -> dict[str, Source]:
+        from tstate.checkpoint.schema_check import check_compatible
+        from tstate.migration.planner import balanced_map
+        from tstate.spark.plan import Plan
+
+        plan = Plan.of(flow)
+        bound = {k: (v if isinstance(v, Source) else Source(v)) for k, v in {**self.sources, **sources}.items()}
+        for name in bound:
+            if name not in plan.inputs:
+                raise SparkError(f"a DataFrame is bound to {name!r}, but the dataflow has no such input (inputs: {', '.join(plan.inputs) or 'none'})")
+        for name in plan.inputs:
+            if name not in bound:
+                raise SparkError(f"input {name!r} of dataflow {flow.name!r} has no DataFrame: pass {{{name!r}: df}}")
+        for name, src in bound.items():
+            _check_schema(name, src)
+        self._plan, self._flow = plan, flow
+        self._owners = {b: balanced_map(plan.nodes[b].bins, self.partitions) for b in plan.boundaries}
+        self._late = self.spark.sparkContext.accumulator(0)
+        head = self.store.latest() if self.resume else None
+        if head is not None and "spark" in head.meta:
+            meta = head.meta["spark"]
+            for b in plan.boundaries:
+                pn = plan.nodes[b]
+                entry = head.operators.get(pn.name)
+                if pn.kind != "stateful" or entry is None:
+                    continue
+                spec = flow._nodes[b]
+                check_compatible(pn.name, entry.schema, spec.options["schema"])
+                if entry.bins != pn.bins:
+                    raise ConfigurationError(
+                        f"operator {pn.name!r}: checkpoint {head.id} has {entry.bins} bins, the dataflow {pn.bins}"
+                    )
+            self._fresh = False
+            self._last_batch = int(meta["batch"])
+            self._frontier = meta["frontier"]
+            self._timers = {op: {int(b): t for b, t in bins.items()} for op, bins in meta.get("timers", {}).items()}
+            for spec in flow._nodes:
+                if spec.kind == "sink":
+                    spec.options["sink"].restore(self._frontier if self._frontier is not None else 0)
+        for spec in flow._nodes:
+            if spec.kind == "sink":
+                spec.options["sink"].open(0, 1)
+        return bound
+
+    def _labels_for(self, n: int) -> tuple[int, ...]:
+        """Labels ``l[p]`` with ``pmod(hash(l[p]), n) == p``: Spark's hash partitioning
+        of an int column, computed by Spark itself."""
+        if n not in self._labels:
+            found: dict[int, int] = {}
+            size = 64 * n
+            while len(found) < n:
+                rows = self.spark.range(0, size).selectExpr(
+                    "cast(id as int) as id", f"pmod(hash(cast(id as int)), {n}) as p"
+                ).collect()
+                for r in rows:
+                    found.setdefault(int(r["p"]), int(r["id"]))
+                size *= 4
+            self._labels[n] = tuple(found[p] for p in range(n))
+        return self._labels[n]
+
+    def _ticks_for(self, node: int, labels: tuple[int, ...]) -> Any:
+        from tstate.spark.task import SCHEMA, TICK
+
+        key = (node, len(labels))
+        if key not in self._ticks:
+            self._ticks[key] = self.spark.createDataFrame(
+                [(TICK, lab, node, 0, 0, b"") for lab in labels], SCHEMA
+            )
+        return self._ticks[key]
+
+    # -- rescaling --------------------------------------------------------------------
+    def rescale(self, partitions: int, strategy: str = "all-at-once") -> int:
+        """Spread the bins over ``partitions`` partitions from the next micro-batch on:
+        ``"all-at-once"`` in one batch, ``"fluid"`` one bin per batch per boundary, or
+        ``"batched"`` (each partition sends and receives at most one bin per batch).
+        Returns the number of batches the move takes."""
+        from tstate.migration.planner import plan as plan_steps, rescale_map
+
+        if not isinstance(partitions, int) or partitions < 1:
+            raise ConfigurationError(f"partitions must be an integer >= 1, got {partitions!r}")
+        if self._plan is None:
+            self.partitions = partitions
+            return 0
+        per_node = {}
+        for b, owners in self._owners.items():
+            per_node[b] = plan_steps(owners, rescale_map(owners, partitions), strategy)
+        steps = max((len(s) for s in per_node.values()), default=0)
+        self._steps = [
+            {(b << 20) | bin_: p for b, s in per_node.items() if i < len(s) for bin_, p in s[i].items()}
+            for i in range(steps)
+        ]
+        self.partitions = max(partitions, max((max(o) + 1 for o in self._owners.values()), default=1))
+        self._target_partitions = partitions
+        return steps
+
+    def _next_owners(self) -> int:
+        """Apply the next rescale step; returns how many bins moved."""
+        if not self._steps:
+            target = self._target_partitions
+            if target is not None:
+                self.partitions = target
+                self._target_partitions = None
+            return 0
+        step = self._steps.pop(0)
+        for code, p in step.items():
+            self._owners[code >> 20][code & ((1 << 20) - 1)] = p
+        if not self._steps and self._target_partitions is not None:
+            self.partitions = self._target_partitions
+            self._target_partitions = None
+        return len(step)
+
+    # -- running ----------------------------------------------------------------------
+    def run(
+        self,
+        flow: "Dataflow",
+        sources: Optional[dict[str, Any]] = None,
+        *,
+        epochs_per_batch: int = 1,
+        reconfigure: Any = (),
+    ) -> None:
+        """Run ``flow`` over static DataFrames to completion (see the module docstring).
+
+        ``reconfigure``: ``(time, tstate.Rescale(partitions, strategy=...))`` pairs, like
+        the embedded engine's: from the first micro-batch at or after ``time``, the
+        bins move to the new partitions (per the strategy, over one or more batches)."""
+        from pyspark.sql import functions as F
+
+        from tstate.migration.commands import Rescale
+
+        pending = sorted(reconfigure, key=lambda p: p[0])
+        for _, cmd in pending:
+            if not isinstance(cmd, Rescale):
+                raise ConfigurationError(f"the Spark backend rescales by partitions: use tstate.Rescale, not {cmd!r}")
+
+        if not isinstance(epochs_per_batch, int) or epochs_per_batch < 1:
+            raise ConfigurationError(f"epochs_per_batch must be an integer >= 1, got {epochs_per_batch!r}")
+        bound = self._prepare(flow, sources or {})
+        if self._frontier is None:
+            return  # a finished run was committed: nothing left to do
+        lows, highs = [], []
+        for name, src in bound.items():
+            if getattr(src.df, "isStreaming", False):
+                raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.start for streaming runs")
+            if src.time is None:
+                lows.append(0)
+                highs.append(0)
+            else:
+                r = src.df.agg(F.min(src.time).alias("lo"), F.max(src.time).alias("hi")).collect()[0]
+                if r["lo"] is not None:
+                    lows.append(int(r["lo"]))
+                    highs.append(int(r["hi"]))
+        lo: int = (min(lows) if lows else 0) if self._fresh else self._frontier
+        top = max(highs) if highs else -1
+        batch = self._last_batch + 1
+        while lo <= top:
+            hi = lo + epochs_per_batch
+            while pending and pending[0][0] <= lo:
+                cmd = pending.pop(0)[1]
+                self.rescale(cmd.workers, cmd.strategy)
+            dfs = {}
+            for name, src in bound.items():
+                if src.time is None:
+                    dfs[name] = src.df if lo <= 0 < hi else src.df.limit(0)
+                else:
+                    dfs[name] = src.df.where((F.col(src.time) >= lo) & (F.col(src.time) < hi))
+            self._batch(dfs, bound, batch, lo, hi, None)
+            lo, batch = hi, batch + 1
+        self._batch({}, bound, batch, lo, None, None)  # the inputs close: remaining timers fire
+        for spec in flow._nodes:
+            if spec.kind == "sink":
+                spec.options["sink"].close(0)
+
+    def start(
+        self,
+        flow: "Dataflow",
+        sources: Optional[dict[str, Any]] = None,
+        *,
+        trigger: Optional[dict[str, Any]] = None,
+        query_name: Optional[str] = None,
+    ) -> Any:
+        """Start ``flow`` as a Structured Streaming query over its one streaming input;
+        returns the ``StreamingQuery`` (``awaitTermination``, ``stop``,
+        ``recentProgress``...).  ``trigger``: ``DataStreamWriter.trigger`` arguments,
+        e.g. ``{"availableNow": True}`` or ``{"processingTime": "5 seconds"}``."""
+        from pyspark.sql import functions as F
+
+        bound = self._prepare(flow, sources or {})
+        if len(bound) != 1:
+            raise SparkError(f"a streaming run needs exactly one input; dataflow {flow.name!r} has {len(bound)}")
+        (name, src), = bound.items()
+        if not getattr(src.df, "isStreaming", False):
+            raise SparkError(f"input {name!r} is not a streaming DataFrame: use Backend.run for static DataFrames")
+
+        def on_batch(df: Any, batch_id: int) -> None:
+            if batch_id <= self._last_batch:
+                self.metrics.skipped.append(batch_id)  # committed before a restart
+                return
+            lo = self._frontier
+            if src.time is None:
+                hi: Optional[int] = max(lo, batch_id) + 1
+                const = max(lo, batch_id)
+            else:
+                top = df.agg(F.max(src.time).alias("t")).collect()[0]["t"]
+                hi = max(lo, int(top) + 1) if top is not None else lo
+                const = None
+            self._batch({name: df}, bound, batch_id, lo, hi, const)
+
+        writer = src.df.writeStream.foreachBatch(on_batch).option(
+            "checkpointLocation", os.path.join(self.directory, "spark-query")
+        )
+        if trigger:
+            writer = writer.trigger(**trigger)
+        if query_name:
+            writer = writer.queryName(query_name)
+        return writer.start()
+
+    def _batch(
+        self,
+        dfs: dict[str, Any],
+        bound: dict[str, Source],
+        batch: int,
+        lo: int,
+        hi: Optional[int],
+        const_time: Optional[int],
+    ) -> None:
+        """One micro-batch: run it, deliver the sinks' records, commit (module docs)."""
+        import msgpack
+
+        from tstate.checkpoint.manifest import FileRef
+        from tstate.progress.frontier import Antichain
+        from tstate.spark import task as T
+
+        start = _time.perf_counter()
+        plan = self._plan
+        moved = self._next_owners()
+        n = self.partitions
+        labels = self._labels_for(n)
+        head = None if self._fresh else self.store.head
+        writer = self.store.begin(hi if hi is not None else lo, full=self._fresh)
+        persisted: list[Any] = []
+        try:
+            due = {}
+            for b in plan.boundaries:
+                timers = self._timers.get(plan.nodes[b].name, {})
+                due[b] = frozenset(bn for bn, t in timers.items() if hi is None or t < hi)
+            info = T.BatchInfo(
+                batch, lo, hi, self.directory, head.id if head is not None else None, writer.id, writer.token,
+                labels, {b: tuple(o) for b, o in self._owners.items()}, due, self.compact_after,
+            )
+            waves: dict[Any, Any] = {}
+            for name, df in dfs.items():
+                src = bound[name]
+                t0 = const_time if const_time is not None else 0
+                info_in = info if src.time is not None else T.BatchInfo(
+                    batch, t0, hi, self.directory, info.head, writer.id, writer.token, labels, info.owners, due,
+                    self.compact_after,
+                )
+                wave = df.mapInArrow(T.input_task(plan, info_in, name, src.record, src.time, self._late), T.SCHEMA)
+                uses = sum(name in plan.feeders.get(b, ()) for b in plan.boundaries) + bool(plan.sink_reach.get(name))
+                if uses > 1:
+                    wave = wave.persist()
+                    persisted.append(wave)
+                waves[name] = wave
+            rows: list[Any] = []
+            for name in dfs:
+                if plan.sink_reach.get(name):
+                    rows += waves[name].where(f"kind = {T.SINK}").collect()
+            for b in plan.boundaries:
+                parts = [waves[w].where(f"kind = {T.RECORDS} and node = {b}") for w in plan.feeders.get(b, ()) if w in waves]
+                inp = self._ticks_for(b, labels)
+                for p in parts:
+                    inp = inp.unionAll(p)
+                out = inp.repartition(n, "dest").mapInArrow(T.boundary_task(plan, info, b), T.SCHEMA)
+                if any(b in plan.feeders.get(c, ()) for c in plan.boundaries):
+                    out = out.persist()
+                    persisted.append(out)
+                waves[b] = out
+                rows += out.where(f"kind != {T.RECORDS}").collect()
+            # the driver's part: files, timers, counters, then the sinks
+            stats = {"records": 0, "hits": 0, "misses": 0, "bytes": 0}
+            sink_out: dict[int, dict[int, list[Any]]] = {}
+            for r in rows:
+                kind = r["kind"]
+                if kind == T.FILE:
+                    path, size, checksum, fkind, first_timer = msgpack.unpackb(r["payload"])
+                    opname = plan.nodes[r["node"]].name
+                    timers = self._timers.setdefault(opname, {})
+                    if fkind == "drop":
+                        writer.drop_bin(opname, r["bin"])
+                        timers.pop(r["bin"], None)
+                    else:
+                        writer.adopt(opname, r["bin"], [FileRef(path, size, checksum)], replace=fkind == "snap")
+                        if first_timer is None:
+                            timers.pop(r["bin"], None)
+                        else:
+                            timers[r["bin"]] = first_timer
+                elif kind == T.STATS:
+                    s = msgpack.unpackb(r["payload"])
+                    for k in stats:
+                        stats[k] += s.get(k, 0)
+                elif kind == T.SINK:
+                    from tstate.spark.records import decode_records
+
+                    sink_out.setdefault(r["node"], {}).setdefault(r["time"], []).extend(decode_records(r["payload"]))
+            front = Antichain([hi]) if hi is not None else Antichain()
+            for spec in self._flow._nodes:
+                if spec.kind != "sink":
+                    continue
+                sink = spec.options["sink"]
+                for t, recs in sorted(sink_out.get(spec.index, {}).items()):
+                    sink.write(0, t, recs)
+                sink.frontier(0, front)
+            for b in plan.boundaries:
+                spec = self._flow._nodes[b]
+                if spec.kind == "stateful":
+                    writer.put_operator_schema(spec.name, spec.options["schema"].to_builtins(), spec.options["bins"])
+            writer.put_meta(
+                "spark",
+                {
+                    "batch": batch, "frontier": hi, "partitions": n,
+                    "timers": {op: {str(b): t for b, t in tm.items()} for op, tm in self._timers.items()},
+                },
+            )
+            writer.commit()
+        except BaseException:
+            writer.abort()
+            raise
+        finally:
+            for df in persisted:
+                df.unpersist()
+        self._fresh = False
+        self._last_batch = batch
+        self._frontier = hi  # type: ignore[assignment]
+        self.metrics.late = self._late.value if self._late is not None else 0
+        self.metrics.batches.append(
+            BatchMetrics(
+                batch, hi, _time.perf_counter() - start, n, stats["records"], stats["hits"], stats["misses"],
+                stats["bytes"], moved,
+            )
+        )
+
+    # -- state ----------------------------------------------------------------------
+    def state(self, op: "Stream") -> Any:
+        """The state of stateful operator ``op`` at the last committed batch, as a Spark
+        DataFrame (a ``key`` column, then one column per struct field or ``value``),
+        read from the bins by the executors."""
+        from tstate.spark.frame import state_frame
+
+        if self._flow is None:
+            raise SparkError("nothing has run on this backend yet")
+        return state_frame(self, op)
+
+
+def _check_schema(name: str, src: Source) -> None:
+    if src.record not in ("dict", "tuple", "value"):
+        raise ConfigurationError(f"input {name!r}: record must be 'dict', 'tuple' or 'value', got {src.record!r}")
+    try:
+        fields = {f.name: f.dataType.simpleString() for f in src.df.schema.fields}
+    except AttributeError:
+        raise SparkError(f"input {name!r}: expected a Spark DataFrame, got {type(src.df).__name__}") from None
+    want = dict(src.columns or {})
+    for col, tp in want.items():
+        if col not in fields:
+            raise SparkError(
+                f"input {name!r}: the DataFrame has no column {col!r} that the dataflow expects "
+                f"(it has: {', '.join(f'{k} {v}' for k, v in fields.items())})"
+            )
+        if fields[col] != tp:
+            raise SparkError(f"input {name!r}: column {col!r} is {fields[col]}, the dataflow expects {tp}")
+    if src.time is not None:
+        if src.time not in fields:
+            raise SparkError(f"input {name!r}: no time column {src.time!r} (columns: {', '.join(fields)})")
+        if fields[src.time] not in _INT_TYPES:
+            raise SparkError(
+                f"input {name!r}: time column {src.time!r} is {fields[src.time]}; it must be an integer column "
+                "(epochs), e.g. cast a timestamp to hours"
+            )

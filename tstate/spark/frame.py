@@ -1,0 +1,86 @@
+"""State as a Spark DataFrame: an operator's bins at a committed batch, read by the
+executors straight from the checkpoint store (like Spark's ``statestore`` reader, but
+from tstate's bins, so any number of partitions can read any bins).
+
+The columns are those of :func:`tstate.types.arrow.to_arrow`: the key (``key``, or
+``key_0``, ``key_1``... for tuple keys), then one column per field of a struct state
+(``value`` for any other state type)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+from tstate.errors import SparkError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from tstate.dataflow import Stream
+    from tstate.spark.backend import Backend
+
+__all__ = ["state_frame"]
+
+
+def _rows(directory: str, refs: Any, codec: Any, fingerprint: str) -> list[tuple[Any, Any]]:
+    from tstate.checkpoint.delta import restore_bin
+    from tstate.spark import binstore
+
+    s = binstore.store(directory)
+    b = restore_bin([s.read(r) for r in refs], codec, fingerprint=fingerprint)
+    return list(b.states.items())
+
+
+def _reader(
+    directory: str, checkpoint: int, operator: str, state_type: Any, fingerprint: str, schema: "pa.Schema"
+) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
+    def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        from tstate.spark import binstore
+        from tstate.types import StateCodec, to_arrow
+
+        codec = StateCodec(state_type)
+        m = binstore.manifest(directory, checkpoint)
+        assert m is not None
+        for batch in batches:
+            for b in batch.column("bin").to_pylist():
+                rows = _rows(directory, m.chain(operator, b), codec, fingerprint)
+                if rows:
+                    yield from to_arrow(rows, state_type).cast(schema).to_batches()
+
+    return run
+
+
+def state_frame(backend: "Backend", op: "Stream") -> Any:
+    """The state of ``op`` at ``backend``'s last committed batch (module docstring)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from tstate.types import StateCodec, to_arrow
+    from tstate.types.schema import Schema
+
+    flow = backend._flow
+    spec = flow._nodes[op.node]
+    if spec.kind != "stateful":
+        raise SparkError(f"operator {spec.name!r} is not a stateful operator")
+    m = backend.store.head
+    entry = m.operators.get(spec.name) if m is not None else None
+    if m is None or entry is None:
+        raise SparkError(f"operator {spec.name!r} has no committed state in {backend.directory}")
+    state_type = spec.options["state_type"]
+    fingerprint = Schema.from_builtins(entry.schema).fingerprint
+    bins = sorted(entry.chains)
+    # the key columns' types, from one bin read here
+    codec = StateCodec(state_type)
+    sample: list[tuple[Any, Any]] = []
+    for b in bins:
+        sample = _rows(backend.directory, entry.chains[b], codec, fingerprint)[:1]
+        if sample:
+            break
+    if not sample:
+        schema = to_arrow([], state_type, key_type=str).schema
+        return backend.spark.createDataFrame([], from_arrow_schema(schema))
+    schema = to_arrow(sample, state_type).schema
+    ids = backend.spark.createDataFrame([(b,) for b in bins], "bin int").repartition(
+        max(1, min(backend.partitions, len(bins)))
+    )
+    return ids.mapInArrow(
+        _reader(backend.directory, m.id, spec.name, state_type, fingerprint, schema), from_arrow_schema(schema)
+    )

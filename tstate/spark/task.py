@@ -1,0 +1,276 @@
+"""What runs inside Spark tasks: input routing and the per-partition work of a boundary.
+
+Every task speaks one Arrow schema (:data:`SCHEMA`); a row is one of
+
+- ``RECORDS``: a group of records for boundary ``node``, bin ``bin``, time ``time``,
+  shuffled to the partition labelled ``dest`` (``payload``: :mod:`~tstate.spark.records`);
+- ``SINK``: records that reached sink ``node`` at ``time`` (delivered by the driver);
+- ``FILE``: a state file a task wrote for operator ``node``, bin ``bin`` (``payload``:
+  path, size, checksum, kind, earliest timer);
+- ``STATS``: per-task counters (cache hits and misses, records, late records);
+- ``TICK``: one per partition and boundary, so that every partition runs (timers fire
+  even where no record arrived).
+
+A boundary's task rebuilds its operator in a one-worker embedded execution, installs
+the bins it needs (:mod:`~tstate.spark.binstore`), feeds the records in time order,
+advances the input to the batch's frontier (or closes it in the final batch), steps
+until nothing is left, then writes each changed bin as a delta or snapshot file — the
+embedded engine's own operator code, so both engines compute the same thing.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
+
+import msgpack
+from attrs import frozen
+
+from tstate.spark.records import decode_records, encode_records
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from tstate.spark.plan import Plan
+
+__all__ = ["BatchInfo", "SCHEMA", "RECORDS", "SINK", "FILE", "STATS", "TICK", "input_task", "boundary_task"]
+
+RECORDS, SINK, FILE, STATS, TICK = 0, 1, 2, 3, 4
+#: the Spark DDL schema of every task's output
+SCHEMA = "kind int, dest int, node int, bin int, time long, payload binary"
+
+
+@frozen
+class BatchInfo:
+    """What the driver tells every task of one micro-batch (shipped with the task)."""
+
+    batch: int
+    #: the frontier before the batch (records before it are late) and after it (None:
+    #: the input is closed, every timer fires)
+    lo: int
+    hi: Optional[int]
+    directory: str
+    #: the committed manifest bins are read from (None: no checkpoint yet)
+    head: Optional[int]
+    #: the checkpoint the batch's files belong to, and its writer's token
+    checkpoint: int
+    token: str
+    #: partition labels: rows with ``dest == labels[p]`` land on partition p
+    labels: tuple[int, ...]
+    #: per boundary node: the partition owning each bin
+    owners: dict[int, tuple[int, ...]]
+    #: per stateful node: bins with a timer due before ``hi``
+    due: dict[int, frozenset[int]]
+    compact_after: int = 8
+
+
+def _arrow(rows: list[tuple[int, int, int, int, int, bytes]]) -> "pa.RecordBatch":
+    import pyarrow as pa
+
+    cols: list[Any] = list(zip(*rows)) if rows else [(), (), (), (), (), ()]
+    types = [pa.int32(), pa.int32(), pa.int32(), pa.int32(), pa.int64(), pa.binary()]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(c), t) for c, t in zip(cols, types)], names=["kind", "dest", "node", "bin", "time", "payload"]
+    )
+
+
+def _emit(
+    plan: "Plan",
+    info: BatchInfo,
+    routed: dict[tuple[int, int, int], list[Any]],
+    sinks: dict[tuple[int, int], list[Any]],
+    rows: list[tuple[int, int, int, int, int, bytes]],
+) -> None:
+    labels = info.labels
+    for (node, b, t), recs in routed.items():
+        rows.append((RECORDS, labels[info.owners[node][b]], node, b, t, encode_records(recs, plan.nodes[node].name)))
+    for (node, t), recs in sinks.items():
+        rows.append((SINK, 0, node, 0, t, encode_records(recs, plan.nodes[node].name)))
+
+
+def _to_records(batch: "pa.RecordBatch", shape: str) -> list[Any]:
+    if shape == "dict":
+        return batch.to_pylist()  # type: ignore[no-any-return]
+    cols = [c.to_pylist() for c in batch.columns]
+    if shape == "value":
+        return cols[0]
+    return list(zip(*cols))
+
+
+def input_task(
+    plan: "Plan", info: BatchInfo, name: str, shape: str, time_column: Optional[str], late: Any = None
+) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
+    """The map side of an input: rows become records (``shape``: ``"dict"``,
+    ``"tuple"`` or ``"value"``), at ``time_column``'s value or at the batch's time,
+    pushed through the fused chain to the boundaries' shuffles and to sinks.  Records
+    before the frontier are late: dropped and counted in the ``late`` accumulator."""
+    node = plan.inputs[name]
+
+    def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            recs = _to_records(batch, shape)
+            by_time: dict[int, list[Any]]
+            if time_column is None:
+                by_time = {info.lo: recs}
+            else:
+                by_time = {}
+                dropped = 0
+                for t, r in zip(batch.column(time_column).to_pylist(), recs):
+                    if t is None or t < info.lo:
+                        dropped += 1
+                        continue
+                    lst = by_time.get(t)
+                    if lst is None:
+                        by_time[t] = [r]
+                    else:
+                        lst.append(r)
+                if dropped and late is not None:
+                    late.add(dropped)
+            routed: dict[tuple[int, int, int], list[Any]] = {}
+            sinks: dict[tuple[int, int], list[Any]] = {}
+            for t, rs in by_time.items():
+                r2, s2 = plan.push_from(node, t, rs)
+                for k, v in r2.items():
+                    routed.setdefault(k, []).extend(v)
+                for k2, v in s2.items():
+                    sinks.setdefault(k2, []).extend(v)
+            rows: list[tuple[int, int, int, int, int, bytes]] = []
+            _emit(plan, info, routed, sinks, rows)
+            yield _arrow(rows)
+
+    return run
+
+
+def boundary_task(plan: "Plan", info: BatchInfo, node: int) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
+    """The reduce side of boundary ``node`` on one partition (see the module docstring)."""
+
+    def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx is not None else 0
+        groups: dict[int, dict[int, list[Any]]] = {}  # time -> bin -> records
+        n = 0
+        for batch in batches:
+            kinds = batch.column("kind").to_pylist()
+            bins = batch.column("bin").to_pylist()
+            times = batch.column("time").to_pylist()
+            payloads = batch.column("payload").to_pylist()
+            for k, b, t, p in zip(kinds, bins, times, payloads):
+                if k != RECORDS:
+                    continue
+                recs = decode_records(p)
+                n += len(recs)
+                groups.setdefault(t, {}).setdefault(b, []).extend(recs)
+        rows: list[tuple[int, int, int, int, int, bytes]] = []
+        if plan.nodes[node].kind == "exchange":
+            routed: dict[tuple[int, int, int], list[Any]] = {}
+            sinks: dict[tuple[int, int], list[Any]] = {}
+            for t in sorted(groups):
+                for recs in groups[t].values():
+                    r2, s2 = plan.push_from(node, t, recs)
+                    for key, v in r2.items():
+                        routed.setdefault(key, []).extend(v)
+                    for k2, v in s2.items():
+                        sinks.setdefault(k2, []).extend(v)
+            _emit(plan, info, routed, sinks, rows)
+            stats = {"records": n}
+        else:
+            stats = _stateful(plan, info, node, partition, groups, rows)
+            stats["records"] = n
+        rows.append((STATS, 0, node, partition, 0, msgpack.packb(stats)))
+        yield _arrow(rows)
+
+    return run
+
+
+def _stateful(
+    plan: "Plan",
+    info: BatchInfo,
+    node: int,
+    partition: int,
+    groups: dict[int, dict[int, list[Any]]],
+    rows: list[tuple[int, int, int, int, int, bytes]],
+) -> dict[str, Any]:
+    import tstate as ts
+    from tstate.checkpoint.delta import encode_change
+    from tstate.checkpoint.store import write_data_file
+    from tstate.engine.execution import Execution
+    from tstate.operators.stateful import StatefulRuntime
+    from tstate.spark import binstore
+    from tstate.types.schema import Schema
+
+    pn = plan.nodes[node]
+    o = pn.options
+    # the operator, alone in a one-worker execution
+    mini = ts.Dataflow(f"{plan.name}/{pn.name}")
+    inp = mini.input("in", batch_size=1 << 30)
+    stream = mini._stateful(inp, o["key"], o["state_type"], o["new_state"], o["bins"], pn.name, o["fold"])(o["fn"])
+    mini._nodes[stream.node].options["handlers"] = dict(o["handlers"])
+    out = stream.collect()
+    exe = Execution(mini, 1)
+    op = exe.operators[0][stream.node]
+    assert isinstance(op, StatefulRuntime)
+    op.track_dirty = True
+    codec = op.codec
+    m = binstore.manifest(info.directory, info.head)
+    entry = m.operators.get(pn.name) if m is not None else None
+    stored_fp = Schema.from_builtins(entry.schema).fingerprint if entry is not None else codec.fingerprint
+    owners = info.owners[node]
+    needed = {b for bins in groups.values() for b in bins} | {
+        b for b in info.due.get(node, ()) if owners[b] == partition
+    }
+    hits = 0
+    loaded = {}
+    for b in sorted(needed):
+        bin_, hit = binstore.take(info.directory, m, pn.name, b, codec, stored_fp)
+        hits += hit
+        loaded[b] = bin_
+        op.install_bin(bin_)
+    if info.lo > 0:
+        inp.advance_to(info.lo)
+    for t in sorted(groups):
+        recs = [r for b in sorted(groups[t]) for r in groups[t][b]]
+        inp.send(recs, time=t)
+    if info.hi is None:
+        inp.close()
+    elif info.hi > info.lo:
+        inp.advance_to(info.hi)
+    exe.step_while(lambda: True)
+    if op.stash or op.pending:  # pragma: no cover - times before hi are complete
+        raise AssertionError(f"operator {pn.name!r}: records left unapplied at the end of batch {info.batch}")
+    # outputs, through the fused chain after the operator
+    routed: dict[tuple[int, int, int], list[Any]] = {}
+    sinks: dict[tuple[int, int], list[Any]] = {}
+    for t, recs in sorted(out.by_time().items()):
+        r2, s2 = plan.push_from(node, t, recs)
+        for key, v in r2.items():
+            routed.setdefault(key, []).extend(v)
+        for k2, v in s2.items():
+            sinks.setdefault(k2, []).extend(v)
+    _emit(plan, info, routed, sinks, rows)
+    # state files for the bins that changed
+    fs = binstore.store(info.directory).fs
+    token = info.token + secrets.token_hex(3)
+    written = 0
+    for b, bin_ in loaded.items():
+        refs = binstore.chain(m, pn.name, b)
+        version = refs[-1].path if refs else ""
+        if bin_.full or bin_.dirty or bin_.removed:
+            if bin_.is_empty():
+                if refs:  # the bin had state: the checkpoint drops its chain
+                    rows.append((FILE, 0, node, b, 0, msgpack.packb([None, 0, None, "drop", None])))
+                version = ""
+            else:
+                snapshot = bin_.full or not refs or len(refs) + 1 > info.compact_after
+                kind = "snap" if snapshot else "delta"
+                data = encode_change(bin_, codec, snapshot=snapshot, operator=pn.name)
+                ref = write_data_file(fs, pn.name, b, info.checkpoint, token, kind, data)
+                written += ref.size
+                version = ref.path
+                payload = [ref.path, ref.size, ref.xxh64, kind, min(bin_.timers) if bin_.timers else None]
+                rows.append((FILE, 0, node, b, 0, msgpack.packb(payload)))
+        binstore.give(info.directory, pn.name, bin_, version)
+    return {"hits": hits, "misses": len(loaded) - hits, "bytes": written}

@@ -25,3 +25,18 @@ settings.register_profile("thorough", deadline=None, max_examples=1000)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
 )
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """One SparkSession (``local[2]``) for the whole run: starting Spark takes seconds.
+    Tests that use it are skipped where pyspark is not installed."""
+    pytest.importorskip("pyspark", reason="the Spark backend tests need the spark extra")
+    from tstate.spark import local_session
+
+    session = local_session("local[2]", app_name="tstate-tests")
+    yield session
+    session.stop()

@@ -1,19 +1,10 @@
-"""One SparkSession for the whole test run (``local[2]``: starting Spark takes seconds)."""
+"""Spark backend tests: the ``spark`` fixture is in ``tests/conftest.py``."""
 
 from __future__ import annotations
 
 import pytest
 
 pyspark = pytest.importorskip("pyspark", reason="the Spark backend tests need the spark extra")
-
-
-@pytest.fixture(scope="session")
-def spark():  # type: ignore[no-untyped-def]
-    from tstate.spark import local_session
-
-    session = local_session("local[2]", app_name="tstate-tests")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -47,7 +47,7 @@ from tstate.state.bin import Bin
 from tstate.state.payload import decode_time, encode_time
 from tstate.types.codec import decode_envelope, encode_envelope
 
-__all__ = ["encode_delta", "encode_change", "decode_delta", "apply_chain", "restore_bin", "envelope_fingerprint", "Timers"]
+__all__ = ["encode_delta", "encode_change", "decode_delta", "apply_chain", "restore_bin", "catch_up", "envelope_fingerprint", "Timers"]
 
 #: Timers as accepted by :func:`encode_delta`: ``{time: keys}`` (like ``Bin.timers``) or
 #: ``[(time, keys), ...]``.
@@ -216,4 +216,37 @@ def restore_bin(
     from_b = codec.from_builtins
     b.states = {k: from_b(v) for k, v in out["states"].items()}
     b.timers = {t: {k: None for k in keys} for t, keys in out["timers"].items()}
+    return b
+
+
+def catch_up(b: Bin, deltas: Sequence[bytes], codec: Any, fingerprint: str | None = None) -> Bin:
+    """Bring a decoded bin forward by the chain files written after it (deltas, or a
+    snapshot that replaces everything): what a cache holding an older version of a bin
+    does instead of re-reading the whole chain.  Changes ``b`` in place and returns it.
+
+    >>> from tstate.types.codec import StateCodec
+    >>> codec = StateCodec(int)
+    >>> b = Bin(3); b.states = {"a": 1, "b": 2}
+    >>> d = encode_delta(3, [("a", 5)], ["b"], {12: ["a"]}, codec.fingerprint)
+    >>> catch_up(b, [d], codec).states, b.timers
+    ({'a': 5}, {12: {'a': None}})
+    """
+    fp = codec.fingerprint if fingerprint is None else fingerprint
+    from_b = codec.from_builtins
+    for i, data in enumerate(deltas):
+        payload = decode_envelope(data, fp)
+        if not isinstance(payload, dict) or payload.get("bin") != b.index:
+            raise CheckpointError(f"chain file {i}: not a payload of bin {b.index}")
+        try:
+            if "states" in payload:
+                b.states = {decode_key(k): from_b(v) for k, v in payload["states"]}
+            else:
+                states = b.states
+                for k in payload["deletes"]:
+                    states.pop(decode_key(k), None)
+                for k, v in payload["upserts"]:
+                    states[decode_key(k)] = from_b(v)
+            b.timers = {decode_time(t): {decode_key(k): None for k in keys} for t, keys in payload["timers"]}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"chain file {i}: malformed bin payload ({exc!r})") from None
     return b

@@ -81,6 +81,12 @@ class BatchMetrics:
     cache_misses: int
     bytes_written: int
     moved_bins: int
+    #: bins found cached at an older version and brought forward by their newer files
+    cache_catchups: int = 0
+    #: seconds in Spark jobs (the tasks), on the driver (files, sinks), and committing
+    spark_seconds: float = 0.0
+    driver_seconds: float = 0.0
+    commit_seconds: float = 0.0
 
 
 @define
@@ -91,7 +97,17 @@ class _Metrics:
 
     @property
     def cache_hit_rate(self) -> float:
+        """Bins found in an executor's cache at the committed version, of all bins taken."""
         h = sum(b.cache_hits for b in self.batches)
+        c = sum(b.cache_catchups for b in self.batches)
+        m = sum(b.cache_misses for b in self.batches)
+        return h / (h + c + m) if h + c + m else 1.0
+
+    @property
+    def cache_reuse_rate(self) -> float:
+        """Bins taken from a cache, at the committed version or caught up by reading only
+        the files written since, of all bins taken."""
+        h = sum(b.cache_hits + b.cache_catchups for b in self.batches)
         m = sum(b.cache_misses for b in self.batches)
         return h / (h + m) if h + m else 1.0
 
@@ -218,29 +234,35 @@ class Backend:
         return self._ticks[key]
 
     # -- rescaling --------------------------------------------------------------------
-    def rescale(self, partitions: int, strategy: str = "all-at-once") -> int:
-        """Spread the bins over ``partitions`` partitions from the next micro-batch on:
-        ``"all-at-once"`` in one batch, ``"fluid"`` one bin per batch per boundary, or
-        ``"batched"`` (each partition sends and receives at most one bin per batch).
-        Returns the number of batches the move takes."""
-        from tstate.migration.planner import plan as plan_steps, rescale_map
+    def rescale(self, partitions: int, strategy: str = "all-at-once", steps: int = 4) -> int:
+        """Spread the bins over ``partitions`` partitions from the next micro-batch on,
+        moving as few bins as possible: ``"all-at-once"`` in one batch, ``"fluid"``
+        spread evenly over ``steps`` batches (a moved bin costs its new owner one read
+        from the store, so fluid spreads that cost).  ``"batched"`` is accepted as
+        ``"fluid"`` (every step here is already a batch boundary).  Returns the number
+        of batches the move takes."""
+        from tstate.migration.planner import rescale_map
 
         if not isinstance(partitions, int) or partitions < 1:
             raise ConfigurationError(f"partitions must be an integer >= 1, got {partitions!r}")
+        if strategy not in ("all-at-once", "fluid", "batched"):
+            raise ConfigurationError(f"strategy must be 'all-at-once' or 'fluid', got {strategy!r}")
+        if not isinstance(steps, int) or steps < 1:
+            raise ConfigurationError(f"steps must be an integer >= 1, got {steps!r}")
         if self._plan is None:
             self.partitions = partitions
             return 0
-        per_node = {}
-        for b, owners in self._owners.items():
-            per_node[b] = plan_steps(owners, rescale_map(owners, partitions), strategy)
-        steps = max((len(s) for s in per_node.values()), default=0)
-        self._steps = [
-            {(b << 20) | bin_: p for b, s in per_node.items() if i < len(s) for bin_, p in s[i].items()}
-            for i in range(steps)
+        moves = [
+            ((b << 20) | bin_, p)
+            for b, owners in sorted(self._owners.items())
+            for bin_, p in enumerate(rescale_map(owners, partitions))
+            if owners[bin_] != p
         ]
+        k = 1 if strategy == "all-at-once" else min(steps, max(1, len(moves)))
+        self._steps = [dict(moves[i::k]) for i in range(k)] if moves else []
         self.partitions = max(partitions, max((max(o) + 1 for o in self._owners.values()), default=1))
         self._target_partitions = partitions
-        return steps
+        return len(self._steps)
 
     def _next_owners(self) -> int:
         """Apply the next rescale step; returns how many bins moved."""
@@ -425,8 +447,9 @@ class Backend:
                     persisted.append(out)
                 waves[b] = out
                 rows += out.where(f"kind != {T.RECORDS}").collect()
+            t_jobs = _time.perf_counter()
             # the driver's part: files, timers, counters, then the sinks
-            stats = {"records": 0, "hits": 0, "misses": 0, "bytes": 0}
+            stats = {"records": 0, "hits": 0, "catchups": 0, "misses": 0, "bytes": 0}
             sink_out: dict[int, dict[int, list[Any]]] = {}
             for r in rows:
                 kind = r["kind"]
@@ -470,7 +493,9 @@ class Backend:
                     "timers": {op: {str(b): t for b, t in tm.items()} for op, tm in self._timers.items()},
                 },
             )
+            t_driver = _time.perf_counter()
             writer.commit()
+            t_commit = _time.perf_counter()
         except BaseException:
             writer.abort()
             raise
@@ -484,7 +509,7 @@ class Backend:
         self.metrics.batches.append(
             BatchMetrics(
                 batch, hi, _time.perf_counter() - start, n, stats["records"], stats["hits"], stats["misses"],
-                stats["bytes"], moved,
+                stats["bytes"], moved, stats["catchups"], t_jobs - start, t_driver - t_jobs, t_commit - t_driver,
             )
         )
 

@@ -5,7 +5,10 @@ Bins live durably in the checkpoint store (:mod:`tstate.checkpoint.store`: the s
 snapshot and delta files as the embedded engine's checkpoints).  A Spark task *takes*
 the bins it needs: from this process's cache if the cached copy is exactly the version
 the committed manifest names (the path of the last file of the bin's chain), else from
-the store (reading and checking the chain).  A task that fails leaves nothing behind:
+the store (reading and checking the chain) — or, if the cached copy is an older version
+still in the chain (another process ran the bin's partition meanwhile: Spark does not
+keep partitions on the same Python worker), by applying just the files written since.
+A task that fails leaves nothing behind:
 taking removes the bin from the cache, and only a task that finished *gives* it back,
 tagged with the file it wrote — which is the committed version only if the driver then
 commits the batch; otherwise the next task sees a different version and re-reads the
@@ -62,22 +65,32 @@ def chain(m: Optional[Manifest], operator: str, bin: int) -> tuple[FileRef, ...]
     return m.chain(operator, bin)
 
 
-def take(directory: str, m: Optional[Manifest], operator: str, bin: int, codec: Any, fingerprint: str) -> tuple[Bin, bool]:
-    """The bin as of manifest ``m``, and whether it came from the cache."""
-    from tstate.checkpoint.delta import restore_bin
+def take(
+    directory: str, m: Optional[Manifest], operator: str, bin: int, codec: Any, fingerprint: str
+) -> tuple[Bin, str]:
+    """The bin as of manifest ``m``, and how it was found: ``"hit"`` (cached at that
+    version), ``"catch-up"`` (cached at an older version still in the bin's chain: only
+    the files written since are read and applied) or ``"miss"`` (read from the store)."""
+    from tstate.checkpoint.delta import catch_up, restore_bin
 
     refs = chain(m, operator, bin)
     version = refs[-1].path if refs else ""
     with _lock:
         cached = _bins.pop((directory, operator, bin), None)
-    if cached is not None and cached[0] == version:
-        return cached[1], True
+    if cached is not None:
+        if cached[0] == version:
+            return cached[1], "hit"
+        paths = [r.path for r in refs]
+        if cached[0] in paths:
+            s = store(directory)
+            later = refs[paths.index(cached[0]) + 1 :]
+            return catch_up(cached[1], [s.read(r) for r in later], codec, fingerprint), "catch-up"
     if not refs:
-        return Bin(bin), False
+        return Bin(bin), "miss"
     s = store(directory)
     b = restore_bin([s.read(r) for r in refs], codec, fingerprint=fingerprint)
     b.full = fingerprint != codec.fingerprint  # an older compatible schema: rewrite whole
-    return b, False
+    return b, "miss"
 
 
 def give(directory: str, operator: str, b: Bin, version: str) -> None:

@@ -42,6 +42,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Plan", "PlanNode"]
 
+#: bin count -> router, per process (see Plan.router)
+_SHARED_ROUTERS: dict[int, KeyRouter] = {}
+
 STATELESS = ("map", "filter", "flat_map", "inspect", "concat")
 BOUNDARIES = ("stateful", "exchange")
 SUPPORTED = ("input", "sink", *STATELESS, *BOUNDARIES)
@@ -146,9 +149,16 @@ class Plan:
         return sorted(bounds), sorted(sinks)
 
     def router(self, node: int) -> KeyRouter:
+        """The key -> bin router of a boundary.  Shared by every plan in this process
+        with the same bin count, so an executor's memo of hashed keys outlives the
+        micro-batch (a plan is shipped afresh with every batch)."""
         r = self._routers.get(node)
         if r is None:
-            r = self._routers[node] = KeyRouter(self.nodes[node].bins)
+            bins = self.nodes[node].bins
+            r = _SHARED_ROUTERS.get(bins)
+            if r is None:
+                r = _SHARED_ROUTERS[bins] = KeyRouter(bins)
+            self._routers[node] = r
         return r
 
     def push_from(

@@ -214,6 +214,7 @@ def _stateful(
     op = exe.operators[0][stream.node]
     assert isinstance(op, StatefulRuntime)
     op.track_dirty = True
+    op.keys = plan.router(node)  # the process-wide memo of hashed keys
     codec = op.codec
     m = binstore.manifest(info.directory, info.head)
     entry = m.operators.get(pn.name) if m is not None else None
@@ -222,11 +223,11 @@ def _stateful(
     needed = {b for bins in groups.values() for b in bins} | {
         b for b in info.due.get(node, ()) if owners[b] == partition
     }
-    hits = 0
+    found = {"hit": 0, "catch-up": 0, "miss": 0}
     loaded = {}
     for b in sorted(needed):
-        bin_, hit = binstore.take(info.directory, m, pn.name, b, codec, stored_fp)
-        hits += hit
+        bin_, how = binstore.take(info.directory, m, pn.name, b, codec, stored_fp)
+        found[how] += 1
         loaded[b] = bin_
         op.install_bin(bin_)
     if info.lo > 0:
@@ -273,4 +274,4 @@ def _stateful(
                 payload = [ref.path, ref.size, ref.xxh64, kind, min(bin_.timers) if bin_.timers else None]
                 rows.append((FILE, 0, node, b, 0, msgpack.packb(payload)))
         binstore.give(info.directory, pn.name, bin_, version)
-    return {"hits": hits, "misses": len(loaded) - hits, "bytes": written}
+    return {"hits": found["hit"], "catchups": found["catch-up"], "misses": found["miss"], "bytes": written}

@@ -173,6 +173,17 @@ class Plan:
         self._push(node, time, records, routed, sinks)
         return routed, sinks
 
+    def push(
+        self,
+        node: int,
+        time: int,
+        records: list[Any],
+        routed: dict[tuple[int, int, int], list[Any]],
+        sinks: dict[tuple[int, int], list[Any]],
+    ) -> None:
+        """:meth:`push_from`, adding to ``routed`` and ``sinks``."""
+        self._push(node, time, records, routed, sinks)
+
     def _push(
         self,
         node: int,

@@ -107,6 +107,10 @@ def input_task(
     node = plan.inputs[name]
 
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        # the whole partition is grouped before anything is emitted: one shuffle cell per
+        # (boundary, bin, time), not one per Arrow batch
+        routed: dict[tuple[int, int, int], list[Any]] = {}
+        sinks: dict[tuple[int, int], list[Any]] = {}
         for batch in batches:
             if batch.num_rows == 0:
                 continue
@@ -128,17 +132,11 @@ def input_task(
                         lst.append(r)
                 if dropped and late is not None:
                     late.add(dropped)
-            routed: dict[tuple[int, int, int], list[Any]] = {}
-            sinks: dict[tuple[int, int], list[Any]] = {}
             for t, rs in by_time.items():
-                r2, s2 = plan.push_from(node, t, rs)
-                for k, v in r2.items():
-                    routed.setdefault(k, []).extend(v)
-                for k2, v in s2.items():
-                    sinks.setdefault(k2, []).extend(v)
-            rows: list[tuple[int, int, int, int, int, bytes]] = []
-            _emit(plan, info, routed, sinks, rows)
-            yield _arrow(rows)
+                plan.push(node, t, rs, routed, sinks)
+        rows: list[tuple[int, int, int, int, int, bytes]] = []
+        _emit(plan, info, routed, sinks, rows)
+        yield _arrow(rows)
 
     return run
 
@@ -170,11 +168,7 @@ def boundary_task(plan: "Plan", info: BatchInfo, node: int) -> Callable[[Iterabl
             sinks: dict[tuple[int, int], list[Any]] = {}
             for t in sorted(groups):
                 for recs in groups[t].values():
-                    r2, s2 = plan.push_from(node, t, recs)
-                    for key, v in r2.items():
-                        routed.setdefault(key, []).extend(v)
-                    for k2, v in s2.items():
-                        sinks.setdefault(k2, []).extend(v)
+                    plan.push(node, t, recs, routed, sinks)
             _emit(plan, info, routed, sinks, rows)
             stats = {"records": n}
         else:
@@ -246,11 +240,7 @@ def _stateful(
     routed: dict[tuple[int, int, int], list[Any]] = {}
     sinks: dict[tuple[int, int], list[Any]] = {}
     for t, recs in sorted(out.by_time().items()):
-        r2, s2 = plan.push_from(node, t, recs)
-        for key, v in r2.items():
-            routed.setdefault(key, []).extend(v)
-        for k2, v in s2.items():
-            sinks.setdefault(k2, []).extend(v)
+        plan.push(node, t, recs, routed, sinks)
     _emit(plan, info, routed, sinks, rows)
     # state files for the bins that changed
     fs = binstore.store(info.directory).fs

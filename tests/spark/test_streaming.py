@@ -92,3 +92,40 @@ def test_event_time_column_and_late_rows(spark: Any, tmp_path: Any) -> None:
     assert sorted(out.items) == [(5, ("a", 1)), (6, ("b", 2)), (7, ("a", 4)), (9, ("b", 3))]
     assert backend.metrics.late == 1
     assert [b.frontier for b in backend.metrics.batches] == [7, 8, 10]
+
+
+def test_allowed_lateness_holds_records_until_the_frontier_reaches_them(spark: Any, tmp_path: Any) -> None:
+    src, ck = str(tmp_path / "in"), str(tmp_path / "ck")
+    files = [
+        [{"k": "a", "v": 1, "t": 5}, {"k": "b", "v": 2, "t": 6}],
+        [{"k": "a", "v": 9, "t": 4}, {"k": "a", "v": 3, "t": 7}, {"k": "b", "v": 4, "t": 9}],  # t=4: late
+        [{"k": "b", "v": 5, "t": 8}, {"k": "a", "v": 6, "t": 12}],  # t=12 stays held
+    ]
+    write_files(src, files)
+
+    def build() -> tuple[ts.Dataflow, ts.Collected]:
+        flow = ts.Dataflow("lateness")
+        ev = flow.input("events")
+
+        @flow.stateful(ev, key=lambda r: r["k"], state=list[int])
+        def seen(s: list, r: dict, ctx: ts.Context) -> None:
+            s.append(r["v"])
+            ctx.emit((ctx.key, list(s)))
+
+        return flow, seen.collect()
+
+    flow, out = build()
+    backend = Backend(spark, checkpoint=ck, partitions=2)
+    q = backend.start(flow, {"events": Source(stream(spark, src), time="t", lateness=2)}, trigger={"availableNow": True})
+    q.awaitTermination()
+    # each key sees its records in time order, although b@8 arrived after b@9
+    assert sorted(out.items) == [(5, ("a", [1])), (6, ("b", [2])), (7, ("a", [1, 3])), (8, ("b", [2, 5])), (9, ("b", [2, 5, 4]))]
+    assert [b.frontier for b in backend.metrics.batches] == [5, 8, 11]
+    assert backend.metrics.late == 1
+    # the held record (a@12) survives a restart and comes out once the frontier passes it
+    write_files(src, [[{"k": "c", "v": 0, "t": 15}]], start=3)
+    flow2, out2 = build()
+    backend2 = Backend(spark, checkpoint=ck, partitions=3)
+    q2 = backend2.start(flow2, {"events": Source(stream(spark, src), time="t", lateness=2)}, trigger={"availableNow": True})
+    q2.awaitTermination()
+    assert sorted(out2.items) == [(12, ("a", [1, 3, 6]))]

@@ -57,6 +57,10 @@ class Source:
 
     ``time``: an integer column of event times (None: each micro-batch is one epoch,
     numbered by its batch id; a static DataFrame without it is epoch 0);
+    ``lateness``: with ``time`` in a streaming run, how far (in epochs) the frontier
+    stays behind the largest time seen: a row up to ``lateness`` epochs older than the
+    newest one is still on time (rows ahead of the frontier are held back, durably,
+    until it reaches them);
     ``record``: what a row becomes — ``"dict"`` (column → value), ``"tuple"`` or
     ``"value"`` (the first column); ``columns``: the columns and Spark types the
     dataflow expects (``{"key": "string", "hour": "bigint"}``), checked before the
@@ -66,6 +70,7 @@ class Source:
     time: Optional[str] = None
     record: str = "dict"
     columns: Optional[dict[str, str]] = None
+    lateness: int = 0
 
 
 @define
@@ -158,6 +163,10 @@ class Backend:
         self._frontier = 0
         self._timers: dict[str, dict[int, int]] = {}
         self._late: Any = None
+        #: event-time streaming: the largest time seen, and records held back (the
+        #: held file of the last committed batch: cells of [[time, record], ...])
+        self._newest: Any = None
+        self._held: Optional[str] = None
 
     def __repr__(self) -> str:
         return f"Backend({self.directory!r}, partitions={self.partitions})"
@@ -199,6 +208,8 @@ class Backend:
             self._last_batch = int(meta["batch"])
             self._frontier = meta["frontier"]
             self._timers = {op: {int(b): t for b, t in bins.items()} for op, bins in meta.get("timers", {}).items()}
+            self._newest = meta.get("newest")
+            self._held = meta.get("held")
             for spec in flow._nodes:
                 if spec.kind == "sink":
                     spec.options["sink"].restore(self._frontier if self._frontier is not None else 0)
@@ -372,7 +383,11 @@ class Backend:
                 const = max(lo, batch_id)
             else:
                 top = df.agg(F.max(src.time).alias("t")).collect()[0]["t"]
-                hi = max(lo, int(top) + 1) if top is not None else lo
+                newest = self._newest
+                if top is not None:
+                    newest = int(top) if newest is None else max(newest, int(top))
+                self._newest = newest
+                hi = max(lo, newest + 1 - src.lateness) if newest is not None else lo
                 const = None
             self._batch({name: df}, bound, batch_id, lo, hi, const)
 
@@ -398,6 +413,7 @@ class Backend:
         import msgpack
 
         from tstate.checkpoint.manifest import FileRef
+        from tstate.spark.records import decode_records
         from tstate.progress.frontier import Antichain
         from tstate.spark import task as T
 
@@ -432,10 +448,24 @@ class Backend:
                     wave = wave.persist()
                     persisted.append(wave)
                 waves[name] = wave
+            if self._held is not None:  # records held back by earlier batches go first
+                (name,) = [n for n in dfs] or list(bound)
+                cells = _read_held(os.path.join(self.directory, self._held))
+                held_df = self.spark.createDataFrame([(c,) for c in cells], "payload binary")
+                wave = held_df.mapInArrow(T.held_task(plan, info, name), T.SCHEMA)
+                waves[name] = waves[name].unionAll(wave) if name in waves else wave
+            holding = any(bound[n].lateness for n in dfs)
+            if holding:
+                for name in dfs:
+                    waves[name] = waves[name].persist()
+                    persisted.append(waves[name])
             rows: list[Any] = []
             for name in dfs:
-                if plan.sink_reach.get(name):
-                    rows += waves[name].where(f"kind = {T.SINK}").collect()
+                kinds = [str(T.SINK)] if plan.sink_reach.get(name) else []
+                if holding:
+                    kinds.append(str(T.HELD))
+                if kinds:
+                    rows += waves[name].where(f"kind in ({', '.join(kinds)})").collect()
             for b in plan.boundaries:
                 parts = [waves[w].where(f"kind = {T.RECORDS} and node = {b}") for w in plan.feeders.get(b, ()) if w in waves]
                 inp = self._ticks_for(b, labels)
@@ -451,6 +481,7 @@ class Backend:
             # the driver's part: files, timers, counters, then the sinks
             stats = {"records": 0, "hits": 0, "catchups": 0, "misses": 0, "bytes": 0}
             sink_out: dict[int, dict[int, list[Any]]] = {}
+            held_cells: list[bytes] = []
             for r in rows:
                 kind = r["kind"]
                 if kind == T.FILE:
@@ -471,9 +502,9 @@ class Backend:
                     for k in stats:
                         stats[k] += s.get(k, 0)
                 elif kind == T.SINK:
-                    from tstate.spark.records import decode_records
-
                     sink_out.setdefault(r["node"], {}).setdefault(r["time"], []).extend(decode_records(r["payload"]))
+                elif kind == T.HELD:
+                    held_cells.append(bytes(r["payload"]))
             front = Antichain([hi]) if hi is not None else Antichain()
             for spec in self._flow._nodes:
                 if spec.kind != "sink":
@@ -486,10 +517,14 @@ class Backend:
                 spec = self._flow._nodes[b]
                 if spec.kind == "stateful":
                     writer.put_operator_schema(spec.name, spec.options["schema"].to_builtins(), spec.options["bins"])
+            held = None
+            if held_cells:
+                held = f"held/{writer.id:06d}-{writer.token}.msgpack"
+                _write_held(os.path.join(self.directory, held), held_cells)
             writer.put_meta(
                 "spark",
                 {
-                    "batch": batch, "frontier": hi, "partitions": n,
+                    "batch": batch, "frontier": hi, "partitions": n, "newest": self._newest, "held": held,
                     "timers": {op: {str(b): t for b, t in tm.items()} for op, tm in self._timers.items()},
                 },
             )
@@ -502,6 +537,12 @@ class Backend:
         finally:
             for df in persisted:
                 df.unpersist()
+        if self._held is not None and self._held != held:  # consumed: the new manifest no longer needs it
+            try:
+                os.remove(os.path.join(self.directory, self._held))
+            except OSError:
+                pass
+        self._held = held
         self._fresh = False
         self._last_batch = batch
         self._frontier = hi  # type: ignore[assignment]
@@ -525,6 +566,38 @@ class Backend:
         return state_frame(self, op)
 
 
+def _write_held(path: str, cells: list[bytes]) -> None:
+    """The held-back records of a batch, durable before its manifest commits (one file
+    per batch; checksummed like every checkpoint file)."""
+    import msgpack
+    import xxhash
+
+    body = msgpack.packb(cells, use_bin_type=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(msgpack.packb([xxhash.xxh64(body).hexdigest(), body], use_bin_type=True))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _read_held(path: str) -> list[bytes]:
+    import msgpack
+    import xxhash
+
+    from tstate.errors import CheckpointError
+
+    try:
+        with open(path, "rb") as f:
+            digest, body = msgpack.unpackb(f.read(), raw=False)
+        if xxhash.xxh64(body).hexdigest() != digest:
+            raise ValueError("checksum mismatch")
+        return list(msgpack.unpackb(body, raw=False))
+    except (OSError, ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise CheckpointError(f"{path}: held-back records unreadable ({exc})") from None
+
+
 def _check_schema(name: str, src: Source) -> None:
     if src.record not in ("dict", "tuple", "value"):
         raise ConfigurationError(f"input {name!r}: record must be 'dict', 'tuple' or 'value', got {src.record!r}")
@@ -541,6 +614,10 @@ def _check_schema(name: str, src: Source) -> None:
             )
         if fields[col] != tp:
             raise SparkError(f"input {name!r}: column {col!r} is {fields[col]}, the dataflow expects {tp}")
+    if not isinstance(src.lateness, int) or src.lateness < 0:
+        raise ConfigurationError(f"input {name!r}: lateness must be an integer >= 0, got {src.lateness!r}")
+    if src.lateness and src.time is None:
+        raise ConfigurationError(f"input {name!r}: lateness needs a time column")
     if src.time is not None:
         if src.time not in fields:
             raise SparkError(f"input {name!r}: no time column {src.time!r} (columns: {', '.join(fields)})")

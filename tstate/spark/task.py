@@ -9,7 +9,9 @@ Every task speaks one Arrow schema (:data:`SCHEMA`); a row is one of
   path, size, checksum, kind, earliest timer);
 - ``STATS``: per-task counters (cache hits and misses, records, late records);
 - ``TICK``: one per partition and boundary, so that every partition runs (timers fire
-  even where no record arrived).
+  even where no record arrived);
+- ``HELD``: event-time records ahead of the batch's frontier (allowed lateness): kept
+  by the driver for a later batch (``payload``: ``[[time, record], ...]``).
 
 A boundary's task rebuilds its operator in a one-worker embedded execution, installs
 the bins it needs (:mod:`~tstate.spark.binstore`), feeds the records in time order,
@@ -33,9 +35,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from tstate.spark.plan import Plan
 
-__all__ = ["BatchInfo", "SCHEMA", "RECORDS", "SINK", "FILE", "STATS", "TICK", "input_task", "boundary_task"]
+__all__ = [
+    "BatchInfo", "SCHEMA", "RECORDS", "SINK", "FILE", "STATS", "TICK", "HELD", "input_task", "held_task", "boundary_task",
+]
 
-RECORDS, SINK, FILE, STATS, TICK = 0, 1, 2, 3, 4
+RECORDS, SINK, FILE, STATS, TICK, HELD = 0, 1, 2, 3, 4, 5
 #: the Spark DDL schema of every task's output
 SCHEMA = "kind int, dest int, node int, bin int, time long, payload binary"
 
@@ -103,42 +107,68 @@ def input_task(
     """The map side of an input: rows become records (``shape``: ``"dict"``,
     ``"tuple"`` or ``"value"``), at ``time_column``'s value or at the batch's time,
     pushed through the fused chain to the boundaries' shuffles and to sinks.  Records
-    before the frontier are late: dropped and counted in the ``late`` accumulator."""
+    before the frontier are late: dropped and counted in the ``late`` accumulator;
+    records at or after the batch's new frontier (allowed lateness) are held back."""
     node = plan.inputs[name]
 
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
         # the whole partition is grouped before anything is emitted: one shuffle cell per
         # (boundary, bin, time), not one per Arrow batch
-        routed: dict[tuple[int, int, int], list[Any]] = {}
-        sinks: dict[tuple[int, int], list[Any]] = {}
+        by_time: dict[int, list[Any]] = {}
+        dropped = 0
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             recs = _to_records(batch, shape)
-            by_time: dict[int, list[Any]]
             if time_column is None:
-                by_time = {info.lo: recs}
-            else:
-                by_time = {}
-                dropped = 0
-                for t, r in zip(batch.column(time_column).to_pylist(), recs):
-                    if t is None or t < info.lo:
-                        dropped += 1
-                        continue
-                    lst = by_time.get(t)
-                    if lst is None:
-                        by_time[t] = [r]
-                    else:
-                        lst.append(r)
-                if dropped and late is not None:
-                    late.add(dropped)
-            for t, rs in by_time.items():
-                plan.push(node, t, rs, routed, sinks)
-        rows: list[tuple[int, int, int, int, int, bytes]] = []
-        _emit(plan, info, routed, sinks, rows)
-        yield _arrow(rows)
+                by_time.setdefault(info.lo, []).extend(recs)
+                continue
+            for t, r in zip(batch.column(time_column).to_pylist(), recs):
+                if t is None or t < info.lo:
+                    dropped += 1
+                    continue
+                lst = by_time.get(t)
+                if lst is None:
+                    by_time[t] = [r]
+                else:
+                    lst.append(r)
+        if dropped and late is not None:
+            late.add(dropped)
+        yield from _route_input(plan, info, node, by_time)
 
     return run
+
+
+def held_task(plan: "Plan", info: BatchInfo, name: str) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
+    """Records held back by earlier batches (cells of ``[[time, record], ...]``): those
+    the frontier has reached go in, like fresh input; the others stay held."""
+    node = plan.inputs[name]
+
+    def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        by_time: dict[int, list[Any]] = {}
+        for batch in batches:
+            for cell in batch.column("payload").to_pylist():
+                for t, r in decode_records(cell):
+                    by_time.setdefault(t, []).append(r)
+        yield from _route_input(plan, info, node, by_time)
+
+    return run
+
+
+def _route_input(plan: "Plan", info: BatchInfo, node: int, by_time: dict[int, list[Any]]) -> Iterator["pa.RecordBatch"]:
+    routed: dict[tuple[int, int, int], list[Any]] = {}
+    sinks: dict[tuple[int, int], list[Any]] = {}
+    held: list[tuple[int, Any]] = []
+    for t, rs in by_time.items():
+        if info.hi is not None and t >= info.hi:
+            held.extend((t, r) for r in rs)
+        else:
+            plan.push(node, t, rs, routed, sinks)
+    rows: list[tuple[int, int, int, int, int, bytes]] = []
+    _emit(plan, info, routed, sinks, rows)
+    if held:
+        rows.append((HELD, 0, node, 0, 0, encode_records(held, plan.nodes[node].name)))
+    yield _arrow(rows)
 
 
 def boundary_task(plan: "Plan", info: BatchInfo, node: int) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:

@@ -22,8 +22,7 @@ matches, late events, events/s), with a progress bar on stderr.
 time order are matched if they are at most ``--lateness`` minutes behind the watermark
 (the end of the previous hour), otherwise counted as late.  Bad input (a missing file or
 column, a column of the wrong type, a null date/delay/origin) stops the app with a
-message naming the file, the row and the column (exit status 1); ``--backend spark``
-exits with status 2 (the Spark backend is not available yet).
+message naming the file, the row and the column (exit status 1).
 
 With ``--checkpoint DIR`` the run writes a checkpoint every ``--every`` epochs and a
 later run with the same directory resumes from the last one (on any number of
@@ -31,6 +30,20 @@ workers); the counts then cover the resumed part only.  ``--output DIR`` writes 
 match, timeout and late event as JSON lines (one file per pattern, output and epoch,
 through tstate's exactly-once file sink): killed at any instant and resumed, the
 directory ends up as after an uninterrupted run.
+
+``--backend spark`` runs the same dataflow (:func:`build`) on Spark with
+:class:`tstate.spark.Backend` in batch mode: Spark reads the table and computes each
+row's epoch exactly as the embedded source stamps it (:mod:`apps.cep.spark_source`),
+the first operator turns rows into :class:`~apps.cep.flights.FlightEvent`, each
+micro-batch is ``--epochs-per-batch`` epochs (default 1) over ``--partitions``
+partitions (default 2) of a ``--master`` session (default ``local[2]``; a session
+already running in the process is reused and left running), with the state in
+``--checkpoint`` (default: a temporary directory, removed afterwards; a directory
+given resumes after its last committed micro-batch).  The sinks run on the driver, so
+the summary (and ``--output``) is the embedded run's; there is no progress bar
+(``--workers`` and ``--every`` are the embedded engine's; every micro-batch commits).
+
+    python -m apps.cep --backend spark --partitions 3
 
 The run raises the garbage collector's generation-0 threshold (restored afterwards):
 the dataflow allocates millions of short-lived objects, and the default threshold makes
@@ -75,7 +88,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--input", type=Path, default=None, help=f"Parquet or CSV flights (default: {DEFAULT_INPUT})")
     p.add_argument("--workers", type=int, default=1, help="tstate workers (default: 1)")
     p.add_argument("--limit", type=int, default=None, help="read only the first N rows")
-    p.add_argument("--checkpoint", type=Path, default=None, help="checkpoint directory (resumes from it)")
+    p.add_argument(
+        "--checkpoint", type=Path, default=None,
+        help="checkpoint directory (resumes from it; on Spark, the state store: default a temporary directory)",
+    )  # fmt: skip
     p.add_argument("--every", type=int, default=24, help="checkpoint every N epochs (default: 24)")
     p.add_argument(
         "--output", type=Path, default=None,
@@ -85,13 +101,26 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--epoch", default="1h", help="dataflow epoch, whole minutes (default: 1h)")
     p.add_argument("--lateness", type=int, default=0, help="allowed lateness in minutes (default: 0)")
     p.add_argument("--show", type=int, default=5, help="matches to print per pattern (default: 5)")
-    p.add_argument("--backend", choices=("embedded", "spark"), default="embedded")
+    p.add_argument(
+        "--backend", choices=("embedded", "spark"), default="embedded",
+        help="run on the embedded engine (default) or on Spark (tstate.spark, batch mode)",
+    )  # fmt: skip
+    spark = p.add_argument_group("--backend spark")
+    spark.add_argument("--partitions", type=int, default=2, help="Spark partitions the state is spread over (default: 2)")
+    spark.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    spark.add_argument(
+        "--epochs-per-batch", type=int, default=1, help="epochs per Spark micro-batch (default: 1)"
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
     if args.workers < 1:
         p.error("--workers must be >= 1")
     if args.limit is not None and args.limit < 0:
         p.error("--limit must be >= 0")
+    if args.partitions < 1:
+        p.error("--partitions must be >= 1")
+    if args.epochs_per_batch < 1:
+        p.error("--epochs-per-batch must be >= 1")
     if args.every < 1:
         p.error("--every must be >= 1")
     if args.lateness < 0:
@@ -210,33 +239,57 @@ def render(key: Any, m: Any) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    if args.backend == "spark":
-        print(
-            "error: the Spark backend is not available yet (it is a later issue); "
-            "run with --backend embedded (the default)",
-            file=sys.stderr,
-        )
-        return 2
     old_gc = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLD)
     try:
-        return _run(args)
+        return _run_spark(args) if args.backend == "spark" else _run(args)
     finally:
         gc.set_threshold(*old_gc)
+
+
+Sinks = dict[str, tuple[Summary, Summary, Summary]]
+
+
+def build(
+    flow: Any, flights: Any, *, epoch_minutes: int, lateness: int, show: int, output: Optional[Path] = None
+) -> tuple[Sinks, dict[str, Any]]:
+    """The app's dataflow on ``flights`` (a stream of :class:`FlightEvent`), the same on
+    both backends: both patterns keyed by origin, each output into a :class:`Summary`
+    (and, with ``output``, JSON-lines files).  Returns pattern -> (matches, timeouts,
+    late) summaries, and pattern -> its :class:`~apps.cep.dataflow.CepStreams` (to
+    attach more sinks)."""
+    import tstate as ts
+    from apps.cep.dataflow import cep
+    from apps.cep.flights import FlightEvent, delay_cascade, recovery
+
+    sinks: Sinks = {}
+    ops: dict[str, Any] = {}
+    for name, pattern in (("delay_cascade", delay_cascade()), ("recovery", recovery())):
+        streams = cep(
+            flow, flights, pattern, key=operator.attrgetter("origin"), time=operator.attrgetter("minute"),
+            epoch=epoch_minutes, lateness=lateness, event_type=FlightEvent, name=name,
+            keep_idle_keys=True,  # a few hundred airports, active all day
+        )  # fmt: skip
+        ops[name] = streams
+        sinks[name] = (Summary(show), Summary(0), Summary(0))
+        for stream, sink, what in zip(streams, sinks[name], ("matches", "timeouts", "late")):
+            flow.sink(stream, sink, name=f"{name}.{what}.summary")
+            if output is not None:
+                stream.map(_JSON[what], name=f"{name}.{what}.json").sink(
+                    ts.io.files(str(output / name / what)), name=f"{name}.{what}.files"
+                )
+    return sinks, ops
 
 
 def _run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     import tstate as ts
-    from apps.cep.dataflow import cep
-    from apps.cep.flights import FlightEvent, delay_cascade, recovery
     from apps.cep.source import count_rows, flight_source
     from tstate.checkpoint.coordinator import Checkpoints
     from tstate.errors import TstateError
 
     path = args.input if args.input is not None else ensure_sample()
-    out = sys.stdout
     total = count_rows(path)
     if total is not None and args.limit is not None:
         total = min(total, args.limit)
@@ -251,20 +304,10 @@ def _run(args: argparse.Namespace) -> int:
         source = flight_source(path, epoch=args.epoch, limit=args.limit, progress=progress)
         flow = ts.Dataflow("cep-flights")
         flights = flow.source(source, name="flights")
-        sinks: dict[str, tuple[Summary, Summary, Summary]] = {}
-        for name, pattern in (("delay_cascade", delay_cascade()), ("recovery", recovery())):
-            streams = cep(
-                flow, flights, pattern, key=operator.attrgetter("origin"), time=operator.attrgetter("minute"),
-                epoch=source.epoch_minutes, lateness=args.lateness, event_type=FlightEvent, name=name,
-                keep_idle_keys=True,  # a few hundred airports, active all day
-            )  # fmt: skip
-            sinks[name] = (Summary(args.show), Summary(0), Summary(0))
-            for stream, sink, what in zip(streams, sinks[name], ("matches", "timeouts", "late")):
-                flow.sink(stream, sink, name=f"{name}.{what}.summary")
-                if args.output is not None:
-                    stream.map(_JSON[what], name=f"{name}.{what}.json").sink(
-                        ts.io.files(str(args.output / name / what)), name=f"{name}.{what}.files"
-                    )
+        sinks, _ = build(
+            flow, flights, epoch_minutes=source.epoch_minutes, lateness=args.lateness, show=args.show,
+            output=args.output,
+        )  # fmt: skip
         checkpoint = Checkpoints(str(args.checkpoint), every_epochs=args.every) if args.checkpoint else None
         import numpy  # noqa: F401  (imported by the source when it opens: not timed)
         import pyarrow.csv  # noqa: F401
@@ -287,36 +330,123 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {path}: {exc}", file=sys.stderr)
         return 1
     bar.close()
-    events = read[0]
+    resumed_line = None
+    if resumed is not None:
+        resumed_line = (
+            f"resumed from checkpoint {resumed.id} at epoch {resumed.time} (row {start_row:,}); "
+            "the counts below cover the rest of the input"
+        )
+    report(
+        args, path, sinks, read[0], seconds, f"{args.workers} worker(s)", start_row + read[0], resumed_line
+    )
+    if args.checkpoint:
+        done = ex.coordinator.committed if ex.coordinator is not None else []
+        print(f"checkpoints committed in {args.checkpoint}: {len(done)}")
+    return 0
+
+
+def _run_spark(args: argparse.Namespace) -> int:
+    """The same dataflow on Spark (:class:`tstate.spark.Backend`, batch mode): the table
+    read by Spark (:mod:`apps.cep.spark_source`), one micro-batch per
+    ``--epochs-per-batch`` epochs, state in ``--checkpoint`` (default: a temporary
+    directory), the sinks on the driver."""
+    import shutil
+    import tempfile
+
+    import tstate as ts
+    from apps.cep.spark_source import epoch_minutes, flight_event, flight_frame, spark_source
+    from tstate.errors import TstateError
+
+    try:
+        from pyspark import SparkContext
+
+        from tstate.spark import Backend, local_session
+    except ImportError as exc:
+        print(f"error: --backend spark needs pyspark (pip install -e '.[spark]'): {exc}", file=sys.stderr)
+        return 1
+    path = args.input if args.input is not None else ensure_sample()
+    # a session already running in this process (a notebook, a test) is reused, not stopped
+    owned = SparkContext._active_spark_context is None
+    directory = str(args.checkpoint) if args.checkpoint is not None else tempfile.mkdtemp(prefix="cep-spark-")
+    temp = directory if args.checkpoint is None else None  # removed afterwards
+    frame = None
+    try:
+        spark = local_session(args.master, app_name="apps.cep")
+        try:
+            minutes = epoch_minutes(args.epoch)
+            frame = flight_frame(spark, path, epoch=args.epoch, limit=args.limit).cache()
+            flow = ts.Dataflow("cep-flights")
+            flights = flow.input("flights").map(flight_event, name="flights.events")
+            sinks, _ = build(
+                flow, flights, epoch_minutes=minutes, lateness=args.lateness, show=args.show, output=args.output
+            )
+            backend = Backend(spark, checkpoint=directory, partitions=args.partitions)
+            head = backend.store.latest()
+            resumed = head.meta["spark"] if head is not None and "spark" in head.meta else None
+            if resumed is not None and resumed["frontier"] is None:
+                events = 0
+            elif resumed is not None:
+                events = frame.where(frame.epoch >= resumed["frontier"]).count()
+            else:
+                events = frame.count()
+            t0 = time.perf_counter()
+            backend.run(flow, {"flights": spark_source(frame)}, epochs_per_batch=args.epochs_per_batch)
+            seconds = time.perf_counter() - t0
+        finally:
+            if frame is not None:
+                frame.unpersist()
+            if owned:
+                spark.stop()
+    except TstateError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {path}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+    resumed_line = None
+    if resumed is not None:
+        at = "the end of the input" if resumed["frontier"] is None else f"epoch {resumed['frontier']}"
+        resumed_line = (
+            f"resumed from micro-batch {resumed['batch']} at {at}; the counts below cover the rest of the input"
+        )
+    where = f"Spark {args.master}, {args.partitions} partition(s)"
+    report(args, path, sinks, events, seconds, where, events, resumed_line)
+    if args.checkpoint:
+        print(f"micro-batches committed in {args.checkpoint}: {len(backend.metrics.batches)}")
+    return 0
+
+
+def report(
+    args: argparse.Namespace, path: Path, sinks: Sinks, events: int, seconds: float, where: str, rows: int,
+    resumed: Optional[str],
+) -> None:
+    """The summary both backends print: the first matches of each pattern, then the
+    counts table."""
+    out = sys.stdout
     print(
-        f"{Path(path).name}: {start_row + events:,} flights in epochs of {args.epoch}, keyed by origin; "
-        f"{args.workers} worker(s); lateness {args.lateness} min",
+        f"{Path(path).name}: {rows:,} flights in epochs of {args.epoch}, keyed by origin; "
+        f"{where}; lateness {args.lateness} min",
         file=out,
     )
     if resumed is not None:
-        print(
-            f"resumed from checkpoint {resumed.id} at epoch {resumed.time} (row {start_row:,}); "
-            "the counts below cover the rest of the input",
-            file=out,
-        )
+        print(resumed, file=out)
     for name, (matches, _, _) in sinks.items():
         print(f"\n{name}: {PATTERNS[name]}  (first {min(args.show, matches.count)} of {matches.count:,})", file=out)
         for _t, k, m in matches.first():
             print("  " + render(k, m), file=out)
     rate = events / seconds if seconds > 0 else 0.0
-    rows = [
+    rows_ = [
         [name, f"{m.count:,}", f"{t.count:,}", f"{late.count:,}", f"{events:,}", f"{seconds:.2f}", f"{rate:,.0f}"]
         for name, (m, t, late) in sinks.items()
     ]
     print("", file=out)
     print(
-        table(["pattern", "matches", "timeouts", "late events", "events", "seconds", "events/s"], rows),
+        table(["pattern", "matches", "timeouts", "late events", "events", "seconds", "events/s"], rows_),
         file=out,
     )
-    if args.checkpoint:
-        done = ex.coordinator.committed if ex.coordinator is not None else []
-        print(f"checkpoints committed in {args.checkpoint}: {len(done)}", file=out)
-    return 0
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -45,7 +45,7 @@ import bisect
 from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
-from attrs import frozen
+from attrs import define, frozen
 
 from apps.cep.errors import EventFieldError, PatternError
 from apps.cep.nfa import (
@@ -66,22 +66,18 @@ __all__ = ["Match", "Matcher", "TimedOut"]
 E = TypeVar("E")
 
 
+@define(frozen=True, eq=False, repr=False)
 class Match(Mapping):
     """A match: an immutable mapping stage name -> tuple of the events accepted for the
     stage (oldest first; only stages that accepted events appear, in pattern order),
-    with the timestamps of its first and last event."""
+    with the timestamps of its first and last event.
 
-    __slots__ = ("_events", "first_time", "last_time")
+    An attrs class (``Match(events, first_time, last_time)``), so that matches can
+    cross a Spark exchange (:mod:`tstate.spark.records`)."""
 
-    def __init__(
-        self, events: dict[str, tuple[Any, ...]], first_time: Any, last_time: Any
-    ) -> None:
-        object.__setattr__(self, "_events", events)
-        object.__setattr__(self, "first_time", first_time)
-        object.__setattr__(self, "last_time", last_time)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("Match is immutable")
+    _events: dict[str, tuple[Any, ...]]
+    first_time: Any
+    last_time: Any
 
     def __getitem__(self, stage: str) -> tuple[Any, ...]:
         return self._events[stage]

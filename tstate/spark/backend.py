@@ -210,9 +210,10 @@ class Backend:
             self._timers = {op: {int(b): t for b, t in bins.items()} for op, bins in meta.get("timers", {}).items()}
             self._newest = meta.get("newest")
             self._held = meta.get("held")
-            for spec in flow._nodes:
-                if spec.kind == "sink":
-                    spec.options["sink"].restore(self._frontier if self._frontier is not None else 0)
+            if self._frontier is not None:  # (None: the run finished; its output is complete)
+                for spec in flow._nodes:
+                    if spec.kind == "sink":
+                        spec.options["sink"].restore(self._frontier)
         for spec in flow._nodes:
             if spec.kind == "sink":
                 spec.options["sink"].open(0, 1)

@@ -1,7 +1,8 @@
 """``python -m apps.cep`` end to end (``main([...])`` in process): the summary on the
 bundled sample agrees with the hand-written baselines, the same counts on other worker
 counts, from CSV, after a resume from a checkpoint; the progress bar stays on stderr;
-bad input and the Spark backend fail cleanly with the documented exit codes."""
+bad input fails cleanly with the documented exit codes.  (``--backend spark``:
+``test_spark.py``.)"""
 
 from __future__ import annotations
 
@@ -110,11 +111,6 @@ def test_resume_from_a_checkpoint(tmp_path, capsys) -> None:
     assert summary(out)["recovery"][3] < 9000  # only the rest of the input was read
 
 
-def test_spark_backend_is_not_available(capsys) -> None:
-    code, out, err = run(capsys, "--backend", "spark")
-    assert code == 2 and "Spark backend is not available" in err
-
-
 def write_table(path: Path, columns: dict) -> Path:
     table = pa.table(columns)
     if path.suffix == ".csv":
@@ -127,32 +123,33 @@ def write_table(path: Path, columns: dict) -> Path:
 DATES = pa.array([0, 60, 120], pa.timestamp("s"))
 
 
-@pytest.mark.parametrize(
-    "name, columns, message",
-    [
-        ("nodelay.parquet", {"date": DATES, "origin": ["A", "A", "B"]}, r"nodelay\.parquet: no column 'delay'"),
-        (
-            "null.csv",
-            {"date": DATES, "delay": pa.array([1, None, 3], pa.int64()), "origin": ["A", "A", "B"]},
-            r"null\.csv: row 1: column 'delay' is null",
-        ),
-        (
-            "nullorigin.parquet",
-            {"date": DATES, "delay": [1, 2, 3], "origin": ["A", "B", None]},
-            r"nullorigin\.parquet: row 2: column 'origin' is null",
-        ),
-        (
-            "text.csv",
-            {"date": DATES, "delay": ["1", "x", "3"], "origin": ["A", "A", "B"]},
-            r"text\.csv: column 'delay' has type string, expected integers",
-        ),
-        (
-            "nodate.parquet",
-            {"date": pa.array([0, None, 2], pa.timestamp("s")), "delay": [1, 2, 3], "origin": ["A", "A", "B"]},
-            r"nodate\.parquet: row 1: column 'date' is null",
-        ),
-    ],
-)
+#: (file name, columns, error message): also run with --backend spark (test_spark.py)
+BAD_INPUTS = [
+    ("nodelay.parquet", {"date": DATES, "origin": ["A", "A", "B"]}, r"nodelay\.parquet: no column 'delay'"),
+    (
+        "null.csv",
+        {"date": DATES, "delay": pa.array([1, None, 3], pa.int64()), "origin": ["A", "A", "B"]},
+        r"null\.csv: row 1: column 'delay' is null",
+    ),
+    (
+        "nullorigin.parquet",
+        {"date": DATES, "delay": [1, 2, 3], "origin": ["A", "B", None]},
+        r"nullorigin\.parquet: row 2: column 'origin' is null",
+    ),
+    (
+        "text.csv",
+        {"date": DATES, "delay": ["1", "x", "3"], "origin": ["A", "A", "B"]},
+        r"text\.csv: column 'delay' has type string, expected integers",
+    ),
+    (
+        "nodate.parquet",
+        {"date": pa.array([0, None, 2], pa.timestamp("s")), "delay": [1, 2, 3], "origin": ["A", "A", "B"]},
+        r"nodate\.parquet: row 1: column 'date' is null",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, columns, message", BAD_INPUTS)
 def test_bad_input_is_a_clear_error(tmp_path, capsys, name, columns, message) -> None:
     path = write_table(tmp_path / name, columns)
     code, out, err = run(capsys, "--input", str(path), "--no-progress")

@@ -335,19 +335,26 @@ class Backend:
         lo: int = (min(lows) if lows else 0) if self._fresh else self._frontier
         top = max(highs) if highs else -1
         batch = self._last_batch + 1
-        while lo <= top:
-            hi = lo + epochs_per_batch
-            while pending and pending[0][0] <= lo:
-                cmd = pending.pop(0)[1]
-                self.rescale(cmd.workers, cmd.strategy)
-            dfs = {}
-            for name, src in bound.items():
-                if src.time is None:
-                    dfs[name] = src.df if lo <= 0 < hi else src.df.limit(0)
-                else:
-                    dfs[name] = src.df.where((F.col(src.time) >= lo) & (F.col(src.time) < hi))
-            self._batch(dfs, bound, batch, lo, hi, None)
-            lo, batch = hi, batch + 1
+        # each micro-batch filters its epochs out of the sources: read them once
+        cached = {name: src.df.persist() for name, src in bound.items() if src.time is not None and top - lo >= epochs_per_batch}
+        try:
+            while lo <= top:
+                hi = lo + epochs_per_batch
+                while pending and pending[0][0] <= lo:
+                    cmd = pending.pop(0)[1]
+                    self.rescale(cmd.workers, cmd.strategy)
+                dfs = {}
+                for name, src in bound.items():
+                    if src.time is None:
+                        dfs[name] = src.df if lo <= 0 < hi else src.df.limit(0)
+                    else:
+                        df = cached.get(name, src.df)
+                        dfs[name] = df.where((F.col(src.time) >= lo) & (F.col(src.time) < hi))
+                self._batch(dfs, bound, batch, lo, hi, None)
+                lo, batch = hi, batch + 1
+        finally:
+            for df in cached.values():
+                df.unpersist()
         self._batch({}, bound, batch, lo, None, None)  # the inputs close: remaining timers fire
         for spec in flow._nodes:
             if spec.kind == "sink":

@@ -37,8 +37,33 @@ the count, which is clamped at zero.  So:
 
 **State.**  Every per-vertex / per-pair state is a typed attrs class in a
 ``@flow.stateful`` operator (adjacency as :class:`tstate.types.Map`), so it lives in
-bins and can be encoded by the state codec (checkpoints, migration).  The loops are
-epoch-sequenced iterate scopes (:mod:`apps.graph.loop`).
+bins and can be encoded by the state codec (checkpoints, migration): the per-epoch
+sums of the edge updates and the sliding window's pending expiries
+(:class:`~apps.graph.edges.PairSums`), the edge counts, each algorithm's per-vertex
+state and the global summaries.  Nothing else carries over from one epoch to the next:
+the loops are epoch-sequenced iterate scopes whose entrance holds nothing
+(:mod:`apps.graph.loop`), and the only Python-side objects are the
+:class:`~apps.graph.edges.InputStats` counters (diagnostics of what *this process*
+dropped) and the consumers' views.
+
+**Migration and recovery.**  Both move or restore bins, so the results do not change:
+every output is identical to a run without migration or crash, except PageRank, whose
+values depend (within ``tol``) on how the vertices are spread over workers.
+
+- *Migration*: ``GraphStream(workers=2, max_workers=8, reconfigure=[(5,
+  ts.Rescale(4))])``, or ``g.execution.reconfigure(ts.MoveBins({...}))`` between two
+  ``advance`` calls (takes effect at the next epoch).  Operators inside iterate
+  scopes (the per-vertex state of components, PageRank and triangles) move at epoch
+  boundaries: a bin leaves its old owner once every iteration of the epochs before the
+  move is done there.
+- *Checkpoints*: :func:`build` over a replayable source (``ts.io.from_batches(fn)``,
+  ``ts.io.parquet``) with an exactly-once sink (``ts.io.files``), run with
+  ``flow.run(workers, checkpoint=ts.Checkpoints(dir, every_epochs=k))``: the same
+  command after a crash resumes from the last committed checkpoint on any number of
+  workers, and the output files end up as after an uninterrupted run
+  (``tests/apps/graph/job.py``); checkpoints are cut at epoch boundaries, after every
+  iteration of the epochs before them.  :class:`GraphStream` (fed
+  from Python, with in-memory views) is not checkpointed.
 
 Modules: :mod:`~apps.graph.edges` (validation, window, consolidation),
 :mod:`~apps.graph.loop`, :mod:`~apps.graph.degrees`, :mod:`~apps.graph.components`,
@@ -64,7 +89,6 @@ from apps.graph.edges import (
     InputStats,
     clean,
     consolidate,
-    net_changes,
     vertex_lt,
     vertex_rank,
     window,
@@ -97,7 +121,6 @@ __all__ = [
     "components",
     "consolidate",
     "degrees",
-    "net_changes",
     "pagerank",
     "sequenced_loop",
     "triangles",

@@ -44,15 +44,15 @@ from attrs import define, field
 
 import tstate as ts
 from apps.graph.edges import Vertex, vertex_lt
-from apps.graph.loop import END, Change, sequenced_loop
+from apps.graph.loop import END, Change, at, round_of, sequenced_loop
 from tstate.progress import Product
 from tstate.state.context import Context
 from tstate.types import Map
 
 __all__ = ["CCVertex", "ComponentSizes", "ComponentsSummary", "Components", "components", "PHASE2", "PHASE3"]
 
-PHASE2 = 1 << 36
-PHASE3 = 1 << 38
+PHASE2 = 1 << 27  # rounds of epoch e (loop times at(e, round), apps.graph.loop)
+PHASE3 = 1 << 29
 _P2, _P3 = 1, 2  # bits of CCVertex.armed
 
 
@@ -74,12 +74,12 @@ class CCVertex:
 def _touch(st: CCVertex, e: int, ctx: Context) -> None:
     st.epoch = e
     st.old = st.label
-    ctx.notify_at(Product(e, END))
+    ctx.notify_at(at(e, END))
 
 
 def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
     t = ctx.time
-    k = t.inner
+    k = round_of(t)
     v = ctx.key
     if k == 0:  # an edge change (v, w, +1/-1)
         e = t.outer
@@ -92,12 +92,12 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
                 if not st.armed & _P3:
                     st.reset = True
                     st.armed |= _P3
-                    ctx.notify_at(Product(e, PHASE3))
+                    ctx.notify_at(at(e, PHASE3))
             else:
                 st.propose.append(w)
                 if not st.armed & _P2:
                     st.armed |= _P2
-                    ctx.notify_at(Product(e, PHASE2))
+                    ctx.notify_at(at(e, PHASE2))
         else:
             st.adj.pop(w, None)
             if st.parent == w:
@@ -116,7 +116,7 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
             st.reset = True
             if not st.armed & _P3:
                 st.armed |= _P3
-                ctx.notify_at(Product(e, PHASE3))
+                ctx.notify_at(at(e, PHASE3))
             emit = ctx.emit
             for z in st.adj:
                 emit((z, v))
@@ -124,7 +124,7 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
             st.propose.append(frm)
             if not st.armed & _P2:
                 st.armed |= _P2
-                ctx.notify_at(Product(e, PHASE2))
+                ctx.notify_at(at(e, PHASE2))
         return
     # a proposal (v, label, sender)
     lab = rec[1]
@@ -143,7 +143,7 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
 
 
 def _phase(st: CCVertex, t: Product, ctx: Context) -> None:
-    k = t.inner
+    k = round_of(t)
     v = ctx.key
     emit = ctx.emit
     if k == PHASE2:

@@ -9,10 +9,10 @@ pairs whose occurrence count after all updates at epochs ``<= t`` is positive:
   numpy scalars are converted) and drops self-loops and zero deltas;
 - :func:`window` turns insertions into a sliding window: every insertion at ``t`` is
   retracted again at ``t + width``;
-- :func:`net_changes` sums the deltas of every unordered pair per epoch (and can do
-  the validation and the window itself, in the same operator);
-- :func:`consolidate` keeps the occurrence counts of every pair (keyed per unordered
-  pair, typed state :class:`EdgeCount`) and emits, per epoch, only the *topology*
+- :func:`consolidate` sums the deltas of every pair per epoch (with a window, the
+  expiries too; typed state :class:`PairSums`), keeps the occurrence counts of every
+  pair (keyed per unordered pair, typed state :class:`EdgeCount`) and emits, per
+  epoch, only the *topology*
   changes: the directed graph's ``(u, v, +1/-1)`` and the undirected graph's
   ``(a, b, +1/-1)`` (``a < b`` in :func:`vertex_lt` order; ``{a, b}`` is present when
   ``a -> b`` or ``b -> a`` is), at most one per pair and epoch.
@@ -27,10 +27,11 @@ is retracted).
 from __future__ import annotations
 
 import numbers
+import zlib
 from operator import itemgetter
 from typing import Any, Optional, Union
 
-from attrs import define
+from attrs import define, field
 
 import tstate as ts
 from tstate.state.context import Context
@@ -46,10 +47,11 @@ __all__ = [
     "parse_update",
     "clean",
     "window",
-    "net_changes",
     "consolidate",
     "EdgeChanges",
     "EdgeCount",
+    "PairSums",
+    "BUCKETS",
 ]
 
 #: A vertex id: a ``str`` or an ``int`` (``1`` and ``"1"`` are different vertices).
@@ -212,148 +214,6 @@ def window(
 
 
 # -- the per-epoch topology changes ---------------------------------------------------------
-def _route_key(r: Any) -> Any:
-    """The unordered pair of an update (``None`` for a record too malformed to have one:
-    it is routed anywhere and rejected there)."""
-    try:
-        a = r[0]
-        b = r[1]
-    except Exception:
-        return None
-    ta = a.__class__
-    tb = b.__class__
-    if (ta is str or ta is int) and (tb is str or tb is int):
-        if ta is tb:
-            return (a, b) if a < b else (b, a)
-        return (a, b) if ta is int else (b, a)
-    return None
-
-
-def net_changes(
-    flow: ts.Dataflow,
-    updates: ts.Stream,
-    window_width: Optional[int] = None,
-    horizon: Optional[int] = None,
-    validate: bool = True,
-    on_invalid: str = "raise",
-    stats: Optional[InputStats] = None,
-    name: str = "net",
-    bins: int = 256,
-) -> ts.Stream:
-    """The net occurrence deltas of every unordered pair per epoch: one record
-    ``((a, b), d_ab, d_ba)`` per pair and epoch with a non-zero net (``a < b``;
-    ``d_ab`` is the net of ``a -> b``, ``d_ba`` of ``b -> a``).
-
-    Fuses :func:`clean` (with ``validate``), :func:`window` (with ``window_width`` and
-    ``horizon``) and the per-epoch sums, in one operator routed by pair: the sums of
-    an epoch are emitted once every update of it has arrived (a notification), so
-    the counts downstream never depend on the order of updates within an epoch."""
-    if on_invalid not in ("raise", "skip"):
-        raise ValueError(f"on_invalid must be 'raise' or 'skip', got {on_invalid!r}")
-    if window_width is not None and (not isinstance(window_width, int) or window_width < 1):
-        raise ValueError(f"window width must be an int >= 1, got {window_width!r}")
-    st = stats if stats is not None else InputStats()
-    skip = on_invalid == "skip"
-    width = window_width
-
-    def valid(r: Any) -> Optional[tuple[Vertex, Vertex, int]]:
-        try:
-            u = parse_update(r)
-        except GraphInputError:
-            if skip:
-                st.invalid += 1
-                return None
-            raise
-        if u is None:
-            if isinstance(r, (tuple, list)) and len(r) >= 2 and r[0] == r[1]:
-                st.self_loops += 1
-            else:
-                st.zero += 1
-        return u
-
-    def net(inp: Any, out: Any, ctx: Any) -> None:
-        # ctx.state: "sums": epoch -> pair -> [d_ab, d_ba]; "cap": ONE capability, held at
-        # the earliest epoch with sums (window expiries reach up to `width` epochs ahead;
-        # one capability keeps the progress tracker's work independent of the window).
-        state = ctx.state
-        acc: dict[int, dict[Any, list[int]]] = state["sums"]
-        for cap, batch in inp:
-            t = cap.time
-            held = state["cap"]
-            if held is None or t < held.time:
-                state["cap"] = cap.retain()
-                if held is not None:
-                    held.drop()
-            a = acc.get(t)
-            if a is None:
-                a = acc[t] = {}
-            later = None
-            if width is not None and (horizon is None or t + width < horizon):
-                later = acc.get(t + width)
-                if later is None:
-                    later = acc[t + width] = {}
-            for r in batch:
-                if validate:
-                    if r.__class__ is tuple and len(r) == 3:
-                        s, d, k = r
-                        ts_, td = s.__class__, d.__class__
-                        if not (
-                            (ts_ is str or (ts_ is int and _INT_MIN <= s <= _INT_MAX))
-                            and (td is str or (td is int and _INT_MIN <= d <= _INT_MAX))
-                            and k.__class__ is int
-                            and k
-                            and s != d
-                        ):
-                            u = valid(r)
-                            if u is None:
-                                continue
-                            s, d, k = u
-                    else:
-                        u = valid(r)
-                        if u is None:
-                            continue
-                        s, d, k = u
-                else:
-                    s, d, k = r
-                ts_ = s.__class__
-                if ts_ is d.__class__:
-                    fwd = s < d
-                else:
-                    fwd = ts_ is int
-                key = (s, d) if fwd else (d, s)
-                i = 0 if fwd else 1
-                e = a.get(key)
-                if e is None:
-                    e = a[key] = [0, 0]
-                e[i] += k
-                if later is not None and k > 0:
-                    e = later.get(key)
-                    if e is None:
-                        e = later[key] = [0, 0]
-                    e[i] -= k
-        held = state["cap"]
-        if held is None:
-            return
-        frontier = inp.frontier
-        for t in sorted(acc):
-            if any(f <= t for f in frontier):
-                break
-            sums = acc.pop(t)
-            recs = [(p, e[0], e[1]) for p, e in sums.items() if e[0] or e[1]]
-            if recs:
-                c = held.delayed(t)
-                out.give_many(c, recs)
-                c.drop()
-        if acc:
-            held.downgrade(min(acc))
-        else:
-            held.drop()
-            state["cap"] = None
-
-    return flow.unary_frontier(
-        updates, exchange=_route_key, name=name, state=lambda: {"sums": {}, "cap": None}, bins=bins
-    )(net)
-
 
 @define
 class EdgeCount:
@@ -362,6 +222,20 @@ class EdgeCount:
 
     fwd: int = 0
     bwd: int = 0
+
+
+#: The per-epoch sums are kept in this many buckets of pairs (:class:`PairSums`);
+#: part of the checkpoint format (a restored bucket must be the pair's bucket).
+BUCKETS = 64
+
+
+@define
+class PairSums:
+    """The net deltas of one bucket of pairs per pending epoch: ``epoch -> (a, b) ->
+    [d_ab, d_ba]``: the updates of the current epoch and, with a window, the expiries
+    of earlier insertions.  The bucket has a timer at its earliest pending epoch."""
+
+    due: dict[int, dict[tuple[Vertex, Vertex], list[int]]] = field(factory=dict)
 
 
 @define(frozen=True)
@@ -399,6 +273,30 @@ def _apply(st: EdgeCount, rec: tuple[tuple[Vertex, Vertex], int, int], ctx: Cont
     st.bwd = b1
 
 
+def _release(st: PairSums, t: int, ctx: Context) -> None:
+    """The bucket's timer: every update of epoch ``t`` is in; emit its net deltas."""
+    sums = st.due.pop(t, None)
+    if sums:
+        emit = ctx.emit
+        for p, e in sums.items():
+            if e[0] or e[1]:
+                emit((p, e[0], e[1]))
+    if st.due:
+        ctx.notify_at(min(st.due))
+
+
+def _vertex_hash(v: Vertex) -> int:
+    return v if v.__class__ is int else zlib.crc32(v.encode())  # type: ignore[union-attr, return-value]
+
+
+def _bucket(r: tuple[Vertex, Vertex, int]) -> int:
+    """A pair's bucket: symmetric, cheap, and the same in every process (not
+    ``hash()``, which is salted per process for strings): a restored checkpoint's sums
+    and the new updates of a pair must meet in one bucket, or the pair would get two
+    net deltas in one epoch (see :func:`_apply`)."""
+    return (_vertex_hash(r[0]) ^ _vertex_hash(r[1])) & (BUCKETS - 1)
+
+
 def consolidate(
     flow: ts.Dataflow,
     updates: ts.Stream,
@@ -412,12 +310,59 @@ def consolidate(
 ) -> EdgeChanges:
     """Occurrence counts per unordered pair (typed state :class:`EdgeCount`, keyed by
     the pair), and the per-epoch topology changes of the directed and the undirected
-    simple graph (see the module docstring).  The per-epoch sums come from
-    :func:`net_changes` (which also validates with ``validate=True`` and windows with
-    ``window_width``); without ``validate`` the updates must be valid already."""
-    sums = net_changes(
-        flow, updates, window_width, horizon, validate, on_invalid, stats, name=f"{name}.net", bins=bins
-    )
+    simple graph (see the module docstring).
+
+    First the net deltas of every pair and epoch are summed (``name + ".net"``, typed
+    state :class:`PairSums` keyed by one of :data:`BUCKETS` buckets of pairs): an update
+    at epoch ``t`` is added to the sum of ``t`` and, with ``window_width``, an insertion
+    is subtracted again from the sum of ``t + window_width`` (unless that is
+    ``>= horizon``).  A bucket's timer emits an epoch's sums once every update of it has
+    arrived, so the counts never depend on the order of updates within an epoch;
+    buckets (not pairs) hold the timers, so only a few epochs have timers at any time,
+    however wide the window.  Everything pending -- future expiries too -- is typed
+    state, carried by checkpoints and migration.  With ``validate`` the updates are
+    checked first (:func:`clean`, with ``on_invalid`` and ``stats``); without it they
+    must be valid ``(src, dst, delta)`` tuples without self-loops or zero deltas."""
+    if on_invalid not in ("raise", "skip"):
+        raise ValueError(f"on_invalid must be 'raise' or 'skip', got {on_invalid!r}")
+    if window_width is not None and (not isinstance(window_width, int) or window_width < 1):
+        raise ValueError(f"window width must be an int >= 1, got {window_width!r}")
+    width = window_width
+    if validate:
+        updates = clean(updates, on_invalid, stats, name=f"{name}.clean")
+
+    def add(st: PairSums, rec: tuple[Vertex, Vertex, int], ctx: Context) -> None:
+        s, d, k = rec
+        if s.__class__ is d.__class__:
+            fwd = s < d  # type: ignore[operator]
+        else:
+            fwd = s.__class__ is int
+        p = (s, d) if fwd else (d, s)
+        i = 0 if fwd else 1
+        t = ctx.time
+        due = st.due
+        sums = due.get(t)
+        if sums is None:
+            if not due or t < min(due):
+                ctx.notify_at(t)  # otherwise the timer at min(due) <= t is set
+            sums = due[t] = {}
+        e = sums.get(p)
+        if e is None:
+            e = sums[p] = [0, 0]
+        e[i] += k
+        if width is not None and k > 0:
+            x = t + width
+            if horizon is None or x < horizon:
+                later = due.get(x)
+                if later is None:
+                    later = due[x] = {}
+                e = later.get(p)
+                if e is None:
+                    e = later[p] = [0, 0]
+                e[i] -= k
+
+    sums = flow.stateful(updates, key=_bucket, state=PairSums, name=f"{name}.net", bins=bins)(add)
+    sums.on_notify(_release)
     counted = flow.stateful(sums, key=itemgetter(0), state=EdgeCount, name=name, bins=bins)(_apply)
     directed = counted.filter(lambda c: c[0] == "d", name=f"{name}.directed").map(
         lambda c: (c[1], c[2], c[3]), name=f"{name}.directed.strip"
@@ -426,4 +371,3 @@ def consolidate(
         lambda c: (c[1], c[2], c[3]), name=f"{name}.undirected.strip"
     )
     return EdgeChanges(directed, undirected, counted)
-

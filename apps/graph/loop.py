@@ -1,29 +1,34 @@
 """Iterate scopes whose epochs run one after another, and the change records.
 
-Inside an iterate scope time is ``Product(epoch, round)``, and the rounds of different
-epochs are *incomparable*: without care, epoch 5's round 0 may be applied while epoch
-4 is still at round 3.  The graph algorithms keep **one** per-vertex state across
-epochs (the graph and the previous epoch's result: that is what makes them
-incremental), so epoch ``e`` must not touch it before epoch ``e - 1`` has finished.
+Inside an iterate scope time is ``Product(epoch, inner)``, and under the product order
+``Product(e - 1, 7)`` and ``Product(e, 0)`` are *incomparable*: without care, epoch 5's
+first round may be applied while epoch 4 is still at its third.  The graph algorithms
+keep **one** per-vertex state across epochs (the graph and the previous epoch's
+result: that is what makes them incremental), so epoch ``e`` must not touch it before
+epoch ``e - 1`` has finished.
 
-:func:`sequenced_loop` builds such a loop: a *gate* at the loop's entrance holds the
-records of epoch ``e`` (with a capability for ``Product(e, 0)``) until
+:func:`sequenced_loop` builds such a loop **without holding anything**: the rounds of
+epoch ``e`` use the inner times ``e * SPAN + round`` (:func:`at`, :func:`round_of`;
+``round < SPAN``).  The loop's entrance (a stateless frontier operator) gives each
+entering record of epoch ``e`` at ``Product(e, e * SPAN)``, and every time of epoch
+``e - 1`` -- up to its ``END`` timers, ``Product(e - 1, (e - 1) * SPAN + END)`` -- is then
+*less than* that time in the product order.  A ``@flow.stateful`` operator applies the
+records of a time only once no earlier time can arrive, and fires timers in time
+order, so it starts epoch ``e`` exactly when epoch ``e - 1`` is over (and every record of
+epoch ``e`` has entered).  Epochs do not overlap inside the loop; they still overlap
+with everything outside it.
 
-- every record of epoch ``e`` has entered (the entrance's frontier is past ``e``), and
-- nothing of an earlier epoch is left in the loop: no element of the feedback edge's
-  frontier has ``outer < e``.  Every capability the loop body holds for epoch ``e - 1``
-  (pending records, per-vertex timers) shows up there, so this is exactly "epoch
-  ``e - 1`` is done".
+So the loops keep **no state outside typed ``@flow.stateful`` state**: everything an
+epoch carries over lives in bins, which tstate checkpoints and migrates; records in
+flight are at times the cut of a checkpoint replays.  Epochs must be ints in
+``0 <= epoch <= MAX_EPOCH`` (about 2e9; outside, the entrance raises
+:class:`~apps.graph.edges.GraphInputError`).
 
-The gate's own capability for ``Product(e, 0)`` never blocks epoch ``e - 1``
-(``Product(e, 0)`` is not ``<= Product(e - 1, r)``), so there is no deadlock; epochs
-simply do not overlap inside the loop (they still overlap with everything outside it).
-
-Within an epoch the algorithms use *phases*: per-vertex timers at
-``Product(e, PHASE)`` fire only once every round ``< PHASE`` of epoch ``e`` is done
-(the timer's own output re-enters at ``PHASE + 1``), which is a barrier between a
-"reset" flood and a propagation, for instance; a timer at ``Product(e, END)`` fires
-when the epoch's loop has quiesced and emits the vertex's net change of the epoch.
+Within an epoch the algorithms use *phases*: per-vertex timers at ``at(e, PHASE)`` fire
+only once every round ``< PHASE`` of epoch ``e`` is done (the timer's own output
+re-enters at ``PHASE + 1``), which is a barrier between a "reset" flood and a
+propagation, for instance; a timer at ``at(e, END)`` fires when the epoch's loop has
+quiesced and emits the vertex's net change of the epoch.
 """
 
 from __future__ import annotations
@@ -31,11 +36,28 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 import tstate as ts
+from apps.graph.edges import GraphInputError
+from tstate.progress import Product
+from tstate.progress.timestamp import TIME_MAX
 
-__all__ = ["Change", "sequenced_loop", "END"]
+__all__ = ["Change", "sequenced_loop", "at", "round_of", "END", "SPAN", "MAX_EPOCH"]
 
+#: The inner times of epoch ``e`` are ``e * SPAN + round``, ``0 <= round < SPAN``.
+SPAN = 1 << 32
 #: The round of the per-vertex "epoch finished" timers (larger than any real round).
-END = 1 << 40
+END = 1 << 31
+#: The largest epoch a loop accepts (its inner times must stay below ``TIME_MAX``).
+MAX_EPOCH = (TIME_MAX - SPAN) // SPAN
+
+
+def at(epoch: int, round: int) -> Product:
+    """The loop time of ``round`` of ``epoch`` (see the module docstring)."""
+    return Product(epoch, epoch * SPAN + round)
+
+
+def round_of(t: Product) -> int:
+    """The round of epoch ``t.outer`` that loop time ``t`` is."""
+    return t.inner - t.outer * SPAN  # type: ignore[no-any-return]
 
 
 class Change(NamedTuple):
@@ -47,7 +69,7 @@ class Change(NamedTuple):
     new: Any
 
 
-def _gate(
+def _entrance(
     flow: ts.Dataflow,
     entered: ts.Stream,
     feedback: ts.Stream,
@@ -55,23 +77,26 @@ def _gate(
     expand: Optional[Callable[[Any], Iterable[Any]]] = None,
     combine: Optional[Callable[[list[list[Any]]], list[Any]]] = None,
 ) -> ts.Stream:
-    """Holds entering records per epoch (see the module docstring) and passes the
-    loop variable's messages (plain tuples) straight through, so the body needs no
-    ``concat`` and may feed its whole output back; ``expand`` maps each entering
-    record to the records released for it; ``combine``, if given, replaces the
+    """The loop's entrance: gives each entering record of epoch ``e`` (expanded by
+    ``expand``) at round 0 of ``e`` (``at(e, 0)``, see the module docstring) and passes
+    the loop variable's messages (plain tuples) straight through, so the body needs no
+    ``concat`` and may feed its whole output back; ``combine``, if given, replaces the
     pass-through: it gets the loop variable's batches of one time (one activation's
-    worth) and returns the records to pass on."""
+    worth) and returns the records to pass on.  Nothing is kept between activations."""
 
-    @flow.binary_frontier(entered, feedback, name=name, state=dict)
-    def gate(new: Any, fb: Any, out: Any, ctx: Any) -> None:
-        held: dict[Any, tuple[Any, list[Any]]] = ctx.state  # epoch -> (capability, records)
+    @flow.binary_frontier(entered, feedback, name=name)
+    def entrance(new: Any, fb: Any, out: Any, ctx: Any) -> None:
         for cap, batch in new:
             e = cap.time.outer
-            slot = held.get(e)
-            if slot is None:
-                held[e] = (cap.retain(), list(batch))
+            if e.__class__ is not int or not 0 <= e <= MAX_EPOCH:
+                raise GraphInputError(f"epoch {e!r} is not an int in [0, {MAX_EPOCH}] (the loops' time range)")
+            recs = [x for r in batch for x in expand(r)] if expand is not None else batch
+            if e:
+                c = cap.delayed(at(e, 0))
+                out.give_many(c, recs)
+                c.drop()
             else:
-                slot[1].extend(batch)
+                out.give_many(cap, recs)
         if combine is None:
             for cap, batch in fb:  # messages go on; results (Change records) are dropped
                 msgs = [r for r in batch if r.__class__ is tuple]
@@ -89,17 +114,8 @@ def _gate(
                 msgs = combine(batches)
                 if msgs:
                     out.give_many(cap, msgs)
-        while held:
-            e = min(held)
-            if any(f.outer <= e for f in new.frontier) or any(f.outer < e for f in fb.frontier):
-                return
-            cap, recs = held.pop(e)
-            if expand is not None:
-                recs = [x for r in recs for x in expand(r)]
-            out.give_many(cap, recs)
-            cap.drop()
 
-    return gate
+    return entrance
 
 
 def sequenced_loop(
@@ -107,20 +123,21 @@ def sequenced_loop(
     stream: ts.Stream,
     body: Callable[[ts.Scope, ts.Stream], tuple[ts.Stream, ts.Stream]],
     name: str,
-    max_iterations: Optional[int] = None,
     expand: Optional[Callable[[Any], Iterable[Any]]] = None,
     combine: Optional[Callable[[list[list[Any]]], list[Any]]] = None,
 ) -> ts.Stream:
     """An iterate scope over ``stream`` whose epochs run one after another (see the
-    module docstring).  ``body(scope, inputs)`` gets the gated entering records
-    (each expanded by ``expand``, if given) merged with the loop variable, and
-    returns ``(messages, results)``: the plain tuples of ``messages`` go around the
-    loop (one round later; anything else on it is dropped, or ``combine`` turns each
-    round's batches into the records passed on), ``results`` leave it."""
+    module docstring).  ``body(scope, inputs)`` gets the entering records (each
+    expanded by ``expand``, if given, at ``at(epoch, 0)``) merged with the loop
+    variable, and returns ``(messages, results)``: the plain tuples of ``messages`` go
+    around the loop (one round later; anything else on it is dropped, or ``combine``
+    turns each round's batches into the records passed on), ``results`` leave it.  The
+    per-epoch sequencing needs the body's state to be a ``@flow.stateful`` operator
+    fed by ``inputs`` (it applies a time's records once no earlier time can arrive)."""
 
     def loop(scope: ts.Scope, entered: ts.Stream) -> ts.Stream:
-        fb = scope.feedback(max_iterations=max_iterations, name=f"{name}.feedback")
-        inputs = _gate(flow, entered, fb.stream, name=f"{name}.gate", expand=expand, combine=combine)
+        fb = scope.feedback(name=f"{name}.feedback")
+        inputs = _entrance(flow, entered, fb.stream, name=f"{name}.gate", expand=expand, combine=combine)
         messages, results = body(scope, inputs)
         fb.connect(messages)
         return results

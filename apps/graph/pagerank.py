@@ -30,7 +30,9 @@ one where ``y`` is large, so fewer rounds are needed for the same guarantee.)
 
 **Arithmetic and workers.**  ``y`` and ``r`` are fixed-point integers (``2**60`` per
 unit, shares rounded half up), so sums never depend on the order messages arrive in,
-and rounding adds at most half a unit (~4e-19) per message.  Each round's pushes are
+and rounding adds at most half a unit (~4e-19) per message.  State ints must fit in
+64 bits (checkpoints, migration) and a hub's ``y`` exceeds 8 units, so stored scores
+are split into ``(units, fraction)`` (``PRVertex.yu``/``yf``, :class:`PRScores`).  Each round's pushes are
 summed per target vertex on each worker (by the loop's gate, before the exchange).  On
 one worker a vertex gets one sum per round and pushes at most once; on ``W`` workers
 it may get up to ``W`` partial sums and push after each, so results on different worker
@@ -58,7 +60,7 @@ from attrs import define, field
 
 import tstate as ts
 from apps.graph.edges import Vertex
-from apps.graph.loop import END, Change, sequenced_loop
+from apps.graph.loop import END, Change, at, round_of, sequenced_loop
 from tstate.progress import Product
 from tstate.state.context import Context
 from tstate.types import Map
@@ -69,13 +71,21 @@ __all__ = ["PRVertex", "PRScores", "PageRank", "pagerank", "SCALE"]
 SCALE = 1 << 60
 
 
+def _split(y: int) -> tuple[int, int]:
+    """A fixed-point value as ``(units, fraction)``: state ints must fit in 64 bits, and
+    ``y`` does not once it exceeds 8 (hubs do; the sum of ``y`` is about the number of
+    vertices), so stored scores are split (``units * SCALE + fraction``)."""
+    return divmod(y, SCALE)
+
+
 @define
 class PRVertex:
     out: Map[Vertex, int] = field(factory=Map)  # out-neighbour -> epoch the edge appeared
     targets: tuple[Vertex, ...] = ()  # the keys of `out`, as pushed (rebuilt when `out` changes)
     indeg: int = 0
-    y: int = 0  # fixed-point score (SCALE = 1.0)
-    r: int = 0  # fixed-point residual
+    yu: int = 0  # the fixed-point score y = yu * SCALE + yf (see _split)
+    yf: int = 0
+    r: int = 0  # fixed-point residual (small at the end of every epoch)
     epoch: int = -1  # the epoch the fields below belong to
     old: Optional[int] = None  # y at the start of `epoch` (None: absent)
     was_present: bool = False  # in the graph at the start of `epoch`
@@ -86,8 +96,8 @@ def _touch(st: PRVertex, e: int, ctx: Context) -> None:
     st.epoch = e
     present = bool(st.out) or st.indeg > 0
     st.was_present = present
-    st.old = st.y if present else None
-    ctx.notify_at(Product(e, END))
+    st.old = st.yu * SCALE + st.yf if present else None
+    ctx.notify_at(at(e, END))
 
 
 def _endpoints(c: tuple[Vertex, Vertex, int]) -> tuple[tuple[Any, ...], ...]:
@@ -104,10 +114,11 @@ class PageRank:
 
 @define
 class PRScores:
-    """The global key of the rank view: every vertex's ``y`` and their sum."""
+    """The global key of the rank view: every vertex's ``y`` and their sum (both
+    ``(units, fraction)``, see :func:`_split`)."""
 
-    y: dict[Vertex, int] = field(factory=dict)
-    total: int = 0
+    y: dict[Vertex, tuple[int, int]] = field(factory=dict)
+    total: tuple[int, int] = (0, 0)
     before_total: Optional[int] = None  # the sum at the start of the pending epoch
     before: dict[Vertex, Optional[int]] = field(factory=dict)  # old y of the vertices changed this epoch
 
@@ -141,13 +152,14 @@ def pagerank(
     def step(st: PRVertex, rec: tuple[Any, ...], ctx: Context) -> None:
         if len(rec) == 2:  # (v, delta r): this round's combined pushes to v
             r = st.r + rec[1]
-            if (r if r >= 0 else -r) * cden <= st.y * cnum:
+            y = st.yu * SCALE + st.yf
+            if (r if r >= 0 else -r) * cden <= y * cnum:
                 st.r = r
                 return
             t = ctx.time
             if st.epoch != t.outer:
                 _touch(st, t.outer, ctx)
-            st.y += r
+            st.yu, st.yf = divmod(y + r, SCALE)
             st.r = 0
             targets = st.targets
             if targets:
@@ -157,7 +169,7 @@ def pagerank(
         e = ctx.time.outer
         if st.epoch != e:
             _touch(st, e, ctx)
-            ctx.notify_at(Product(e, 0))
+            ctx.notify_at(at(e, 0))
         if rec[1] == "o":
             if st.base is None:
                 st.base = list(st.out)
@@ -170,22 +182,23 @@ def pagerank(
 
     def timer(st: PRVertex, t: Product, ctx: Context) -> None:
         v = ctx.key
-        if t.inner == 0:  # all of the epoch's edge changes of v are in
+        if round_of(t) == 0:  # all of the epoch's edge changes of v are in
             emit = ctx.emit
             base = st.base
             if base is not None:
                 st.base = None
                 st.targets = tuple(st.out)
-                if st.y and set(base) != set(st.targets):
+                y = st.yu * SCALE + st.yf
+                if y and set(base) != set(st.targets):
                     if base:
-                        emit((-share(st.y, len(base)), tuple(base)))
+                        emit((-share(y, len(base)), tuple(base)))
                     if st.targets:
-                        emit((share(st.y, len(st.targets)), st.targets))
+                        emit((share(y, len(st.targets)), st.targets))
             if not st.was_present and (st.out or st.indeg > 0):
                 emit((SCALE, (v,)))  # a new vertex: teleport 1
             return
         present = bool(st.out) or st.indeg > 0  # END
-        new = st.y if present else None
+        new = st.yu * SCALE + st.yf if present else None
         if new != st.old:
             ctx.emit(Change(v, st.old, new))
         if not present:
@@ -216,25 +229,26 @@ def pagerank(
 
     def collect(st: PRScores, c: Change, ctx: Context) -> None:
         if st.before_total is None:
-            st.before_total = st.total
+            st.before_total = st.total[0] * SCALE + st.total[1]
             ctx.notify_at(ctx.time)
         v = c.key
         if v not in st.before:
             st.before[v] = c.old
-        st.total += (c.new or 0) - (c.old or 0)
+        st.total = _split(st.total[0] * SCALE + st.total[1] + (c.new or 0) - (c.old or 0))
         if c.new is None:
             st.y.pop(v, None)
         else:
-            st.y[v] = c.new
+            st.y[v] = _split(c.new)
 
     def normalise(st: PRScores, t: int, ctx: Context) -> None:
         s0 = st.before_total or 0
-        s1 = st.total
+        s1 = st.total[0] * SCALE + st.total[1]
         before, ys = st.before, st.y
         # when the sum moved, every rank moved; otherwise only the changed vertices'
         for v in list(ys) + [v for v in before if v not in ys] if s0 != s1 else list(before):
-            y0 = before[v] if v in before else ys.get(v)
-            y1 = ys.get(v)
+            p = ys.get(v)
+            y1 = None if p is None else p[0] * SCALE + p[1]
+            y0 = before[v] if v in before else y1
             old = y0 / s0 if y0 is not None and s0 else None
             new = y1 / s1 if y1 is not None and s1 else None
             if old != new:

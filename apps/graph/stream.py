@@ -1,7 +1,7 @@
 """Putting it together: one dataflow for all the algorithms, and a driver per epoch.
 
-:func:`build` wires ``updates -> consolidate`` (validation, the sliding window and the
-per-epoch sums fused in :func:`~apps.graph.edges.net_changes`, then the edge counts)
+:func:`build` wires ``updates -> consolidate`` (validation, then the edge counts with
+the per-epoch sums and the sliding window in one operator, :func:`~apps.graph.edges.consolidate`)
 and the chosen algorithms onto a :class:`tstate.Dataflow`; :class:`GraphStream` owns
 such a dataflow with an input, feeds it epoch by epoch and returns each epoch's
 changes (and keeps a :class:`~apps.graph.views.GraphView` of the current results)::
@@ -119,7 +119,9 @@ class GraphStream:
     """A running graph dataflow driven epoch by epoch (see the module docstring).
 
     Keeps a :class:`~apps.graph.views.GraphView` of the current results (``view``)
-    unless ``keep_view=False``."""
+    unless ``keep_view=False``.  ``max_workers`` and ``reconfigure`` go to
+    :meth:`tstate.Dataflow.start` (migration: see :mod:`apps.graph`); ``execution``
+    is the running :class:`tstate.Execution`."""
 
     def __init__(
         self,
@@ -134,6 +136,8 @@ class GraphStream:
         keep_view: bool = True,
         bins: int = 256,
         batch_size: int = 8192,
+        max_workers: Optional[int] = None,
+        reconfigure: Sequence[tuple[int, Any]] = (),
     ) -> None:
         self.flow = ts.Dataflow("graph")
         self.input = self.flow.input("updates", batch_size=batch_size)
@@ -149,7 +153,7 @@ class GraphStream:
             stream.sink(_Buffer(buf), name=f"out.{name}")
             self._probes.append(stream.probe(name=f"probe.{name}"))
         self.view: Optional[GraphView] = GraphView() if keep_view else None
-        self.execution = self.flow.start(workers)
+        self.execution = self.flow.start(workers, max_workers=max_workers, reconfigure=reconfigure)
         self._done = -1  # every epoch <= this was returned
 
     def _pending(self, t: int) -> bool:

@@ -34,7 +34,7 @@ from attrs import define, field
 
 import tstate as ts
 from apps.graph.edges import Vertex, vertex_lt
-from apps.graph.loop import END, Change, sequenced_loop
+from apps.graph.loop import END, Change, at, round_of, sequenced_loop
 from tstate.progress import Product
 from tstate.state.context import Context
 from tstate.types import Map
@@ -71,14 +71,14 @@ def _present(adj: Map, chg: dict[Vertex, int], x: Vertex, z: Vertex, stage: tupl
 def _touch(st: TriVertex, e: int, ctx: Context) -> None:
     st.epoch = e
     st.old = st.count if st.adj else None
-    ctx.notify_at(Product(e, END))
+    ctx.notify_at(at(e, END))
 
 
 def _step(st: TriVertex, rec: tuple[Any, ...], ctx: Context) -> None:
     t = ctx.time
     e = t.outer
     v = ctx.key
-    if t.inner == 0:  # an edge change (v, w, +1/-1)
+    if round_of(t) == 0:  # an edge change (v, w, +1/-1)
         if st.epoch != e:
             _touch(st, e, ctx)
         w = rec[1]
@@ -89,7 +89,7 @@ def _step(st: TriVertex, rec: tuple[Any, ...], ctx: Context) -> None:
         st.chg[w] = rec[2]
         if not st.owner and vertex_lt(v, w):
             st.owner = True
-            ctx.notify_at(Product(e, 0))
+            ctx.notify_at(at(e, 0))
         return
     if len(rec) == 2:  # (v, delta): triangles through v appeared / disappeared
         if st.epoch != e:
@@ -114,7 +114,7 @@ def _step(st: TriVertex, rec: tuple[Any, ...], ctx: Context) -> None:
 
 def _timer(st: TriVertex, t: Product, ctx: Context) -> None:
     v = ctx.key
-    if t.inner == 0:  # all of this epoch's changes are in: send the views
+    if round_of(t) == 0:  # all of this epoch's changes are in: send the views
         adj, chg = st.adj, st.chg
         unchanged = [z for z in adj if z not in chg]
         changed = list(chg)

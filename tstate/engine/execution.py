@@ -223,8 +223,6 @@ class Execution:
         out: dict[str, list[int]] = {}
         for n in nodes:
             spec = self.flow._nodes[n]
-            if spec.scope.depth != 0:
-                raise ConfigurationError(f"operator {spec.name!r} is inside an iterate scope: it cannot be migrated")
             history = self.configs[n]
             history.schedule(at, [])  # newest command wins: drop later steps
             current = history.owners_at(at)

@@ -12,6 +12,7 @@ pending timers), and drops it as soon as that time is done.
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from sortedcontainers import SortedDict
@@ -20,6 +21,7 @@ from tstate.capability import Capability
 from tstate.errors import GraphError, KeyFunctionError, OperatorError, TstateError
 from tstate.keys import KeyRouter
 from tstate.operators.base import OperatorRuntime
+from tstate.progress.timestamp import epoch, less_equal
 from tstate.state.bin import Bin
 from tstate.state.context import Context
 
@@ -141,12 +143,12 @@ class StatefulRuntime(OperatorRuntime):
         records and timers before ``t`` are done here."""
         while self.outgoing:
             t, bi, dst = self.outgoing[0]
-            if bi not in self.owned or frontier.less_than(t):
+            if bi not in self.owned or _epoch_open(frontier, t):
                 return
-            if self.stash and _lex_lt(self.stash.peekitem(0)[0], t):
+            if self.stash and epoch(self.stash.peekitem(0)[0]) < t:
                 return
             b = self.bins.get(bi)
-            if b is not None and any(_lex_lt(tt, t) for tt in b.timers):
+            if b is not None and any(epoch(tt) < t for tt in b.timers):
                 return
             self.outgoing.pop(0)
             self._shipped.add((t, bi))
@@ -233,7 +235,7 @@ class StatefulRuntime(OperatorRuntime):
                 not self.stash
                 and (not self.timer_times or not _lex_lt(self.timer_times.peekitem(0)[0], t))
                 and not frontier.less_than(t)
-                and (self.barrier is None or _lex_lt(t, self.barrier))
+                and (self.barrier is None or epoch(t) < self.barrier)
             ):
                 self._apply(t, recs)
             else:
@@ -253,20 +255,7 @@ class StatefulRuntime(OperatorRuntime):
     def _drain(self, frontier: Any) -> None:
         """Apply buffered records and fire timers that became ready, in time order."""
         while True:
-            pick = None
-            barrier = self.barrier
-            for t in self.stash.keys():
-                if not frontier.less_than(t) and (barrier is None or _lex_lt(t, barrier)):
-                    pick = (t, 0)
-                break  # only the smallest buffered time can be next
-            for t in self.timer_times.keys():
-                if (
-                    not frontier.less_equal(t)
-                    and (barrier is None or _lex_lt(t, barrier))
-                    and (pick is None or _lex_lt(t, pick[0]))
-                ):
-                    pick = (t, 1)
-                break
+            pick = self._next_ready(frontier)
             if pick is None:
                 return
             t, kind = pick
@@ -276,6 +265,29 @@ class StatefulRuntime(OperatorRuntime):
             else:
                 self._fire(t, self.timer_times.pop(t))
             self._release(t)
+
+    def _next_ready(self, frontier: Any) -> Any:
+        """The next buffered time to process: ``(t, 0)`` for records, ``(t, 1)`` for
+        timers (records of a time before its timers).  Ready means: records at ``t`` once
+        no earlier time can arrive (``not frontier.less_than(t)``), timers once the
+        frontier passed ``t``, nothing at or after a checkpoint barrier's epoch -- and
+        no buffered item at a time ``<= t`` is still waiting.  Candidates are walked in
+        lexicographic order, a linear extension of the product order, so an item that
+        must come first is always met first; with ``int`` times the first one decides."""
+        barrier = self.barrier
+        blocked: list[Any] = []
+        stash = ((t, 0) for t in self.stash.keys())
+        timers = ((t, 1) for t in self.timer_times.keys())
+        for t, kind in heapq.merge(stash, timers):
+            ready = not frontier.less_than(t) if kind == 0 else not frontier.less_equal(t)
+            if ready and barrier is not None and epoch(t) >= barrier:
+                ready = False
+            if ready and not any(less_equal(b, t) for b in blocked):
+                return t, kind
+            if type(t) is int:
+                return None  # a total order: every later item waits too
+            blocked.append(t)
+        return None
 
     def _note_applied(self, t: Any) -> None:
         if self.max_applied is None or _lex_lt(self.max_applied, t):
@@ -457,15 +469,15 @@ class StatefulRuntime(OperatorRuntime):
     def complete_before(self, t: Any) -> bool:
         """Everything before ``t`` is applied here and nothing at ``t`` or later: the
         bins hold exactly the state a checkpoint at ``t`` must record."""
-        if self.frontier(0).less_than(t):
+        if _epoch_open(self.frontier(0), t):
             return False
-        if self.stash and _lex_lt(self.stash.peekitem(0)[0], t):
+        if self.stash and epoch(self.stash.peekitem(0)[0]) < t:
             return False
-        if self.timer_times and _lex_lt(self.timer_times.peekitem(0)[0], t):
+        if self.timer_times and epoch(self.timer_times.peekitem(0)[0]) < t:
             return False
-        if any(_lex_lt(tt, t) for tt in self.pending_times):
+        if any(epoch(tt) < t for tt in self.pending_times):
             return False
-        return not any(_lex_lt(mt, t) for mt, _, _ in self.outgoing)
+        return not any(mt < t for mt, _, _ in self.outgoing)
 
     def release_barrier(self) -> None:
         self.barrier = None
@@ -476,6 +488,12 @@ class StatefulRuntime(OperatorRuntime):
     def is_quiet(self) -> bool:
         """No buffered records: the state reflects every record received."""
         return not self.stash and not self.pending
+
+
+def _epoch_open(frontier: Any, t: int) -> bool:
+    """Records of an epoch before ``t`` may still arrive (at any iteration)."""
+    elements = frontier.elements() if callable(getattr(frontier, "elements", None)) else frontier
+    return any(epoch(e) < t for e in elements)
 
 
 def _lex_lt(a: Any, b: Any) -> bool:

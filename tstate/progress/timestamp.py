@@ -79,6 +79,17 @@ def depth(t: Any) -> int:
     return d
 
 
+def epoch(t: Any) -> int:
+    """The root-scope epoch a time belongs to: the time itself for an ``int``, the
+    outermost coordinate of a ``Product`` (``Product(Product(4, 1), 7)`` → ``4``).
+    Reconfigurations and checkpoints happen at epoch boundaries, so inside iterate
+    scopes they compare times by their epoch: "before epoch ``T``" means ``epoch(t) < T``,
+    whatever the iteration."""
+    while type(t) is Product:
+        t = t.outer
+    return t  # type: ignore[no-any-return]
+
+
 def minimum(d: int) -> Timestamp:
     """The least time at depth ``d`` (``0``, ``Product(0, 0)``, ...)."""
     t: Timestamp = 0

@@ -10,7 +10,7 @@ import pytest
 
 from apps.graph.components import CCVertex, ComponentSizes
 from apps.graph.degrees import DegreeHistogram, DegreeState
-from apps.graph.edges import EdgeCount
+from apps.graph.edges import EdgeCount, PairSums
 from apps.graph.pagerank import SCALE, PRScores, PRVertex
 from apps.graph.stream import GraphStream
 from apps.graph.triangles import TriangleTotal, TriVertex
@@ -20,12 +20,13 @@ from tstate.types import Map, StateCodec
 def _states():
     return [
         EdgeCount(fwd=2, bwd=0),
+        PairSums(due={7: {(1, "a"): [1, -2]}, 9: {("a", "b"): [0, -1]}}),
         DegreeState(degree=3, old=2, pending=True),
         DegreeHistogram(counts={1: 4, 3: 1}, before={1: 3}),
         CCVertex(adj=Map({"ATL": 3, 7: 4}), label=7, parent="ATL", epoch=4, old=None, reset=True, armed=3, propose=["x"]),
         ComponentSizes(sizes={"a": 3, 1: 2}, hist={3: 1, 2: 1}, before=(2, 3)),
-        PRVertex(out=Map({"b": 1}), targets=("b",), indeg=2, y=3 * SCALE, r=-12345, epoch=2, old=None, base=["c"]),
-        PRScores(y={"a": SCALE, 2: 5}, total=SCALE + 5, before={"a": None}),
+        PRVertex(out=Map({"b": 1}), targets=("b",), indeg=2, yu=74, yf=SCALE - 1, r=-12345, epoch=2, old=None, base=["c"]),
+        PRScores(y={"a": (1, 0), 2: (80, 5)}, total=(81, 5), before={"a": None}),
         TriVertex(adj=Map({1: 0, "z": 2}), count=4, epoch=2, old=3, chg={1: -1}, owner=True),
         TriangleTotal(sum3=9, before=6),
     ]
@@ -48,13 +49,10 @@ def test_adjacency_maps_give_deltas():
     assert codec.apply_delta(base, codec.encode_delta(v)) == v
 
 
-def test_state_of_a_running_graph_is_encodable():
-    g = GraphStream(workers=3)
-    g.advance(0, [("a", "b"), ("b", "c"), (1, "a"), ("c", "a")])
-    g.advance(1, [("a", "b", -1), (2, 1)])
-    ex = g.execution
+def _encode_every_state(g: GraphStream) -> int:
+    """Encode and decode every key's state of every stateful operator; how many."""
     seen = 0
-    for workers in ex.operators:
+    for workers in g.execution.operators:
         for op in workers:
             bins = getattr(op, "bins", None)
             if not isinstance(bins, dict) or "state_type" not in op.spec.options:
@@ -64,7 +62,23 @@ def test_state_of_a_running_graph_is_encodable():
                 for value in b.states.values():
                     assert codec.decode(codec.encode(value)) == value
                     seen += 1
-    assert seen > 20
+    return seen
+
+
+def test_state_of_a_running_graph_is_encodable():
+    g = GraphStream(workers=3, window=2)
+    g.advance(0, [("a", "b"), ("b", "c"), (1, "a"), ("c", "a")])
+    g.advance(1, [("a", "b", -1), (2, 1)])
+    assert _encode_every_state(g) > 20  # pending window expiries included
+    g.close()
+
+
+def test_pagerank_state_of_hubs_is_encodable():
+    """State ints must fit in 64 bits; a hub's fixed-point score does not (y > 8)."""
+    g = GraphStream(("pagerank",), workers=2)
+    g.advance(0, [(i, 0) for i in range(1, 40)] + [(0, "x")])
+    assert max(g.view.scores.data.values()) > 30 * SCALE
+    assert _encode_every_state(g) > 41 + 1 + 40  # vertices, the ranks' global key, edges, sums
     g.close()
 
 

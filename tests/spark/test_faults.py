@@ -10,7 +10,6 @@ import subprocess
 import sys
 from typing import Any
 
-import pytest
 
 import tstate as ts
 

@@ -39,7 +39,7 @@ __all__ = [
 TIME_MAX = (1 << 63) - 1
 
 
-@frozen(order=True)
+@frozen(order=False)
 class Product:
     """A time inside an iterate scope: ``outer`` is the enclosing scope's time,
     ``inner`` the iteration count.  Ordered by the product partial order (see the
@@ -47,6 +47,30 @@ class Product:
 
     outer: Any
     inner: int
+
+    # lexicographic comparisons, hand-written: attrs' generated ones build tuples
+    # through a generic helper, and sorted containers of times call them a lot
+    def __lt__(self, other: "Product") -> bool:
+        if type(other) is not Product:
+            return NotImplemented
+        o, p = self.outer, other.outer
+        return o < p or (o == p and self.inner < other.inner)  # type: ignore[no-any-return]
+
+    def __le__(self, other: "Product") -> bool:
+        if type(other) is not Product:
+            return NotImplemented
+        o, p = self.outer, other.outer
+        return o < p or (o == p and self.inner <= other.inner)  # type: ignore[no-any-return]
+
+    def __gt__(self, other: "Product") -> bool:
+        if type(other) is not Product:
+            return NotImplemented
+        return other.__lt__(self)
+
+    def __ge__(self, other: "Product") -> bool:
+        if type(other) is not Product:
+            return NotImplemented
+        return other.__le__(self)
 
     def less_equal(self, other: "Product") -> bool:
         """``self <= other`` in the product partial order."""

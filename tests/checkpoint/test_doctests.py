@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["tstate.checkpoint.fs", "tstate.checkpoint.manifest", "tstate.checkpoint.delta",
-           "tstate.checkpoint.store", "tstate.checkpoint.schema_check", "tstate.__main__"]
+           "tstate.checkpoint.store", "tstate.checkpoint.schema_check", "tstate.checkpoint.forked",
+           "tstate.checkpoint.freeze", "tstate.__main__"]
 
 
 @pytest.mark.parametrize("name", MODULES)

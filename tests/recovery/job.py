@@ -3,7 +3,11 @@
 A deterministic source of keyed records (replayable by position), two stateful
 operators (a keyed list with timers, a keyed count) and an exactly-once file sink.
 ``--crash-commit N`` / ``--crash-write N`` make the process die (``os._exit``) at the
-N-th checkpoint commit / data write, to hit the dangerous instants on purpose.
+N-th checkpoint commit / data write, to hit the dangerous instants on purpose;
+``--kill-snapshot N`` SIGKILLs, once, the snapshot process (``mode="fork"``) of
+checkpoint N in the middle of its writes: the job must go on and finish.  The last line
+printed says where the run resumed from, how many checkpoints it lost and how many
+child processes it left behind (always 0: children are reaped).
 """
 
 from __future__ import annotations
@@ -59,7 +63,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mode", default="async")
     ap.add_argument("--crash-commit", type=int, default=0)
     ap.add_argument("--crash-write", type=int, default=0)
+    ap.add_argument("--kill-snapshot", type=int, default=0)
     args = ap.parse_args(argv)
+    if args.kill_snapshot:
+        import signal
+
+        from tstate.checkpoint import store as store_module
+
+        write_data_file = store_module.write_data_file
+        marker = os.path.join(args.ckpt, f"killed-snapshot-{args.kill_snapshot}")
+
+        def killing(fs, operator, bin, checkpoint_id, *rest):
+            # runs in the snapshot process; once only (a retry may reuse the same id)
+            ref = write_data_file(fs, operator, bin, checkpoint_id, *rest)
+            if checkpoint_id == args.kill_snapshot and not os.path.exists(marker):
+                open(marker, "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return ref
+
+        store_module.write_data_file = killing
     if args.crash_commit or args.crash_write:
         from tstate.checkpoint import store
 
@@ -82,7 +104,12 @@ def main(argv: list[str] | None = None) -> None:
     flow = build(args.out, args.seed, args.epochs, args.per_epoch)
     flow.run(workers=args.workers, checkpoint=Checkpoints(args.ckpt, every_epochs=args.every, mode=args.mode))
     r = flow.execution.restored
-    print(f"done restored_from={r.time if r else None}")
+    try:
+        os.waitpid(-1, os.WNOHANG)
+        children = 1  # a child exists (running or a zombie)
+    except ChildProcessError:
+        children = 0
+    print(f"done restored_from={r.time if r else None} lost={len(flow.execution.coordinator.lost)} children={children}")
 
 
 if __name__ == "__main__":

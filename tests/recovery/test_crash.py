@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tstate.checkpoint.forked import fork_available
+
 ROOT = Path(__file__).resolve().parents[2]
+MODES = ["async", "thread", "sync"] + (["fork"] if fork_available() else [])
 
 
 def outputs(directory: Path) -> dict[str, list[str]]:
@@ -27,7 +30,7 @@ def outputs(directory: Path) -> dict[str, list[str]]:
     return out
 
 
-def job(ckpt: Path, out: Path, *extra: str, kill_after: float | None = None) -> int:
+def job(ckpt: Path, out: Path, *extra: str, kill_after: float | None = None, stdout: list[str] | None = None) -> int:
     cmd = [sys.executable, "-m", "tests.recovery.job", str(ckpt), str(out), *extra]
     p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if kill_after is not None:
@@ -35,9 +38,11 @@ def job(ckpt: Path, out: Path, *extra: str, kill_after: float | None = None) -> 
             p.wait(timeout=kill_after)
         except subprocess.TimeoutExpired:
             p.send_signal(signal.SIGKILL)
-    _, err = p.communicate(timeout=120)
+    out_text, err = p.communicate(timeout=120)
     if p.returncode not in (0, -signal.SIGKILL, 9):
         raise AssertionError(f"job failed ({p.returncode}):\n{err}")
+    if stdout is not None:
+        stdout.append(out_text)
     return p.returncode
 
 
@@ -59,7 +64,7 @@ def test_sigkill_at_random_instants(tmp_path, reference, sequence):
     kills = 0
     for _ in range(5):  # five random crash points per sequence: fifty in the suite
         workers = str(rng.randint(1, 4))
-        mode = rng.choice(["async", "sync"])
+        mode = rng.choice(MODES)
         job(ckpt, out, "--workers", workers, "--mode", mode, kill_after=rng.uniform(0.3, 1.6))
         kills += 1
     assert job(ckpt, out, "--workers", str(rng.randint(1, 4))) == 0
@@ -71,4 +76,27 @@ def test_crash_inside_a_checkpoint_write(tmp_path, reference, crash):
     ckpt, out = tmp_path / "ckpt", tmp_path / "out"
     assert job(ckpt, out, crash, "--mode", "sync") in (9, -9)
     assert job(ckpt, out, crash.split("=")[0] + "=999", "--workers", "3") == 0
+    assert outputs(out) == reference
+
+
+@pytest.mark.skipif(not fork_available(), reason="no safe fork on this platform")
+@pytest.mark.parametrize("checkpoint", [1, 2, 4])
+def test_killed_snapshot_process_loses_a_checkpoint_not_the_run(tmp_path, reference, checkpoint):
+    """SIGKILL the forked snapshot process of one checkpoint mid-write: the job finishes
+    (its checkpoint and any captured after it are abandoned, the next one is written
+    whole), leaves no child process behind, its output is exactly the reference, and a
+    restart from its directory (the newest checkpoint must verify) finishes too."""
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    printed: list[str] = []
+    assert job(ckpt, out, "--mode", "fork", "--workers", "2", f"--kill-snapshot={checkpoint}", stdout=printed) == 0
+    assert (ckpt / f"killed-snapshot-{checkpoint}").exists()
+    last = printed[0].strip().splitlines()[-1]
+    assert "lost=1" in last and "children=0" in last
+    assert outputs(out) == reference
+    from tstate.checkpoint.store import CheckpointStore
+
+    store = CheckpointStore(str(ckpt), readonly=True)
+    m = store.latest()
+    assert m is not None and store.problems == [] and store.verify(m) == []
+    assert job(ckpt, out, "--mode", "fork", "--workers", "3") == 0
     assert outputs(out) == reference

@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 import tstate as ts
 from tstate.checkpoint.coordinator import Checkpoints
+from tstate.checkpoint.forked import fork_available
 from tstate.errors import CheckpointError, SchemaMismatchError
 
+MODES = ["async", "thread", "sync"] + (["fork"] if fork_available() else [])
 data = st.lists(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 20)), max_size=6), min_size=1, max_size=12)
 
 
@@ -56,7 +58,7 @@ def reference(batches):
     stop=st.integers(0, 30),
     w1=st.integers(1, 6),
     w2=st.integers(1, 6),
-    mode=st.sampled_from(["async", "sync"]),
+    mode=st.sampled_from(MODES),
 )
 def test_stop_and_resume_on_other_worker_counts(tmp_path_factory, batches, every, stop, w1, w2, mode):
     d = str(tmp_path_factory.mktemp("ck"))

@@ -8,7 +8,11 @@
 - :mod:`~tstate.checkpoint.delta`: bin delta files and decoding a bin's chain
   (snapshot + deltas) back into state;
 - :mod:`~tstate.checkpoint.schema_check`: is stored state readable with today's type;
-- :mod:`~tstate.checkpoint.fs`: the tiny filesystem abstraction underneath.
+- :mod:`~tstate.checkpoint.fs`: the tiny filesystem abstraction underneath;
+- :mod:`~tstate.checkpoint.coordinator`: the engine side (choosing consistent times,
+  capturing bins, committing after the sinks, restoring), with
+  :mod:`~tstate.checkpoint.freeze` (copy-on-write for the writer thread) and
+  :mod:`~tstate.checkpoint.forked` (the forked snapshot process of ``mode="fork"``).
 
 The inspection CLI is ``python -m tstate checkpoints DIR`` (see :mod:`tstate.__main__`).
 """

@@ -15,11 +15,33 @@ previous checkpoint are written as a *delta*; a bin that moved here, or whose ch
 deltas grew long (``compact_after``), is written whole (a *snapshot*); untouched bins
 keep their files.
 
-**Asynchronous.**  On the processing path the coordinator only *freezes* what changed:
-the states of dirty keys are copied into plain builtins (``StateCodec.to_builtins``
-returns fresh containers) and the dirty sets are reset.  Packing, compressing, writing
-and fsyncing happen on a background thread (``mode="async"``, the default); with
-``mode="sync"`` all of it happens on the processing path (the baseline).
+**Asynchronous.**  ``mode="async"`` (the default, the same as ``mode="thread"``) keeps
+encoding and writing off the processing path on a background thread; ``mode="fork"``
+does it in a forked *snapshot process* (:mod:`tstate.checkpoint.forked`; a thread where
+the platform cannot fork safely): a lower p99 for large states, a higher median (see
+``benchmarks/results/checkpoints.txt``).  With ``mode="sync"`` all of it happens on the
+processing path (the baseline).
+
+- *fork*: at the checkpoint the processing path hands each changed bin's change sets
+  (``dirty``, ``removed``) to the capture and resets them, then forks: the fork *is*
+  the freeze.  The child inherits the bins copy-on-write, encodes the changed keys
+  (deltas) or whole bins (snapshots), writes the data files (same names and formats as
+  the other modes) and reports their references; the coordinator polls it between
+  steps and commits on a thread that only commits.  A child that dies without a
+  complete report (killed, out of memory) loses its checkpoint: it and every later one
+  not committed yet are abandoned (each builds on it), nothing of them is committed,
+  and the next checkpoint writes every bin whole (``lost`` records what happened).
+  A job error (a state value that does not match its type, a full disk) is raised like
+  in the other modes.  Costs on the processing path: the ``fork`` (page tables: 20-30 ms
+  per GB of heap) and a page fault for each page the parent writes first after it
+  (copying the page while the child lives; see :mod:`tstate.checkpoint.forked`).  A full cyclic garbage collection while a
+  child lives writes to every object, so copies the whole heap: keep long-lived state
+  out of the collector's reach with :func:`gc.freeze` (the benchmarks' driver does, as
+  does :meth:`Coordinator.restore`).
+- *thread*: the processing path only *freezes* what changed: it notes which keys the
+  checkpoint must read, copy-on-write per key (:mod:`tstate.checkpoint.freeze`), and a
+  background thread encodes, writes and commits.  The thread competes with the
+  processing path for the GIL.
 
 **Committed after the sinks.**  The manifest of ``T`` is committed only once every sink
 has committed every epoch before ``T`` and the data files are durable, so recovery from
@@ -29,7 +51,9 @@ overwrite.
 
 from __future__ import annotations
 
+import gc
 import time as _time
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -38,9 +62,13 @@ from attrs import field, frozen
 from tstate.errors import CheckpointError, ConfigurationError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tstate.checkpoint.forked import Snapshot
     from tstate.engine.execution import Execution
 
-__all__ = ["Checkpoints", "Coordinator", "Restored"]
+__all__ = ["Checkpoints", "CheckpointLostWarning", "Coordinator", "Restored", "MODES"]
+
+#: the checkpoint modes (see the module docstring)
+MODES = ("async", "fork", "thread", "sync")
 
 
 def _positive(instance: Any, attribute: Any, value: Any) -> None:
@@ -49,8 +77,16 @@ def _positive(instance: Any, attribute: Any, value: Any) -> None:
 
 
 def _mode(instance: Any, attribute: Any, value: str) -> None:
-    if value not in ("async", "sync"):
-        raise ConfigurationError(f"checkpoint mode must be 'async' or 'sync', got {value!r}")
+    if value not in MODES:
+        raise ConfigurationError(f"checkpoint mode must be one of {', '.join(map(repr, MODES))}, got {value!r}")
+    if value == "fork":
+        from tstate.checkpoint.forked import fork_available
+
+        if not fork_available():
+            raise ConfigurationError(
+                "checkpoint mode 'fork' needs a platform that can fork safely (Linux, BSD); "
+                "use 'async' (a background thread here) or 'thread'"
+            )
 
 
 @frozen
@@ -59,9 +95,12 @@ class Checkpoints:
 
     ``directory``: where checkpoints live (created if missing); ``every_epochs`` /
     ``every_seconds``: how often (either or both; default every 10 epochs);
-    ``mode``: ``"async"`` or ``"sync"``; ``retain``: how many committed checkpoints to
-    keep; ``compact_after``: deltas per bin before a full snapshot is written;
-    ``resume``: start from the latest committed checkpoint if there is one."""
+    ``mode``: ``"async"`` = ``"thread"`` (encode and write off the processing path, on a
+    background thread), ``"fork"`` (in a forked snapshot process: lower p99, higher
+    median for large states) or ``"sync"`` (all on the processing path); ``retain``: how many
+    committed checkpoints to keep; ``compact_after``: deltas per bin before a full
+    snapshot is written; ``resume``: start from the latest committed checkpoint if
+    there is one."""
 
     directory: str = field(converter=str)
     every_epochs: Optional[int] = field(default=10, validator=_positive)
@@ -83,6 +122,50 @@ class Restored:
     workers_before: int
 
 
+class CheckpointLostWarning(RuntimeWarning):
+    """A checkpoint was abandoned because its snapshot process died (the run goes on;
+    the next checkpoint writes every bin whole)."""
+
+
+class _Pending:
+    """A checkpoint captured and not committed yet: its ``writer``, the job writing its
+    data (``written``: bytes written, or the job's error), the commit job once the
+    sinks passed its time; in fork mode its snapshot process, the files it reported,
+    and the operator schemas and metadata the commit records."""
+
+    __slots__ = ("time", "writer", "written", "commit", "snapshot", "files", "schemas", "meta")
+
+    def __init__(
+        self,
+        time: int,
+        writer: Any,
+        written: "Future[Any]",
+        snapshot: "Optional[Snapshot]" = None,
+        schemas: Optional[dict[str, tuple[Any, int]]] = None,
+        meta: Optional[dict[str, Any]] = None,
+    ) -> None:
+        self.time = time
+        self.writer = writer
+        self.written = written
+        self.commit: Optional[Future[Any]] = None
+        self.snapshot = snapshot
+        self.files: list[list[Any]] = []
+        self.schemas = schemas or {}
+        self.meta = meta or {}
+
+
+def _resolve_mode(mode: str) -> str:
+    # "async" is the background thread: on the 1M-key benchmark it keeps the median
+    # epoch at the no-checkpoint one (fork triples it: page faults after every fork)
+    # at the price of a p99 spike at checkpoints; "fork" is the opposite trade
+    if mode == "fork":
+        from tstate.checkpoint.forked import fork_available
+
+        if not fork_available():
+            return "thread"
+    return "thread" if mode == "async" else mode
+
+
 class Coordinator:
     """Drives checkpoints for one execution (see the module docstring)."""
 
@@ -95,18 +178,42 @@ class Coordinator:
         self.barrier: Optional[int] = None
         self.last_time: Optional[int] = None
         self._last_wall = _time.perf_counter()
+        #: the mode in effect: "fork", "thread" or "sync" ("async" resolved)
+        self.mode = _resolve_mode(self.cfg.mode)
+        # thread mode: one thread writes (encodes and writes data files), another
+        # commits (a sync, the manifest), each in checkpoint order, so a slow sync
+        # never holds up the next checkpoint's reads; fork mode: commits only
         self._pool: Optional[ThreadPoolExecutor] = (
-            ThreadPoolExecutor(1, thread_name_prefix="tstate-checkpoint") if self.cfg.mode == "async" else None
+            ThreadPoolExecutor(1, thread_name_prefix="tstate-checkpoint-write") if self.mode == "thread" else None
         )
-        # (time, writer, write job, commit job once the sinks are past the time)
-        self._uncommitted: list[tuple[int, Any, Future[Any], Optional[Future[Any]]]] = []
+        self._commits: Optional[ThreadPoolExecutor] = (
+            ThreadPoolExecutor(1, thread_name_prefix="tstate-checkpoint-commit") if self.mode != "sync" else None
+        )
+        if self.mode == "fork":
+            # what a snapshot process runs is imported here, before any fork (module
+            # imports take locks another thread may hold at the instant of a fork)
+            import tstate.checkpoint.delta  # noqa: F401
+            import tstate.checkpoint.forked  # noqa: F401
+            import tstate.state.payload  # noqa: F401
+        self._uncommitted: list[_Pending] = []
         self._fresh = True  # the next checkpoint carries nothing over (unless restored)
         # Each checkpoint builds on the previous one: once one is not committed (a write
         # or commit failed, or the execution was abandoned), none after it may be.
         self._broken = False
+        self._schemas: dict[str, tuple[Any, int]] = {}  # operator -> (schema builtins, bins)
+        self._chains: dict[tuple[str, int], int] = {}  # (operator, bin) -> chain length once captured
         self.committed: list[int] = []  # times of checkpoints committed by this execution
         self.capture_seconds: list[float] = []  # time on the processing path, per checkpoint
         self.written_bytes: list[int] = []  # bytes of data files written, per committed checkpoint
+        self.fork_seconds: list[float] = []  # fork mode: the fork() itself, per checkpoint
+        self.snapshot_seconds: list[float] = []  # fork mode: fork to report, per snapshot process
+        self.lost: list[tuple[int, str]] = []  # fork mode: (time, why) of checkpoints lost
+
+    @property
+    def writing(self) -> int:
+        """How many captured checkpoints are still being encoded and written (fork
+        mode: snapshot processes not yet reaped, as of the last step)."""
+        return sum(1 for p in self._uncommitted if not p.written.done())
 
     # -- which operators ------------------------------------------------------------
     def _stateful(self) -> list[Any]:
@@ -120,7 +227,27 @@ class Coordinator:
 
     # -- recovery -------------------------------------------------------------------
     def restore(self) -> Optional[Restored]:
-        """Install the latest committed checkpoint's bins (before the first step)."""
+        """Install the latest committed checkpoint's bins (before the first step).
+
+        The cyclic garbage collector is paused meanwhile: decoding creates millions of
+        container objects, each batch of which would otherwise trigger a collection
+        that walks everything restored so far (quadratic: it was most of the time).
+        Then the restored state is moved out of its reach (:func:`gc.freeze`): it is
+        long-lived, and acyclic (reference counting frees it), so a full collection
+        walking all of it -- half a second per million keys, at some random later step
+        -- would find nothing to free."""
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            restored = self._restore()
+            if restored is not None:
+                gc.freeze()
+            return restored
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _restore(self) -> Optional[Restored]:
         from tstate.checkpoint.delta import restore_bin
         from tstate.checkpoint.schema_check import check_compatible
         from tstate.types.schema import Schema
@@ -173,7 +300,10 @@ class Coordinator:
             self._maybe_commit()
 
     def _applied_max(self) -> Optional[int]:
-        ts = [op.max_applied for op in self._stateful() if op.max_applied is not None]
+        from tstate.progress.timestamp import epoch
+
+        # inside iterate scopes times are Products: checkpoints are at epoch boundaries
+        ts = [epoch(op.max_applied) for op in self._stateful() if op.max_applied is not None]
         return max(ts) if ts else None
 
     def _maybe_set_barrier(self) -> None:
@@ -202,21 +332,62 @@ class Coordinator:
                 return False
         return True
 
+    def _schema_of(self, op: Any) -> tuple[Any, int]:
+        got = self._schemas.get(op.name)
+        if got is None:
+            got = self._schemas[op.name] = (op.spec.options["schema"].to_builtins(), op.spec.options["bins"])
+        return got
+
+    def _wants_snapshot(self, name: str, index: int, full: bool) -> bool:
+        """Whether the checkpoint being captured writes bin ``index`` of ``name`` whole:
+        it must (``full``: it moved here, or the schema changed), it has no chain, or
+        its chain reached ``compact_after`` files.  The chain is counted after every
+        checkpoint captured so far, committed or not (the store's head may still lag
+        behind checkpoints being written), so the choice does not depend on how fast
+        earlier checkpoints commit.  A fresh checkpoint (carrying nothing over) starts
+        every chain afresh."""
+        key = (name, index)
+        n = self._chains.get(key)
+        if n is None:
+            head = None if self._fresh else self.store.head
+            n = len(head.chain(name, index)) if head is not None else 0
+        snapshot = full or n == 0 or n >= self.store.compact_after
+        self._chains[key] = 1 if snapshot else n + 1
+        return snapshot
+
+    def _meta_at(self, t: int) -> dict[str, Any]:
+        """The checkpoint's metadata (source positions at ``t``, workers, time)."""
+        positions = {op.name: op.position_at(t) for op in self._sources()}
+        for op in self._sources():
+            op.forget_before(t)
+        return {"sources": positions, "workers": self.exe.workers, "time": t}
+
+    def _release(self, t: int) -> None:
+        """The checkpoint at ``t`` is captured: processing continues past it."""
+        self.last_time = t
+        self._last_wall = _time.perf_counter()
+        self.barrier = None
+        for op in self._stateful():
+            op.release_barrier()
+
     def _capture(self, t: int) -> None:
-        """Freeze every changed bin at ``t`` (copy-on-write, see
-        :mod:`tstate.checkpoint.freeze`) and hand the checkpoint to the writer."""
+        """Capture every changed bin at ``t`` and hand the checkpoint to its writer: a
+        snapshot process (fork mode), the writer thread after a copy-on-write freeze
+        (thread mode, see :mod:`tstate.checkpoint.freeze`), or right here (sync)."""
+        if self.mode == "fork":
+            self._capture_forked(t)
+            return
         from tstate.checkpoint.freeze import Frozen
         from tstate.keys import encode_key
         from tstate.state.payload import encode_time
 
         start = _time.perf_counter()
-        exe = self.exe
         items: list[tuple[str, Any, int, str, list[Any], list[Any], list[Any], str]] = []
         schemas: dict[str, tuple[Any, int]] = {}
         for op in self._stateful():
             name = op.name
             codec = op.codec
-            schemas.setdefault(name, (op.spec.options["schema"].to_builtins(), op.spec.options["bins"]))
+            schemas.setdefault(name, self._schema_of(op))
             if op.cow is not None:  # the previous checkpoint is still being read: finish it here
                 op.cow.drain()
             frozen = Frozen(codec, name)
@@ -224,7 +395,7 @@ class Coordinator:
                 if not (b.full or b.dirty or b.removed):
                     continue
                 timers = [[encode_time(tt), [encode_key(k) for k in keys]] for tt, keys in b.timers.items()]
-                if b.full or self.store.needs_snapshot(name, b.index):
+                if self._wants_snapshot(name, b.index, b.full):
                     keys = list(b.states)
                     items.append((name, frozen, b.index, "snapshot", keys, [], timers, codec.fingerprint))
                 else:
@@ -236,26 +407,133 @@ class Coordinator:
                 b.removed = {}
                 b.full = False
             op.cow = frozen if frozen.pending else None
-        positions = {op.name: op.position_at(t) for op in self._sources()}
-        for op in self._sources():
-            op.forget_before(t)
-        meta = {"sources": positions, "workers": exe.workers, "time": t}
+        meta = self._meta_at(t)
         writer = self.store.begin(t, full=self._fresh)  # a fresh run ignores older checkpoints
         self._fresh = False
         job = (writer, items, schemas, meta)
         # the barrier is down: processing continues while the writer reads and writes
-        self.last_time = t
-        self._last_wall = _time.perf_counter()
-        self.barrier = None
-        for op in self._stateful():
-            op.release_barrier()
+        self._release(t)
         if self._pool is not None:
-            self._uncommitted.append((t, writer, self._pool.submit(_write, job), None))
+            self._uncommitted.append(_Pending(t, writer, self._pool.submit(_write, job)))
         else:
             done: Future[Any] = Future()
             done.set_result(_write(job))
-            self._uncommitted.append((t, writer, done, None))
+            self._uncommitted.append(_Pending(t, writer, done))
         self.capture_seconds.append(_time.perf_counter() - start)
+
+    def _capture_forked(self, t: int) -> None:
+        """Fork mode: take each changed bin's change sets (resetting them), fork a
+        snapshot process that encodes and writes them, and go on."""
+        from tstate.checkpoint.delta import encode_change
+        from tstate.checkpoint.forked import Snapshot
+        from tstate.checkpoint.store import write_data_file
+        from tstate.state.bin import Bin
+
+        start = _time.perf_counter()
+        work: list[tuple[str, Any, list[tuple[Bin, dict[Any, None], dict[Any, None], bool]]]] = []
+        schemas: dict[str, tuple[Any, int]] = {}
+        for op in self._stateful():
+            schemas.setdefault(op.name, self._schema_of(op))
+            changed = []
+            for b in op.bins.values():
+                if b.full or b.dirty or b.removed:
+                    changed.append((b, b.dirty, b.removed, self._wants_snapshot(op.name, b.index, b.full)))
+                    b.dirty = {}
+                    b.removed = {}
+                    b.full = False
+            if changed:
+                work.append((op.name, op.codec, changed))
+        meta = self._meta_at(t)
+        writer = self.store.begin(t, full=self._fresh)  # (it also makes store.head known)
+        self._fresh = False
+        store = self.store
+
+        def job() -> dict[str, Any]:
+            """In the snapshot process: encode and write every changed bin."""
+            files: list[list[Any]] = []
+            total = 0
+            fs = store.fs
+            try:
+                for name, codec, changed in work:
+                    for b, dirty, removed, snapshot in changed:
+                        view = Bin(b.index)
+                        view.states, view.timers, view.dirty, view.removed = b.states, b.timers, dirty, removed
+                        data = encode_change(view, codec, snapshot=snapshot, operator=name)
+                        kind = "snap" if snapshot else "delta"
+                        ref = write_data_file(fs, name, b.index, writer.id, writer.token, kind, data)
+                        files.append([name, b.index, snapshot, ref.path, ref.size, ref.xxh64])
+                        total += ref.size
+            except BaseException:
+                for f in files:  # a failed checkpoint leaves no files behind
+                    fs.delete(f[3])
+                raise
+            return {"files": files, "bytes": total}
+
+        forked = _time.perf_counter()
+        try:
+            snapshot: Optional[Snapshot] = Snapshot.start(job)
+        except CheckpointError as exc:
+            snapshot, reason = None, str(exc)
+        self.fork_seconds.append(_time.perf_counter() - forked)
+        self._release(t)
+        self._uncommitted.append(_Pending(t, writer, Future(), snapshot, schemas, meta))
+        if snapshot is None:
+            self._lose(len(self._uncommitted) - 1, reason)
+        self.capture_seconds.append(_time.perf_counter() - start)
+
+    def _poll(self, block: bool = False) -> None:
+        """Fork mode: collect what finished snapshot processes reported (``block``:
+        wait for every one)."""
+        for i, p in enumerate(self._uncommitted):
+            s = p.snapshot
+            if s is None or p.written.done():
+                continue
+            if block:
+                s.wait()
+            elif not s.poll():
+                continue
+            if s.seconds is not None:
+                self.snapshot_seconds.append(s.seconds)
+            if s.lost is not None:
+                self._lose(i, s.lost)
+                return  # the list ends here now
+            if s.error is not None:
+                p.written.set_exception(s.error)  # raised like a failed write in thread mode
+            else:
+                p.files = s.result["files"]
+                p.written.set_result(s.result["bytes"])
+
+    def _lose(self, i: int, reason: str) -> None:
+        """Fork mode: the checkpoint ``_uncommitted[i]`` cannot be written (its snapshot
+        process died).  It and every later one (each builds on it) are abandoned; the
+        next checkpoint writes every bin whole, on no earlier checkpoint."""
+        gone = self._uncommitted[i:]
+        del self._uncommitted[i:]
+        for p in gone:
+            if p.snapshot is not None and not p.snapshot.done:
+                p.snapshot.kill()
+            self._discard(p)
+        self._fresh = True
+        self._chains.clear()
+        for op in self._stateful():
+            for b in op.bins.values():
+                b.full = True
+        t = gone[0].time
+        self.lost.append((t, reason))
+        warnings.warn(
+            CheckpointLostWarning(
+                f"checkpoint at time {t} abandoned ({reason})"
+                + (f", with the {len(gone) - 1} captured after it" if len(gone) > 1 else "")
+                + "; the next checkpoint writes every bin whole"
+            ),
+            stacklevel=2,
+        )
+
+    def _discard(self, p: _Pending) -> None:
+        """Delete what an abandoned checkpoint wrote."""
+        p.writer.abort()
+        for f in p.files:  # reported by its snapshot process (adopted or not)
+            self.store.fs.delete(f[3])
 
     def _sinks_past(self, t: int) -> bool:
         """Every sink has *acted on* a frontier past every time before ``t`` (it has
@@ -263,27 +541,33 @@ class Coordinator:
         return all(not op.committed.less_than(t) for op in self._sinks())
 
     def _maybe_commit(self, wait: bool = False) -> None:
-        """Commit, in order, the checkpoints whose time every sink has passed.  In async
-        mode the commit (a sync and the manifest) runs on the writer thread too; this
-        only notices when it is done."""
-        for i, (t, writer, fut, commit) in enumerate(self._uncommitted):
-            if commit is None and (self._sinks_past(t) or wait):
-                if self._pool is not None:
-                    # after its write job: one thread, in order
-                    commit = self._pool.submit(self._commit_in_order, writer, fut)
-                else:
-                    fut.result()
-                    done: Future[Any] = Future()
-                    done.set_result(writer.commit())
-                    commit = done
-                self._uncommitted[i] = (t, writer, fut, commit)
+        """Commit, in order, the checkpoints whose time every sink has passed.  In
+        thread and fork mode the commit (a sync and the manifest) runs on the writer
+        thread; this only notices when it is done."""
+        if self.mode == "fork":
+            self._poll(block=wait)
+        for p in self._uncommitted:
+            if p.commit is not None:
+                continue
+            if not (wait or self._sinks_past(p.time)):
+                break
+            if self.mode == "fork" and not p.written.done():
+                break  # its snapshot process is still writing: later ones wait, in order
+            if self._commits is not None:
+                # one thread, in order; it waits for the write job (thread mode)
+                p.commit = self._commits.submit(self._commit_in_order, p)
+            else:
+                p.written.result()
+                done: Future[Any] = Future()
+                done.set_result(p.writer.commit())
+                p.commit = done
         while self._uncommitted:
-            t, writer, fut, commit = self._uncommitted[0]
-            if commit is None or (not commit.done() and not wait):
+            p = self._uncommitted[0]
+            if p.commit is None or (not p.commit.done() and not wait):
                 return
-            self.written_bytes.append(fut.result())  # re-raises a writer error here
-            commit.result()
-            self.committed.append(t)
+            self.written_bytes.append(p.written.result())  # re-raises a writer error here
+            p.commit.result()
+            self.committed.append(p.time)
             self._uncommitted.pop(0)
             for op in self._stateful():  # everything was read: no more copy-on-write
                 if op.cow is not None and not op.cow.pending and not self._uncommitted:
@@ -292,39 +576,57 @@ class Coordinator:
     def finish(self) -> None:
         """The execution completed: commit what is pending, stop the writer."""
         self._maybe_commit(wait=True)
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        self._shutdown()
 
-    def _commit_in_order(self, writer: Any, written: "Future[Any]") -> Any:
-        """Writer thread: commit ``writer`` unless its data or an earlier checkpoint
-        failed (then a later checkpoint, built incrementally on it, would be wrong)."""
+    def _shutdown(self) -> None:
+        for pool in (self._pool, self._commits):
+            if pool is not None:
+                pool.shutdown(wait=True)
+
+    def _commit_in_order(self, p: _Pending) -> Any:
+        """Writer thread: commit ``p`` unless its data or an earlier checkpoint failed
+        (then a later checkpoint, built incrementally on it, would be wrong).  In fork
+        mode it first adopts the files the snapshot process wrote."""
+        writer, written = p.writer, p.written
         if self._broken or written.cancelled() or written.exception() is not None:
             self._broken = True
             writer.abort()
             raise CheckpointError(f"checkpoint at {writer.time!r} abandoned: an earlier write or commit failed")
         try:
+            if p.snapshot is not None:
+                from tstate.checkpoint.manifest import FileRef
+
+                for name, (schema, bins) in p.schemas.items():
+                    writer.put_operator_schema(name, schema, bins)
+                for name, b, snap, path, size, xxh64 in p.files:
+                    writer.adopt(name, b, [FileRef(path, size, xxh64)], replace=snap)
+                for k, v in p.meta.items():
+                    writer.put_meta(k, v)
             return writer.commit()
         except BaseException:
             self._broken = True
             raise
 
     def abort(self) -> None:
-        """The execution failed: uncommitted checkpoints are abandoned."""
+        """The execution failed: uncommitted checkpoints are abandoned (snapshot
+        processes killed and reaped, what they wrote deleted)."""
         self._broken = True  # a commit starting from now on abandons itself
-        for _, writer, fut, commit in self._uncommitted:
-            for f in (fut, commit):
+        for p in self._uncommitted:
+            if p.snapshot is not None and not p.snapshot.done:
+                p.snapshot.kill()
+            for f in (p.written, p.commit):
                 if f is not None:
                     f.cancel()
                     try:
                         f.result()
                     except Exception:
                         pass
-            ok = commit is not None and commit.done() and not commit.cancelled() and commit.exception() is None
+            c = p.commit
+            ok = c is not None and c.done() and not c.cancelled() and c.exception() is None
             if not ok:
-                writer.abort()
+                self._discard(p)
         self._uncommitted.clear()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        self._shutdown()
 
 
 def _write(job: tuple[Any, list[Any], dict[str, tuple[Any, int]], dict[str, Any]]) -> int:
@@ -357,11 +659,3 @@ def _write(job: tuple[Any, list[Any], dict[str, tuple[Any, int]], dict[str, Any]
     for k, v in meta.items():
         writer.put_meta(k, v)
     return total
-
-
-def _fingerprint(schema_builtins: Any, cache: dict[str, Any], name: str) -> str:
-    if cache.get(name) is None:
-        from tstate.types.schema import Schema
-
-        cache[name] = Schema.from_builtins(schema_builtins).fingerprint
-    return cache[name]  # type: ignore[no-any-return]

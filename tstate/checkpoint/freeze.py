@@ -1,4 +1,6 @@
-"""Copy-on-write freezing: what keeps asynchronous checkpoints off the processing path.
+"""Copy-on-write freezing: what keeps ``mode="thread"`` checkpoints off the processing
+path (``mode="fork"`` needs none: the fork is the freeze, see
+:mod:`tstate.checkpoint.forked`).
 
 At a checkpoint the processing thread only *freezes* each changed bin: it notes which
 keys the checkpoint must read (``pending``) and resets the bin's dirty set — O(changed

@@ -22,7 +22,8 @@ Input and its bad rows (see :mod:`apps.graph.io` and :mod:`apps.graph.edges`):
 - self-loops are ignored (counted); duplicate edges are one edge of the graph, which
   stays until its last occurrence is retracted or leaves the window; retracting an
   absent edge does nothing.
-- ``--backend spark`` exits with status 2: the Spark backend is not available yet.
+- ``--backend spark`` exits with status 2: the Spark backend does not lower iterate
+  scopes and frontier operators yet, which this app needs.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     if args.backend == "spark":
         print(
-            "error: the Spark backend is not available yet (it is a later issue); "
+            "error: the Spark backend cannot run this app yet: it needs iterate scopes and frontier "
+            "operators (the sliding window, the loops), which tstate.spark does not lower yet; "
             "run with --backend embedded (the default)",
             file=sys.stderr,
         )

@@ -105,7 +105,7 @@ def test_spark_backend_is_a_clear_error():
         [sys.executable, "-m", "apps.graph", "--backend", "spark"], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 2
-    assert "the Spark backend is not available yet" in r.stderr
+    assert "the Spark backend cannot run this app yet" in r.stderr
 
 
 def test_views_check_every_change():

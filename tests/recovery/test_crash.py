@@ -4,46 +4,22 @@ it finishes; the exactly-once file output equals an uninterrupted run."""
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.recovery.killable import outputs, run_killable
 from tstate.checkpoint.forked import fork_available
 
-ROOT = Path(__file__).resolve().parents[2]
 MODES = ["async", "thread", "sync"] + (["fork"] if fork_available() else [])
 
 
-def outputs(directory: Path) -> dict[str, list[str]]:
-    """Per epoch file, its lines sorted (workers may interleave records of one epoch)."""
-    out = {}
-    for name in sorted(os.listdir(directory)):
-        if name.endswith(".jsonl"):
-            out[name] = sorted((directory / name).read_text().splitlines())
-        else:
-            assert name.endswith(".tmp"), f"unexpected file {name}"
-    return out
-
-
 def job(ckpt: Path, out: Path, *extra: str, kill_after: float | None = None, stdout: list[str] | None = None) -> int:
-    cmd = [sys.executable, "-m", "tests.recovery.job", str(ckpt), str(out), *extra]
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if kill_after is not None:
-        try:
-            p.wait(timeout=kill_after)
-        except subprocess.TimeoutExpired:
-            p.send_signal(signal.SIGKILL)
-    out_text, err = p.communicate(timeout=120)
-    if p.returncode not in (0, -signal.SIGKILL, 9):
-        raise AssertionError(f"job failed ({p.returncode}):\n{err}")
+    code, text = run_killable("tests.recovery.job", str(ckpt), str(out), *extra, kill_after=kill_after)
     if stdout is not None:
-        stdout.append(out_text)
-    return p.returncode
+        stdout.append(text)
+    return code
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,40 +18,16 @@ import pytest
 
 from apps.graph.stream import ALGORITHMS
 from tests.apps.graph import job as graph_job
+from tests.recovery.killable import outputs, run_killable
 
 ROOT = Path(__file__).resolve().parents[3]
 DEGREES = "degrees"
 ALL = ",".join(ALGORITHMS)
 
 
-class JobFailed(AssertionError):
-    """The job exited with an error (not by a kill)."""
-
-
 def run_job(ckpt: Path, out: Path, *extra: str, kill_after: float | None = None) -> tuple[int, str]:
     """Run the job (SIGKILLed after ``kill_after`` seconds); its exit code and output."""
-    cmd = [sys.executable, "-m", "tests.apps.graph.job", str(ckpt), str(out), *extra]
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if kill_after is not None:
-        try:
-            p.wait(timeout=kill_after)
-        except subprocess.TimeoutExpired:
-            p.send_signal(signal.SIGKILL)
-    stdout, err = p.communicate(timeout=120)
-    if p.returncode not in (0, -signal.SIGKILL, 9):
-        raise JobFailed(f"job failed ({p.returncode}):\n{err}")
-    return p.returncode, stdout
-
-
-def outputs(directory: Path) -> dict[str, list[str]]:
-    """Per epoch file, its lines sorted (workers may interleave records of one epoch)."""
-    out = {}
-    for name in sorted(os.listdir(directory)):
-        if name.endswith(".jsonl"):
-            out[name] = sorted((directory / name).read_text().splitlines())
-        else:
-            assert name.endswith(".tmp"), f"unexpected file {name}"
-    return out
+    return run_killable("tests.apps.graph.job", str(ckpt), str(out), *extra, kill_after=kill_after)
 
 
 def same_output(got: dict[str, list[str]], want: dict[str, list[str]]) -> None:

@@ -499,3 +499,23 @@ def test_gc_is_incremental_with_periodic_full_scans(tmp_path) -> None:
     w = store.begin(3)
     w.commit()  # the third commit since the last scan scans again
     assert not stray.exists() and not stray.parent.parent.exists()
+
+
+def test_background_gc_deletes_the_same_files_off_the_committing_thread(tmp_path):
+    """background_gc: a commit returns before the garbage collection runs; once it ran,
+    the directory holds exactly what the inline collection leaves."""
+    dirs = {}
+    for bg in (False, True):
+        store = CheckpointStore(tmp_path / str(bg), retain=1, background_gc=bg)
+        for i in range(4):
+            w = store.begin(i)
+            w.put_operator_schema("op", {"kind": "int", "name": "int"}, bins=4)
+            for b in range(4):
+                w.put_snapshot("op", b, f"bin {b} at {i}".encode())
+            w.commit()
+        store.wait_gc()
+        dirs[bg] = sorted(p.name for p in (tmp_path / str(bg)).rglob("*") if p.is_file())
+        assert store.latest() is not None and not store.verify(store.latest())
+    strip = [n.split("-")[0] + n.rsplit("-", 1)[-1] for n in dirs[True]]
+    assert strip == [n.split("-")[0] + n.rsplit("-", 1)[-1] for n in dirs[False]]
+    assert len(dirs[True]) == 4 + 1  # the last checkpoint's 4 files and its manifest

@@ -157,7 +157,9 @@ class CheckpointStore:
     ``gc_scan_every``: every how many commits garbage collection scans all of
     ``data/`` (see :meth:`_collect`; the first commit always does).  ``fsync=False``
     skips fsyncs (tests, throw-away runs: a power loss may then tear a checkpoint,
-    which is still detected).  ``readonly=True`` opens an existing
+    which is still detected).  ``background_gc=True`` runs the garbage collection after
+    a commit on a thread (under the store's lock: the next begin or commit waits for it),
+    so a commit that retires thousands of files returns at once.  ``readonly=True`` opens an existing
     directory for reading only (no creation, no probe; :meth:`begin` refuses): what the
     inspection CLI does.  ``fs`` replaces the local filesystem by another
     :class:`~tstate.checkpoint.fs.FileSystem` (``directory`` then only names it in
@@ -187,6 +189,7 @@ class CheckpointStore:
         readonly: bool = False,
         fs: FileSystem | None = None,
         gc_scan_every: int = 16,
+        background_gc: bool = False,
     ) -> None:
         for name, value in (("retain", retain), ("compact_after", compact_after), ("gc_scan_every", gc_scan_every)):
             if type(value) is not int or value < 1:
@@ -195,6 +198,8 @@ class CheckpointStore:
         self.retain = retain
         self.compact_after = compact_after
         self.gc_scan_every = gc_scan_every
+        self.background_gc = background_gc
+        self._gc_thread: threading.Thread | None = None
         self.fsync = fsync
         self.readonly = readonly
         where = f"checkpoint directory {self.directory}"
@@ -406,11 +411,27 @@ class CheckpointStore:
             self._active.pop(w.token, None)
             self._head, self._head_known = manifest, True
             self.problems = []
+            if self.background_gc:  # off the committing thread (it may delete thousands of files)
+                self._gc_thread = threading.Thread(
+                    target=self._collect_guarded, args=(manifest,), name="tstate-checkpoint-gc", daemon=True
+                )
+                self._gc_thread.start()
+            else:
+                self._collect_guarded(manifest)
+            return manifest
+
+    def _collect_guarded(self, manifest: Manifest) -> None:
+        with self._lock:
             try:
                 self._collect(manifest)
             except OSError as exc:  # the checkpoint is committed; garbage stays for the next commit
                 self.problems.append(f"garbage collection after checkpoint {manifest.id} failed: {exc}")
-            return manifest
+
+    def wait_gc(self) -> None:
+        """Wait for a garbage collection running in the background (``background_gc``)."""
+        t = self._gc_thread
+        if t is not None:
+            t.join()
 
     def _forget(self, w: CheckpointWriter) -> None:
         with self._lock:

@@ -149,7 +149,7 @@ class Backend:
         self.sources = dict(sources or {})
         self.compact_after = compact_after
         self.resume = resume
-        self.store = CheckpointStore(self.directory, retain=retain, compact_after=compact_after)
+        self.store = CheckpointStore(self.directory, retain=retain, compact_after=compact_after, background_gc=True)
         self.metrics = _Metrics()
         self._plan: Any = None
         self._flow: Any = None

@@ -445,12 +445,8 @@ class Backend:
             waves: dict[Any, Any] = {}
             for name, df in dfs.items():
                 src = bound[name]
-                t0 = const_time if const_time is not None else 0
-                info_in = info if src.time is not None else T.BatchInfo(
-                    batch, t0, hi, self.directory, info.head, writer.id, writer.token, labels, info.owners, due,
-                    self.compact_after,
-                )
-                wave = df.mapInArrow(T.input_task(plan, info_in, name, src.record, src.time, self._late), T.SCHEMA)
+                at = const_time if const_time is not None else 0  # rows without a time column
+                wave = df.mapInArrow(T.input_task(plan, info, name, src.record, src.time, at, self._late), T.SCHEMA)
                 uses = sum(name in plan.feeders.get(b, ()) for b in plan.boundaries) + bool(plan.sink_reach.get(name))
                 if uses > 1:
                     wave = wave.persist()

@@ -102,10 +102,11 @@ def _to_records(batch: "pa.RecordBatch", shape: str) -> list[Any]:
 
 
 def input_task(
-    plan: "Plan", info: BatchInfo, name: str, shape: str, time_column: Optional[str], late: Any = None
+    plan: "Plan", info: BatchInfo, name: str, shape: str, time_column: Optional[str], at: int = 0, late: Any = None
 ) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
     """The map side of an input: rows become records (``shape``: ``"dict"``,
-    ``"tuple"`` or ``"value"``), at ``time_column``'s value or at the batch's time,
+    ``"tuple"`` or ``"value"``), at ``time_column``'s value or, without one, at ``at``
+    (the micro-batch's epoch),
     pushed through the fused chain to the boundaries' shuffles and to sinks.  Records
     before the frontier are late: dropped and counted in the ``late`` accumulator;
     records at or after the batch's new frontier (allowed lateness) are held back."""
@@ -121,7 +122,7 @@ def input_task(
                 continue
             recs = _to_records(batch, shape)
             if time_column is None:
-                by_time.setdefault(info.lo, []).extend(recs)
+                by_time.setdefault(at, []).extend(recs)
                 continue
             for t, r in zip(batch.column(time_column).to_pylist(), recs):
                 if t is None or t < info.lo:

@@ -159,3 +159,52 @@ def test_unencodable_record_crossing_an_exchange(spark: Any, tmp_path: Any) -> N
     moved.collect()
     with pytest.raises(Exception, match=r"cannot cross a Spark exchange"):
         Backend(spark, checkpoint=str(tmp_path), partitions=1).run(flow, {"events": spark.createDataFrame([(1,)], "x long")})
+
+
+def test_embedded_engine_resumes_from_a_spark_checkpoint(spark: Any, tmp_path: Any) -> None:
+    """The Spark backend's state store is the embedded engine's checkpoint format: an
+    embedded run resumes from the state Spark committed and finishes the job."""
+    rows = [{"k": f"k{i % 9}", "v": i % 4, "t": i // 12} for i in range(72)]  # epochs 0..5
+    ref_out, ref_state = embedded(rows)
+    d = str(tmp_path / "ck")
+    first = [r for r in rows if r["t"] < 3]
+    flow, _ev, _stats, out1 = keyed()
+    backend = Backend(spark, checkpoint=d, partitions=2)
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame(rows, ROW)
+    backend._prepare(flow, {"events": Source(df, time="t")})
+    for lo in range(3):
+        backend._batch({"events": df.where(F.col("t") == lo)}, {"events": Source(df, time="t")}, lo, lo, lo + 1, None)
+    assert backend.store.latest().time == 3 and first
+    flow2, ev2, stats2, out2 = keyed()
+    ex = flow2.start(workers=3, checkpoint=ts.Checkpoints(d, every_epochs=100))
+    assert ex.restored is not None and ex.restored.time == 3
+    for t in range(3, 6):
+        ev2.send([r for r in rows if r["t"] == t], time=t)
+    ev2.close()
+    ex.run()
+    assert sorted(out1.items + out2.items, key=repr) == ref_out
+    assert as_tuples(flow2.state(stats2, format="dict")) == as_tuples(ref_state)
+
+
+def test_spark_resumes_from_an_embedded_checkpoint(spark: Any, tmp_path: Any) -> None:
+    rows = [{"k": f"k{i % 9}", "v": i % 4, "t": i // 12} for i in range(72)]  # epochs 0..5
+    ref_out, ref_state = embedded(rows)
+    d = str(tmp_path / "ck")
+    flow, ev, _stats, out1 = keyed()
+    for t in range(3):
+        ev.send([r for r in rows if r["t"] == t], time=t)
+    ev.advance_to(3)
+    ex = flow.start(workers=2, checkpoint=ts.Checkpoints(d, every_epochs=3))
+    ex.step_while(lambda: not ex.coordinator.committed)
+    ex.coordinator.finish()
+    assert ex.coordinator.committed == [3]
+    flow2, _ev2, stats2, out2 = keyed()
+    backend = Backend(spark, checkpoint=d, partitions=3)
+    backend.run(flow2, {"events": Source(spark.createDataFrame(rows, ROW), time="t")})
+    assert backend.metrics.batches[0].frontier == 4  # resumed at epoch 3
+    got = sorted([(t, r) for t, r in out1.items if t < 3] + out2.items, key=repr)
+    assert got == ref_out
+    state = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in backend.state(stats2).collect()}
+    assert state == as_tuples(ref_state)

@@ -28,7 +28,8 @@ batch once.
 **Rescaling.**  State belongs to bins, and every bin is durable after each batch, so
 the bin→partition map may change between any two batches: :meth:`Backend.rescale`
 (all at once, or fluid: a few bins per batch), or a restart with another
-``partitions``.  A moved bin is read by its new owner from the store; a bin whose
+``partitions``.  The state store is the embedded engine's checkpoint format, so either
+engine resumes from the other's checkpoints.  A moved bin is read by its new owner from the store; a bin whose
 owner did not change usually comes from the executor's cache
 (:mod:`tstate.spark.binstore`; ``metrics.cache_hit_rate``).
 """
@@ -191,8 +192,15 @@ class Backend:
         self._owners = {b: balanced_map(plan.nodes[b].bins, self.partitions) for b in plan.boundaries}
         self._late = self.spark.sparkContext.accumulator(0)
         head = self.store.latest() if self.resume else None
-        if head is not None and "spark" in head.meta:
-            meta = head.meta["spark"]
+        if head is not None:
+            meta = head.meta.get("spark")
+            if meta is None:  # an embedded run's checkpoint: continue from its time
+                t = int(head.time)
+                meta = {
+                    "batch": -1, "frontier": t,
+                    # which bins hold timers is not recorded: every bin is looked at once
+                    "timers": {op: {str(b): t for b in e.chains} for op, e in head.operators.items()},
+                }
             for b in plan.boundaries:
                 pn = plan.nodes[b]
                 entry = head.operators.get(pn.name)

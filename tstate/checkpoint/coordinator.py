@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from attrs import field, frozen
 
 from tstate.errors import CheckpointError, ConfigurationError
+from tstate.progress.timestamp import epoch
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.checkpoint.forked import Snapshot
@@ -300,8 +301,6 @@ class Coordinator:
             self._maybe_commit()
 
     def _applied_max(self) -> Optional[int]:
-        from tstate.progress.timestamp import epoch
-
         # inside iterate scopes times are Products: checkpoints are at epoch boundaries
         ts = [epoch(op.max_applied) for op in self._stateful() if op.max_applied is not None]
         return max(ts) if ts else None

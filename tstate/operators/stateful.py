@@ -492,8 +492,7 @@ class StatefulRuntime(OperatorRuntime):
 
 def _epoch_open(frontier: Any, t: int) -> bool:
     """Records of an epoch before ``t`` may still arrive (at any iteration)."""
-    elements = frontier.elements() if callable(getattr(frontier, "elements", None)) else frontier
-    return any(epoch(e) < t for e in elements)
+    return any(epoch(e) < t for e in frontier.elements())
 
 
 def _lex_lt(a: Any, b: Any) -> bool:

@@ -462,7 +462,7 @@ class Backend:
                 waves[name] = wave
             if self._held is not None:  # records held back by earlier batches go first
                 (name,) = [n for n in dfs] or list(bound)
-                cells = _read_held(os.path.join(self.directory, self._held))
+                cells = _read_held(self.store.fs, self._held)
                 held_df = self.spark.createDataFrame([(c,) for c in cells], "payload binary")
                 wave = held_df.mapInArrow(T.held_task(plan, info, name), T.SCHEMA)
                 waves[name] = waves[name].unionAll(wave) if name in waves else wave
@@ -532,7 +532,7 @@ class Backend:
             held = None
             if held_cells:
                 held = f"held/{writer.id:06d}-{writer.token}.msgpack"
-                _write_held(os.path.join(self.directory, held), held_cells)
+                _write_held(self.store.fs, held, held_cells)
             writer.put_meta(
                 "spark",
                 {
@@ -551,8 +551,8 @@ class Backend:
                 df.unpersist()
         if self._held is not None and self._held != held:  # consumed: the new manifest no longer needs it
             try:
-                os.remove(os.path.join(self.directory, self._held))
-            except OSError:
+                self.store.fs.delete(self._held)
+            except OSError:  # the batch is committed; a leftover file is harmless
                 pass
         self._held = held
         self._fresh = False
@@ -578,36 +578,30 @@ class Backend:
         return state_frame(self, op)
 
 
-def _write_held(path: str, cells: list[bytes]) -> None:
+def _write_held(fs: Any, path: str, cells: list[bytes]) -> None:
     """The held-back records of a batch, durable before its manifest commits (one file
-    per batch; checksummed like every checkpoint file)."""
+    per batch, written atomically by the store's filesystem and checksummed like every
+    checkpoint file)."""
     import msgpack
     import xxhash
 
     body = msgpack.packb(cells, use_bin_type=True)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(msgpack.packb([xxhash.xxh64(body).hexdigest(), body], use_bin_type=True))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    fs.write_atomic(path, msgpack.packb([xxhash.xxh64(body).hexdigest(), body], use_bin_type=True), fsync=True)
 
 
-def _read_held(path: str) -> list[bytes]:
+def _read_held(fs: Any, path: str) -> list[bytes]:
     import msgpack
     import xxhash
 
     from tstate.errors import CheckpointError
 
     try:
-        with open(path, "rb") as f:
-            digest, body = msgpack.unpackb(f.read(), raw=False)
+        digest, body = msgpack.unpackb(fs.read_bytes(path), raw=False)
         if xxhash.xxh64(body).hexdigest() != digest:
             raise ValueError("checksum mismatch")
         return list(msgpack.unpackb(body, raw=False))
     except (OSError, ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise CheckpointError(f"{path}: held-back records unreadable ({exc})") from None
+        raise CheckpointError(f"{fs.describe(path)}: held-back records unreadable ({exc})") from None
 
 
 def _check_schema(name: str, src: Source) -> None:

@@ -25,7 +25,7 @@ from tstate.checkpoint.manifest import FileRef, Manifest
 from tstate.checkpoint.store import CheckpointStore
 from tstate.state.bin import Bin
 
-__all__ = ["take", "give", "manifest", "store", "clear"]
+__all__ = ["take", "give", "read", "manifest", "store", "clear"]
 
 _lock = threading.Lock()
 _stores: dict[str, CheckpointStore] = {}
@@ -71,7 +71,7 @@ def take(
     """The bin as of manifest ``m``, and how it was found: ``"hit"`` (cached at that
     version), ``"catch-up"`` (cached at an older version still in the bin's chain: only
     the files written since are read and applied) or ``"miss"`` (read from the store)."""
-    from tstate.checkpoint.delta import catch_up, restore_bin
+    from tstate.checkpoint.delta import catch_up
 
     refs = chain(m, operator, bin)
     version = refs[-1].path if refs else ""
@@ -87,10 +87,17 @@ def take(
             return catch_up(cached[1], [s.read(r) for r in later], codec, fingerprint), "catch-up"
     if not refs:
         return Bin(bin), "miss"
-    s = store(directory)
-    b = restore_bin([s.read(r) for r in refs], codec, fingerprint=fingerprint)
+    b = read(directory, refs, codec, fingerprint)
     b.full = fingerprint != codec.fingerprint  # an older compatible schema: rewrite whole
     return b, "miss"
+
+
+def read(directory: str, refs: Any, codec: Any, fingerprint: str) -> Bin:
+    """A bin decoded from its chain in the store (checksums checked), bypassing the cache."""
+    from tstate.checkpoint.delta import restore_bin
+
+    s = store(directory)
+    return restore_bin([s.read(r) for r in refs], codec, fingerprint=fingerprint)
 
 
 def give(directory: str, operator: str, b: Bin, version: str) -> None:

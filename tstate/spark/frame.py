@@ -22,12 +22,9 @@ __all__ = ["state_frame"]
 
 
 def _rows(directory: str, refs: Any, codec: Any, fingerprint: str) -> list[tuple[Any, Any]]:
-    from tstate.checkpoint.delta import restore_bin
     from tstate.spark import binstore
 
-    s = binstore.store(directory)
-    b = restore_bin([s.read(r) for r in refs], codec, fingerprint=fingerprint)
-    return list(b.states.items())
+    return list(binstore.read(directory, refs, codec, fingerprint).states.items())
 
 
 def _reader(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
-from typing import Any, Hashable
+from typing import Any, Hashable, Iterable
 
 import msgpack
 import xxhash
@@ -135,6 +135,24 @@ class KeyRouter:
         if b is None:
             b = self.bin_uncached(key)
         return b
+
+    def __reduce__(self) -> Any:
+        # shipped without its memo (a Spark task's closure would carry every key seen)
+        return (KeyRouter, (self.bins, self._limit))
+
+    def bin_list(self, keys: Iterable[Any]) -> list[int]:
+        """The bins of ``keys``, in order (:meth:`bin` over many keys, without a method
+        call per key when the key is memoised)."""
+        get = self._memo.get
+        out: list[int] = []
+        append = out.append
+        for k in keys:
+            try:
+                b = get(k)
+            except TypeError as exc:
+                raise KeyFunctionError(f"key {k!r} is not hashable: {exc}") from None
+            append(b if b is not None else self.bin_uncached(k))
+        return out
 
     def bin_uncached(self, key: Any) -> int:
         """Hash ``key`` and remember its bin (callers checked the memo already)."""

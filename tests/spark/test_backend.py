@@ -122,11 +122,9 @@ def test_unsupported_operator_is_named(spark: Any, tmp_path: Any) -> None:
     flow = ts.Dataflow("f")
     inp = flow.input("events")
 
-    @flow.unary_frontier(inp)
-    def passthrough(i: Any, o: Any, ctx: Any) -> None:  # pragma: no cover - never runs
-        pass
+    inp.probe(name="watch")
 
-    with pytest.raises(SparkError, match=r"operator 'passthrough' \(unary_frontier\) cannot run on the Spark backend"):
+    with pytest.raises(SparkError, match=r"operator 'watch' \(probe\) cannot run on the Spark backend"):
         Backend(spark, checkpoint=str(tmp_path)).run(flow, {"events": spark.createDataFrame([(1,)], "x long")})
 
 

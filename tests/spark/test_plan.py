@@ -61,7 +61,7 @@ def test_refused_operators_are_named() -> None:
         fb.connect(body)
         return body
 
-    with pytest.raises(SparkError, match=r"cannot run on the Spark backend"):
+    with pytest.raises(SparkError, match=r"iterate scope 'loop' has no stateful operator or exchange"):
         Plan.of(flow)
 
 

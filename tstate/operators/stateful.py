@@ -29,9 +29,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from tstate.dataflow import NodeSpec
     from tstate.engine.execution import Execution
 
-__all__ = ["StatefulRuntime"]
+__all__ = ["StatefulRuntime", "BinBatch"]
 
 _MISSING = object()
+
+
+class BinBatch(list):  # type: ignore[type-arg]
+    """A batch of records that all belong to bin ``bin``, as its sender already knows
+    (the Spark backend's boundary tasks: the shuffle grouped the records by bin).  A
+    ``fold_bins`` operator applies it to that bin without keying every record again;
+    any other operator treats it as a plain list."""
+
+    __slots__ = ("bin",)
+
+    def __init__(self, records: Any, bin: int) -> None:
+        super().__init__(records)
+        self.bin = bin
 
 
 class StatefulRuntime(OperatorRuntime):
@@ -365,27 +378,14 @@ class StatefulRuntime(OperatorRuntime):
     def _apply_fold(self, t: Any, recs: list[Any]) -> None:
         ctx = self.ctx
         ctx.time = t
-        key = self.key
         groups: dict[int, tuple[Bin, list[Any]]] = {}
-        r: Any = None
-        try:
-            for r in recs:
-                k = key(r)
-                b = self._key_bin.get(k)
-                if b is None:
-                    b = self.bin_for(k, r, t)
-                    if b is None:
-                        self._pend(k, r, t)
-                        continue
-                g = groups.get(b.index)
-                if g is None:
-                    groups[b.index] = (b, [r])
-                else:
-                    g[1].append(r)
-        except TstateError:
-            raise
-        except Exception as exc:
-            raise self._error(exc, r, t) from exc
+        if type(recs) is BinBatch and recs.bin in self.owned:  # one bin, known: no keying
+            b = self.bins.get(recs.bin)
+            if b is None:
+                b = self.bins[recs.bin] = Bin(recs.bin)
+            groups[b.index] = (b, recs)
+        else:
+            self._group_fold(t, recs, groups)
         for b, rs in groups.values():
             if self.cow is not None:
                 self.cow.before_write_bin(b)
@@ -404,6 +404,35 @@ class StatefulRuntime(OperatorRuntime):
         if ctx._out:
             out, ctx._out = ctx._out, []
             self.outputs[0].push(t, out)
+
+    def _group_fold(self, t: Any, recs: list[Any], groups: dict[int, tuple[Bin, list[Any]]]) -> None:
+        """Group a fold's records by bin (arrival order within a bin); records of bins
+        still on their way here wait for them."""
+        key = self.key
+        key_bin = self._key_bin
+        # key -> the record list of its bin in this batch: one dict lookup per record
+        lists: dict[Any, list[Any]] = {}
+        r: Any = None
+        try:
+            for r in recs:
+                k = key(r)
+                lst = lists.get(k)
+                if lst is None:
+                    b = key_bin.get(k)
+                    if b is None:
+                        b = self.bin_for(k, r, t)
+                        if b is None:
+                            self._pend(k, r, t)
+                            continue
+                    g = groups.get(b.index)
+                    if g is None:
+                        g = groups[b.index] = (b, [])
+                    lst = lists[k] = g[1]
+                lst.append(r)
+        except TstateError:
+            raise
+        except Exception as exc:
+            raise self._error(exc, r, t) from exc
 
     def _fire(self, t: Any, bin_indexes: dict[int, None]) -> None:
         self._note_applied(t)

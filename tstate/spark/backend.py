@@ -25,6 +25,14 @@ batch's manifest (meta ``spark.batch``).  A micro-batch Spark replays after a dr
 restart whose manifest is already committed is skipped, so state and sinks see each
 batch once.
 
+**Iterate scopes and frontier operators.**  A loop runs in rounds within the batch:
+each round, the loop's keyed operators process the minimal times that still have work,
+until no time of the batch's epochs is left (:mod:`tstate.spark.rounds`); records
+leaving the loop go on to the operators after it.  Frontier operators run fused where
+their records are (:mod:`tstate.spark.frontier`); records or sink output they give at a
+time the batch has not reached are *held* (in the batch's held file, referenced by its
+manifest) and go in with the batch that reaches their time.
+
 **Rescaling.**  State belongs to bins, and every bin is durable after each batch, so
 the bin→partition map may change between any two batches: :meth:`Backend.rescale`
 (all at once, or fluid: a few bins per batch), or a restart with another
@@ -93,6 +101,9 @@ class BatchMetrics:
     spark_seconds: float = 0.0
     driver_seconds: float = 0.0
     commit_seconds: float = 0.0
+    #: iterate scopes: rounds run (all loops) and Spark stages they took
+    loop_rounds: int = 0
+    loop_stages: int = 0
 
 
 @define
@@ -168,6 +179,7 @@ class Backend:
         #: held file of the last committed batch: cells of [[time, record], ...])
         self._newest: Any = None
         self._held: Optional[str] = None
+        self._loop_stats: dict[str, int] = {"rounds": 0, "stages": 0}
 
     def __repr__(self) -> str:
         return f"Backend({self.directory!r}, partitions={self.partitions})"
@@ -431,7 +443,9 @@ class Backend:
         from tstate.checkpoint.manifest import FileRef
         from tstate.spark.records import decode_records
         from tstate.progress.frontier import Antichain
+        from tstate.progress.timestamp import Product
         from tstate.spark import task as T
+        from tstate.spark.rounds import TIMES, LoopRun, decode_cell
 
         start = _time.perf_counter()
         plan = self._plan
@@ -444,6 +458,8 @@ class Backend:
         try:
             due = {}
             for b in plan.boundaries:
+                if plan.nodes[b].loop is not None:
+                    continue  # loops: per round (tstate.spark.rounds)
                 timers = self._timers.get(plan.nodes[b].name, {})
                 due[b] = frozenset(bn for bn, t in timers.items() if hi is None or t < hi)
             info = T.BatchInfo(
@@ -456,16 +472,39 @@ class Backend:
                 at = const_time if const_time is not None else 0  # rows without a time column
                 wave = df.mapInArrow(T.input_task(plan, info, name, src.record, src.time, at, self._late), T.SCHEMA)
                 uses = sum(name in plan.feeders.get(b, ()) for b in plan.boundaries) + bool(plan.sink_reach.get(name))
-                if uses > 1:
+                if uses > 1 or plan.delays or any(name in lp.feeders for lp in plan.loops.values()):
                     wave = wave.persist()
                     persisted.append(wave)
                 waves[name] = wave
-            if self._held is not None:  # records held back by earlier batches go first
+            # records held back by earlier batches: input rows (allowed lateness) go in
+            # first; records and sink output a frontier operator gave at later times
+            # go in once the batch reaches their time
+            entries = _read_held(self.store.fs, self._held) if self._held is not None else []
+            cells = [c for c in entries if isinstance(c, bytes)]
+            if cells:
                 (name,) = [n for n in dfs] or list(bound)
-                cells = _read_held(self.store.fs, self._held)
                 held_df = self.spark.createDataFrame([(c,) for c in cells], "payload binary")
                 wave = held_df.mapInArrow(T.held_task(plan, info, name), T.SCHEMA)
                 waves[name] = waves[name].unionAll(wave) if name in waves else wave
+            keep: list[Any] = []  # held entries [kind, node, bin, time, payload] still ahead
+            inject: dict[Any, list[Any]] = {}  # boundary or ("loop", id) -> rows
+            sink_out: dict[int, dict[int, list[Any]]] = {}
+            loop_times: dict[int, set[Any]] = {}
+            for e in entries:
+                if isinstance(e, bytes):
+                    continue
+                kind, node, bin_, t, payload = e
+                if hi is not None and t >= hi:
+                    keep.append(e)
+                elif kind == T.SINK:
+                    sink_out.setdefault(node, {}).setdefault(t, []).extend(decode_records(payload))
+                else:
+                    lid = plan.nodes[node].loop
+                    inject.setdefault(node if lid is None else ("loop", lid), []).append(
+                        (T.RECORDS, labels[self._owners[node][bin_]], node, bin_, t, payload)
+                    )
+                    if lid is not None:
+                        loop_times.setdefault(node, set()).add(decode_cell(payload)[0])
             holding = any(bound[n].lateness for n in dfs)
             if holding:
                 for name in dfs:
@@ -474,17 +513,52 @@ class Backend:
             rows: list[Any] = []
             for name in dfs:
                 kinds = [str(T.SINK)] if plan.sink_reach.get(name) else []
+                if any(name in lp.feeders for lp in plan.loops.values()):
+                    kinds.append(str(TIMES))
                 if holding:
                     kinds.append(str(T.HELD))
                 if kinds:
                     rows += waves[name].where(f"kind in ({', '.join(kinds)})").collect()
-            for b in plan.boundaries:
+            overlay: dict[str, Any] = {}
+            self._loop_stats = {"rounds": 0, "stages": 0}
+            for item in plan.items:
+                if isinstance(item, tuple):  # an iterate scope: rounds until the batch is done
+                    lp = plan.loops[item[1]]
+                    for r in rows:
+                        if r["kind"] == TIMES and r["node"] in lp.boundaries:
+                            loop_times.setdefault(r["node"], set()).update(Product(*v) for v in msgpack.unpackb(r["payload"]))
+                    cells = [waves[w] for w in lp.feeders if w in waves]
+                    if item in inject:
+                        cells.append(self.spark.createDataFrame(inject[item], T.SCHEMA))
+                    run = LoopRun(self, lp, info, writer, overlay)
+                    try:
+                        exits, got, left = run.run(cells, loop_times, labels)
+                    finally:
+                        persisted.extend(run.persisted)
+                    self._loop_stats["rounds"] += run.rounds
+                    self._loop_stats["stages"] += run.stages
+                    waves.update(exits)
+                    rows += got
+                    keep.extend([r["kind"], r["node"], r["bin"], r["time"], bytes(r["payload"])] for r in left)
+                    continue
+                b = item
                 parts = [waves[w].where(f"kind = {T.RECORDS} and node = {b}") for w in plan.feeders.get(b, ()) if w in waves]
+                if b in inject:
+                    parts.append(self.spark.createDataFrame(inject[b], T.SCHEMA))
+                if plan.delays and hi is not None and parts:  # records a frontier operator gave at later times wait
+                    late = parts[0]
+                    for p in parts[1:]:
+                        late = late.unionAll(p)
+                    keep.extend(
+                        [T.RECORDS, r["node"], r["bin"], r["time"], bytes(r["payload"])]
+                        for r in late.where(f"time >= {hi}").collect()
+                    )
+                    parts = [p.where(f"time < {hi}") for p in parts]
                 inp = self._ticks_for(b, labels)
                 for p in parts:
                     inp = inp.unionAll(p)
                 out = inp.repartition(n, "dest").mapInArrow(T.boundary_task(plan, info, b), T.SCHEMA)
-                if any(b in plan.feeders.get(c, ()) for c in plan.boundaries):
+                if plan.delays or any(b in plan.feeders.get(c, ()) for c in plan.boundaries):
                     out = out.persist()
                     persisted.append(out)
                 waves[b] = out
@@ -492,8 +566,7 @@ class Backend:
             t_jobs = _time.perf_counter()
             # the driver's part: files, timers, counters, then the sinks
             stats = {"records": 0, "hits": 0, "catchups": 0, "misses": 0, "bytes": 0}
-            sink_out: dict[int, dict[int, list[Any]]] = {}
-            held_cells: list[bytes] = []
+            held_cells: list[Any] = []
             for r in rows:
                 kind = r["kind"]
                 if kind == T.FILE:
@@ -514,7 +587,10 @@ class Backend:
                     for k in stats:
                         stats[k] += s.get(k, 0)
                 elif kind == T.SINK:
-                    sink_out.setdefault(r["node"], {}).setdefault(r["time"], []).extend(decode_records(r["payload"]))
+                    if hi is not None and r["time"] >= hi:  # given at a later time: delivered then
+                        keep.append([T.SINK, r["node"], 0, r["time"], bytes(r["payload"])])
+                    else:
+                        sink_out.setdefault(r["node"], {}).setdefault(r["time"], []).extend(decode_records(r["payload"]))
                 elif kind == T.HELD:
                     held_cells.append(bytes(r["payload"]))
             front = Antichain([hi]) if hi is not None else Antichain()
@@ -530,6 +606,7 @@ class Backend:
                 if spec.kind == "stateful":
                     writer.put_operator_schema(spec.name, spec.options["schema"].to_builtins(), spec.options["bins"])
             held = None
+            held_cells.extend(keep)
             if held_cells:
                 held = f"held/{writer.id:06d}-{writer.token}.msgpack"
                 _write_held(self.store.fs, held, held_cells)
@@ -563,6 +640,7 @@ class Backend:
             BatchMetrics(
                 batch, hi, _time.perf_counter() - start, n, stats["records"], stats["hits"], stats["misses"],
                 stats["bytes"], moved, stats["catchups"], t_jobs - start, t_driver - t_jobs, t_commit - t_driver,
+                self._loop_stats["rounds"], self._loop_stats["stages"],
             )
         )
 
@@ -578,7 +656,7 @@ class Backend:
         return state_frame(self, op)
 
 
-def _write_held(fs: Any, path: str, cells: list[bytes]) -> None:
+def _write_held(fs: Any, path: str, cells: list[Any]) -> None:
     """The held-back records of a batch, durable before its manifest commits (one file
     per batch, written atomically by the store's filesystem and checksummed like every
     checkpoint file)."""
@@ -589,7 +667,7 @@ def _write_held(fs: Any, path: str, cells: list[bytes]) -> None:
     fs.write_atomic(path, msgpack.packb([xxhash.xxh64(body).hexdigest(), body], use_bin_type=True), fsync=True)
 
 
-def _read_held(fs: Any, path: str) -> list[bytes]:
+def _read_held(fs: Any, path: str) -> list[Any]:
     import msgpack
     import xxhash
 

@@ -3,15 +3,23 @@ stateless chains between them.
 
 The logical graph is cut at every *boundary*: an operator whose input is exchanged by
 key (``stateful`` / ``fold_bins``, ``exchange``).  Everything between boundaries is
-stateless (``map``, ``filter``, ``flat_map``, ``inspect``, ``concat``) and is *fused*:
-records are pushed through it in the task that produced them, up to the next boundary
-(where they are grouped by ``(boundary, bin, time)`` for the shuffle) or a sink.  Each
-boundary becomes one Spark shuffle onto the partitions that own its bins, then one task
-per partition.
+*fused*: records are pushed through it in the task that produced them, up to the next
+boundary (where they are grouped by ``(boundary, bin, time)`` for the shuffle) or a
+sink -- the stateless operators (``map``, ``filter``, ``flat_map``, ``inspect``,
+``concat``), the edges of iterate scopes (``enter``, ``leave``, ``feedback``: they only
+re-time records) and frontier operators that keep nothing between activations
+(:mod:`tstate.spark.frontier`).  Each boundary becomes one Spark shuffle onto the
+partitions that own its bins, then one task per partition.
 
-Only what the Spark backend can run is accepted; anything else (``unary_frontier``,
-iterate scopes, ``source`` nodes, probes) raises :class:`~tstate.errors.SparkError`
-naming the operator, when the run starts.
+An iterate scope becomes a :class:`Loop`: its boundaries run in *rounds* within the
+micro-batch until the loop's times of the batch are done (:mod:`tstate.spark.rounds`);
+every cycle must pass a boundary.  The driver runs :attr:`Plan.items` in order: root
+boundaries and loops, topologically.
+
+Only what the Spark backend can run is accepted; anything else (``source`` nodes,
+probes, sinks inside a loop, nested iterate scopes, frontier operators with per-worker
+``state=`` or an ``exchange=`` key, a loop without a boundary) raises
+:class:`~tstate.errors.SparkError` naming the operator, when the run starts.
 
 >>> import tstate as ts
 >>> flow = ts.Dataflow("p")
@@ -36,18 +44,22 @@ from attrs import define, field
 
 from tstate.errors import SparkError
 from tstate.keys import KeyRouter
+from tstate.progress.timestamp import TIME_MAX, Product
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.dataflow import Dataflow
 
-__all__ = ["Plan", "PlanNode"]
+__all__ = ["Plan", "PlanNode", "Loop"]
 
 #: bin count -> router, per process (see Plan.router)
 _SHARED_ROUTERS: dict[int, KeyRouter] = {}
 
 STATELESS = ("map", "filter", "flat_map", "inspect", "concat")
 BOUNDARIES = ("stateful", "exchange")
-SUPPORTED = ("input", "sink", *STATELESS, *BOUNDARIES)
+#: iterate-scope edges: they only re-time records
+SCOPE_EDGES = ("enter", "leave", "feedback")
+FRONTIER = ("unary_frontier", "binary_frontier")
+SUPPORTED = ("input", "sink", *STATELESS, *BOUNDARIES, *SCOPE_EDGES, *FRONTIER)
 
 
 @define
@@ -66,6 +78,22 @@ class PlanNode:
     bins: int = 0
     #: stateful operators: what a task needs to rebuild the operator
     options: dict[str, Any] = field(factory=dict)
+    #: the iterate scope the operator is in (None: the root), by its enter nodes' first index
+    loop: Optional[int] = None
+
+
+@define
+class Loop:
+    """An iterate scope: the driver runs it in rounds within a micro-batch (see
+    :mod:`tstate.spark.rounds`)."""
+
+    #: the first node of the scope (its first ``enter``): identifies the loop
+    id: int
+    name: str
+    #: boundaries inside the scope, in topological order (ignoring feedback edges)
+    boundaries: list[int] = field(factory=list)
+    #: waves (input names or boundaries outside the loop) whose records enter it
+    feeders: list[Any] = field(factory=list)
 
 
 @define
@@ -84,26 +112,63 @@ class Plan:
     feeders: dict[int, list[Any]]
     #: per wave (input name or boundary node): the sinks its records reach directly
     sink_reach: dict[Any, list[int]]
+    #: iterate scopes by id (:class:`Loop`)
+    loops: dict[int, Loop] = field(factory=dict)
+    #: what the driver runs per micro-batch, in order: root boundaries (an int) and
+    #: loops (``("loop", id)``)
+    items: list[Any] = field(factory=list)
+    #: the plan has frontier operators, which may give records at later times
+    delays: bool = False
     _routers: dict[int, KeyRouter] = field(factory=dict, repr=False)
+    _fused: dict[int, Any] = field(factory=dict, repr=False)
 
     @classmethod
     def of(cls, flow: "Dataflow") -> "Plan":
         """Lower ``flow``; raises :class:`SparkError` for an operator Spark cannot run."""
         specs = flow._nodes
         nodes: dict[int, PlanNode] = {}
+        loops: dict[int, Loop] = {}
+        loop_of: dict[int, int] = {}  # id(scope) -> loop id
         for s in specs:
             if s.kind not in SUPPORTED:
-                what = "an iterate scope" if s.kind in ("enter", "leave", "feedback", "handle") else s.kind
                 raise SparkError(
-                    f"operator {s.name!r} ({what}) cannot run on the Spark backend yet: it runs inputs bound to "
-                    "DataFrames, map, filter, flat_map, inspect, exchange, concat, stateful, fold_bins and sinks"
+                    f"operator {s.name!r} ({s.kind}) cannot run on the Spark backend: it runs inputs bound to "
+                    "DataFrames, map, filter, flat_map, inspect, exchange, concat, stateful, fold_bins, iterate scopes, "
+                    "frontier operators without per-worker state, and sinks"
                 )
-            if s.scope.depth != 0:  # pragma: no cover - scopes are rejected above
-                raise SparkError(f"operator {s.name!r} is inside an iterate scope")
+            depth = s.scope.depth
+            if depth > 1 or (s.kind == "enter" and depth > 1):
+                raise SparkError(
+                    f"operator {s.name!r} is in a nested iterate scope ({s.scope.name!r}): the Spark backend runs "
+                    "one level of iterate scopes"
+                )
             o = s.options
             n = PlanNode(s.index, s.name, s.kind)
+            if depth == 1:
+                lid = loop_of.get(id(s.scope))
+                if lid is None:
+                    lid = loop_of[id(s.scope)] = s.index
+                    loops[lid] = Loop(lid, s.scope.name)
+                n.loop = lid
             if s.kind in ("map", "filter", "flat_map", "inspect"):
                 n.fn = o["fn"]
+            elif s.kind == "feedback":
+                n.options = {"step": o["step"], "max_iterations": o["max_iterations"]}
+            elif s.kind in FRONTIER:
+                if any(p is not None for p in s.pacts):
+                    raise SparkError(
+                        f"operator {s.name!r} ({s.kind}) exchanges its input by key: on Spark a frontier operator runs "
+                        "fused where its records are; exchange the stream first (stream.exchange(key))"
+                    )
+                if o.get("state") is not None:
+                    raise SparkError(
+                        f"operator {s.name!r} ({s.kind}) keeps per-worker state (state=...), which does not survive a "
+                        "Spark task: keep state in @flow.stateful, whose bins Spark checkpoints"
+                    )
+                n.fn = o["logic"]
+                n.options = {"inputs": len(s.inputs)}
+            elif s.kind == "sink" and depth:
+                raise SparkError(f"sink {s.name!r} is inside iterate scope {s.scope.name!r}: leave the scope first")
             elif s.kind in BOUNDARIES:
                 pact = s.pacts[0]
                 assert pact is not None
@@ -120,13 +185,54 @@ class Plan:
         inputs = {s.name: s.index for s in specs if s.kind == "input"}
         boundaries = [s.index for s in specs if s.kind in BOUNDARIES]
         sinks = [s.index for s in specs if s.kind == "sink"]
-        plan = cls(flow.name, nodes, inputs, boundaries, sinks, {}, {})
+        plan = cls(flow.name, nodes, inputs, boundaries, sinks, {}, {}, loops)
+        plan.delays = any(s.kind in FRONTIER for s in specs)
         for wave, start in [*((name, i) for name, i in inputs.items()), *((b, b) for b in boundaries)]:
             reach_b, reach_s = plan._reach(start)
             plan.sink_reach[wave] = reach_s
             for b in reach_b:
                 plan.feeders.setdefault(b, []).append(wave)
+        placed: set[int] = set()
+        for b in boundaries:
+            lid = nodes[b].loop
+            if lid is None:
+                plan.items.append(b)
+                continue
+            lp = loops[lid]
+            lp.boundaries.append(b)
+            for w in plan.feeders.get(b, ()):
+                inside = not isinstance(w, str) and nodes[w].loop == lid
+                if not inside and w not in lp.feeders:
+                    lp.feeders.append(w)
+            if lid not in placed:
+                placed.add(lid)
+                plan.items.append(("loop", lid))
+        for lp in loops.values():
+            if not lp.boundaries:
+                raise SparkError(
+                    f"iterate scope {lp.name!r} has no stateful operator or exchange: on Spark a loop runs in rounds of "
+                    "its keyed operators, so its body needs at least one"
+                )
+        for s in specs:
+            if s.kind == "feedback" and s.index in plan._reach_loopless(s.index):
+                raise SparkError(
+                    f"iterate scope {s.scope.name!r}: feedback {s.name!r} comes back to itself without passing a "
+                    "stateful operator or exchange, which the Spark backend needs to run the loop in rounds"
+                )
         return plan
+
+    def _reach_loopless(self, start: int) -> set[int]:
+        """Nodes reached from ``start`` without crossing a boundary."""
+        seen: set[int] = set()
+        todo = [c for c, _ in self.nodes[start].consumers]
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if self.nodes[n].kind not in BOUNDARIES:
+                todo.extend(c for c, _ in self.nodes[n].consumers)
+        return seen
 
     def _reach(self, start: int) -> tuple[list[int], list[int]]:
         """Boundaries and sinks reached from ``start``'s output without crossing a boundary."""
@@ -162,8 +268,8 @@ class Plan:
         return r
 
     def push_from(
-        self, node: int, time: int, records: list[Any]
-    ) -> tuple[dict[tuple[int, int, int], list[Any]], dict[tuple[int, int], list[Any]]]:
+        self, node: int, time: Any, records: list[Any]
+    ) -> tuple[dict[tuple[int, int, Any], list[Any]], dict[tuple[int, Any], list[Any]]]:
         """Push ``records`` at ``time`` out of ``node`` through the fused stateless chain.
 
         Returns ``routed[(boundary, bin, time)]`` (records for a boundary's shuffle) and
@@ -176,7 +282,7 @@ class Plan:
     def push(
         self,
         node: int,
-        time: int,
+        time: Any,
         records: list[Any],
         routed: dict[tuple[int, int, int], list[Any]],
         sinks: dict[tuple[int, int], list[Any]],
@@ -187,14 +293,14 @@ class Plan:
     def _push(
         self,
         node: int,
-        t: int,
+        t: Any,
         recs: list[Any],
         routed: dict[tuple[int, int, int], list[Any]],
         sinks: dict[tuple[int, int], list[Any]],
     ) -> None:
         if not recs:
             return
-        for c, _port in self.nodes[node].consumers:
+        for c, port in self.nodes[node].consumers:
             n = self.nodes[c]
             kind = n.kind
             if kind in BOUNDARIES:
@@ -203,8 +309,29 @@ class Plan:
                 sinks.setdefault((c, t), []).extend(recs)
             elif kind == "concat":
                 self._push(c, t, recs, routed, sinks)
+            elif kind == "enter":
+                self._push(c, Product(t, 0), recs, routed, sinks)
+            elif kind == "leave":
+                self._push(c, t.outer, recs, routed, sinks)
+            elif kind == "feedback":
+                inner = t.inner + n.options["step"]
+                limit = n.options["max_iterations"]
+                if inner <= (TIME_MAX if limit is None else limit):  # past the limit: dropped
+                    self._push(c, Product(t.outer, inner), recs, routed, sinks)
+            elif kind in FRONTIER:
+                for t2, out in self._fused_op(n).run(port, t, recs).items():
+                    self._push(c, t2, out, routed, sinks)
             else:
                 self._push(c, t, _apply(n, t, recs), routed, sinks)
+
+    def _fused_op(self, n: PlanNode) -> Any:
+        op = self._fused.get(n.node)
+        if op is None:
+            from tstate.spark.frontier import FusedFrontier
+
+            assert n.fn is not None
+            op = self._fused[n.node] = FusedFrontier(n.name, n.fn, n.options["inputs"])
+        return op
 
     def _route(self, n: PlanNode, t: int, recs: list[Any], routed: dict[tuple[int, int, int], list[Any]]) -> None:
         from tstate.errors import KeyFunctionError

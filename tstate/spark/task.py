@@ -18,17 +18,23 @@ the bins it needs (:mod:`~tstate.spark.binstore`), feeds the records in time ord
 advances the input to the batch's frontier (or closes it in the final batch), steps
 until nothing is left, then writes each changed bin as a delta or snapshot file — the
 embedded engine's own operator code, so both engines compute the same thing.
+
+Fast paths (same results as the general ones): an input whose records go straight to
+boundaries ships them as Arrow row cells cut out by a vectorised sort (only the key
+function runs per row); a ``fold_bins`` operator gets one bin-tagged batch per bin
+(:class:`~tstate.operators.stateful.BinBatch`), so its records are not keyed twice.
 """
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
 import msgpack
 from attrs import frozen
 
-from tstate.spark.records import decode_records, encode_records
+from tstate.spark.records import decode_cells, decode_records, encode_records
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -86,8 +92,16 @@ def _emit(
     rows: list[tuple[int, int, int, int, int, bytes]],
 ) -> None:
     labels = info.labels
+    loop: dict[tuple[int, int, Any], list[Any]] = {}
     for (node, b, t), recs in routed.items():
+        if t.__class__ is not int:  # a boundary inside an iterate scope (tstate.spark.rounds)
+            loop[node, b, t] = recs
+            continue
         rows.append((RECORDS, labels[info.owners[node][b]], node, b, t, encode_records(recs, plan.nodes[node].name)))
+    if loop:
+        from tstate.spark.rounds import emit_loop_cells
+
+        emit_loop_cells(plan, info, loop, rows)
     for (node, t), recs in sinks.items():
         rows.append((SINK, 0, node, 0, t, encode_records(recs, plan.nodes[node].name)))
 
@@ -111,10 +125,22 @@ def input_task(
     before the frontier are late: dropped and counted in the ``late`` accumulator;
     records at or after the batch's new frontier (allowed lateness) are held back."""
     node = plan.inputs[name]
+    direct = _direct(plan, node)
 
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
         # the whole partition is grouped before anything is emitted: one shuffle cell per
         # (boundary, bin, time), not one per Arrow batch
+        if direct:
+            seen: list["pa.RecordBatch"] = []
+            it = iter(batches)
+            fast = _rows_input(plan, info, node, shape, time_column, at, it, seen)
+            if fast is not None:
+                rows, dropped = fast
+                if dropped and late is not None:
+                    late.add(dropped)
+                yield _arrow(rows)
+                return
+            batches = itertools.chain(seen, it)
         by_time: dict[int, list[Any]] = {}
         dropped = 0
         for batch in batches:
@@ -138,6 +164,124 @@ def input_task(
         yield from _route_input(plan, info, node, by_time)
 
     return run
+
+
+def _direct(plan: "Plan", node: int) -> bool:
+    """Whether every consumer of input ``node`` is a boundary at the root scope or a
+    sink: its records then reach them as the rows themselves (see :func:`_rows_input`)."""
+    consumers = plan.nodes[node].consumers
+    for c, _port in consumers:
+        n = plan.nodes[c]
+        if n.kind == "sink":
+            continue
+        if n.kind not in ("stateful", "exchange") or getattr(n, "loop", None) is not None:
+            return False
+    return bool(consumers)
+
+
+def _rows_input(
+    plan: "Plan",
+    info: BatchInfo,
+    node: int,
+    shape: str,
+    time_column: Optional[str],
+    at: int,
+    batches: Iterable["pa.RecordBatch"],
+    seen: list["pa.RecordBatch"],
+) -> Optional[tuple[list[tuple[int, int, int, int, int, bytes]], int]]:
+    """The input task when the input feeds boundaries (and sinks) directly: the records
+    are the rows, so a boundary's cell is the rows of its ``(bin, time)`` as Arrow
+    (:func:`~tstate.spark.records.encode_rows`), cut out of the partition's rows by a
+    vectorised sort on ``(time, bin)``; only the key function runs per row, batch by
+    batch as Spark sends them (overlapping Spark's conversion of the next one).  Returns
+    the output rows and the number of late rows, or None if a key function failed (the
+    general path then raises the error naming the record; ``seen`` holds the batches
+    consumed here)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from tstate.spark.records import encode_rows, rows_to_records
+
+    lo, hi = info.lo, info.hi
+    boundaries: list[tuple[int, Any, Any]] = [
+        (c, plan.nodes[c].key, plan.router(c)) for c, _port in plan.nodes[node].consumers if plan.nodes[c].kind != "sink"
+    ]
+    sink_nodes = [c for c, _port in plan.nodes[node].consumers if plan.nodes[c].kind == "sink"]
+    dropped = 0
+    held: list[tuple[int, Any]] = []
+    sel: list[Any] = []  # the records going in (not late, not held back), in order
+    idx_parts: list[Any] = []  # their row numbers in the partition
+    time_parts: list[Any] = []
+    bin_parts: dict[int, list[int]] = {c: [] for c, _, _ in boundaries}
+    offset = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        seen.append(batch)
+        recs = rows_to_records(batch, shape)
+        m = len(recs)
+        if time_column is None:
+            if hi is not None and at >= hi:
+                held.extend((at, r) for r in recs)
+                offset += m
+                continue
+            li = np.arange(m)
+            lt = np.full(m, at, dtype=np.int64)
+            part = recs
+        else:
+            col = batch.column(time_column)
+            late = pc.fill_null(pc.less(col, lo), True)
+            dropped += int(pc.sum(late).as_py() or 0)
+            ok = pc.invert(late)
+            if hi is not None:
+                ahead = pc.and_(ok, pc.greater_equal(col, hi))
+                if pc.any(ahead).as_py():
+                    tl = col.to_pylist()
+                    held.extend((tl[i], recs[i]) for i in pc.indices_nonzero(ahead).to_numpy())
+                    ok = pc.and_(ok, pc.invert(ahead))
+            li = pc.indices_nonzero(ok).to_numpy()
+            lt = pc.take(col, pa.array(li)).to_numpy().astype(np.int64)
+            part = recs if len(li) == m else [recs[i] for i in li]
+        for c, key, router in boundaries:
+            try:
+                bin_parts[c].extend(router.bin_list(map(key, part)))
+            except Exception:  # the general path reports it, naming the record
+                return None
+        idx_parts.append(li + offset)
+        time_parts.append(lt)
+        sel.extend(part)
+        offset += m
+    rows: list[tuple[int, int, int, int, int, bytes]] = []
+    sinks: dict[tuple[int, int], list[Any]] = {}
+    if sel:
+        table = pa.Table.from_batches(seen)
+        idx = np.concatenate(idx_parts)
+        times = np.concatenate(time_parts)
+        single = bool((times == times[0]).all())
+        for c in sink_nodes:
+            if single:
+                sinks.setdefault((c, int(times[0])), []).extend(sel)
+            else:
+                for r, tt in zip(sel, times.tolist()):
+                    sinks.setdefault((c, tt), []).append(r)
+        labels = info.labels
+        for c, _key, _router in boundaries:
+            bins = np.asarray(bin_parts[c], dtype=np.int64)
+            order = np.argsort(bins, kind="stable") if single else np.lexsort((bins, times))
+            sb, st = bins[order], times[order]
+            cut = np.flatnonzero((sb[1:] != sb[:-1]) | (st[1:] != st[:-1])) + 1
+            starts = np.concatenate(([0], cut)).tolist()
+            ends = np.concatenate((cut, [len(order)])).tolist()
+            taken = table.take(pa.array(idx[order]))
+            owners = info.owners[c]
+            for s0, e0 in zip(starts, ends):
+                b, t = int(sb[s0]), int(st[s0])
+                rows.append((RECORDS, labels[owners[b]], c, b, t, encode_rows(taken.slice(s0, e0 - s0), shape)))
+    _emit(plan, info, {}, sinks, rows)
+    if held:
+        rows.append((HELD, 0, node, 0, 0, encode_records(held, plan.nodes[node].name)))
+    return rows, dropped
 
 
 def held_task(plan: "Plan", info: BatchInfo, name: str) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
@@ -182,17 +326,19 @@ def boundary_task(plan: "Plan", info: BatchInfo, node: int) -> Callable[[Iterabl
         partition = ctx.partitionId() if ctx is not None else 0
         groups: dict[int, dict[int, list[Any]]] = {}  # time -> bin -> records
         n = 0
+        cells: list[tuple[int, int]] = []
+        payloads: list[Any] = []
         for batch in batches:
             kinds = batch.column("kind").to_pylist()
             bins = batch.column("bin").to_pylist()
             times = batch.column("time").to_pylist()
-            payloads = batch.column("payload").to_pylist()
-            for k, b, t, p in zip(kinds, bins, times, payloads):
-                if k != RECORDS:
-                    continue
-                recs = decode_records(p)
-                n += len(recs)
-                groups.setdefault(t, {}).setdefault(b, []).extend(recs)
+            for i, p in enumerate(batch.column("payload").to_pylist()):
+                if kinds[i] == RECORDS:
+                    cells.append((times[i], bins[i]))
+                    payloads.append(p)
+        for (t, b), recs in zip(cells, decode_cells(payloads)):
+            n += len(recs)
+            groups.setdefault(t, {}).setdefault(b, []).extend(recs)
         rows: list[tuple[int, int, int, int, int, bytes]] = []
         if plan.nodes[node].kind == "exchange":
             routed: dict[tuple[int, int, int], list[Any]] = {}
@@ -211,72 +357,37 @@ def boundary_task(plan: "Plan", info: BatchInfo, node: int) -> Callable[[Iterabl
     return run
 
 
-def _stateful(
-    plan: "Plan",
-    info: BatchInfo,
-    node: int,
-    partition: int,
-    groups: dict[int, dict[int, list[Any]]],
-    rows: list[tuple[int, int, int, int, int, bytes]],
-) -> dict[str, Any]:
-    import tstate as ts
-    from tstate.checkpoint.delta import encode_change
-    from tstate.checkpoint.store import write_data_file
-    from tstate.engine.execution import Execution
-    from tstate.operators.stateful import StatefulRuntime
+def take_bins(info: BatchInfo, m: Any, pn: Any, op: Any, needed: Iterable[int], stored_fp: str) -> tuple[dict[int, Any], dict[str, int]]:
+    """Install the bins ``needed`` in ``op`` as of manifest ``m`` (from the executor's
+    cache when it can: :mod:`~tstate.spark.binstore`); returns them and how they were
+    found (``hit`` / ``catch-up`` / ``miss`` counts)."""
     from tstate.spark import binstore
-    from tstate.types.schema import Schema
 
-    pn = plan.nodes[node]
-    o = pn.options
-    # the operator, alone in a one-worker execution
-    mini = ts.Dataflow(f"{plan.name}/{pn.name}")
-    inp = mini.input("in", batch_size=1 << 30)
-    stream = mini._stateful(inp, o["key"], o["state_type"], o["new_state"], o["bins"], pn.name, o["fold"])(o["fn"])
-    mini._nodes[stream.node].options["handlers"] = dict(o["handlers"])
-    out = stream.collect()
-    exe = Execution(mini, 1)
-    op = exe.operators[0][stream.node]
-    assert isinstance(op, StatefulRuntime)
-    op.track_dirty = True
-    op.keys = plan.router(node)  # the process-wide memo of hashed keys
-    codec = op.codec
-    m = binstore.manifest(info.directory, info.head)
-    entry = m.operators.get(pn.name) if m is not None else None
-    stored_fp = Schema.from_builtins(entry.schema).fingerprint if entry is not None else codec.fingerprint
-    owners = info.owners[node]
-    needed = {b for bins in groups.values() for b in bins} | {
-        b for b in info.due.get(node, ()) if owners[b] == partition
-    }
     found = {"hit": 0, "catch-up": 0, "miss": 0}
     loaded = {}
     for b in sorted(needed):
-        bin_, how = binstore.take(info.directory, m, pn.name, b, codec, stored_fp)
+        bin_, how = binstore.take(info.directory, m, pn.name, b, op.codec, stored_fp)
         found[how] += 1
         loaded[b] = bin_
         op.install_bin(bin_)
-    if info.lo > 0:
-        inp.advance_to(info.lo)
-    for t in sorted(groups):
-        recs = [r for b in sorted(groups[t]) for r in groups[t][b]]
-        inp.send(recs, time=t)
-    if info.hi is None:
-        inp.close()
-    elif info.hi > info.lo:
-        inp.advance_to(info.hi)
-    exe.step_while(lambda: True)
-    if op.stash or op.pending:  # pragma: no cover - times before hi are complete
-        raise AssertionError(f"operator {pn.name!r}: records left unapplied at the end of batch {info.batch}")
-    # outputs, through the fused chain after the operator
-    routed: dict[tuple[int, int, int], list[Any]] = {}
-    sinks: dict[tuple[int, int], list[Any]] = {}
-    for t, recs in sorted(out.by_time().items()):
-        plan.push(node, t, recs, routed, sinks)
-    _emit(plan, info, routed, sinks, rows)
-    # state files for the bins that changed
+    return loaded, found
+
+
+def write_bins(
+    info: BatchInfo, m: Any, pn: Any, codec: Any, loaded: dict[int, Any], rows: list[Any], timers: Callable[[Any], Any]
+) -> int:
+    """Write each changed bin of ``loaded`` as a delta (or a snapshot, when its chain in
+    ``m`` is long or absent) and report it in a ``FILE`` row (``timers(bin)``: what the
+    driver keeps of its pending timers); give every bin back to the executor's cache,
+    tagged with its version.  Returns the bytes written."""
+    from tstate.checkpoint.delta import encode_change
+    from tstate.checkpoint.store import write_data_file
+    from tstate.spark import binstore
+
     fs = binstore.store(info.directory).fs
     token = info.token + secrets.token_hex(3)
     written = 0
+    node = pn.node
     for b, bin_ in loaded.items():
         refs = binstore.chain(m, pn.name, b)
         version = refs[-1].path if refs else ""
@@ -292,7 +403,70 @@ def _stateful(
                 ref = write_data_file(fs, pn.name, b, info.checkpoint, token, kind, data)
                 written += ref.size
                 version = ref.path
-                payload = [ref.path, ref.size, ref.xxh64, kind, min(bin_.timers) if bin_.timers else None]
+                payload = [ref.path, ref.size, ref.xxh64, kind, timers(bin_)]
                 rows.append((FILE, 0, node, b, 0, msgpack.packb(payload)))
         binstore.give(info.directory, pn.name, bin_, version)
+    return written
+
+
+def _stateful(
+    plan: "Plan",
+    info: BatchInfo,
+    node: int,
+    partition: int,
+    groups: dict[int, dict[int, list[Any]]],
+    rows: list[tuple[int, int, int, int, int, bytes]],
+) -> dict[str, Any]:
+    import tstate as ts
+    from tstate.engine.execution import Execution
+    from tstate.operators.stateful import BinBatch, StatefulRuntime
+    from tstate.spark import binstore
+    from tstate.types.schema import Schema
+
+    pn = plan.nodes[node]
+    o = pn.options
+    # the operator, alone in a one-worker execution
+    mini = ts.Dataflow(f"{plan.name}/{pn.name}")
+    inp = mini.input("in", batch_size=1 << 30)
+    stream = mini._stateful(inp, o["key"], o["state_type"], o["new_state"], o["bins"], pn.name, o["fold"])(o["fn"])
+    mini._nodes[stream.node].options["handlers"] = dict(o["handlers"])
+    produced: dict[Any, list[Any]] = {}  # time -> output records, in arrival order
+    stream.sink(lambda t, recs: produced.setdefault(t, []).extend(recs))
+    exe = Execution(mini, 1)
+    op = exe.operators[0][stream.node]
+    assert isinstance(op, StatefulRuntime)
+    op.track_dirty = True
+    op.keys = plan.router(node)  # the process-wide memo of hashed keys
+    codec = op.codec
+    m = binstore.manifest(info.directory, info.head)
+    entry = m.operators.get(pn.name) if m is not None else None
+    stored_fp = Schema.from_builtins(entry.schema).fingerprint if entry is not None else codec.fingerprint
+    owners = info.owners[node]
+    needed = {b for bins in groups.values() for b in bins} | {
+        b for b in info.due.get(node, ()) if owners[b] == partition
+    }
+    loaded, found = take_bins(info, m, pn, op, needed, stored_fp)
+    if info.lo > 0:
+        inp.advance_to(info.lo)
+    for t in sorted(groups):
+        if op.fold:  # one batch per bin, tagged with it: the fold does not key the records again
+            for b in sorted(groups[t]):
+                inp.send(BinBatch(groups[t][b], b), time=t)
+        else:
+            recs = [r for b in sorted(groups[t]) for r in groups[t][b]]
+            inp.send(recs, time=t)
+    if info.hi is None:
+        inp.close()
+    elif info.hi > info.lo:
+        inp.advance_to(info.hi)
+    exe.step_while(lambda: True)
+    if op.stash or op.pending:  # pragma: no cover - times before hi are complete
+        raise AssertionError(f"operator {pn.name!r}: records left unapplied at the end of batch {info.batch}")
+    # outputs, through the fused chain after the operator
+    routed: dict[tuple[int, int, int], list[Any]] = {}
+    sinks: dict[tuple[int, int], list[Any]] = {}
+    for t, recs in sorted(produced.items(), key=lambda kv: kv[0]):
+        plan.push(node, t, recs, routed, sinks)
+    _emit(plan, info, routed, sinks, rows)
+    written = write_bins(info, m, pn, codec, loaded, rows, lambda b: min(b.timers) if b.timers else None)
     return {"hits": found["hit"], "catchups": found["catch-up"], "misses": found["miss"], "bytes": written}

@@ -1,0 +1,133 @@
+"""The fast paths of the Spark tasks give exactly what the general paths give: Arrow row
+cells from inputs that feed boundaries directly, flat-tuple cells, bin-tagged fold
+batches."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tstate as ts
+from tstate.errors import KeyFunctionError
+from tstate.operators.stateful import BinBatch
+from tstate.spark import task as T
+from tstate.spark.plan import Plan
+from tstate.spark.records import decode_cells, decode_records, encode_records, encode_rows
+
+flat = st.tuples(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text(), st.text() | st.binary())
+
+
+@given(st.lists(flat, min_size=1, max_size=8))
+def test_flat_tuples_round_trip_as_tuples(records: list) -> None:
+    cell = encode_records(records, "op")
+    back = decode_records(cell)
+    assert back == records and all(type(b) is tuple for b in back)
+    assert [type(x) for b in back for x in b] == [type(x) for r in records for x in r]
+
+
+def test_nested_tuples_still_take_the_general_form() -> None:
+    recs = [(1, (2, 3)), (4, [5])]
+    assert decode_records(encode_records(recs, "op")) == recs
+
+
+@pytest.mark.parametrize("shape", ["dict", "tuple", "value"])
+def test_row_cells_decode_like_to_pylist(shape: str) -> None:
+    t = pa.table({"k": ["a", None, "c"], "at": [dt.datetime(2001, 1, 1), None, dt.datetime(2002, 2, 2)], "n": [1, 2, 3]})
+    want = T._to_records(t.to_batches()[0].slice(1), shape)
+    assert decode_records(encode_rows(t.slice(1), shape)) == want
+    cells = [encode_rows(t.slice(0, 1), shape), encode_records([(1, 2)], "op"), encode_rows(t.slice(1), shape)]
+    assert decode_cells(cells) == [T._to_records(t.to_batches()[0].slice(0, 1), shape), [(1, 2)], want]
+
+
+def _flow(direct: bool) -> tuple[ts.Dataflow, Any]:
+    flow = ts.Dataflow("f")
+    events = flow.input("events")
+    src = events if direct else events.map(lambda r: r)
+
+    @flow.stateful(src, key=lambda r: r["k"], state=int, bins=8)
+    def count(n: int, r: Any, ctx: ts.Context) -> int:
+        return n + 1
+
+    events.collect()  # a sink right on the input
+    return flow, count
+
+
+def _cells(rows: list[Any]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for k, dest, node, b, t, p in rows:
+        recs = decode_records(p)
+        if k == T.HELD:  # held records may come grouped by time: the same per time
+            recs = sorted(map(tuple, recs), key=lambda x: x[0])
+        out.setdefault((k, dest, node, b, t), []).extend(recs)
+    return out
+
+
+@pytest.mark.parametrize("time_column", [None, "t"])
+def test_input_rows_fast_path_equals_general_path(time_column: Any, monkeypatch: Any) -> None:
+    flow, count = _flow(True)
+    plan = Plan.of(flow)
+    b = count.node
+    info = T.BatchInfo(3, 2, 5, "/nowhere", None, 1, "ab", (0, 1), {b: tuple(i % 2 for i in range(8))}, {b: frozenset()})
+    tbl = pa.table({"k": [f"k{i % 7}" for i in range(60)], "t": [None if i == 5 else i % 9 for i in range(60)]})
+    batches = tbl.to_batches(max_chunksize=25)
+
+    def run(direct: bool) -> dict[Any, Any]:
+        monkeypatch.setattr(T, "_direct", lambda plan, node: direct)
+        out = list(T.input_task(plan, info, "events", "dict", time_column, 3)(iter(batches)))
+        return _cells([tuple(r.values()) for r in pa.Table.from_batches(out).to_pylist()])
+
+    fast, general = run(True), run(False)
+    assert fast == general
+    assert any(k[0] == T.RECORDS for k in fast) and any(k[0] == T.SINK for k in fast)
+    if time_column:
+        assert any(k[0] == T.HELD for k in fast)
+
+
+def test_input_fast_path_key_error_is_named(monkeypatch: Any) -> None:
+    flow, count = _flow(True)
+    plan = Plan.of(flow)
+    b = count.node
+    info = T.BatchInfo(0, 0, 1, "/nowhere", None, 1, "ab", (0,), {b: (0,) * 8}, {b: frozenset()})
+    batches = pa.table({"x": [1, 2]}).to_batches()
+    with pytest.raises(KeyFunctionError, match="operator 'count'"):
+        list(T.input_task(plan, info, "events", "dict", None, 0)(iter(batches)))
+
+
+def test_direct_only_when_records_are_the_rows() -> None:
+    assert T._direct(Plan.of(_flow(True)[0]), 0)
+    assert not T._direct(Plan.of(_flow(False)[0]), 0)
+
+
+def test_fold_applies_bin_batches_like_plain_batches() -> None:
+    def build() -> tuple[ts.Dataflow, Any, Any]:
+        flow = ts.Dataflow("fold")
+        inp = flow.input("in")
+
+        @flow.fold_bins(inp, key=lambda r: r[0], state=int, bins=4)
+        def total(states: dict, records: list, ctx: Any) -> None:
+            for k, v in records:
+                states[k] = states.get(k, 0) + v
+            ctx.emit(sorted(states.items()))
+
+        return flow, inp, total.collect()
+
+    recs = [(f"k{i % 5}", i) for i in range(40)]
+    flow, inp, out = build()
+    inp.send(recs)
+    inp.close()
+    flow.run()
+    router = Plan.of(flow).router(1)
+    flow2, inp2, out2 = build()
+    by_bin: dict[int, list[Any]] = {}
+    for r in recs:
+        by_bin.setdefault(router.bin(r[0]), []).append(r)
+    for bn in sorted(by_bin):
+        inp2.send(BinBatch(by_bin[bn], bn))
+    inp2.close()
+    flow2.run()
+    assert sorted(map(str, out.records())) == sorted(map(str, out2.records()))

@@ -1,0 +1,412 @@
+"""Iterate scopes on Spark: a loop runs in *rounds* within a micro-batch until every time
+of the batch's epochs is done.
+
+Inside an iterate scope time is ``Product(epoch, inner)`` (partially ordered).  The driver
+knows every time that still has work in the loop: the times of the records in flight to
+the loop's keyed operators (each task reports the times of the cells it emits, a
+``TIMES`` row) and, per bin, the minimal times of its pending timers (reported with the
+bin's state file).  One round processes the **minimal** pending times ``M`` (nothing can
+still arrive before them: anything that follows from pending work is at or after some
+pending time).  Each of the loop's keyed operators runs once per round, in topological
+order (a record at ``m`` that passes several of them reaches each within the round; one
+that goes around the loop comes back at ``m + (0, step)``: next round), with the
+frontier
+
+    ``F = min( (pending - M)  ∪  { m + (0, 1) : m in M }  ∪  { (hi, 0) } )``
+
+(``hi``: the first epoch of the next micro-batch; omitted when the inputs are closed).
+Under ``F`` the embedded engine's own operator code applies the records and fires the
+timers that are ready -- exactly those at ``M`` and whatever they lead to within the
+round -- and leaves the rest; records it cannot apply yet go back in flight.  Rounds
+repeat until no pending time belongs to the batch's epochs.  Records leaving the loop
+flow on to the operators after it; records and timers at later epochs wait for their
+batch (held records, timers in bins).
+
+The state files written by a round extend the bins' chains within the batch's
+checkpoint (an *overlay* over the committed manifest that the next round's tasks read:
+the executor cache stays valid from round to round); the batch commits once, after the
+last round, so a failure anywhere in the loop commits nothing.
+
+A cell of records for a boundary inside a scope carries its full time as the cell's
+first element (the ``time`` column holds the epoch).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
+
+import msgpack
+from attrs import frozen
+
+from tstate.progress.timestamp import Product
+from tstate.spark.records import decode_records, encode_records
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from tstate.spark.plan import Plan
+    from tstate.spark.task import BatchInfo
+
+__all__ = ["RoundInfo", "Overlay", "minimal", "round_frontier", "loop_task", "encode_cell", "decode_cell", "timer_antichain"]
+
+#: a row kind: the times of the cells a task emitted for boundaries inside loops
+#: (``node``: the boundary, ``payload``: ``[[epoch, inner], ...]``)
+TIMES = 6
+
+
+def minimal(times: Iterable[Product]) -> list[Product]:
+    """The minimal elements of ``times`` under the product order (sorted)."""
+    out: list[Product] = []
+    for t in sorted(set(times)):  # lexicographic: a predecessor is always met first
+        if not any(m.less_equal(t) for m in out):
+            out.append(t)
+    return out
+
+
+def round_frontier(pending: Iterable[Product], ready: list[Product], hi: Optional[int]) -> list[Product]:
+    """The frontier of a round that processes ``ready`` (the minimal pending times)
+    out of ``pending`` (see the module docstring)."""
+    done = set(ready)
+    cand = [t for t in pending if t not in done]
+    cand.extend(Product(m.outer, m.inner + 1) for m in ready)
+    if hi is not None:
+        cand.append(Product(hi, 0))
+    return minimal(cand)
+
+
+def passed(frontier: list[Product], t: Product) -> bool:
+    """Whether the frontier has passed ``t`` (no element ``<= t``)."""
+    return not any(f.less_equal(t) for f in frontier)
+
+
+def timer_antichain(times: Iterable[Any]) -> Optional[list[list[int]]]:
+    """A bin's pending timer times as the driver keeps them: the minimal ones, as
+    ``[[epoch, inner], ...]`` (None: no timers)."""
+    m = minimal(t if type(t) is Product else Product(t, 0) for t in times)
+    return [[t.outer, t.inner] for t in m] if m else None
+
+
+def encode_cell(t: Product, recs: list[Any], operator: str) -> bytes:
+    return encode_records([t, *recs], operator)
+
+
+def decode_cell(payload: bytes) -> tuple[Product, list[Any]]:
+    recs = decode_records(payload)
+    return recs[0], recs[1:]
+
+
+@frozen
+class RoundInfo:
+    """What the driver tells the tasks of one round of a loop."""
+
+    round: int
+    frontier: tuple[Product, ...]
+    #: per stateful boundary of the loop: bins with a timer the frontier passed
+    due: dict[int, frozenset[int]]
+    overlay: "Overlay"
+
+
+@frozen
+class Overlay:
+    """The committed manifest's chains, extended by the files earlier rounds of this
+    batch wrote: ``extra[operator][bin] = (replace, refs)``; ``refs`` None: dropped."""
+
+    extra: dict[str, dict[int, tuple[bool, Any]]]
+
+    def chain(self, m: Any, operator: str, b: int) -> tuple[Any, ...]:
+        from tstate.spark import binstore
+
+        base = binstore.chain(m, operator, b)
+        e = self.extra.get(operator, {}).get(b)
+        if e is None:
+            return base
+        replace, refs = e
+        if refs is None:
+            return ()
+        return tuple(refs) if replace else (*base, *refs)
+
+
+class _Manifest:
+    """A committed manifest seen through an :class:`Overlay` (what binstore needs)."""
+
+    def __init__(self, m: Any, overlay: Overlay, operator: str) -> None:
+        self.m = m
+        self.overlay = overlay
+        self.operators = {operator: None}
+
+    def chain(self, operator: str, b: int) -> tuple[Any, ...]:
+        return self.overlay.chain(self.m, operator, b)
+
+
+def emit_loop_cells(
+    plan: "Plan", info: "BatchInfo", routed: dict[tuple[int, int, Any], list[Any]], rows: list[Any]
+) -> None:
+    """Cells at ``Product`` times (for boundaries inside a loop) and one ``TIMES`` row per
+    target boundary; ``routed`` must hold only such cells."""
+    from tstate.spark.task import RECORDS
+
+    labels = info.labels
+    times: dict[int, set[Product]] = {}
+    for (node, b, t), recs in routed.items():
+        rows.append((RECORDS, labels[info.owners[node][b]], node, b, t.outer, encode_cell(t, recs, plan.nodes[node].name)))
+        times.setdefault(node, set()).add(t)
+    for node, ts_ in times.items():
+        rows.append((TIMES, 0, node, 0, 0, msgpack.packb([[t.outer, t.inner] for t in ts_])))
+
+
+def loop_task(
+    plan: "Plan", info: "BatchInfo", rnd: RoundInfo, node: int
+) -> Any:
+    """One round of loop boundary ``node`` on one partition (module docstring)."""
+
+    def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        from pyspark import TaskContext
+
+        from tstate.spark.task import RECORDS, STATS, _arrow, _emit
+
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx is not None else 0
+        groups: dict[Product, dict[int, list[Any]]] = {}
+        n = 0
+        for batch in batches:
+            kinds = batch.column("kind").to_pylist()
+            bins = batch.column("bin").to_pylist()
+            payloads = batch.column("payload").to_pylist()
+            for k, b, p in zip(kinds, bins, payloads):
+                if k != RECORDS:
+                    continue
+                t, recs = decode_cell(p)
+                n += len(recs)
+                groups.setdefault(t, {}).setdefault(b, []).extend(recs)
+        rows: list[Any] = []
+        routed: dict[tuple[int, int, Any], list[Any]] = {}
+        sinks: dict[tuple[int, int], list[Any]] = {}
+        if plan.nodes[node].kind == "exchange":
+            for t in sorted(groups):
+                for recs in groups[t].values():
+                    plan.push(node, t, recs, routed, sinks)
+            stats: dict[str, Any] = {}
+        else:
+            stats = _stateful_round(plan, info, rnd, node, partition, groups, routed, sinks, rows)
+        stats["records"] = n
+        _emit(plan, info, routed, sinks, rows)
+        rows.append((STATS, 0, node, partition, 0, msgpack.packb(stats)))
+        yield _arrow(rows)
+
+    return run
+
+
+def _stateful_round(
+    plan: "Plan",
+    info: "BatchInfo",
+    rnd: RoundInfo,
+    node: int,
+    partition: int,
+    groups: dict[Product, dict[int, list[Any]]],
+    routed: dict[tuple[int, int, Any], list[Any]],
+    sinks: dict[tuple[int, int], list[Any]],
+    rows: list[Any],
+) -> dict[str, Any]:
+    import tstate as ts
+    from tstate.engine.execution import Execution
+    from tstate.operators.stateful import StatefulRuntime
+    from tstate.spark import binstore
+    from tstate.spark.task import take_bins, write_bins
+    from tstate.types.schema import Schema
+
+    pn = plan.nodes[node]
+    o = pn.options
+    frontier = list(rnd.frontier)
+    captured: list[tuple[Any, Any]] = []
+
+    # the operator alone in a one-worker execution, inside an iterate scope; a placing
+    # operator gives each record at its time and holds the round's frontier
+    mini = ts.Dataflow(f"{plan.name}/{pn.name}")
+    inp = mini.input("in", batch_size=1 << 30)
+    ops: list[Any] = []
+
+    def body(scope: Any, entered: Any) -> Any:
+        @mini.unary_frontier(entered, name="place", state=list)
+        def place(i: Any, out: Any, ctx: Any) -> None:
+            for cap, batch in i:
+                if not ctx.state:
+                    ctx.state.extend(cap.delayed(f) for f in frontier)
+                    ctx.state.append(None)  # (the frontier may be empty)
+                for t, recs in batch:
+                    if recs:
+                        c = cap.delayed(t)
+                        out.give_many(c, recs)
+                        c.drop()
+
+        st = mini._stateful(place, o["key"], o["state_type"], o["new_state"], o["bins"], pn.name, o["fold"])(o["fn"])
+        mini._nodes[st.node].options["handlers"] = dict(o["handlers"])
+        ops.append(st.node)
+        return st.inspect(lambda t, r: captured.append((t, r)))
+
+    mini.iterate(inp, name="loop")(body)
+    exe = Execution(mini, 1)
+    op = exe.operators[0][ops[0]]
+    assert isinstance(op, StatefulRuntime)
+    op.track_dirty = True
+    op.keys = plan.router(node)
+    codec = op.codec
+    m = binstore.manifest(info.directory, info.head)
+    entry = m.operators.get(pn.name) if m is not None else None
+    stored_fp = Schema.from_builtins(entry.schema).fingerprint if entry is not None else codec.fingerprint
+    view = _Manifest(m, rnd.overlay, pn.name)
+    owners = info.owners[node]
+    needed = {b for bins in groups.values() for b in bins} | {b for b in rnd.due.get(node, ()) if owners[b] == partition}
+    loaded, found = take_bins(info, view, pn, op, needed, stored_fp)
+    times = sorted(groups)
+    first = min([t.outer for t in times] + [f.outer for f in frontier] + [t.outer for t in op.timer_times.keys()] or [0])
+    items = [(t, [r for b in sorted(groups[t]) for r in groups[t][b]]) for t in times] or [(Product(first, 0), [])]
+    inp.send(items, time=first)
+    inp.close()
+    exe.step_while(lambda: True)
+    # outputs, through the fused chain after the operator
+    by_time: dict[Any, list[Any]] = {}
+    for t, r in captured:
+        by_time.setdefault(t, []).append(r)
+    for t, recs in sorted(by_time.items()):
+        plan.push(node, t, recs, routed, sinks)
+    # records the frontier does not let in yet stay in flight
+    if op.stash:
+        bin_of = plan.router(node).bin
+        key = o["key"]
+        for t, batches_ in op.stash.items():
+            for recs in batches_:
+                for r in recs:
+                    routed.setdefault((node, bin_of(key(r)), t), []).append(r)
+    written = write_bins(info, view, pn, codec, loaded, rows, lambda b: timer_antichain(b.timers))
+    return {"hits": found["hit"], "catchups": found["catch-up"], "misses": found["miss"], "bytes": written}
+
+
+class LoopRun:
+    """The driver's side of one loop in one micro-batch (module docstring).
+
+    ``backend``: the :class:`~tstate.spark.backend.Backend`; ``cells``: DataFrames of the
+    records entering the loop (``RECORDS`` rows, possibly for other boundaries too);
+    ``times``: per boundary of the loop, the times of those records (from ``TIMES``
+    rows); ``absorb(rows)`` takes a stage's non-record rows (files, counters, sinks)."""
+
+    def __init__(self, backend: Any, lp: Any, info: "BatchInfo", writer: Any, overlay: dict[str, Any]) -> None:
+        self.be = backend
+        self.plan = backend._plan
+        self.lp = lp
+        self.info = info
+        self.writer = writer
+        self.overlay = overlay
+        self.rounds = 0
+        self.stages = 0
+        self.persisted: list[Any] = []
+
+    def _timer_times(self) -> dict[int, dict[int, list[Product]]]:
+        out: dict[int, dict[int, list[Product]]] = {}
+        for b in self.lp.boundaries:
+            pn = self.plan.nodes[b]
+            bins = self.be._timers.get(pn.name, {})
+            out[b] = {
+                bn: ([Product(*v) for v in ts_] if isinstance(ts_, list) else [Product(int(ts_), 0)])
+                for bn, ts_ in bins.items()
+            }
+        return out
+
+    def run(self, cells: list[Any], times: dict[int, set[Product]], labels: tuple[int, ...]) -> tuple[dict[int, Any], list[Any], list[Any]]:
+        """Run rounds until the batch's times are done.  Returns the records leaving
+        the loop (per loop boundary: a DataFrame of ``RECORDS`` rows for boundaries
+        outside it), the non-record rows of every stage, and the rows of records still
+        in flight at later epochs (to be held)."""
+        from tstate.spark import task as T
+
+        plan, lp, info = self.plan, self.lp, self.info
+        hi = info.hi
+        inside = set(lp.boundaries)
+        in_list = ", ".join(str(b) for b in sorted(inside))
+        n = len(labels)
+        pending = {b: set(times.get(b, ())) for b in lp.boundaries}
+        parts = [c.where(f"kind = {T.RECORDS} and node in ({in_list})") for c in cells]
+        exits: dict[int, list[Any]] = {}
+        collected: list[Any] = []
+        while True:
+            timers = self._timer_times()
+            every = set().union(*pending.values()) | {t for bins in timers.values() for ts_ in bins.values() for t in ts_}
+            ready = [t for t in every if hi is None or t.outer < hi]
+            if not ready:
+                break
+            now = minimal(ready)
+            front = round_frontier(every, now, hi)
+            due = {
+                b: frozenset(bn for bn, ts_ in timers[b].items() if any(passed(front, t) for t in ts_))
+                for b in lp.boundaries
+            }
+            rnd = RoundInfo(self.rounds, tuple(front), due, Overlay({k: dict(v) for k, v in self.overlay.items()}))
+            fresh: list[Any] = []  # this round's outputs: what is left in flight after it
+            for b in lp.boundaries:
+                if not pending[b] and not due[b]:
+                    continue
+                inp = self.be._ticks_for(b, labels)
+                for p in parts:
+                    inp = inp.unionAll(p.where(f"node = {b}"))
+                out = inp.repartition(n, "dest").mapInArrow(loop_task(plan, info, rnd, b), T.SCHEMA)
+                out = out.localCheckpoint(eager=False)  # computed once, by the collect below; no lineage
+                self.persisted.append(out)
+                self.stages += 1
+                rows = out.where(f"kind != {T.RECORDS}").collect()
+                pending[b] = set()
+                rest = []
+                for r in rows:
+                    k = r["kind"]
+                    if k == TIMES:
+                        pending.setdefault(r["node"], set()).update(Product(*v) for v in msgpack.unpackb(r["payload"]))
+                    elif k == T.FILE:
+                        self._file(r)
+                    else:
+                        rest.append(r)
+                collected.extend(rest)
+                parts = [p.where(f"node != {b}") for p in parts]
+                mine = out.where(f"kind = {T.RECORDS} and node in ({in_list})")
+                parts.append(mine)
+                fresh = [p.where(f"node != {b}") for p in fresh] + [mine]
+                exits.setdefault(b, []).append(out.where(f"kind = {T.RECORDS} and node not in ({in_list})"))
+            # every boundary with records in flight ran: what was in flight before the
+            # round was consumed (applied or sent on again)
+            parts = fresh
+            self.rounds += 1
+        left: list[Any] = []
+        if any(pending.values()):  # records at later epochs: held until their batch
+            for p in parts:
+                left.extend(p.collect())
+        waves: dict[int, Any] = {}
+        for b, dfs in exits.items():
+            w = dfs[0]
+            for d in dfs[1:]:
+                w = w.unionAll(d)
+            waves[b] = w
+        return waves, collected, left
+
+    def _file(self, r: Any) -> None:
+        from tstate.checkpoint.manifest import FileRef
+
+        path, size, checksum, fkind, first = msgpack.unpackb(r["payload"])
+        b = r["bin"]
+        opname = self.plan.nodes[r["node"]].name
+        timers = self.be._timers.setdefault(opname, {})
+        chains = self.overlay.setdefault(opname, {})
+        if fkind == "drop":
+            self.writer.drop_bin(opname, b)
+            timers.pop(b, None)
+            chains[b] = (True, None)
+            return
+        ref = FileRef(path, size, checksum)
+        self.writer.adopt(opname, b, [ref], replace=fkind == "snap")
+        prev = chains.get(b)
+        if fkind == "snap" or (prev is not None and prev[1] is None):
+            chains[b] = (True, [ref])
+        elif prev is None:
+            chains[b] = (False, [ref])
+        else:
+            chains[b] = (prev[0], [*prev[1], ref])
+        if first is None:
+            timers.pop(b, None)
+        else:
+            timers[b] = first

@@ -521,28 +521,51 @@ class Backend:
                     rows += waves[name].where(f"kind in ({', '.join(kinds)})").collect()
             overlay: dict[str, Any] = {}
             self._loop_stats = {"rounds": 0, "stages": 0}
-            for item in plan.items:
-                if isinstance(item, tuple):  # an iterate scope: rounds until the batch is done
-                    lp = plan.loops[item[1]]
+            # a wave (input, boundary) -> the key of the DataFrame holding its records
+            # (the boundaries of loops run together share one)
+            alias: dict[Any, Any] = {}
+
+            def sources(feeders: Any) -> list[Any]:
+                keys = dict.fromkeys(alias.get(w, w) for w in feeders)
+                return [waves[k] for k in keys if k in waves]
+
+            done: set[Any] = set()
+            for pos, item in enumerate(plan.items):
+                if item in done:
+                    continue
+                done.add(item)
+                if isinstance(item, tuple):  # iterate scopes: rounds until the batch is done
+                    # later loops whose inputs are all ready run in the same rounds
+                    ready = {w for w in done if not isinstance(w, tuple)}
+                    group = [item] + [
+                        it for it in plan.items[pos + 1 :]
+                        if isinstance(it, tuple) and it not in done
+                        and all(isinstance(w, str) or w in ready for w in plan.loops[it[1]].feeders)
+                    ]
+                    done.update(group)
+                    lps = [plan.loops[it[1]] for it in group]
+                    inside = {b for lp in lps for b in lp.boundaries}
                     for r in rows:
-                        if r["kind"] == TIMES and r["node"] in lp.boundaries:
+                        if r["kind"] == TIMES and r["node"] in inside:
                             loop_times.setdefault(r["node"], set()).update(Product(*v) for v in msgpack.unpackb(r["payload"]))
-                    cells = [waves[w] for w in lp.feeders if w in waves]
-                    if item in inject:
-                        cells.append(self.spark.createDataFrame(inject[item], T.SCHEMA))
-                    run = LoopRun(self, lp, info, writer, overlay)
+                    cells = sources(w for lp in lps for w in lp.feeders)
+                    cells += [self.spark.createDataFrame(inject[it], T.SCHEMA) for it in group if it in inject]
+                    run = LoopRun(self, lps, info, writer, overlay)
                     try:
                         exits, got, left = run.run(cells, loop_times, labels)
                     finally:
                         persisted.extend(run.persisted)
                     self._loop_stats["rounds"] += run.rounds
                     self._loop_stats["stages"] += run.stages
-                    waves.update(exits)
+                    if exits is not None:
+                        waves[item] = exits
+                    for b in inside:
+                        alias[b] = item
                     rows += got
                     keep.extend([r["kind"], r["node"], r["bin"], r["time"], bytes(r["payload"])] for r in left)
                     continue
                 b = item
-                parts = [waves[w].where(f"kind = {T.RECORDS} and node = {b}") for w in plan.feeders.get(b, ()) if w in waves]
+                parts = [w.where(f"kind = {T.RECORDS} and node = {b}") for w in sources(plan.feeders.get(b, ()))]
                 if b in inject:
                     parts.append(self.spark.createDataFrame(inject[b], T.SCHEMA))
                 if plan.delays and hi is not None and parts:  # records a frontier operator gave at later times wait

@@ -137,7 +137,7 @@ class Plan:
                     "frontier operators without per-worker state, and sinks"
                 )
             depth = s.scope.depth
-            if depth > 1 or (s.kind == "enter" and depth > 1):
+            if depth > 1:
                 raise SparkError(
                     f"operator {s.name!r} is in a nested iterate scope ({s.scope.name!r}): the Spark backend runs "
                     "one level of iterate scopes"

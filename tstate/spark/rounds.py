@@ -100,8 +100,9 @@ class RoundInfo:
     """What the driver tells the tasks of one round of a loop."""
 
     round: int
-    frontier: tuple[Product, ...]
-    #: per stateful boundary of the loop: bins with a timer the frontier passed
+    #: per boundary of the loop(s): the round's frontier
+    frontier: dict[int, tuple[Product, ...]]
+    #: per stateful boundary of the loop(s): bins with a timer the frontier passed
     due: dict[int, frozenset[int]]
     overlay: "Overlay"
 
@@ -154,10 +155,9 @@ def emit_loop_cells(
         rows.append((TIMES, 0, node, 0, 0, msgpack.packb([[t.outer, t.inner] for t in ts_])))
 
 
-def loop_task(
-    plan: "Plan", info: "BatchInfo", rnd: RoundInfo, node: int
-) -> Any:
-    """One round of loop boundary ``node`` on one partition (module docstring)."""
+def loop_task(plan: "Plan", info: "BatchInfo", rnd: RoundInfo, nodes: tuple[int, ...]) -> Any:
+    """One round of loop boundaries ``nodes`` (of independent loops) on one partition
+    (module docstring)."""
 
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
         from pyspark import TaskContext
@@ -166,31 +166,33 @@ def loop_task(
 
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx is not None else 0
-        groups: dict[Product, dict[int, list[Any]]] = {}
-        n = 0
+        groups: dict[int, dict[Product, dict[int, list[Any]]]] = {node: {} for node in nodes}
+        counts = dict.fromkeys(nodes, 0)
         for batch in batches:
             kinds = batch.column("kind").to_pylist()
+            targets = batch.column("node").to_pylist()
             bins = batch.column("bin").to_pylist()
             payloads = batch.column("payload").to_pylist()
-            for k, b, p in zip(kinds, bins, payloads):
+            for k, node, b, p in zip(kinds, targets, bins, payloads):
                 if k != RECORDS:
                     continue
                 t, recs = decode_cell(p)
-                n += len(recs)
-                groups.setdefault(t, {}).setdefault(b, []).extend(recs)
+                counts[node] += len(recs)
+                groups[node].setdefault(t, {}).setdefault(b, []).extend(recs)
         rows: list[Any] = []
-        routed: dict[tuple[int, int, Any], list[Any]] = {}
-        sinks: dict[tuple[int, int], list[Any]] = {}
-        if plan.nodes[node].kind == "exchange":
-            for t in sorted(groups):
-                for recs in groups[t].values():
-                    plan.push(node, t, recs, routed, sinks)
-            stats: dict[str, Any] = {}
-        else:
-            stats = _stateful_round(plan, info, rnd, node, partition, groups, routed, sinks, rows)
-        stats["records"] = n
-        _emit(plan, info, routed, sinks, rows)
-        rows.append((STATS, 0, node, partition, 0, msgpack.packb(stats)))
+        for node in nodes:
+            routed: dict[tuple[int, int, Any], list[Any]] = {}
+            sinks: dict[tuple[int, int], list[Any]] = {}
+            if plan.nodes[node].kind == "exchange":
+                for t in sorted(groups[node]):
+                    for recs in groups[node][t].values():
+                        plan.push(node, t, recs, routed, sinks)
+                stats: dict[str, Any] = {}
+            else:
+                stats = _stateful_round(plan, info, rnd, node, partition, groups[node], routed, sinks, rows)
+            stats["records"] = counts[node]
+            _emit(plan, info, routed, sinks, rows)
+            rows.append((STATS, 0, node, partition, 0, msgpack.packb(stats)))
         yield _arrow(rows)
 
     return run
@@ -216,7 +218,7 @@ def _stateful_round(
 
     pn = plan.nodes[node]
     o = pn.options
-    frontier = list(rnd.frontier)
+    frontier = list(rnd.frontier[node])
     captured: list[tuple[Any, Any]] = []
 
     # the operator alone in a one-worker execution, inside an iterate scope; a placing
@@ -282,17 +284,17 @@ def _stateful_round(
 
 
 class LoopRun:
-    """The driver's side of one loop in one micro-batch (module docstring).
+    """The driver's side of one or more independent loops in one micro-batch (module
+    docstring): their rounds run together, the k-th boundary of each loop in one stage.
 
     ``backend``: the :class:`~tstate.spark.backend.Backend`; ``cells``: DataFrames of the
-    records entering the loop (``RECORDS`` rows, possibly for other boundaries too);
-    ``times``: per boundary of the loop, the times of those records (from ``TIMES``
-    rows); ``absorb(rows)`` takes a stage's non-record rows (files, counters, sinks)."""
+    records entering the loops (``RECORDS`` rows, possibly for other boundaries too);
+    ``times``: per boundary, the times of those records (from ``TIMES`` rows)."""
 
-    def __init__(self, backend: Any, lp: Any, info: "BatchInfo", writer: Any, overlay: dict[str, Any]) -> None:
+    def __init__(self, backend: Any, lps: list[Any], info: "BatchInfo", writer: Any, overlay: dict[str, Any]) -> None:
         self.be = backend
         self.plan = backend._plan
-        self.lp = lp
+        self.lps = lps
         self.info = info
         self.writer = writer
         self.overlay = overlay
@@ -302,72 +304,84 @@ class LoopRun:
 
     def _timer_times(self) -> dict[int, dict[int, list[Product]]]:
         out: dict[int, dict[int, list[Product]]] = {}
-        for b in self.lp.boundaries:
-            pn = self.plan.nodes[b]
-            bins = self.be._timers.get(pn.name, {})
-            out[b] = {
-                bn: ([Product(*v) for v in ts_] if isinstance(ts_, list) else [Product(int(ts_), 0)])
-                for bn, ts_ in bins.items()
-            }
+        for lp in self.lps:
+            for b in lp.boundaries:
+                bins = self.be._timers.get(self.plan.nodes[b].name, {})
+                out[b] = {
+                    bn: ([Product(*v) for v in ts_] if isinstance(ts_, list) else [Product(int(ts_), 0)])
+                    for bn, ts_ in bins.items()
+                }
         return out
 
-    def run(self, cells: list[Any], times: dict[int, set[Product]], labels: tuple[int, ...]) -> tuple[dict[int, Any], list[Any], list[Any]]:
+    def run(self, cells: list[Any], times: dict[int, set[Product]], labels: tuple[int, ...]) -> tuple[Any, list[Any], list[Any]]:
         """Run rounds until the batch's times are done.  Returns the records leaving
-        the loop (per loop boundary: a DataFrame of ``RECORDS`` rows for boundaries
-        outside it), the non-record rows of every stage, and the rows of records still
-        in flight at later epochs (to be held)."""
+        the loops (a DataFrame of ``RECORDS`` rows for boundaries outside them, or
+        None), the non-record rows of every stage, and the rows of records still in
+        flight at later epochs (to be held)."""
         from tstate.spark import task as T
 
-        plan, lp, info = self.plan, self.lp, self.info
+        plan, info = self.plan, self.info
         hi = info.hi
-        inside = set(lp.boundaries)
+        inside = {b for lp in self.lps for b in lp.boundaries}
         in_list = ", ".join(str(b) for b in sorted(inside))
         n = len(labels)
-        pending = {b: set(times.get(b, ())) for b in lp.boundaries}
+        pending = {b: set(times.get(b, ())) for b in inside}
         parts = [c.where(f"kind = {T.RECORDS} and node in ({in_list})") for c in cells]
-        exits: dict[int, list[Any]] = {}
+        exits: list[Any] = []
         collected: list[Any] = []
         while True:
             timers = self._timer_times()
-            every = set().union(*pending.values()) | {t for bins in timers.values() for ts_ in bins.values() for t in ts_}
-            ready = [t for t in every if hi is None or t.outer < hi]
-            if not ready:
-                break
-            now = minimal(ready)
-            front = round_frontier(every, now, hi)
-            due = {
-                b: frozenset(bn for bn, ts_ in timers[b].items() if any(passed(front, t) for t in ts_))
-                for b in lp.boundaries
-            }
-            rnd = RoundInfo(self.rounds, tuple(front), due, Overlay({k: dict(v) for k, v in self.overlay.items()}))
-            fresh: list[Any] = []  # this round's outputs: what is left in flight after it
-            for b in lp.boundaries:
-                if not pending[b] and not due[b]:
+            fronts: dict[int, tuple[Product, ...]] = {}
+            due: dict[int, frozenset[int]] = {}
+            active = []
+            for lp in self.lps:  # each loop's own frontier: their times are unrelated
+                every = set().union(*(pending[b] for b in lp.boundaries))
+                every |= {t for b in lp.boundaries for ts_ in timers[b].values() for t in ts_}
+                ready = [t for t in every if hi is None or t.outer < hi]
+                if not ready:
                     continue
-                inp = self.be._ticks_for(b, labels)
+                active.append(lp)
+                front = round_frontier(every, minimal(ready), hi)
+                for b in lp.boundaries:
+                    fronts[b] = tuple(front)
+                    due[b] = frozenset(bn for bn, ts_ in timers[b].items() if any(passed(front, t) for t in ts_))
+            if not active:
+                break
+            rnd = RoundInfo(self.rounds, fronts, due, Overlay({k: dict(v) for k, v in self.overlay.items()}))
+            fresh: list[Any] = []  # this round's outputs: what is left in flight after it
+            for k in range(max(len(lp.boundaries) for lp in active)):
+                nodes = tuple(
+                    lp.boundaries[k] for lp in active
+                    if k < len(lp.boundaries) and (pending[lp.boundaries[k]] or due[lp.boundaries[k]])
+                )
+                if not nodes:
+                    continue
+                these = ", ".join(map(str, nodes))
+                inp = self.be._ticks_for(nodes[0], labels)
+                for b in nodes[1:]:
+                    inp = inp.unionAll(self.be._ticks_for(b, labels))
                 for p in parts:
-                    inp = inp.unionAll(p.where(f"node = {b}"))
-                out = inp.repartition(n, "dest").mapInArrow(loop_task(plan, info, rnd, b), T.SCHEMA)
+                    inp = inp.unionAll(p.where(f"node in ({these})"))
+                out = inp.repartition(n, "dest").mapInArrow(loop_task(plan, info, rnd, nodes), T.SCHEMA)
                 out = out.localCheckpoint(eager=False)  # computed once, by the collect below; no lineage
                 self.persisted.append(out)
                 self.stages += 1
                 rows = out.where(f"kind != {T.RECORDS}").collect()
-                pending[b] = set()
-                rest = []
+                for b in nodes:
+                    pending[b] = set()
                 for r in rows:
-                    k = r["kind"]
-                    if k == TIMES:
+                    kind = r["kind"]
+                    if kind == TIMES:
                         pending.setdefault(r["node"], set()).update(Product(*v) for v in msgpack.unpackb(r["payload"]))
-                    elif k == T.FILE:
+                    elif kind == T.FILE:
                         self._file(r)
                     else:
-                        rest.append(r)
-                collected.extend(rest)
-                parts = [p.where(f"node != {b}") for p in parts]
+                        collected.append(r)
+                parts = [p.where(f"node not in ({these})") for p in parts]
                 mine = out.where(f"kind = {T.RECORDS} and node in ({in_list})")
                 parts.append(mine)
-                fresh = [p.where(f"node != {b}") for p in fresh] + [mine]
-                exits.setdefault(b, []).append(out.where(f"kind = {T.RECORDS} and node not in ({in_list})"))
+                fresh = [p.where(f"node not in ({these})") for p in fresh] + [mine]
+                exits.append(out.where(f"kind = {T.RECORDS} and node not in ({in_list})"))
             # every boundary with records in flight ran: what was in flight before the
             # round was consumed (applied or sent on again)
             parts = fresh
@@ -376,14 +390,10 @@ class LoopRun:
         if any(pending.values()):  # records at later epochs: held until their batch
             for p in parts:
                 left.extend(p.collect())
-        waves: dict[int, Any] = {}
-        for b, dfs in exits.items():
-            w = dfs[0]
-            for d in dfs[1:]:
-                w = w.unionAll(d)
-            waves[b] = w
-        return waves, collected, left
-
+        wave = None
+        for d in exits:
+            wave = d if wave is None else wave.unionAll(d)
+        return wave, collected, left
     def _file(self, r: Any) -> None:
         from tstate.checkpoint.manifest import FileRef
 

@@ -22,6 +22,11 @@ repeat until no pending time belongs to the batch's epochs.  Records leaving the
 flow on to the operators after it; records and timers at later epochs wait for their
 batch (held records, timers in bins).
 
+Loops that do not feed each other (their inputs are all ready) run their rounds
+together: one Spark stage runs the ``k``-th keyed operator of each, each loop with its
+own frontier (their times are unrelated), so a batch costs the rounds of its longest
+loop, not their sum.
+
 The state files written by a round extend the bins' chains within the batch's
 checkpoint (an *overlay* over the committed manifest that the next round's tasks read:
 the executor cache stays valid from round to round); the batch commits once, after the

@@ -236,23 +236,9 @@ class Plan:
 
     def _reach(self, start: int) -> tuple[list[int], list[int]]:
         """Boundaries and sinks reached from ``start``'s output without crossing a boundary."""
-        seen: set[int] = set()
-        bounds: list[int] = []
-        sinks: list[int] = []
-        todo = [c for c, _ in self.nodes[start].consumers]
-        while todo:
-            n = todo.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            kind = self.nodes[n].kind
-            if kind in BOUNDARIES:
-                bounds.append(n)
-            elif kind == "sink":
-                sinks.append(n)
-            else:
-                todo.extend(c for c, _ in self.nodes[n].consumers)
-        return sorted(bounds), sorted(sinks)
+        seen = self._reach_loopless(start)
+        kinds = {n: self.nodes[n].kind for n in seen}
+        return sorted(n for n, k in kinds.items() if k in BOUNDARIES), sorted(n for n, k in kinds.items() if k == "sink")
 
     def router(self, node: int) -> KeyRouter:
         """The key -> bin router of a boundary.  Shared by every plan in this process

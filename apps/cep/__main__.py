@@ -35,7 +35,8 @@ directory ends up as after an uninterrupted run.
 :class:`tstate.spark.Backend` in batch mode: Spark reads the table and computes each
 row's epoch exactly as the embedded source stamps it (:mod:`apps.cep.spark_source`),
 the first operator turns rows into :class:`~apps.cep.flights.FlightEvent`, each
-micro-batch is ``--epochs-per-batch`` epochs (default 1) over ``--partitions``
+micro-batch is ``--epochs-per-batch`` epochs (default: as many as fit about 500,000
+flights, so Spark's fixed cost per micro-batch is paid a few times) over ``--partitions``
 partitions (default 2) of a ``--master`` session (default ``local[2]``; a session
 already running in the process is reused and left running), with the state in
 ``--checkpoint`` (default: a temporary directory, removed afterwards; a directory
@@ -109,7 +110,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     spark.add_argument("--partitions", type=int, default=2, help="Spark partitions the state is spread over (default: 2)")
     spark.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     spark.add_argument(
-        "--epochs-per-batch", type=int, default=1, help="epochs per Spark micro-batch (default: 1)"
+        "--epochs-per-batch", type=int, default=None,
+        help="epochs per Spark micro-batch (default: as many as fit about 500,000 flights; "
+        "the matches are the same for any value)",
     )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
@@ -119,7 +122,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         p.error("--limit must be >= 0")
     if args.partitions < 1:
         p.error("--partitions must be >= 1")
-    if args.epochs_per_batch < 1:
+    if args.epochs_per_batch is not None and args.epochs_per_batch < 1:
         p.error("--epochs-per-batch must be >= 1")
     if args.every < 1:
         p.error("--every must be >= 1")
@@ -374,7 +377,9 @@ def _run_spark(args: argparse.Namespace) -> int:
         spark = local_session(args.master, app_name="apps.cep")
         try:
             minutes = epoch_minutes(args.epoch)
-            frame = flight_frame(spark, path, epoch=args.epoch, limit=args.limit).cache()
+            frame = flight_frame(
+                spark, path, epoch=args.epoch, limit=args.limit, partitions=spark.sparkContext.defaultParallelism
+            ).cache()
             flow = ts.Dataflow("cep-flights")
             flights = flow.input("flights").map(flight_event, name="flights.events")
             sinks, _ = build(

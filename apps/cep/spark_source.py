@@ -17,12 +17,12 @@ Spark, what :mod:`apps.cep.source` computes in Python for the embedded engine:
 
 The running maximum needs the rows in file order: the frame numbers the rows
 (``monotonically_increasing_id``, which follows the file's splits) and computes it with
-a window ordered by that number, which also puts the whole table in one Spark partition,
-in file order.  So the records of an epoch reach each CEP key in file order on Spark
-too -- the order in which the operator breaks ties between departures of the same
-minute -- and both backends compute the same matches.  (One partition is one input task
-per micro-batch: enough for the app's tables, which the CEP operators, not the reading,
-dominate; the boundaries still run on ``--partitions`` partitions.)
+a window ordered by that number, in one Spark partition (in the JVM: cheap).  The frame
+is then spread over ``partitions`` partitions **by origin** (the CEP key), each sorted by
+row number: every input task of a micro-batch then works in parallel on its own
+airports, and the records of an epoch still reach each CEP key in file order -- the order
+in which the operator breaks ties between departures of the same minute -- so both
+backends compute the same matches.
 
 :data:`COLUMNS` are the frame's columns and Spark types (the
 :class:`tstate.spark.Source` ``columns`` check); :func:`flight_event` turns a row (a
@@ -85,10 +85,11 @@ def flight_frame(
     path: Union[str, os.PathLike[str]],
     epoch: Union[int, float, str] = "1h",
     limit: Optional[int] = None,
+    partitions: int = 1,
 ) -> Any:
     """The flight table at ``path`` (Parquet, or CSV by its suffix) as a DataFrame of
-    :data:`COLUMNS`, in file order, in one partition; ``limit``: the first rows only
-    (see the module docstring)."""
+    :data:`COLUMNS`, in file order within each origin, spread over ``partitions``
+    partitions by origin; ``limit``: the first rows only (see the module docstring)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -96,6 +97,8 @@ def flight_frame(
     minutes = epoch_minutes(epoch)
     if limit is not None and limit < 0:
         raise ConfigurationError(f"limit must be >= 0, got {limit}")
+    if not isinstance(partitions, int) or partitions < 1:
+        raise ConfigurationError(f"partitions must be an integer >= 1, got {partitions!r}")
     if not os.path.exists(p):
         raise SourceError(f"{p}: no such file")
     csv = _is_csv(p)
@@ -153,6 +156,8 @@ def flight_frame(
         r = bad[0]
         c = next(c for c in REQUIRED if r[f"_null_{c}"])
         raise SourceError(f"{p}: row {r['_row']}: column {c!r} is null")
+    if partitions > 1:
+        df = df.repartition(partitions, "origin").sortWithinPartitions("_row")
     return df.select(*COLUMNS)
 
 

@@ -206,3 +206,48 @@ def test_spark_resumes_from_an_embedded_checkpoint(spark: Any, tmp_path: Any) ->
     assert got == ref_out
     state = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in backend.state(stats2).collect()}
     assert state == as_tuples(ref_state)
+
+
+def _two_level_flow() -> tuple[ts.Dataflow, ts.InputStream, ts.Collected, ts.Collected]:
+    """Two keyed operators on the same input (one stage on Spark) and a third after one
+    of them (the next stage)."""
+    flow = ts.Dataflow("levels")
+    ev = flow.input("events")
+
+    @flow.stateful(ev, key=lambda r: r["k"], state=int)
+    def count(n: int, r: dict, ctx: ts.Context) -> int:
+        ctx.emit((r["k"], n + 1))
+        return n + 1
+
+    @flow.stateful(ev, key=lambda r: r["v"], state=int)
+    def by_value(total: int, r: dict, ctx: ts.Context) -> int:
+        ctx.emit((r["v"], total + r["v"]))
+        return total + r["v"]
+
+    @flow.stateful(count, key=lambda kv: kv[1] % 3, state=int)
+    def level2(m: int, kv: tuple, ctx: ts.Context) -> int:
+        ctx.emit((kv[1] % 3, m + 1))
+        return m + 1
+
+    return flow, ev, by_value.collect(), level2.collect()
+
+
+@spark_settings
+@given(rows=rows_st, partitions=st.integers(1, 3), epochs=st.one_of(st.none(), st.integers(1, 2)))
+def test_boundaries_ready_together_share_a_stage(
+    spark: Any, tmp_path_factory: Any, rows: list, partitions: int, epochs: int | None
+) -> None:
+    flow, ev, a, b = _two_level_flow()
+    for t in sorted({r["t"] for r in rows}):
+        ev.send([r for r in rows if r["t"] == t], time=t)
+    ev.close()
+    flow.run(workers=2)
+    ref = (sorted(a.items, key=repr), sorted(b.items, key=repr))
+
+    flow, _ev, a, b = _two_level_flow()
+    backend = Backend(spark, checkpoint=str(tmp_path_factory.mktemp("ck")), partitions=partitions)
+    df = spark.createDataFrame(rows, ROW) if rows else spark.createDataFrame([], ROW)
+    backend.run(flow, {"events": Source(df, time="t")}, epochs_per_batch=epochs, rows_per_batch=7)
+    assert (sorted(a.items, key=repr), sorted(b.items, key=repr)) == ref
+    # count and by_value in one stage, level2 in the next: two per batch, not three
+    assert {m.stages for m in backend.metrics.batches} == {2}

@@ -104,6 +104,8 @@ class BatchMetrics:
     #: iterate scopes: rounds run (all loops) and Spark stages they took
     loop_rounds: int = 0
     loop_stages: int = 0
+    #: Spark stages of the root boundaries (those whose inputs are ready together share one)
+    stages: int = 0
 
 
 @define
@@ -255,13 +257,17 @@ class Backend:
             self._labels[n] = tuple(found[p] for p in range(n))
         return self._labels[n]
 
-    def _ticks_for(self, node: int, labels: tuple[int, ...]) -> Any:
+    def _ticks_for(self, nodes: "int | tuple[int, ...]", labels: tuple[int, ...]) -> Any:
+        """One ``TICK`` row per partition (for the first of ``nodes``, a stage's
+        boundaries): every partition runs the stage, so due timers fire everywhere."""
         from tstate.spark.task import SCHEMA, TICK
 
-        key = (node, len(labels))
+        if isinstance(nodes, int):
+            nodes = (nodes,)
+        key = (nodes[0], len(labels))
         if key not in self._ticks:
             self._ticks[key] = self.spark.createDataFrame(
-                [(TICK, lab, node, 0, 0, b"") for lab in labels], SCHEMA
+                [(TICK, lab, nodes[0], 0, 0, b"") for lab in labels], SCHEMA
             )
         return self._ticks[key]
 
@@ -318,14 +324,21 @@ class Backend:
         flow: "Dataflow",
         sources: Optional[dict[str, Any]] = None,
         *,
-        epochs_per_batch: int = 1,
+        epochs_per_batch: Optional[int] = None,
+        rows_per_batch: int = 500_000,
         reconfigure: Any = (),
     ) -> None:
         """Run ``flow`` over static DataFrames to completion (see the module docstring).
 
+        ``epochs_per_batch``: how many epochs each micro-batch covers; by default (None)
+        the epochs are cut into micro-batches of about ``rows_per_batch`` input rows
+        each (from one count of the rows per epoch), so that Spark's fixed cost per
+        micro-batch is paid a few times, not once per epoch.  The output is the same
+        for any cut: a micro-batch only decides when state is committed.
         ``reconfigure``: ``(time, tstate.Rescale(partitions, strategy=...))`` pairs, like
         the embedded engine's: from the first micro-batch at or after ``time``, the
-        bins move to the new partitions (per the strategy, over one or more batches)."""
+        bins move to the new partitions (per the strategy, over one or more batches);
+        with automatic cuts a micro-batch starts at each such time."""
         from pyspark.sql import functions as F
 
         from tstate.migration.commands import Rescale
@@ -335,31 +348,34 @@ class Backend:
             if not isinstance(cmd, Rescale):
                 raise ConfigurationError(f"the Spark backend rescales by partitions: use tstate.Rescale, not {cmd!r}")
 
-        if not isinstance(epochs_per_batch, int) or epochs_per_batch < 1:
+        if epochs_per_batch is not None and (not isinstance(epochs_per_batch, int) or epochs_per_batch < 1):
             raise ConfigurationError(f"epochs_per_batch must be an integer >= 1, got {epochs_per_batch!r}")
+        if not isinstance(rows_per_batch, int) or rows_per_batch < 1:
+            raise ConfigurationError(f"rows_per_batch must be an integer >= 1, got {rows_per_batch!r}")
         bound = self._prepare(flow, sources or {})
         if self._frontier is None:
             return  # a finished run was committed: nothing left to do
-        lows, highs = [], []
+        counts: dict[int, int] = {}  # epoch -> input rows
+        untimed = False
         for name, src in bound.items():
             if getattr(src.df, "isStreaming", False):
                 raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.start for streaming runs")
             if src.time is None:
-                lows.append(0)
-                highs.append(0)
+                untimed = True
             else:
-                r = src.df.agg(F.min(src.time).alias("lo"), F.max(src.time).alias("hi")).collect()[0]
-                if r["lo"] is not None:
-                    lows.append(int(r["lo"]))
-                    highs.append(int(r["hi"]))
-        lo: int = (min(lows) if lows else 0) if self._fresh else self._frontier
-        top = max(highs) if highs else -1
+                for r in src.df.groupBy(src.time).count().collect():
+                    if r[0] is not None:
+                        counts[int(r[0])] = counts.get(int(r[0]), 0) + int(r[1])
+        if untimed:
+            counts.setdefault(0, 0)
+        lo: int = (min(counts) if counts else 0) if self._fresh else self._frontier
+        top = max(counts) if counts else -1
+        cuts = _cuts(counts, lo, top, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
         batch = self._last_batch + 1
         # each micro-batch filters its epochs out of the sources: read them once
-        cached = {name: src.df.persist() for name, src in bound.items() if src.time is not None and top - lo >= epochs_per_batch}
+        cached = {name: src.df.persist() for name, src in bound.items() if src.time is not None and len(cuts) > 1}
         try:
-            while lo <= top:
-                hi = lo + epochs_per_batch
+            for lo, hi in cuts:
                 while pending and pending[0][0] <= lo:
                     cmd = pending.pop(0)[1]
                     self.rescale(cmd.workers, cmd.strategy)
@@ -371,10 +387,11 @@ class Backend:
                         df = cached.get(name, src.df)
                         dfs[name] = df.where((F.col(src.time) >= lo) & (F.col(src.time) < hi))
                 self._batch(dfs, bound, batch, lo, hi, None)
-                lo, batch = hi, batch + 1
+                batch += 1
         finally:
             for df in cached.values():
                 df.unpersist()
+        lo = cuts[-1][1] if cuts else lo
         self._batch({}, bound, batch, lo, None, None)  # the inputs close: remaining timers fire
         for spec in flow._nodes:
             if spec.kind == "sink":
@@ -564,10 +581,19 @@ class Backend:
                     rows += got
                     keep.extend([r["kind"], r["node"], r["bin"], r["time"], bytes(r["payload"])] for r in left)
                     continue
-                b = item
-                parts = [w.where(f"kind = {T.RECORDS} and node = {b}") for w in sources(plan.feeders.get(b, ()))]
-                if b in inject:
-                    parts.append(self.spark.createDataFrame(inject[b], T.SCHEMA))
+                # root boundaries whose inputs are all ready run in one stage
+                def ready(w: Any) -> bool:
+                    return isinstance(w, str) or w in waves or w in alias
+
+                group = [item] + [
+                    it for it in plan.items[pos + 1 :]
+                    if not isinstance(it, tuple) and it not in done and all(ready(w) for w in plan.feeders.get(it, ()))
+                ]
+                done.update(group)
+                nodes = ", ".join(map(str, group))
+                feeders = [w for b in group for w in plan.feeders.get(b, ())]
+                parts = [w.where(f"kind = {T.RECORDS} and node in ({nodes})") for w in sources(feeders)]
+                parts += [self.spark.createDataFrame(inject[b], T.SCHEMA) for b in group if b in inject]
                 if plan.delays and hi is not None and parts:  # records a frontier operator gave at later times wait
                     late = parts[0]
                     for p in parts[1:]:
@@ -577,14 +603,17 @@ class Backend:
                         for r in late.where(f"time >= {hi}").collect()
                     )
                     parts = [p.where(f"time < {hi}") for p in parts]
-                inp = self._ticks_for(b, labels)
+                inp = self._ticks_for(tuple(group), labels)
                 for p in parts:
                     inp = inp.unionAll(p)
-                out = inp.repartition(n, "dest").mapInArrow(T.boundary_task(plan, info, b), T.SCHEMA)
-                if plan.delays or any(b in plan.feeders.get(c, ()) for c in plan.boundaries):
+                out = inp.repartition(n, "dest").mapInArrow(T.boundary_task(plan, info, tuple(group)), T.SCHEMA)
+                if plan.delays or any(b in plan.feeders.get(c, ()) for b in group for c in plan.boundaries):
                     out = out.persist()
                     persisted.append(out)
-                waves[b] = out
+                for b in group:
+                    waves[b] = out
+                    alias[b] = item
+                self._loop_stats["root_stages"] = self._loop_stats.get("root_stages", 0) + 1
                 rows += out.where(f"kind != {T.RECORDS}").collect()
             t_jobs = _time.perf_counter()
             # the driver's part: files, timers, counters, then the sinks
@@ -663,7 +692,7 @@ class Backend:
             BatchMetrics(
                 batch, hi, _time.perf_counter() - start, n, stats["records"], stats["hits"], stats["misses"],
                 stats["bytes"], moved, stats["catchups"], t_jobs - start, t_driver - t_jobs, t_commit - t_driver,
-                self._loop_stats["rounds"], self._loop_stats["stages"],
+                self._loop_stats["rounds"], self._loop_stats["stages"], self._loop_stats.get("root_stages", 0),
             )
         )
 
@@ -677,6 +706,47 @@ class Backend:
         if self._flow is None:
             raise SparkError("nothing has run on this backend yet")
         return state_frame(self, op)
+
+
+def _cuts(
+    counts: dict[int, int], lo: int, top: int, epochs: Optional[int], rows: int, starts: list[int]
+) -> list[tuple[int, int]]:
+    """The micro-batches ``[lo, hi)`` of a batch run over epochs ``lo..top``: ``epochs``
+    epochs each, or (``epochs`` None) as many epochs as fit about ``rows`` input rows
+    (``counts``: rows per epoch), a batch always starting at each time in ``starts``.
+
+    >>> _cuts({0: 5, 1: 5, 2: 5, 7: 20}, 0, 7, None, 10, [])
+    [(0, 2), (2, 7), (7, 8)]
+    >>> _cuts({0: 5, 1: 5, 2: 5, 7: 20}, 0, 7, 3, 10, [])
+    [(0, 3), (3, 6), (6, 9)]
+    >>> _cuts({0: 5, 1: 5, 2: 5}, 0, 2, None, 100, [1])
+    [(0, 1), (1, 3)]
+    """
+    out: list[tuple[int, int]] = []
+    if epochs is not None:
+        while lo <= top:
+            out.append((lo, lo + epochs))
+            lo += epochs
+        return out
+    edges = sorted({t for t in starts if lo < t <= top})
+    start, acc = lo, 0
+    for t in sorted(e for e in counts if lo <= e <= top):
+        while edges and edges[0] <= t:  # a rescale starts a batch
+            if edges[0] > start:
+                out.append((start, edges[0]))
+                start, acc = edges[0], 0
+            edges.pop(0)
+        if acc and acc + counts[t] > rows:
+            out.append((start, t))
+            start, acc = t, 0
+        acc += counts[t]
+    for e in edges:
+        if e > start:
+            out.append((start, e))
+            start = e
+    if start <= top:
+        out.append((start, top + 1))
+    return out
 
 
 def _write_held(fs: Any, path: str, cells: list[Any]) -> None:

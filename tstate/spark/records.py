@@ -10,10 +10,13 @@ module's top level (sent as the class's import path and its fields' values, rebu
 class) raises :class:`~tstate.errors.SparkError` naming the operator and the record: map
 it to a tuple, dict or attrs instance before the exchange.
 
-Two faster forms of a cell, chosen by the writer and told apart by the reader: a cell
+Three faster forms of a cell, chosen by the writer and told apart by the reader: a cell
 whose records are all *flat tuples* (of ``None``, bool, int, float, str, bytes; the
 common ``(key, value)`` outputs) is one extension holding the tuples packed as plain
-arrays, read back with ``use_list=False`` (no extension per record); and input **rows**
+arrays, read back with ``use_list=False`` (no extension per record); a cell whose
+records are all instances of **one attrs class or named tuple with flat fields** (an
+event type) is one extension naming the class once and holding each record's field
+values as a plain array; and input **rows**
 going straight from an input to a shuffle are an Arrow IPC stream (:func:`encode_rows`;
 it starts with Arrow's continuation marker ``0xFFFFFFFF``, which no msgpack cell does),
 read back as the input task would have read them (``to_pylist``, in the input's record
@@ -29,6 +32,7 @@ shape).
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 from decimal import Decimal
 from typing import Any
 
@@ -44,6 +48,9 @@ _classes: dict[str, Any] = {}
 _FLAT_TUPLES = 9
 #: an int beyond 64 bits (decimal digits)
 _BIGINT = 10
+#: a cell whose records are all instances of one attrs class or named tuple with flat
+#: fields (see the module docstring)
+_FLAT_OBJECTS = 11
 _SCALARS = frozenset({type(None), bool, int, float, str, bytes})
 #: the first bytes of an Arrow IPC stream (a msgpack cell never starts with 0xFF: a cell
 #: is an array or an extension)
@@ -114,6 +121,9 @@ def _ext(code: int, data: bytes) -> Any:
     if code == _NAMEDTUPLE:
         path, values = _unpack(data)
         return _attrs_class(path, True)(*values)
+    if code == _FLAT_OBJECTS:
+        path, named_tuple, rows = msgpack.unpackb(data, use_list=False, raw=False)
+        return list(itertools.starmap(_attrs_class(path, named_tuple), rows))
     if code == _BIGINT:
         return int(data.decode())
     return msgpack.ExtType(code, data)  # pragma: no cover - not written by us
@@ -130,9 +140,16 @@ def _unpack(data: bytes) -> Any:
 def encode_records(records: list[Any], operator: str) -> bytes:
     """One shuffle cell: the records (see the module docstring); ``operator`` names the
     operator the records go to, for the error message."""
-    if records and _flat_tuples(records):
+    if records:
+        first = type(records[0])
         try:
-            return _pack(msgpack.ExtType(_FLAT_TUPLES, _pack_plain(records)))
+            if first is tuple:
+                if _flat_tuples(records):
+                    return _pack(msgpack.ExtType(_FLAT_TUPLES, _pack_plain(records)))
+            else:
+                flat = _flat_objects(records, first)
+                if flat is not None:
+                    return _pack(msgpack.ExtType(_FLAT_OBJECTS, _pack_plain(flat)))
         except (TypeError, ValueError, OverflowError):  # e.g. an int beyond 64 bits: the general form says why
             pass
     try:
@@ -166,6 +183,44 @@ def _flat_tuples(records: list[Any]) -> bool:
             if type(x) not in scalars:
                 return False
     return True
+
+
+#: attrs class or named tuple -> (import path, its fields' getter), or None when its
+#: records cannot take the flat form
+_getters: dict[type, Any] = {}
+
+
+def _flat_objects(records: list[Any], cls: type) -> Any:
+    """``[path, [values, ...]]`` when every record is an instance of ``cls`` (one attrs
+    class or named tuple at a module's top level) whose field values are all scalars;
+    else None.  Decoded by ``cls(*values)``, like the per-record extensions."""
+    import operator
+
+    spec = _getters.get(cls, False)
+    if spec is False:
+        spec = None
+        if "<locals>" not in cls.__qualname__:
+            path = f"{cls.__module__}:{cls.__qualname__}"
+            attrs_fields = getattr(cls, "__attrs_attrs__", None)
+            if attrs_fields is not None and len(attrs_fields) > 1 and all(a.init for a in attrs_fields):
+                spec = (path, False, operator.attrgetter(*(a.name for a in attrs_fields)))
+            elif issubclass(cls, tuple) and hasattr(cls, "_fields") and len(cls._fields) > 1:
+                spec = (path, True, tuple)
+        _getters[cls] = spec
+    if spec is None:
+        return None
+    path, named_tuple, get = spec
+    scalars = _SCALARS
+    values = []
+    for r in records:
+        if r.__class__ is not cls:
+            return None
+        v = get(r)
+        for x in v:
+            if x.__class__ not in scalars:
+                return None
+        values.append(v)
+    return [path, named_tuple, values]
 
 
 _pack_plain = msgpack.Packer(use_bin_type=True).pack  # tuples as arrays; one C call, GIL-safe

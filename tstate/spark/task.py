@@ -316,42 +316,49 @@ def _route_input(plan: "Plan", info: BatchInfo, node: int, by_time: dict[int, li
     yield _arrow(rows)
 
 
-def boundary_task(plan: "Plan", info: BatchInfo, node: int) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
-    """The reduce side of boundary ``node`` on one partition (see the module docstring)."""
+def boundary_task(
+    plan: "Plan", info: BatchInfo, nodes: "int | tuple[int, ...]"
+) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
+    """The reduce side of one or more boundaries on one partition (see the module
+    docstring).  Boundaries whose inputs are all ready share one stage: each cell goes
+    to its ``node``, and each boundary runs over its own cells, in ``nodes`` order."""
+    group = (nodes,) if isinstance(nodes, int) else tuple(nodes)
 
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx is not None else 0
-        groups: dict[int, dict[int, list[Any]]] = {}  # time -> bin -> records
-        n = 0
-        cells: list[tuple[int, int]] = []
-        payloads: list[Any] = []
+        cells: dict[int, list[tuple[int, int]]] = {node: [] for node in group}
+        payloads: dict[int, list[Any]] = {node: [] for node in group}
         for batch in batches:
             kinds = batch.column("kind").to_pylist()
+            targets = batch.column("node").to_pylist()
             bins = batch.column("bin").to_pylist()
             times = batch.column("time").to_pylist()
             for i, p in enumerate(batch.column("payload").to_pylist()):
                 if kinds[i] == RECORDS:
-                    cells.append((times[i], bins[i]))
-                    payloads.append(p)
-        for (t, b), recs in zip(cells, decode_cells(payloads)):
-            n += len(recs)
-            groups.setdefault(t, {}).setdefault(b, []).extend(recs)
+                    cells[targets[i]].append((times[i], bins[i]))
+                    payloads[targets[i]].append(p)
         rows: list[tuple[int, int, int, int, int, bytes]] = []
-        if plan.nodes[node].kind == "exchange":
-            routed: dict[tuple[int, int, int], list[Any]] = {}
-            sinks: dict[tuple[int, int], list[Any]] = {}
-            for t in sorted(groups):
-                for recs in groups[t].values():
-                    plan.push(node, t, recs, routed, sinks)
-            _emit(plan, info, routed, sinks, rows)
-            stats = {"records": n}
-        else:
-            stats = _stateful(plan, info, node, partition, groups, rows)
-            stats["records"] = n
-        rows.append((STATS, 0, node, partition, 0, msgpack.packb(stats)))
+        for node in group:
+            groups: dict[int, dict[int, list[Any]]] = {}  # time -> bin -> records
+            n = 0
+            for (t, b), recs in zip(cells[node], decode_cells(payloads[node])):
+                n += len(recs)
+                groups.setdefault(t, {}).setdefault(b, []).extend(recs)
+            if plan.nodes[node].kind == "exchange":
+                routed: dict[tuple[int, int, int], list[Any]] = {}
+                sinks: dict[tuple[int, int], list[Any]] = {}
+                for t in sorted(groups):
+                    for recs in groups[t].values():
+                        plan.push(node, t, recs, routed, sinks)
+                _emit(plan, info, routed, sinks, rows)
+                stats = {"records": n}
+            else:
+                stats = _stateful(plan, info, node, partition, groups, rows)
+                stats["records"] = n
+            rows.append((STATS, 0, node, partition, 0, msgpack.packb(stats)))
         yield _arrow(rows)
 
     return run

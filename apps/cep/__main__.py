@@ -115,6 +115,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         "the matches are the same for any value)",
     )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--stats", type=Path, default=None, metavar="FILE",
+        help="also write the run's figures as JSON to FILE (seconds, events, micro-batches, bytes written, "
+        "this process's peak memory): what benchmarks.spark_apps reads",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if args.workers < 1:
         p.error("--workers must be >= 1")
@@ -342,6 +347,7 @@ def _run(args: argparse.Namespace) -> int:
     report(
         args, path, sinks, read[0], seconds, f"{args.workers} worker(s)", start_row + read[0], resumed_line
     )
+    write_stats(args, sinks, seconds=seconds, events=read[0])
     if args.checkpoint:
         done = ex.coordinator.committed if ex.coordinator is not None else []
         print(f"checkpoints committed in {args.checkpoint}: {len(done)}")
@@ -419,9 +425,29 @@ def _run_spark(args: argparse.Namespace) -> int:
         )
     where = f"Spark {args.master}, {args.partitions} partition(s)"
     report(args, path, sinks, events, seconds, where, events, resumed_line)
+    batches = backend.metrics.batches
+    write_stats(
+        args, sinks, seconds=seconds, events=events, batches=len(batches),
+        bytes_written=sum(b.bytes_written for b in batches),
+        batch_seconds=[round(b.seconds, 3) for b in batches],
+    )  # fmt: skip
     if args.checkpoint:
         print(f"micro-batches committed in {args.checkpoint}: {len(backend.metrics.batches)}")
     return 0
+
+
+def write_stats(args: argparse.Namespace, sinks: Sinks, **figures: Any) -> None:
+    """``--stats FILE``: the run's figures and what it found, as one JSON object."""
+    if args.stats is None:
+        return
+    import json
+    import resource
+
+    found = {
+        name: {"matches": m.count, "timeouts": t.count, "late": late.count} for name, (m, t, late) in sinks.items()
+    }
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    args.stats.write_text(json.dumps({**figures, "found": found, "peak_rss_mb": round(peak, 1)}) + "\n")
 
 
 def report(

@@ -17,7 +17,8 @@ Spark, what :mod:`apps.cep.source` computes in Python for the embedded engine:
 
 The running maximum needs the rows in file order: the frame numbers the rows
 (``monotonically_increasing_id``, which follows the file's splits) and computes it with
-a window ordered by that number, in one Spark partition (in the JVM: cheap).  The frame
+a window ordered by that number, in one Spark partition (in the JVM, once: the frame is
+persisted, and the null check and the micro-batches read the persisted rows).  The frame
 is then spread over ``partitions`` partitions **by origin** (the CEP key), each sorted by
 row number: every input task of a micro-batch then works in parallel on its own
 airports, and the records of an epoch still reach each CEP key in file order -- the order
@@ -151,13 +152,16 @@ def flight_frame(
     )
     if limit is not None:
         df = df.where(F.col("_row") < limit)
+    if partitions > 1:
+        df = df.repartition(partitions, "origin").sortWithinPartitions("_row")
+    # the window runs once: the null check reads the cached rows, and so do the batches
+    df = df.persist()
     bad = df.where(" or ".join(f"_null_{c}" for c in REQUIRED)).orderBy("_row").limit(1).collect()
     if bad:
+        df.unpersist()
         r = bad[0]
         c = next(c for c in REQUIRED if r[f"_null_{c}"])
         raise SourceError(f"{p}: row {r['_row']}: column {c!r} is null")
-    if partitions > 1:
-        df = df.repartition(partitions, "origin").sortWithinPartitions("_row")
     return df.select(*COLUMNS)
 
 

@@ -60,7 +60,7 @@ def main() -> None:
 
     backend._batch = batch  # type: ignore[method-assign]
     df = spark.createDataFrame(ROWS, "k string, v long, t long")
-    backend.run(flow, {"events": Source(df, time="t")})
+    backend.run(flow, {"events": Source(df, time="t")}, epochs_per_batch=1)  # one batch per epoch: kill points
     print("done", [m.batch for m in backend.metrics.batches], flush=True)
     spark.stop()
 

@@ -141,7 +141,7 @@ def test_user_error_names_operator_and_record_and_commits_nothing(spark: Any, tm
     b = Backend(spark, checkpoint=str(tmp_path), partitions=2)
     df = spark.createDataFrame([("ok", 0), ("bad", 1)], "k string, t long")
     with pytest.raises(Exception, match=r"operator 'count' .*ValueError: no bad keys"):
-        b.run(flow, {"events": Source(df, time="t")})
+        b.run(flow, {"events": Source(df, time="t")}, epochs_per_batch=1)
     m = b.store.latest()
     assert m is not None and m.meta["spark"]["frontier"] == 1  # epoch 0 committed, epoch 1 not
     assert len([f for f in os.listdir(tmp_path / "manifests")]) == 1
@@ -200,7 +200,7 @@ def test_spark_resumes_from_an_embedded_checkpoint(spark: Any, tmp_path: Any) ->
     assert ex.coordinator.committed == [3]
     flow2, _ev2, stats2, out2 = keyed()
     backend = Backend(spark, checkpoint=d, partitions=3)
-    backend.run(flow2, {"events": Source(spark.createDataFrame(rows, ROW), time="t")})
+    backend.run(flow2, {"events": Source(spark.createDataFrame(rows, ROW), time="t")}, epochs_per_batch=1)
     assert backend.metrics.batches[0].frontier == 4  # resumed at epoch 3
     got = sorted([(t, r) for t, r in out1.items if t < 3] + out2.items, key=repr)
     assert got == ref_out

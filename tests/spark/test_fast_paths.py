@@ -17,7 +17,7 @@ from tstate.errors import KeyFunctionError
 from tstate.operators.stateful import BinBatch
 from tstate.spark import task as T
 from tstate.spark.plan import Plan
-from tstate.spark.records import decode_cells, decode_records, encode_records, encode_rows
+from tstate.spark.records import decode_cells, decode_groups, decode_records, encode_records, encode_rows
 
 flat = st.tuples(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text(), st.text() | st.binary())
 
@@ -60,6 +60,12 @@ def _flow(direct: bool) -> tuple[ts.Dataflow, Any]:
 def _cells(rows: list[Any]) -> dict[Any, Any]:
     out: dict[Any, Any] = {}
     for k, dest, node, b, t, p in rows:
+        if k == T.RECORDS and b == T.GROUPED:  # several bins' records in one cell: per bin
+            groups, also = decode_groups(p)
+            for to in (node, *also):
+                for b2, recs in groups:
+                    out.setdefault((k, dest, to, b2, t), []).extend(recs)
+            continue
         recs = decode_records(p)
         if k == T.HELD:  # held records may come grouped by time: the same per time
             recs = sorted(map(tuple, recs), key=lambda x: x[0])

@@ -119,6 +119,10 @@ class Plan:
     items: list[Any] = field(factory=list)
     #: the plan has frontier operators, which may give records at later times
     delays: bool = False
+    #: pairs ``(a, b)``, ``a < b``, of root boundaries fed by the same waves with the
+    #: same bin count: where a task routes the same records to both alike, they cross
+    #: the exchange once (:func:`~tstate.spark.records.encode_groups`)
+    twins: list[tuple[int, int]] = field(factory=list)
     _routers: dict[int, KeyRouter] = field(factory=dict, repr=False)
     _fused: dict[int, Any] = field(factory=dict, repr=False)
 
@@ -207,6 +211,12 @@ class Plan:
             if lid not in placed:
                 placed.add(lid)
                 plan.items.append(("loop", lid))
+        roots = [b for b in boundaries if nodes[b].loop is None]
+        plan.twins = [
+            (a, b) for i, a in enumerate(roots) for b in roots[i + 1 :]
+            if nodes[a].bins == nodes[b].bins and sorted(map(str, plan.feeders.get(a, ())))
+            == sorted(map(str, plan.feeders.get(b, ())))
+        ]
         for lp in loops.values():
             if not lp.boundaries:
                 raise SparkError(
@@ -286,11 +296,12 @@ class Plan:
     ) -> None:
         if not recs:
             return
+        keyed: dict[Any, list[int]] = {}  # (key, bins) -> the records' bins, for boundaries keyed alike
         for c, port in self.nodes[node].consumers:
             n = self.nodes[c]
             kind = n.kind
             if kind in BOUNDARIES:
-                self._route(n, t, recs, routed)
+                self._route(n, t, recs, routed, keyed)
             elif kind == "sink":
                 sinks.setdefault((c, t), []).extend(recs)
             elif kind == "concat":
@@ -319,27 +330,57 @@ class Plan:
             op = self._fused[n.node] = FusedFrontier(n.name, n.fn, n.options["inputs"])
         return op
 
-    def _route(self, n: PlanNode, t: int, recs: list[Any], routed: dict[tuple[int, int, int], list[Any]]) -> None:
+    def _route(
+        self,
+        n: PlanNode,
+        t: int,
+        recs: list[Any],
+        routed: dict[tuple[int, int, int], list[Any]],
+        keyed: Optional[dict[Any, list[int]]] = None,
+    ) -> None:
         from tstate.errors import KeyFunctionError
 
         key = n.key
         assert key is not None
-        bin_of = self.router(n.node).bin
-        r: Any = None
-        try:
-            for r in recs:
-                b = bin_of(key(r))
-                lst = routed.get((n.node, b, t))
-                if lst is None:
-                    routed[n.node, b, t] = [r]
-                else:
-                    lst.append(r)
-        except KeyFunctionError as exc:
-            raise KeyFunctionError(f"operator {n.name!r}: record {r!r} at time {t!r}: {exc}") from None
-        except Exception as exc:
-            raise KeyFunctionError(
-                f"operator {n.name!r}: the key function raised {type(exc).__name__}: {exc} on record {r!r} at time {t!r}"
-            ) from None
+        sig = (_key_signature(key), n.bins)
+        bins = keyed.get(sig) if keyed is not None else None
+        if bins is None:
+            bin_of = self.router(n.node).bin
+            r: Any = None
+            bins = []
+            try:
+                for r in recs:
+                    bins.append(bin_of(key(r)))
+            except KeyFunctionError as exc:
+                raise KeyFunctionError(f"operator {n.name!r}: record {r!r} at time {t!r}: {exc}") from None
+            except Exception as exc:
+                raise KeyFunctionError(
+                    f"operator {n.name!r}: the key function raised {type(exc).__name__}: {exc} on record {r!r} at time {t!r}"
+                ) from None
+            if keyed is not None:
+                keyed[sig] = bins
+        node = n.node
+        for r, b in zip(recs, bins):
+            lst = routed.get((node, b, t))
+            if lst is None:
+                routed[node, b, t] = [r]
+            else:
+                lst.append(r)
+
+
+def _key_signature(key: Any) -> Any:
+    """What identifies a key function's results: the function itself, or for the
+    ``operator`` module's getters (``attrgetter("origin")``, built anew by each caller)
+    their type and arguments, which their ``repr`` spells."""
+    import operator
+
+    if type(key) in (operator.attrgetter, operator.itemgetter):
+        return (type(key), repr(key))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable callable: itself only
+        return ("id", id(key))
+    return key
 
 
 def _apply(n: PlanNode, t: int, recs: list[Any]) -> list[Any]:

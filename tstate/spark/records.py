@@ -40,7 +40,10 @@ import msgpack
 
 from tstate.errors import SparkError
 
-__all__ = ["encode_records", "decode_records", "decode_cells", "encode_rows", "decode_rows", "rows_to_records"]
+__all__ = [
+    "encode_records", "decode_records", "decode_cells", "encode_groups", "decode_groups", "encode_rows", "decode_rows",
+    "rows_to_records",
+]
 
 _TUPLE, _SET, _FROZENSET, _DATETIME, _DATE, _DECIMAL, _ATTRS, _NAMEDTUPLE = 1, 2, 3, 4, 5, 6, 7, 8
 _classes: dict[str, Any] = {}
@@ -167,6 +170,36 @@ def encode_records(records: list[Any], operator: str) -> bytes:
         raise SparkError(f"records sent to operator {operator!r} cannot cross a Spark exchange: {exc}") from None
 
 
+def encode_groups(groups: list[tuple[int, list[Any]]], operator: str, also: tuple[int, ...] = ()) -> bytes:
+    """One shuffle cell holding the records of several bins (``[(bin, records), ...]``,
+    all for one operator, time and partition): one cell per destination instead of one
+    per bin, so the per-cell cost is paid once.  The records are encoded together, as
+    one :func:`encode_records` cell (its fast forms apply to all of them).  ``also``:
+    other operators that receive exactly these records in these bins (two operators
+    keyed alike on one stream): the records cross the exchange once, for all of them.
+
+    >>> decode_groups(encode_groups([(3, ["a", "b"]), (7, ["c"])], "op", also=(9,)))
+    ([(3, ['a', 'b']), (7, ['c'])], [9])
+    """
+    bins = [b for b, _ in groups]
+    counts = [len(r) for _, r in groups]
+    body = encode_records([r for _, recs in groups for r in recs], operator)
+    return _pack_plain([bins, counts, body, list(also)])  # type: ignore[no-any-return]
+
+
+def decode_groups(data: bytes) -> tuple[list[tuple[int, list[Any]]], list[int]]:
+    """The ``[(bin, records), ...]`` of a cell written by :func:`encode_groups`, and the
+    other operators it is for."""
+    bins, counts, body, also = msgpack.unpackb(data, raw=False)
+    recs = decode_records(body)
+    out: list[tuple[int, list[Any]]] = []
+    o = 0
+    for b, n in zip(bins, counts):
+        out.append((b, recs[o : o + n]))
+        o += n
+    return out, also
+
+
 def decode_records(data: bytes) -> list[Any]:
     """The records of one shuffle cell (any of its forms, see the module docstring)."""
     if data[:4] == _ARROW_MAGIC:
@@ -210,16 +243,12 @@ def _flat_objects(records: list[Any], cls: type) -> Any:
     if spec is None:
         return None
     path, named_tuple, get = spec
-    scalars = _SCALARS
-    values = []
-    for r in records:
-        if r.__class__ is not cls:
-            return None
-        v = get(r)
-        for x in v:
-            if x.__class__ not in scalars:
-                return None
-        values.append(v)
+    # C-level passes: the records' classes, their field values, the values' types
+    if set(map(type, records)) != {cls}:
+        return None
+    values = list(map(get, records))
+    if not _SCALARS.issuperset(map(type, itertools.chain.from_iterable(values))):
+        return None
     return [path, named_tuple, values]
 
 

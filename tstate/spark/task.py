@@ -4,6 +4,9 @@ Every task speaks one Arrow schema (:data:`SCHEMA`); a row is one of
 
 - ``RECORDS``: a group of records for boundary ``node``, bin ``bin``, time ``time``,
   shuffled to the partition labelled ``dest`` (``payload``: :mod:`~tstate.spark.records`);
+  with ``bin`` = :data:`GROUPED`, the records of all the bins one task sends to one
+  partition for ``(node, time)``, in one cell (not when the plan has frontier operators,
+  whose records at later times are held and re-routed bin by bin);
 - ``SINK``: records that reached sink ``node`` at ``time`` (delivered by the driver);
 - ``FILE``: a state file a task wrote for operator ``node``, bin ``bin`` (``payload``:
   path, size, checksum, kind, earliest timer);
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 import msgpack
 from attrs import frozen
 
-from tstate.spark.records import decode_cells, decode_records, encode_records
+from tstate.spark.records import decode_cells, decode_groups, decode_records, encode_groups, encode_records
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -46,6 +49,9 @@ __all__ = [
 ]
 
 RECORDS, SINK, FILE, STATS, TICK, HELD = 0, 1, 2, 3, 4, 5
+#: the ``bin`` of a ``RECORDS`` row whose cell holds several bins' records
+#: (:func:`~tstate.spark.records.encode_groups`)
+GROUPED = -1
 #: the Spark DDL schema of every task's output
 SCHEMA = "kind int, dest int, node int, bin int, time long, payload binary"
 
@@ -93,17 +99,51 @@ def _emit(
 ) -> None:
     labels = info.labels
     loop: dict[tuple[int, int, Any], list[Any]] = {}
+    grouped: dict[tuple[int, int, int], list[tuple[int, list[Any]]]] = {}
     for (node, b, t), recs in routed.items():
         if t.__class__ is not int:  # a boundary inside an iterate scope (tstate.spark.rounds)
             loop[node, b, t] = recs
             continue
-        rows.append((RECORDS, labels[info.owners[node][b]], node, b, t, encode_records(recs, plan.nodes[node].name)))
+        dest = labels[info.owners[node][b]]
+        if plan.delays:  # records at later times are held per bin (and re-routed by it)
+            rows.append((RECORDS, dest, node, b, t, encode_records(recs, plan.nodes[node].name)))
+        else:
+            grouped.setdefault((node, dest, t), []).append((b, recs))
+    shared: dict[tuple[int, int, int], list[int]] = {}  # a cell -> the other operators it is for
+    if grouped:
+        for groups in grouped.values():
+            groups.sort(key=lambda g: g[0])
+        for a, b in plan.twins:
+            for (node, dest, t), groups in list(grouped.items()):
+                if node != b:
+                    continue
+                first = grouped.get((a, dest, t))
+                if first is not None and _same(first, groups):
+                    del grouped[node, dest, t]
+                    shared.setdefault((a, dest, t), []).append(b)
+    for (node, dest, t), groups in grouped.items():
+        also = tuple(shared.get((node, dest, t), ()))
+        if len(groups) == 1 and not also:
+            b, recs = groups[0]
+            rows.append((RECORDS, dest, node, b, t, encode_records(recs, plan.nodes[node].name)))
+        else:
+            rows.append((RECORDS, dest, node, GROUPED, t, encode_groups(groups, plan.nodes[node].name, also)))
     if loop:
         from tstate.spark.rounds import emit_loop_cells
 
         emit_loop_cells(plan, info, loop, rows)
     for (node, t), recs in sinks.items():
         rows.append((SINK, 0, node, 0, t, encode_records(recs, plan.nodes[node].name)))
+
+
+def _same(a: list[tuple[int, list[Any]]], b: list[tuple[int, list[Any]]]) -> bool:
+    """Whether two operators' cells hold the same records (the same objects) in the
+    same bins."""
+    import operator
+
+    return len(a) == len(b) and all(
+        ba == bb and len(ra) == len(rb) and all(map(operator.is_, ra, rb)) for (ba, ra), (bb, rb) in zip(a, b)
+    )
 
 
 def _to_records(batch: "pa.RecordBatch", shape: str) -> list[Any]:
@@ -341,12 +381,33 @@ def boundary_task(
                     cells[targets[i]].append((times[i], bins[i]))
                     payloads[targets[i]].append(p)
         rows: list[tuple[int, int, int, int, int, bytes]] = []
+        # per node: time -> bin -> records, in arrival order
+        received: dict[int, dict[int, dict[int, list[Any]]]] = {node: {} for node in group}
+        counts = dict.fromkeys(group, 0)
+
+        def add(node: int, t: int, b: int, recs: list[Any]) -> None:
+            counts[node] += len(recs)
+            at = received[node].setdefault(t, {})
+            lst = at.get(b)
+            if lst is None:
+                at[b] = list(recs)
+            else:
+                lst.extend(recs)
+
         for node in group:
-            groups: dict[int, dict[int, list[Any]]] = {}  # time -> bin -> records
-            n = 0
-            for (t, b), recs in zip(cells[node], decode_cells(payloads[node])):
-                n += len(recs)
-                groups.setdefault(t, {}).setdefault(b, []).extend(recs)
+            single = [i for i, (_t, b) in enumerate(cells[node]) if b != GROUPED]
+            decoded = dict(zip(single, decode_cells([payloads[node][i] for i in single])))
+            for i, (t, b) in enumerate(cells[node]):
+                if b != GROUPED:
+                    add(node, t, b, decoded[i])
+                    continue
+                bins, also = decode_groups(payloads[node][i])
+                for to in (node, *also):
+                    for b2, recs in bins:
+                        add(to, t, b2, recs)
+        for node in group:
+            groups = received[node]
+            n = counts[node]
             if plan.nodes[node].kind == "exchange":
                 routed: dict[tuple[int, int, int], list[Any]] = {}
                 sinks: dict[tuple[int, int], list[Any]] = {}

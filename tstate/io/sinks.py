@@ -123,8 +123,8 @@ class FileSink(Sink):
     def __init__(self, directory: str) -> None:
         import os
 
-        self.directory = directory
-        os.makedirs(directory, exist_ok=True)
+        self.directory = os.path.abspath(directory)  # (Spark tasks write it from another working directory)
+        os.makedirs(self.directory, exist_ok=True)
         self._buffers: dict[Any, list[Any]] = {}
         self._done_upto: Any = None
 

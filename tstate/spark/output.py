@@ -47,6 +47,7 @@ deleted.
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
@@ -267,21 +268,47 @@ def row_of(record: Any) -> dict[str, Any]:
     return {"value": record}
 
 
+def _infer(spark: Any, directory: str, found: list[tuple[int, Part]]) -> Any:
+    """The records' columns, inferred by the executors from every record of ``found``
+    (each task merges its records' types; the driver merges the tasks')."""
+    from pyspark.sql.types import StructType, _infer_schema, _merge_type
+
+    refs = [p.to_builtins() for _b, p in found]
+    if not refs:
+        return StructType([])
+
+    def infer(items: Iterable[list[Any]]) -> Iterator[str]:
+        from tstate.spark import binstore
+
+        fs_ = binstore.store(directory).fs
+        merged = None
+        for ref in items:
+            for _t, recs in read_part(fs_, Part.from_builtins(ref)):
+                for r in recs:
+                    one = _infer_schema(row_of(r))
+                    merged = one if merged is None else _merge_type(merged, one)
+        if merged is not None:
+            yield merged.json()
+
+    merged = None
+    for js in spark.sparkContext.parallelize(refs, max(1, min(len(refs), 64))).mapPartitions(infer).collect():
+        one = StructType.fromJson(json.loads(js))
+        merged = one if merged is None else _merge_type(merged, one)
+    return merged if merged is not None else StructType([])
+
+
 def frame(spark: Any, directory: str, fs: Any, found: list[tuple[int, Part]], schema: Any = None) -> Any:
     """A DataFrame (``batch``, ``time``, then the records' columns: :func:`row_of`) of
     the parts ``found`` (``(batch, part)``), read by the executors.  ``schema``: the
-    records' columns as a Spark DDL string or ``StructType`` (default: inferred by
-    Spark from up to 100 records of the first part)."""
+    records' columns as a Spark DDL string or ``StructType`` (default: inferred from
+    every record by a Spark job, as ``createDataFrame`` infers a list of rows; giving it
+    saves that pass)."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import LongType, StructField, StructType
 
     head = [StructField("batch", LongType(), False), StructField("time", LongType(), False)]
     if schema is None:
-        sample: list[dict[str, Any]] = []
-        for _b, p in found[:1]:
-            for _t, recs in read_part(fs, p):
-                sample.extend(row_of(r) for r in recs[: 100 - len(sample)])
-        cols = spark.createDataFrame(sample).schema if sample else StructType([])
+        cols = _infer(spark, directory, found)
     elif isinstance(schema, str):
         cols = spark.createDataFrame([], schema).schema
     else:

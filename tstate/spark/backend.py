@@ -4,6 +4,7 @@
 >>> backend.run(flow, {"events": Source(static_df, time="hour")})     # batch # doctest: +SKIP
 >>> query = backend.start(flow, {"events": stream_df})                # streaming # doctest: +SKIP
 >>> query.awaitTermination()                                          # doctest: +SKIP
+>>> backend.output(op).write.parquet("out")   # an operator's committed output # doctest: +SKIP
 
 **Micro-batches are epochs.**  A streaming run is a real ``StreamingQuery``
 (``foreachBatch``): without a time column, the rows of micro-batch ``b`` are records at
@@ -19,19 +20,23 @@ chain and are grouped by ``(boundary, bin, time)``; each boundary is one shuffle
 the partitions owning its bins (``repartition`` on a label column chosen so that
 Spark's hash partitioning puts label ``p`` on partition ``p``), then one task per
 partition runs the operator over its bins (:mod:`tstate.spark.task`) and writes the
-changed bins to the checkpoint store.  The driver sees only file references, counters
-and the records that reach sinks; it delivers those to the sinks, then commits the
-batch's manifest (meta ``spark.batch``).  A micro-batch Spark replays after a driver
-restart whose manifest is already committed is skipped, so state and sinks see each
-batch once.
+changed bins to the checkpoint store.  The records that reach sinks are written by the
+tasks too (:mod:`tstate.spark.output`): the driver sees only file references and
+counters.  It commits the batch's manifest (meta ``spark.batch``, ``spark.output``:
+the batch's output references), and only then hands the output to the sinks (epoch
+files written by Spark tasks, in-memory sinks fed on the driver);
+:meth:`Backend.output` reads it back as a DataFrame.  A micro-batch Spark replays after
+a driver restart whose manifest is already committed is skipped, so state and sinks see
+each batch once; a run that resumes says so on stderr (:mod:`tstate.spark.progress`).
 
 **Iterate scopes and frontier operators.**  A loop runs in rounds within the batch:
 each round, the loop's keyed operators process the minimal times that still have work,
 until no time of the batch's epochs is left (:mod:`tstate.spark.rounds`); records
 leaving the loop go on to the operators after it.  Frontier operators run fused where
 their records are (:mod:`tstate.spark.frontier`); records or sink output they give at a
-time the batch has not reached are *held* (in the batch's held file, referenced by its
-manifest) and go in with the batch that reaches their time.
+time the batch has not reached are *held* (records in the batch's held file, sink output
+in its part file; both referenced by the manifest) and go in with the batch that reaches
+their time.
 
 **Rescaling.**  State belongs to bins, and every bin is durable after each batch, so
 the bin→partition map may change between any two batches: :meth:`Backend.rescale`

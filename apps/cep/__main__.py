@@ -40,9 +40,12 @@ flights, so Spark's fixed cost per micro-batch is paid a few times) over ``--par
 partitions (default 2) of a ``--master`` session (default ``local[2]``; a session
 already running in the process is reused and left running), with the state in
 ``--checkpoint`` (default: a temporary directory, removed afterwards; a directory
-given resumes after its last committed micro-batch).  The sinks run on the driver, so
-the summary (and ``--output``) is the embedded run's; there is no progress bar
-(``--workers`` and ``--every`` are the embedded engine's; every micro-batch commits).
+given resumes after its last committed micro-batch, and says so).  The summary's sinks
+are fed on the driver after each micro-batch commits; the ``--output`` files are written
+by Spark tasks from the batches' committed output (:mod:`tstate.spark.output`), the same
+files as the embedded run's.  A progress bar per micro-batch goes to stderr
+(``--no-progress``: none); ``--workers`` and ``--every`` are the embedded engine's
+(every micro-batch commits).
 
     python -m apps.cep --backend spark --partitions 3
 
@@ -366,12 +369,15 @@ def _run_spark(args: argparse.Namespace) -> int:
     from apps.cep.spark_source import epoch_minutes, flight_event, flight_frame, spark_source
     from tstate.errors import TstateError
 
+    from tstate.spark.session import require_pyspark
+
     try:
+        require_pyspark()
         from pyspark import SparkContext
 
         from tstate.spark import Backend, local_session
     except ImportError as exc:
-        print(f"error: --backend spark needs pyspark (pip install -e '.[spark]'): {exc}", file=sys.stderr)
+        print(f"error: --backend spark: {exc}", file=sys.stderr)
         return 1
     path = args.input if args.input is not None else ensure_sample()
     # a session already running in this process (a notebook, a test) is reused, not stopped
@@ -391,7 +397,9 @@ def _run_spark(args: argparse.Namespace) -> int:
             sinks, _ = build(
                 flow, flights, epoch_minutes=minutes, lateness=args.lateness, show=args.show, output=args.output
             )
-            backend = Backend(spark, checkpoint=directory, partitions=args.partitions)
+            backend = Backend(
+                spark, checkpoint=directory, partitions=args.partitions, progress=not args.no_progress
+            )
             head = backend.store.latest()
             resumed = head.meta["spark"] if head is not None and "spark" in head.meta else None
             if resumed is not None and resumed["frontier"] is None:

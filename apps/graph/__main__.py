@@ -27,7 +27,8 @@ Input and its bad rows (see :mod:`apps.graph.io` and :mod:`apps.graph.edges`):
 with :class:`tstate.spark.Backend` in batch mode (``--partitions``, ``--master``,
 ``--epochs-per-batch``): the edge file becomes a DataFrame with an epoch column, the
 loops run in rounds within each micro-batch (:mod:`tstate.spark.rounds`), and the
-per-epoch lines are printed from the collected changes after the run.  Every loop round
+per-epoch lines are printed from the collected changes after the run (a progress bar
+per micro-batch on stderr meanwhile; ``--no-progress``: none).  Every loop round
 is a Spark stage (a fraction of a second on ``local[2]``), so PageRank at the default
 tolerance (~100 rounds per epoch) takes minutes per epoch there: try
 ``--epochs 3 --tol 1e-4`` first.
@@ -197,12 +198,15 @@ def _run_spark(args: argparse.Namespace, data: object, epochs: int, names: dict[
     import tempfile
     from operator import itemgetter
 
+    from tstate.spark.session import require_pyspark
+
     try:
+        require_pyspark()
         from pyspark import SparkContext
 
         from tstate.spark import Backend, Source, local_session
     except ImportError as exc:  # pragma: no cover - pyspark is a dependency of the test extra
-        print(f"error: --backend spark needs pyspark (pip install -e '.[spark]'): {exc}", file=sys.stderr)
+        print(f"error: --backend spark: {exc}", file=sys.stderr)
         return 2
     import tstate as ts
     from apps.graph.stream import ALGORITHMS, EpochResult, InputStats, build
@@ -226,7 +230,8 @@ def _run_spark(args: argparse.Namespace, data: object, epochs: int, names: dict[
         analytics = build(flow, updates, ALGORITHMS, window, epochs, True, "skip", InputStats(), tol=args.tol)
         sinks = {name: stream.collect(name=f"out.{name}") for name, stream in analytics.outputs().items()}
         df = spark.createDataFrame(rows, f"epoch bigint, src {vtype}, dst {vtype}, delta bigint")
-        backend = Backend(spark, checkpoint=directory, partitions=args.partitions)
+        progress = not (args.no_progress or args.quiet)
+        backend = Backend(spark, checkpoint=directory, partitions=args.partitions, progress=progress)
         if not args.quiet:
             print(
                 f"{args.input.name}: {len(rows):,} edge updates, {epochs} epochs; window {args.window or 'none'}; "

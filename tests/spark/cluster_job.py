@@ -4,7 +4,7 @@
 Batch mode over 8 epochs of keyed records (the flows.keyed dataflow, output to an
 exactly-once FileSink).  ``--kill-executor-at N`` SIGKILLs one executor JVM while batch N
 runs (Spark retries its tasks elsewhere); ``--die-at N`` kills the driver itself in the
-middle of batch N (after the sinks were written, before the commit)."""
+middle of batch N (after the sinks' output was written, before the commit)."""
 
 from __future__ import annotations
 

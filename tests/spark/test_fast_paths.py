@@ -57,7 +57,14 @@ def _flow(direct: bool) -> tuple[ts.Dataflow, Any]:
     return flow, count
 
 
-def _cells(rows: list[Any]) -> dict[Any, Any]:
+def _cells(rows: list[Any], directory: str) -> dict[Any, Any]:
+    """The rows' records by (kind, dest, node, bin, time); a sink's part file (its row is
+    a reference: tstate.spark.output) by the times it holds."""
+    import msgpack
+
+    from tstate.spark import binstore
+    from tstate.spark.output import Part, read_part
+
     out: dict[Any, Any] = {}
     for k, dest, node, b, t, p in rows:
         if k == T.RECORDS and b == T.GROUPED:  # several bins' records in one cell: per bin
@@ -65,6 +72,10 @@ def _cells(rows: list[Any]) -> dict[Any, Any]:
             for to in (node, *also):
                 for b2, recs in groups:
                     out.setdefault((k, dest, to, b2, t), []).extend(recs)
+            continue
+        if k == T.SINK:
+            for tt, recs in read_part(binstore.store(directory).fs, Part.from_builtins(msgpack.unpackb(p))):
+                out.setdefault((k, dest, node, b, tt), []).extend(recs)
             continue
         recs = decode_records(p)
         if k == T.HELD:  # held records may come grouped by time: the same per time
@@ -74,18 +85,18 @@ def _cells(rows: list[Any]) -> dict[Any, Any]:
 
 
 @pytest.mark.parametrize("time_column", [None, "t"])
-def test_input_rows_fast_path_equals_general_path(time_column: Any, monkeypatch: Any) -> None:
+def test_input_rows_fast_path_equals_general_path(time_column: Any, monkeypatch: Any, tmp_path: Any) -> None:
     flow, count = _flow(True)
     plan = Plan.of(flow)
     b = count.node
-    info = T.BatchInfo(3, 2, 5, "/nowhere", None, 1, "ab", (0, 1), {b: tuple(i % 2 for i in range(8))}, {b: frozenset()})
+    info = T.BatchInfo(3, 2, 5, str(tmp_path), None, 1, "ab", (0, 1), {b: tuple(i % 2 for i in range(8))}, {b: frozenset()})
     tbl = pa.table({"k": [f"k{i % 7}" for i in range(60)], "t": [None if i == 5 else i % 9 for i in range(60)]})
     batches = tbl.to_batches(max_chunksize=25)
 
     def run(direct: bool) -> dict[Any, Any]:
         monkeypatch.setattr(T, "_direct", lambda plan, node: direct)
         out = list(T.input_task(plan, info, "events", "dict", time_column, 3)(iter(batches)))
-        return _cells([tuple(r.values()) for r in pa.Table.from_batches(out).to_pylist()])
+        return _cells([tuple(r.values()) for r in pa.Table.from_batches(out).to_pylist()], str(tmp_path))
 
     fast, general = run(True), run(False)
     assert fast == general

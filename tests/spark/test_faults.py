@@ -1,6 +1,7 @@
 """Faults under ``local-cluster[2,1,1024]`` (two real executor processes): an executor
 killed mid-batch, and the driver killed mid-batch then restarted.  The final output
-equals an uninterrupted run, with no duplicates and no gaps."""
+equals an uninterrupted run, with no duplicates and no gaps, and no output file of the
+killed batch is left behind."""
 
 from __future__ import annotations
 
@@ -64,4 +65,9 @@ def test_executor_killed_and_driver_restarted_outputs_exactly_once(tmp_path: Any
     second = run_job(master, ck, out)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "done [5, 6, 7, 8]" in second.stdout  # resumed at the first uncommitted batch
+    assert "tstate: resumed at batch 6 of 9" in second.stderr
     assert read_output(out) == ref
+    # the output the killed batch wrote is gone; every part file left is committed
+    from .test_output import committed_parts, stored_output
+
+    assert stored_output(ck) == committed_parts(ck)

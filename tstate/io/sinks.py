@@ -3,20 +3,30 @@
 A :class:`Sink` receives ``write(worker, time, records)`` for every batch that reaches
 it, and ``frontier(worker, antichain)`` whenever the frontier at the sink moves (times
 not ``>=`` an element are complete: nothing more will be written at them).
+
+On the Spark backend the executors write every sink's records to files in the
+checkpoint store (:mod:`tstate.spark.output`); a sink with ``on_driver = True`` (the
+default: collecting, callback and printing sinks) then gets ``write`` on the driver
+after each micro-batch commits, while :class:`FileSink` (``on_driver = False``) has its
+epoch files written by Spark tasks (:meth:`FileSink.commit_epoch`) and :func:`keep`
+delivers nowhere (read its output with ``Backend.output(stream)``).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Optional, TextIO
+from typing import Any, Callable, Iterable, Optional, TextIO
 
 from tstate.progress.frontier import Antichain
 
-__all__ = ["Sink", "Collected", "CallbackSink", "StdoutSink", "FileSink", "stdout", "callback", "files"]
+__all__ = ["Sink", "Kept", "Collected", "CallbackSink", "StdoutSink", "FileSink", "stdout", "callback", "files", "keep"]
 
 
 class Sink:
     """Base class of sinks; override what you need."""
+
+    #: on Spark: whether the driver delivers the committed records to ``write``
+    on_driver = True
 
     def open(self, worker: int, workers: int) -> None:
         """Called once per worker before any write."""
@@ -102,13 +112,19 @@ class FileSink(Sink):
     temporary file, fsync, rename: a reader never sees half an epoch).  After recovery
     from a checkpoint at ``T``, epochs ``>= T`` are recomputed and their files replaced,
     so the directory ends up as after an uninterrupted run: no duplicates, no gaps.
-    Records must be JSON-encodable (tuples become lists).  Integer epochs only."""
+    Records must be JSON-encodable (tuples become lists).  Integer epochs only.
+
+    On Spark the records never reach the driver: a Spark task per completed epoch
+    writes its file from the micro-batch's committed output (:meth:`commit_epoch`), so
+    ``DIR`` must be reachable from the executors at the same path."""
+
+    on_driver = False
 
     def __init__(self, directory: str) -> None:
         import os
 
-        self.directory = directory
-        os.makedirs(directory, exist_ok=True)
+        self.directory = os.path.abspath(directory)  # (Spark tasks write it from another working directory)
+        os.makedirs(self.directory, exist_ok=True)
         self._buffers: dict[Any, list[Any]] = {}
         self._done_upto: Any = None
 
@@ -129,17 +145,28 @@ class FileSink(Sink):
             self._commit(t, self._buffers.pop(t))
 
     def _commit(self, time: Any, records: list[Any]) -> None:
+        self.commit_epoch(time, records)
+
+    def commit_epoch(self, time: Any, records: Iterable[Any]) -> None:
+        """Write epoch ``time``'s file (replacing it atomically) from ``records``,
+        streamed: the records need not fit in memory."""
         import json
         import os
+        import secrets
 
         path = os.path.join(self.directory, f"epoch-{time:012d}.jsonl")
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            for r in records:
-                f.write(json.dumps(r, separators=(",", ":")) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        tmp = f"{path}.tmp-{secrets.token_hex(4)}"  # two attempts at one epoch (a Spark retry) never share one
+        try:
+            with open(tmp, "w") as f:
+                for r in records:
+                    f.write(json.dumps(r, separators=(",", ":")) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
 
     def close(self, worker: int) -> None:
         for t in sorted(self._buffers):
@@ -149,3 +176,16 @@ class FileSink(Sink):
 def files(directory: str) -> FileSink:
     """An exactly-once sink writing one JSON-lines file per epoch (see :class:`FileSink`)."""
     return FileSink(directory)
+
+
+class Kept(Sink):
+    """Delivers nowhere: on Spark its records are kept only in the micro-batches'
+    output files (read them as a DataFrame with ``Backend.output(stream)``); on the
+    embedded engine they are dropped."""
+
+    on_driver = False
+
+
+def keep() -> Kept:
+    """A sink whose output is only kept on Spark, for ``Backend.output`` (see :class:`Kept`)."""
+    return Kept()

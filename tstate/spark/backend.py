@@ -4,6 +4,7 @@
 >>> backend.run(flow, {"events": Source(static_df, time="hour")})     # batch # doctest: +SKIP
 >>> query = backend.start(flow, {"events": stream_df})                # streaming # doctest: +SKIP
 >>> query.awaitTermination()                                          # doctest: +SKIP
+>>> backend.output(op).write.parquet("out")   # an operator's committed output # doctest: +SKIP
 
 **Micro-batches are epochs.**  A streaming run is a real ``StreamingQuery``
 (``foreachBatch``): without a time column, the rows of micro-batch ``b`` are records at
@@ -19,19 +20,23 @@ chain and are grouped by ``(boundary, bin, time)``; each boundary is one shuffle
 the partitions owning its bins (``repartition`` on a label column chosen so that
 Spark's hash partitioning puts label ``p`` on partition ``p``), then one task per
 partition runs the operator over its bins (:mod:`tstate.spark.task`) and writes the
-changed bins to the checkpoint store.  The driver sees only file references, counters
-and the records that reach sinks; it delivers those to the sinks, then commits the
-batch's manifest (meta ``spark.batch``).  A micro-batch Spark replays after a driver
-restart whose manifest is already committed is skipped, so state and sinks see each
-batch once.
+changed bins to the checkpoint store.  The records that reach sinks are written by the
+tasks too (:mod:`tstate.spark.output`): the driver sees only file references and
+counters.  It commits the batch's manifest (meta ``spark.batch``, ``spark.output``:
+the batch's output references), and only then hands the output to the sinks (epoch
+files written by Spark tasks, in-memory sinks fed on the driver);
+:meth:`Backend.output` reads it back as a DataFrame.  A micro-batch Spark replays after
+a driver restart whose manifest is already committed is skipped, so state and sinks see
+each batch once; a run that resumes says so on stderr (:mod:`tstate.spark.progress`).
 
 **Iterate scopes and frontier operators.**  A loop runs in rounds within the batch:
 each round, the loop's keyed operators process the minimal times that still have work,
 until no time of the batch's epochs is left (:mod:`tstate.spark.rounds`); records
 leaving the loop go on to the operators after it.  Frontier operators run fused where
 their records are (:mod:`tstate.spark.frontier`); records or sink output they give at a
-time the batch has not reached are *held* (in the batch's held file, referenced by its
-manifest) and go in with the batch that reaches their time.
+time the batch has not reached are *held* (records in the batch's held file, sink output
+in its part file; both referenced by the manifest) and go in with the batch that reaches
+their time.
 
 **Rescaling.**  State belongs to bins, and every bin is durable after each batch, so
 the bin→partition map may change between any two batches: :meth:`Backend.rescale`
@@ -104,6 +109,10 @@ class BatchMetrics:
     #: iterate scopes: rounds run (all loops) and Spark stages they took
     loop_rounds: int = 0
     loop_stages: int = 0
+    #: records the batch's sinks got (written by the executors), and seconds the driver
+    #: spent after the commit handing them over (epoch files by Spark tasks, driver sinks)
+    output_records: int = 0
+    output_seconds: float = 0.0
     #: Spark stages of the root boundaries (those whose inputs are ready together share one)
     stages: int = 0
 
@@ -139,7 +148,9 @@ class Backend:
     same path (a local path under ``local`` / ``local-cluster`` masters, a shared mount
     otherwise).  ``partitions``: Spark partitions (= tstate workers) the bins are spread
     over (default: Spark's default parallelism).  ``resume``: continue from the latest
-    committed batch of the directory."""
+    committed batch of the directory.  ``progress``: ``True`` draws a bar per
+    micro-batch on stderr, ``None`` (default) prints only whether the run resumed,
+    ``False`` nothing (:mod:`tstate.spark.progress`)."""
 
     def __init__(
         self,
@@ -151,8 +162,13 @@ class Backend:
         compact_after: int = 8,
         retain: int = 3,
         resume: bool = True,
+        progress: Optional[bool] = None,
     ) -> None:
         from tstate.checkpoint.store import CheckpointStore
+        from tstate.spark.progress import Progress
+        from tstate.spark.session import require_pyspark
+
+        require_pyspark()
 
         self.spark = spark
         self.directory = os.path.abspath(str(checkpoint))
@@ -182,6 +198,11 @@ class Backend:
         self._newest: Any = None
         self._held: Optional[str] = None
         self._loop_stats: dict[str, int] = {"rounds": 0, "stages": 0}
+        #: sink output (tstate.spark.output): the last committed index, and the parts
+        #: whose times a later batch reaches
+        self._output_index: Optional[str] = None
+        self._pending: list[Any] = []
+        self._progress = Progress(progress)
 
     def __repr__(self) -> str:
         return f"Backend({self.directory!r}, partitions={self.partitions})"
@@ -190,6 +211,7 @@ class Backend:
     def _prepare(self, flow: "Dataflow", sources: dict[str, Any]) -> dict[str, Source]:
         from tstate.checkpoint.schema_check import check_compatible
         from tstate.migration.planner import balanced_map
+        from tstate.spark.output import Part
         from tstate.spark.plan import Plan
 
         plan = Plan.of(flow)
@@ -232,6 +254,8 @@ class Backend:
             self._timers = {op: {int(b): t for b, t in bins.items()} for op, bins in meta.get("timers", {}).items()}
             self._newest = meta.get("newest")
             self._held = meta.get("held")
+            self._output_index = meta.get("output")
+            self._pending = [Part.from_builtins(p) for p in meta.get("output_pending", [])]
             if self._frontier is not None:  # (None: the run finished; its output is complete)
                 for spec in flow._nodes:
                     if spec.kind == "sink":
@@ -239,7 +263,29 @@ class Backend:
         for spec in flow._nodes:
             if spec.kind == "sink":
                 spec.options["sink"].open(0, 1)
+        self._recover_output()
         return bound
+
+    def _recover_output(self) -> None:
+        """At a (re)start: delete the output an uncommitted batch left, and write the last
+        committed batch's epoch files again (the driver may have died between its commit
+        and them; the same bytes again otherwise)."""
+        from tstate.spark.output import clean, finalise, read_index
+
+        fs = self.store.fs
+        keep = {p.path for p in self._pending}
+        last: list[Any] = []
+        if self._output_index is not None:
+            b, _prev, parts = read_index(fs, self._output_index)
+            if b == self._last_batch:
+                keep |= {p.path for p in parts} | {self._output_index}
+                last = parts
+        clean(fs, self._sink_dirs(), max(self._last_batch, 0), keep)
+        files = {
+            spec.index: spec.options["sink"] for spec in self._flow._nodes
+            if spec.kind == "sink" and not spec.options["sink"].on_driver and hasattr(spec.options["sink"], "commit_epoch")
+        }  # fmt: skip
+        finalise(self.spark, self.directory, files, last)
 
     def _labels_for(self, n: int) -> tuple[int, ...]:
         """Labels ``l[p]`` with ``pmod(hash(l[p]), n) == p``: Spark's hash partitioning
@@ -353,8 +399,10 @@ class Backend:
         if not isinstance(rows_per_batch, int) or rows_per_batch < 1:
             raise ConfigurationError(f"rows_per_batch must be an integer >= 1, got {rows_per_batch!r}")
         bound = self._prepare(flow, sources or {})
-        if self._frontier is None:
-            return  # a finished run was committed: nothing left to do
+        done = self._last_batch + 1  # batches committed by earlier runs
+        if self._frontier is None:  # a finished run was committed: nothing left to do
+            self._progress.finished_already(self.directory, done)
+            return
         counts: dict[int, int] = {}  # epoch -> input rows
         untimed = False
         for name, src in bound.items():
@@ -372,6 +420,10 @@ class Backend:
         top = max(counts) if counts else -1
         cuts = _cuts(counts, lo, top, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
         batch = self._last_batch + 1
+        total = done + len(cuts) + 1  # (+1: the batch closing the inputs)
+        if done:
+            self._progress.resumed(self.directory, done, total)
+        self._progress.start(total, done)
         # each micro-batch filters its epochs out of the sources: read them once
         cached = {name: src.df.persist() for name, src in bound.items() if src.time is not None and len(cuts) > 1}
         try:
@@ -388,11 +440,12 @@ class Backend:
                         dfs[name] = df.where((F.col(src.time) >= lo) & (F.col(src.time) < hi))
                 self._batch(dfs, bound, batch, lo, hi, None)
                 batch += 1
+            lo = cuts[-1][1] if cuts else lo
+            self._batch({}, bound, batch, lo, None, None)  # the inputs close: remaining timers fire
         finally:
             for df in cached.values():
                 df.unpersist()
-        lo = cuts[-1][1] if cuts else lo
-        self._batch({}, bound, batch, lo, None, None)  # the inputs close: remaining timers fire
+            self._progress.close()
         for spec in flow._nodes:
             if spec.kind == "sink":
                 spec.options["sink"].close(0)
@@ -412,6 +465,8 @@ class Backend:
         from pyspark.sql import functions as F
 
         bound = self._prepare(flow, sources or {})
+        if self._last_batch >= 0:
+            self._progress.resumed(self.directory, self._last_batch + 1, None)
         if len(bound) != 1:
             raise SparkError(f"a streaming run needs exactly one input; dataflow {flow.name!r} has {len(bound)}")
         (name, src), = bound.items()
@@ -457,11 +512,10 @@ class Backend:
         """One micro-batch: run it, deliver the sinks' records, commit (module docs)."""
         import msgpack
 
-        from tstate.checkpoint.manifest import FileRef
-        from tstate.spark.records import decode_records
-        from tstate.progress.frontier import Antichain
         from tstate.progress.timestamp import Product
         from tstate.spark import task as T
+        from tstate.spark.output import Part, clean, write_index, write_parts
+        from tstate.spark.records import decode_records
         from tstate.spark.rounds import TIMES, LoopRun, decode_cell
 
         start = _time.perf_counter()
@@ -616,43 +670,16 @@ class Backend:
                 self._loop_stats["root_stages"] = self._loop_stats.get("root_stages", 0) + 1
                 rows += out.where(f"kind != {T.RECORDS}").collect()
             t_jobs = _time.perf_counter()
-            # the driver's part: files, timers, counters, then the sinks
-            stats = {"records": 0, "hits": 0, "catchups": 0, "misses": 0, "bytes": 0}
-            held_cells: list[Any] = []
-            for r in rows:
-                kind = r["kind"]
-                if kind == T.FILE:
-                    path, size, checksum, fkind, first_timer = msgpack.unpackb(r["payload"])
-                    opname = plan.nodes[r["node"]].name
-                    timers = self._timers.setdefault(opname, {})
-                    if fkind == "drop":
-                        writer.drop_bin(opname, r["bin"])
-                        timers.pop(r["bin"], None)
-                    else:
-                        writer.adopt(opname, r["bin"], [FileRef(path, size, checksum)], replace=fkind == "snap")
-                        if first_timer is None:
-                            timers.pop(r["bin"], None)
-                        else:
-                            timers[r["bin"]] = first_timer
-                elif kind == T.STATS:
-                    s = msgpack.unpackb(r["payload"])
-                    for k in stats:
-                        stats[k] += s.get(k, 0)
-                elif kind == T.SINK:
-                    if hi is not None and r["time"] >= hi:  # given at a later time: delivered then
-                        keep.append([T.SINK, r["node"], 0, r["time"], bytes(r["payload"])])
-                    else:
-                        sink_out.setdefault(r["node"], {}).setdefault(r["time"], []).extend(decode_records(r["payload"]))
-                elif kind == T.HELD:
-                    held_cells.append(bytes(r["payload"]))
-            front = Antichain([hi]) if hi is not None else Antichain()
-            for spec in self._flow._nodes:
-                if spec.kind != "sink":
-                    continue
-                sink = spec.options["sink"]
-                for t, recs in sorted(sink_out.get(spec.index, {}).items()):
-                    sink.write(0, t, recs)
-                sink.frontier(0, front)
+            # the driver's part: files, timers, counters, the output's references
+            stats, fresh, held_cells = self._apply_rows(rows, writer)
+            if sink_out:  # sink records of a held file from before output parts existed
+                refs: list[Any] = []
+                write_parts(plan, info, {(nd, t): r for nd, by_t in sink_out.items() for t, r in by_t.items()}, refs)
+                fresh += [Part.from_builtins(msgpack.unpackb(r[5])) for r in refs]
+            now, pending = self._settle_output(fresh, hi)
+            index = self._output_index
+            if now:
+                index = write_index(self.store.fs, batch, writer.token, lo, hi, index, now)
             for b in plan.boundaries:
                 spec = self._flow._nodes[b]
                 if spec.kind == "stateful":
@@ -667,6 +694,7 @@ class Backend:
                 {
                     "batch": batch, "frontier": hi, "partitions": n, "newest": self._newest, "held": held,
                     "timers": {op: {str(b): t for b, t in tm.items()} for op, tm in self._timers.items()},
+                    "output": index, "output_pending": [p.to_builtins() for p in pending],
                 },
             )
             t_driver = _time.perf_counter()
@@ -687,14 +715,93 @@ class Backend:
         self._fresh = False
         self._last_batch = batch
         self._frontier = hi  # type: ignore[assignment]
+        self._output_index, self._pending = index, pending
+        # the commit made the output visible: leftovers go, then the sinks get it
+        clean(self.store.fs, self._sink_dirs(), batch, {p.path for p in fresh} | ({index} if now and index else set()))
+        self._deliver(now, hi)
+        t_out = _time.perf_counter()
         self.metrics.late = self._late.value if self._late is not None else 0
-        self.metrics.batches.append(
-            BatchMetrics(
-                batch, hi, _time.perf_counter() - start, n, stats["records"], stats["hits"], stats["misses"],
-                stats["bytes"], moved, stats["catchups"], t_jobs - start, t_driver - t_jobs, t_commit - t_driver,
-                self._loop_stats["rounds"], self._loop_stats["stages"], self._loop_stats.get("root_stages", 0),
-            )
+        m = BatchMetrics(
+            batch, hi, _time.perf_counter() - start, n, stats["records"], stats["hits"], stats["misses"],
+            stats["bytes"], moved, stats["catchups"], t_jobs - start, t_driver - t_jobs, t_commit - t_driver,
+            self._loop_stats["rounds"], self._loop_stats["stages"], sum(p.records for p in now), t_out - t_commit,
+            stages=self._loop_stats.get("root_stages", 0),
         )
+        self.metrics.batches.append(m)
+        self._progress.batch(m, self.store.head)
+
+    def _apply_rows(self, rows: list[Any], writer: Any) -> tuple[dict[str, int], list[Any], list[Any]]:
+        """The rows the driver got from the tasks: state files into the checkpoint being
+        written, timers, counters; returns the counters, the output parts (references
+        only: :mod:`tstate.spark.output`) and the held-back input cells."""
+        import msgpack
+
+        from tstate.checkpoint.manifest import FileRef
+        from tstate.spark import task as T
+        from tstate.spark.output import Part
+
+        plan = self._plan
+        stats = {"records": 0, "hits": 0, "catchups": 0, "misses": 0, "bytes": 0}
+        fresh: list[Part] = []
+        held_cells: list[Any] = []
+        for r in rows:
+            kind = r["kind"]
+            if kind == T.FILE:
+                path, size, checksum, fkind, first_timer = msgpack.unpackb(r["payload"])
+                opname = plan.nodes[r["node"]].name
+                timers = self._timers.setdefault(opname, {})
+                if fkind == "drop":
+                    writer.drop_bin(opname, r["bin"])
+                    timers.pop(r["bin"], None)
+                else:
+                    writer.adopt(opname, r["bin"], [FileRef(path, size, checksum)], replace=fkind == "snap")
+                    if first_timer is None:
+                        timers.pop(r["bin"], None)
+                    else:
+                        timers[r["bin"]] = first_timer
+            elif kind == T.STATS:
+                s = msgpack.unpackb(r["payload"])
+                for k in stats:
+                    stats[k] += s.get(k, 0)
+            elif kind == T.SINK:
+                fresh.append(Part.from_builtins(msgpack.unpackb(r["payload"])))
+            elif kind == T.HELD:
+                held_cells.append(bytes(r["payload"]))
+        return stats, fresh, held_cells
+
+    def _settle_output(self, fresh: list[Any], hi: Optional[int]) -> tuple[list[Any], list[Any]]:
+        """The batch's output (parts' times before ``hi``, of this batch's parts and of
+        those waiting) and what still waits for a later batch."""
+        now, later = [], []
+        for p in [*self._pending, *fresh]:
+            a, b = p.split(hi)
+            if a is not None:
+                now.append(a)
+            if b is not None:
+                later.append(b)
+        return now, later
+
+    def _sink_dirs(self) -> list[str]:
+        from tstate.spark.output import sink_dir
+
+        return [sink_dir(self._plan, node) for node in self._plan.sinks]
+
+    def _deliver(self, parts: list[Any], hi: Optional[int]) -> None:
+        """A committed batch's output to the sinks: epoch files by Spark tasks, driver
+        sinks (in-memory, callbacks) on the driver; then the sinks' frontier."""
+        from tstate.progress.frontier import Antichain
+        from tstate.spark.output import finalise, records_of
+
+        sinks = {spec.index: spec.options["sink"] for spec in self._flow._nodes if spec.kind == "sink"}
+        files = {nd: s for nd, s in sinks.items() if hasattr(s, "commit_epoch") and not s.on_driver}
+        finalise(self.spark, self.directory, files, parts)
+        front = Antichain([hi]) if hi is not None else Antichain()
+        for nd, sink in sinks.items():
+            if sink.on_driver:
+                mine = [p for p in parts if p.sink == nd]
+                for t, recs in sorted(records_of(self.store.fs, mine).items()):
+                    sink.write(0, t, recs)
+            sink.frontier(0, front)
 
     # -- state ----------------------------------------------------------------------
     def state(self, op: "Stream") -> Any:
@@ -706,6 +813,57 @@ class Backend:
         if self._flow is None:
             raise SparkError("nothing has run on this backend yet")
         return state_frame(self, op)
+
+    def output(self, op: Any, batch: Optional[int] = None, *, schema: Any = None) -> Any:
+        """The committed output of ``op`` as a Spark DataFrame read from the
+        micro-batches' output files by the executors (:mod:`tstate.spark.output`): columns
+        ``batch``, ``time``, then the record's (a dict's keys, a named tuple's or attrs
+        class's fields, ``_1, _2, ...`` for a tuple, else ``value``).
+
+        ``op``: a stream with a sink (``stream.collect()``, ``ts.io.files(...)``, or
+        ``stream.sink(ts.io.keep())`` to keep it only here), a sink, or a sink's name;
+        ``batch``: one micro-batch's output (default: every committed batch's);
+        ``schema``: the record columns as a Spark DDL string (default: inferred from a
+        few records).  The output of every committed batch, also those of earlier runs
+        on the same directory:
+
+        >>> backend.output(departures).write.parquet("departures")  # doctest: +SKIP
+        """
+        from tstate.spark.output import frame, history
+
+        if self._flow is None:
+            raise SparkError("nothing has run on this backend yet")
+        node = self._sink_of(op)
+        head = self.store.latest()
+        index = head.meta.get("spark", {}).get("output") if head is not None else None
+        found = [
+            (b, p) for b, parts in history(self.store.fs, index) if batch is None or b == batch
+            for p in parts if p.sink == node
+        ]  # fmt: skip
+        found.reverse()
+        return frame(self.spark, self.directory, self.store.fs, found, schema)
+
+    def _sink_of(self, op: Any) -> int:
+        """The sink node of ``op`` (a stream feeding a sink, a sink or a sink's name)."""
+        from tstate.io.sinks import Sink
+
+        specs = [s for s in self._flow._nodes if s.kind == "sink"]
+        if isinstance(op, str):
+            found = [s.index for s in specs if s.name == op]
+            what = f"sink {op!r}"
+        elif isinstance(op, Sink):
+            found = [s.index for s in specs if s.options.get("sink") is op]
+            what = f"sink {op!r}"
+        else:
+            node, port = getattr(op, "node", None), getattr(op, "port", 0)
+            found = [s.index for s in specs if node is not None and (node, port) in s.inputs]
+            what = f"operator {self._flow._nodes[node].name!r}" if isinstance(node, int) else repr(op)
+        if not found:
+            raise SparkError(
+                f"{what} has no sink in dataflow {self._flow.name!r}: its output is not kept; add one, e.g. "
+                "stream.sink(ts.io.keep()) (sinks: " + ", ".join(repr(s.name) for s in specs) + ")"
+            )
+        return found[0]
 
 
 def _cuts(

@@ -13,13 +13,32 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["local_session"]
+from tstate.errors import SparkError
+
+__all__ = ["local_session", "require_pyspark", "PysparkMissing"]
+
+
+class PysparkMissing(SparkError, ImportError):
+    """pyspark is not installed (a :class:`~tstate.errors.SparkError` and an ``ImportError``)."""
+
+#: what to do when pyspark is missing
+INSTALL = "pip install 'tstate[spark]'"
+
+
+def require_pyspark() -> None:
+    """Raise :class:`~tstate.errors.SparkError` (also an ``ImportError``) saying how to
+    install pyspark if it is missing; every entry point of :mod:`tstate.spark` calls it."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise PysparkMissing(f"the Spark backend needs pyspark, which is not installed ({exc}): {INSTALL}") from None
 
 
 def local_session(master: str = "local[2]", app_name: str = "tstate", **conf: Any) -> Any:
     """Get or create a SparkSession on ``master`` with tstate's defaults, plus ``conf``
     (Spark configuration keys with ``.`` written as given, e.g.
     ``**{"spark.executor.memory": "1g"}``)."""
+    require_pyspark()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

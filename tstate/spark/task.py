@@ -7,7 +7,8 @@ Every task speaks one Arrow schema (:data:`SCHEMA`); a row is one of
   with ``bin`` = :data:`GROUPED`, the records of all the bins one task sends to one
   partition for ``(node, time)``, in one cell (not when the plan has frontier operators,
   whose records at later times are held and re-routed bin by bin);
-- ``SINK``: records that reached sink ``node`` at ``time`` (delivered by the driver);
+- ``SINK``: a part file the task wrote with the records that reached sink ``node``
+  (``payload``: its :class:`~tstate.spark.output.Part`; the records never reach the driver);
 - ``FILE``: a state file a task wrote for operator ``node``, bin ``bin`` (``payload``:
   path, size, checksum, kind, earliest timer);
 - ``STATS``: per-task counters (cache hits and misses, records, late records);
@@ -132,8 +133,10 @@ def _emit(
         from tstate.spark.rounds import emit_loop_cells
 
         emit_loop_cells(plan, info, loop, rows)
-    for (node, t), recs in sinks.items():
-        rows.append((SINK, 0, node, 0, t, encode_records(recs, plan.nodes[node].name)))
+    if sinks:  # written here, by the task; the driver gets a reference (tstate.spark.output)
+        from tstate.spark.output import write_parts
+
+        write_parts(plan, info, sinks, rows)
 
 
 def _same(a: list[tuple[int, list[Any]]], b: list[tuple[int, list[Any]]]) -> bool:

@@ -636,18 +636,16 @@ class Backend:
                     keep.extend([r["kind"], r["node"], r["bin"], r["time"], bytes(r["payload"])] for r in left)
                     continue
                 # root boundaries whose inputs are all ready run in one stage
-                def ready(w: Any) -> bool:
-                    return isinstance(w, str) or w in waves or w in alias
-
-                group = [item] + [
+                stage: list[int] = [item] + [
                     it for it in plan.items[pos + 1 :]
-                    if not isinstance(it, tuple) and it not in done and all(ready(w) for w in plan.feeders.get(it, ()))
+                    if not isinstance(it, tuple) and it not in done
+                    and all(isinstance(w, str) or w in waves or w in alias for w in plan.feeders.get(it, ()))
                 ]
-                done.update(group)
-                nodes = ", ".join(map(str, group))
-                feeders = [w for b in group for w in plan.feeders.get(b, ())]
+                done.update(stage)
+                nodes = ", ".join(map(str, stage))
+                feeders = [w for b in stage for w in plan.feeders.get(b, ())]
                 parts = [w.where(f"kind = {T.RECORDS} and node in ({nodes})") for w in sources(feeders)]
-                parts += [self.spark.createDataFrame(inject[b], T.SCHEMA) for b in group if b in inject]
+                parts += [self.spark.createDataFrame(inject[b], T.SCHEMA) for b in stage if b in inject]
                 if plan.delays and hi is not None and parts:  # records a frontier operator gave at later times wait
                     late = parts[0]
                     for p in parts[1:]:
@@ -657,14 +655,14 @@ class Backend:
                         for r in late.where(f"time >= {hi}").collect()
                     )
                     parts = [p.where(f"time < {hi}") for p in parts]
-                inp = self._ticks_for(tuple(group), labels)
+                inp = self._ticks_for(tuple(stage), labels)
                 for p in parts:
                     inp = inp.unionAll(p)
-                out = inp.repartition(n, "dest").mapInArrow(T.boundary_task(plan, info, tuple(group)), T.SCHEMA)
-                if plan.delays or any(b in plan.feeders.get(c, ()) for b in group for c in plan.boundaries):
+                out = inp.repartition(n, "dest").mapInArrow(T.boundary_task(plan, info, tuple(stage)), T.SCHEMA)
+                if plan.delays or any(b in plan.feeders.get(c, ()) for b in stage for c in plan.boundaries):
                     out = out.persist()
                     persisted.append(out)
-                for b in group:
+                for b in stage:
                     waves[b] = out
                     alias[b] = item
                 self._loop_stats["root_stages"] = self._loop_stats.get("root_stages", 0) + 1

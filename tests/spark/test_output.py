@@ -151,7 +151,9 @@ def test_resume_says_so_and_a_finished_run_says_nothing_is_left(spark: Any, tmp_
         b1._batch({"events": df.where(F.col("t") == lo)}, {"events": Source(df, time="t")}, lo, lo, lo + 1, None)
     capsys.readouterr()
     flow2, _ev2, _stats2, out2 = keyed()
-    Backend(spark, checkpoint=ck, partitions=2, progress=True).run(flow2, {"events": Source(df, time="t")})
+    Backend(spark, checkpoint=ck, partitions=2, progress=True).run(
+        flow2, {"events": Source(df, time="t")}, epochs_per_batch=1
+    )
     err = capsys.readouterr().err
     assert f"tstate: resumed at batch 3 of 6 (2 committed in {os.path.abspath(ck)})" in err
     assert "micro-batches" in err and "6/6" in err and "state " in err  # the bar

@@ -83,7 +83,13 @@ _T = TypeVar("_T")
 _DEFINITE = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
 # Names of exception classes (in the MRO) of the HTTP stacks under fsspec that mean
 # "no answer": botocore's connection errors and timeouts, aiohttp's client errors.
-_TRANSIENT_NAMES = {"HTTPClientError", "ClientConnectionError", "ServerTimeoutError", "ClientPayloadError"}
+_TRANSIENT_NAMES = {
+    "HTTPClientError",  # botocore: ConnectionClosedError, ReadTimeoutError, ...
+    "ConnectionError",  # botocore's own (not the builtin): EndpointConnectionError, ConnectTimeoutError
+    "ClientConnectionError",  # aiohttp
+    "ServerTimeoutError",
+    "ClientPayloadError",
+}
 
 
 def default_retry_seconds() -> float:
@@ -114,7 +120,7 @@ def _storage_options(protocol: str) -> dict[str, Any]:
     if protocol in ("s3", "s3a"):
         opts.update(
             max_concurrency=1,  # a GET is one request (else s3fs HEADs first for a parallel download)
-            config_kwargs={"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 2, "mode": "standard"}},
+            config_kwargs={"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 1}},
         )
     return opts
 
@@ -139,7 +145,7 @@ class ObjectFS:
         else:
             root = fs._strip_protocol(self.url)
         if protocol in ("s3", "s3a") and hasattr(fs, "retries"):
-            fs.retries = 2  # s3fs's own retries of throttling answers: ours take over
+            fs.retries = 1  # s3fs's own retries: ours (with a time budget) take over
         self.fs = fs
         self.root = str(root).rstrip("/")
         self.retry_seconds = default_retry_seconds() if retry_seconds is None else float(retry_seconds)

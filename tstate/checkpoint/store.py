@@ -29,6 +29,17 @@ are orphans), after it a complete one.  A manifest ends with a checksum of itsel
 torn one is detected and skipped, like a checkpoint with a missing, truncated or
 corrupt data file: :meth:`~CheckpointStore.latest` then uses the previous good one.
 
+**In an object store** (``CheckpointStore("s3://bucket/prefix")``, also ``gs://``,
+``abfs://``, ``hdfs://``: :mod:`tstate.checkpoint.objectfs`) the layout and the format are
+the same; a file is written by one PUT (atomic there), nothing is fsynced, and the
+manifest is committed by one *conditional* PUT (``If-None-Match: *``, where the store
+supports it), so a second writer that got the same id cannot overwrite a committed
+checkpoint (:class:`~tstate.errors.CheckpointError` "committed by another writer").
+Listings only say which manifests to read: each is read by name and every file it names
+is verified, as on disk.  A store that stays unreachable fails the call with a
+:class:`~tstate.errors.CheckpointError` naming the URL after retries; a commit whose
+manifest PUT failed committed nothing.
+
 **Garbage collection** runs after each commit: it keeps the newest ``retain``
 readable manifests, deletes the others (and unreadable ones), then deletes every data
 file no longer referenced by a kept manifest -- except files written by a checkpoint
@@ -149,7 +160,9 @@ def _check_packable(what: str, value: Any) -> None:
 class CheckpointStore:
     """Checkpoints in one directory (see the module docstring for layout and guarantees).
 
-    ``directory`` is created if missing (parents too) unless ``create=False``; a path
+    ``directory``: a local path or an object-store URL (``s3://bucket/prefix``...;
+    :mod:`tstate.checkpoint.location`).  A local ``directory`` is created if missing
+    (parents too) unless ``create=False``; a path
     that is not a directory, or a directory in which a file cannot be created, raises
     :class:`~tstate.errors.CheckpointError` naming the path, here, before anything runs.
     ``retain``: how many committed checkpoints to keep (>= 1).  ``compact_after``: the

@@ -12,6 +12,15 @@ far more than a real S3 would), the ratios are what the choice rests on.
     python -m benchmarks.object_store [--files 200] [--repeat 3] [--sizes 1024,65536]
 
 Needs ``moto[server]`` (the test extra) and ``s3fs`` (the bench extra).
+
+Found on the way (pyarrow 26): ``pyarrow.fs.S3FileSystem`` reads ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY`` and ``AWS_REGION``, but ``AWS_ENDPOINT_URL`` /
+``AWS_ENDPOINT_URL_S3`` only through ``FileSystem.from_uri`` (a bare ``S3FileSystem()``
+goes to AWS); without ``allow_delayed_open=True`` every small write is a three-request
+multipart upload (which moto's answer to CompleteMultipartUpload also trips up); a read
+is HEAD + GET, and a delete is HEAD + DELETE + a PUT re-creating the parent "directory"
+marker.  s3fs makes one request for each (with ``max_concurrency=1``: otherwise a read
+HEADs first), and can send ``If-None-Match: *`` (``pipe_file(mode="create")``).
 """
 
 from __future__ import annotations

@@ -60,3 +60,15 @@ def s3():  # type: ignore[no-untyped-def]
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def s3_locked(s3):  # type: ignore[no-untyped-def]
+    """``(endpoint, key id, secret)`` of a moto server that checks credentials, whose
+    bucket ``tstate-locked`` that user may read but not write (``tests/objectstore.py``)."""
+    from tests.objectstore import start_locked_server
+
+    proc, endpoint, key, secret = start_locked_server()
+    yield endpoint, key, secret
+    proc.terminate()
+    proc.wait(10)

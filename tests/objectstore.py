@@ -17,6 +17,8 @@ import uuid
 from typing import Any, Optional
 
 BUCKET = "tstate-tests"
+#: the bucket of :func:`start_locked_server`, which its IAM user may only read
+LOCKED = "tstate-locked"
 
 
 def free_port() -> int:
@@ -99,3 +101,44 @@ def start_session_server() -> S3Server:
     os.environ.update(server.env())
     boto3.client("s3", endpoint_url=server.endpoint).create_bucket(Bucket=BUCKET)
     return server
+
+
+def start_locked_server() -> tuple[Any, str, str, str]:
+    """A second moto server, in its own process, that checks credentials
+    (``INITIAL_NO_AUTH_ACTION_COUNT``: only the first 4 requests go unchecked, the set-up
+    below), with the bucket :data:`LOCKED` and an IAM user that may only read it.
+    Returns the process, its endpoint and the user's access key id and secret."""
+    import json
+    import subprocess
+    import sys
+
+    import boto3
+
+    port = free_port()
+    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="4")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"moto did not listen on {endpoint}") from None
+                time.sleep(0.1)
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=LOCKED)  # unchecked action 1
+        iam = boto3.client("iam", endpoint_url=endpoint)
+        iam.create_user(UserName="reader")  # 2
+        policy = {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"}]}
+        iam.put_user_policy(UserName="reader", PolicyName="read", PolicyDocument=json.dumps(policy))  # 3
+        key = iam.create_access_key(UserName="reader")["AccessKey"]  # 4
+    except BaseException:
+        proc.kill()
+        raise
+    return proc, endpoint, key["AccessKeyId"], key["SecretAccessKey"]

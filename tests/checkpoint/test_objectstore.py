@@ -6,7 +6,6 @@ The store's ordinary behaviour on S3 is tested in test_store.py (``where``)."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import subprocess
@@ -16,7 +15,7 @@ import time
 
 import pytest
 
-from tests.objectstore import BUCKET, free_port
+from tests.objectstore import BUCKET, LOCKED, free_port
 from tstate.checkpoint.location import open_filesystem, resolve
 from tstate.checkpoint.objectfs import ObjectFS
 from tstate.checkpoint.store import CheckpointStore
@@ -145,50 +144,14 @@ def test_unreachable_store_fails_before_anything_runs() -> None:
     assert f"checkpoint location {url}: not writable" in out.stdout and "unreachable" in out.stdout, out
 
 
-@pytest.fixture(scope="module")
-def auth_s3():
-    """A second moto server that checks credentials (``INITIAL_NO_AUTH_ACTION_COUNT``),
-    in its own process, with a bucket and an IAM user that may only read it."""
-    pytest.importorskip("moto.server")
-    import boto3
-
-    port = free_port()
-    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="4")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="tstate-locked")  # action 1
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        iam = boto3.client("iam", endpoint_url=endpoint)
-        iam.create_user(UserName="reader")  # 2
-        policy = {"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"}]}
-        iam.put_user_policy(UserName="reader", PolicyName="read", PolicyDocument=json.dumps(policy))  # 3
-        key = iam.create_access_key(UserName="reader")["AccessKey"]  # 4
-        yield endpoint, key["AccessKeyId"], key["SecretAccessKey"]
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 @pytest.mark.parametrize("who", ["read-only user", "wrong credentials"])
-def test_bucket_without_write_permission_fails_before_processing(auth_s3, tmp_path, who) -> None:
+def test_bucket_without_write_permission_fails_before_processing(s3_locked, tmp_path, who) -> None:
     """The engine checks the store before its first step: a run against a bucket it may
     not write raises CheckpointError naming the URL, and no record is processed."""
-    endpoint, key, secret = auth_s3
+    endpoint, key, secret = s3_locked
     if who == "wrong credentials":
         key, secret = "AKIAWRONGWRONGWRONG0", "not-the-secret"
-    url = "s3://tstate-locked/ckpt"
+    url = f"s3://{LOCKED}/ckpt"
     code = f"""
 import tstate as ts
 from tstate.checkpoint.coordinator import Checkpoints
@@ -248,3 +211,15 @@ def test_embedded_engine_killed_and_resumed_from_s3(s3, tmp_path) -> None:
     assert outputs(out) == reference
     store = CheckpointStore(url, readonly=True)
     assert store.latest() is not None and store.problems == []
+
+
+def test_cli_inspects_a_store_in_s3(s3, capsys) -> None:
+    from tstate.__main__ import main
+
+    url = s3.url("cli")
+    store = CheckpointStore(url, fsync=False)
+    for t in range(2):
+        _commit(store, t)
+    assert main(["checkpoints", url, "--verify", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("id,") and [line.split(",")[0] for line in lines[1:]] == ["1", "2"]

@@ -58,6 +58,20 @@ def test_restart_on_other_partitions_resumes_from_s3(spark: Any, s3_spark: Any) 
     assert got == as_tuples(ref_state)
 
 
+def test_unwritable_bucket_fails_when_the_backend_is_created(spark: Any, s3_locked: Any, monkeypatch: Any) -> None:
+    from tests.objectstore import LOCKED
+    from tstate.errors import CheckpointError
+
+    endpoint, key, secret = s3_locked
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.setenv("TSTATE_STORE_RETRY_SECONDS", "2")
+    url = f"s3://{LOCKED}/spark"
+    with pytest.raises(CheckpointError, match=f"checkpoint location {url}: not writable .*Access Denied"):
+        Backend(spark, checkpoint=url, partitions=2)
+
+
 def test_cluster_faults_with_the_store_in_s3(s3: Any, tmp_path: Any) -> None:
     """tests/spark/test_faults.py's scenario with ``checkpoint="s3://..."``: the driver,
     its executors and the restarted driver all reach the store through the URL."""

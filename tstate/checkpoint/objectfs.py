@@ -103,6 +103,13 @@ def default_retry_seconds() -> float:
 
 
 def _transient(exc: BaseException) -> bool:
+    """Whether ``exc`` means "no answer" (retry) rather than an answer.
+
+    >>> _transient(ConnectionRefusedError()), _transient(TimeoutError()), _transient(OSError("503 SlowDown"))
+    (True, True, True)
+    >>> _transient(FileNotFoundError("x")), _transient(PermissionError("denied")), _transient(ValueError())
+    (False, False, False)
+    """
     if isinstance(exc, _DEFINITE):
         return False
     if isinstance(exc, (ConnectionError, TimeoutError)):

@@ -38,6 +38,11 @@ def test_locations_resolve_to_their_filesystems(tmp_path, s3) -> None:
     assert resolve("file://" + str(tmp_path)) == str(tmp_path)
     with pytest.raises(CheckpointError, match=r"ftp://h/x: unsupported scheme ftp://"):
         resolve("ftp://h/x")
+    import importlib.util
+
+    if importlib.util.find_spec("gcsfs") is None:  # a scheme whose client is missing: named
+        with pytest.raises(CheckpointError, match=r"checkpoint location gs://b/p: gs:// needs the gcsfs package"):
+            CheckpointStore("gs://b/p")
     fs = open_filesystem(url)
     for bad in ("../x", "/x", "a/../../x", "a//b"):
         with pytest.raises(ValueError, match="not a relative path"):

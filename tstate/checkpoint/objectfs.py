@@ -135,22 +135,18 @@ def _storage_options(protocol: str) -> dict[str, Any]:
 class ObjectFS:
     """:class:`~tstate.checkpoint.fs.FileSystem` below ``url`` in an object store or HDFS
     (see the module docstring).  ``retry_seconds``: how long transient errors are retried
-    (default :func:`default_retry_seconds`).  ``fs``: an fsspec filesystem to use instead
-    of the one ``url``'s scheme names (tests); ``url`` then names the root in it."""
+    (default :func:`default_retry_seconds`)."""
 
-    def __init__(self, url: str, *, retry_seconds: Optional[float] = None, fs: Any = None) -> None:
-        import fsspec.core
-
+    def __init__(self, url: str, *, retry_seconds: Optional[float] = None) -> None:
         self.url = url.rstrip("/")
         protocol = self.url.split("://", 1)[0].lower()
-        if fs is None:
-            try:
-                fs, root = fsspec.core.url_to_fs(self.url, **_storage_options(protocol))
-            except ImportError as exc:
-                need = SCHEMES.get(protocol, "an fsspec implementation")
-                raise ImportError(f"{self.url}: {protocol}:// needs the {need} package ({exc})") from None
-        else:
-            root = fs._strip_protocol(self.url)
+        need = SCHEMES.get(protocol, "an fsspec implementation")
+        try:
+            import fsspec.core
+
+            fs, root = fsspec.core.url_to_fs(self.url, **_storage_options(protocol))
+        except ImportError as exc:
+            raise ImportError(f"{protocol}:// needs the {need} package ({exc})") from None
         if protocol in ("s3", "s3a") and hasattr(fs, "retries"):
             fs.retries = 1  # s3fs's own retries: ours (with a time budget) take over
         self.fs = fs

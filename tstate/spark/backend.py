@@ -138,8 +138,9 @@ class Backend:
     executors open with the same credentials from their environment, or a local path,
     which must be the same directory on every executor (``local`` / ``local-cluster``
     masters, a shared mount).  A location that cannot be written raises
-    :class:`~tstate.errors.CheckpointError` here, before anything runs.  ``partitions``: Spark partitions (= tstate workers) the bins are spread
-    over (default: Spark's default parallelism).  ``resume``: continue from the latest
+    :class:`~tstate.errors.CheckpointError` here, before anything runs.
+    ``partitions``: Spark partitions (= tstate workers) the bins are spread over
+    (default: Spark's default parallelism).  ``resume``: continue from the latest
     committed batch of the directory."""
 
     def __init__(
@@ -153,11 +154,10 @@ class Backend:
         retain: int = 3,
         resume: bool = True,
     ) -> None:
+        from tstate.checkpoint.location import resolve
         from tstate.checkpoint.store import CheckpointStore
 
         self.spark = spark
-        from tstate.checkpoint.location import resolve
-
         self.directory = resolve(checkpoint)  # an absolute path, or a URL (s3://...)
         n = partitions if partitions is not None else spark.sparkContext.defaultParallelism
         if not isinstance(n, int) or n < 1:

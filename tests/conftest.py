@@ -40,3 +40,35 @@ def spark():  # type: ignore[no-untyped-def]
     session = local_session("local[2]", app_name="tstate-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3():  # type: ignore[no-untyped-def]
+    """A moto S3 server on 127.0.0.1 with the bucket ``tstate-tests``, the ``AWS_*``
+    environment variables pointing at it (``tests/objectstore.py``)."""
+    pytest.importorskip("moto.server", reason="the object-store tests need moto[server] (the test extra)")
+    pytest.importorskip("s3fs", reason="the object-store tests need s3fs (the objectstore extra)")
+    from tests.objectstore import start_session_server
+
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
+                                           "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")}
+    server = start_session_server()
+    yield server
+    server.stop()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def s3_locked(s3):  # type: ignore[no-untyped-def]
+    """``(endpoint, key id, secret)`` of a moto server that checks credentials, whose
+    bucket ``tstate-locked`` that user may read but not write (``tests/objectstore.py``)."""
+    from tests.objectstore import start_locked_server
+
+    proc, endpoint, key, secret = start_locked_server()
+    yield endpoint, key, secret
+    proc.terminate()
+    proc.wait(10)

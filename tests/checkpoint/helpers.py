@@ -6,6 +6,7 @@ import os
 from typing import Any, Iterable
 
 from tstate.checkpoint.delta import encode_delta
+from tstate.checkpoint.location import is_url, open_filesystem
 from tstate.checkpoint.store import CheckpointStore
 from tstate.state.bin import Bin
 from tstate.state.payload import encode_bin
@@ -31,7 +32,16 @@ def delta(index: int, upserts: dict[Any, list[int]], deletes: Iterable[Any] = ()
 
 
 def files_on_disk(root: str | os.PathLike[str]) -> set[str]:
-    """Every file below ``root/data`` as a store-relative path."""
+    """Every file below ``root/data`` as a store-relative path (``root``: a local
+    directory, or an object-store URL, walked through the store's FileSystem)."""
+    if is_url(root):
+        fs = open_filesystem(root)
+        return {
+            f"data/{op}/{b}/{n}"
+            for op in fs.list_dirs("data")
+            for b in fs.list_dirs(f"data/{op}")
+            for n in fs.list(f"data/{op}/{b}")
+        }
     out = set()
     base = os.path.join(os.fspath(root), "data")
     for d, _, names in os.walk(base):
@@ -43,3 +53,23 @@ def files_on_disk(root: str | os.PathLike[str]) -> set[str]:
 def new_store(path: Any, **kw: Any) -> CheckpointStore:
     kw.setdefault("fsync", False)
     return CheckpointStore(path, **kw)
+
+
+def exists(root: Any, path: str) -> bool:
+    """Whether the store at ``root`` (directory or URL) holds the file ``path``."""
+    return open_filesystem(os.fspath(root)).exists(path)
+
+
+def listing(root: Any, directory: str) -> list[str]:
+    """The names of the files directly in ``directory`` of the store at ``root``."""
+    return open_filesystem(os.fspath(root)).list(directory)
+
+
+def write_raw(root: Any, path: str, data: bytes) -> None:
+    """Put a file into the store at ``root`` behind the store's back (strays, damage)."""
+    open_filesystem(os.fspath(root)).write_atomic(path, data)
+
+
+def dirs(root: Any, directory: str) -> list[str]:
+    """The sub-directories (prefixes) directly in ``directory`` of the store at ``root``."""
+    return open_filesystem(os.fspath(root)).list_dirs(directory)

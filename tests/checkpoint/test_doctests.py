@@ -7,7 +7,8 @@ import pytest
 
 MODULES = ["tstate.checkpoint.fs", "tstate.checkpoint.manifest", "tstate.checkpoint.delta",
            "tstate.checkpoint.store", "tstate.checkpoint.schema_check", "tstate.checkpoint.forked",
-           "tstate.checkpoint.freeze", "tstate.__main__"]
+           "tstate.checkpoint.freeze", "tstate.checkpoint.location", "tstate.checkpoint.objectfs",
+           "tstate.__main__"]
 
 
 @pytest.mark.parametrize("name", MODULES)

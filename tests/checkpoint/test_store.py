@@ -14,7 +14,7 @@ from tstate.checkpoint.manifest import manifest_name
 from tstate.checkpoint.store import CheckpointStore
 from tstate.errors import CheckpointError, ConfigurationError
 
-from .helpers import FP, SCHEMA, delta, files_on_disk, new_store, snap
+from .helpers import FP, SCHEMA, delta, dirs, exists, files_on_disk, listing, new_store, snap, write_raw
 
 
 def state(store: CheckpointStore, manifest, op: str, b: int) -> dict:
@@ -24,14 +24,14 @@ def state(store: CheckpointStore, manifest, op: str, b: int) -> dict:
 # ---------------------------------------------------------------------- round trips
 
 
-def test_empty_store(tmp_path) -> None:
-    store = new_store(tmp_path / "ck")
+def test_empty_store(where) -> None:
+    store = new_store(f"{where}/ck")
     assert store.latest() is None and store.manifests() == [] and store.problems == []
     assert store.needs_snapshot("op", 0)
 
 
-def test_snapshot_delta_chains_across_checkpoints(tmp_path) -> None:
-    store = new_store(tmp_path, retain=10)
+def test_snapshot_delta_chains_across_checkpoints(where) -> None:
+    store = new_store(where, retain=10)
     w = store.begin(0)
     w.put_operator_schema("op", SCHEMA, bins=4)
     w.put_snapshot("op", 0, snap(0, {"a": [1], ("t", 1): [2]}, {5: ["a"]}))
@@ -60,8 +60,8 @@ def test_snapshot_delta_chains_across_checkpoints(tmp_path) -> None:
     assert store.bin_chain(m3, "op", 1) == [] and store.bin_chain(m3, "nope", 0) == []
 
 
-def test_snapshot_replaces_chain_and_drop_bin(tmp_path) -> None:
-    store = new_store(tmp_path)
+def test_snapshot_replaces_chain_and_drop_bin(where) -> None:
+    store = new_store(where)
     w = store.begin(0)
     w.put_operator_schema("op", SCHEMA, bins=2)
     w.put_snapshot("op", 0, snap(0, {"a": [1]}))
@@ -80,8 +80,8 @@ def test_snapshot_replaces_chain_and_drop_bin(tmp_path) -> None:
     assert store.needs_snapshot("op", 1) and not store.needs_snapshot("op", 0)
 
 
-def test_delta_after_drop_or_on_new_bin_applies_to_empty(tmp_path) -> None:
-    store = new_store(tmp_path)
+def test_delta_after_drop_or_on_new_bin_applies_to_empty(where) -> None:
+    store = new_store(where)
     w = store.begin(0)
     w.put_operator_schema("op", SCHEMA, bins=2)
     w.put_snapshot("op", 0, snap(0, {"a": [1]}))
@@ -98,13 +98,13 @@ def test_delta_after_drop_or_on_new_bin_applies_to_empty(tmp_path) -> None:
     w.put_delta("op", 1, delta(1, {"e": [5]}))
     written = [r.path for r in w.written()]
     w.put_snapshot("op", 1, snap(1, {"f": [6]}))
-    assert not any((tmp_path / p).exists() for p in written)
+    assert not any(exists(where, p) for p in written)
     m = w.commit()
     assert state(store, m, "op", 1) == {"f": [6]}
 
 
-def test_needs_snapshot_after_compact_after_files(tmp_path) -> None:
-    store = new_store(tmp_path, compact_after=3)
+def test_needs_snapshot_after_compact_after_files(where) -> None:
+    store = new_store(where, compact_after=3)
     w = store.begin(0)
     w.put_operator_schema("op", SCHEMA, bins=1)
     assert store.needs_snapshot("op", 0)  # no chain yet
@@ -123,8 +123,8 @@ def test_needs_snapshot_after_compact_after_files(tmp_path) -> None:
     assert state(store, m, "op", 0) == {"a": [4]}
 
 
-def test_meta_schema_and_operators_carry_over(tmp_path) -> None:
-    store = new_store(tmp_path)
+def test_meta_schema_and_operators_carry_over(where) -> None:
+    store = new_store(where)
     w = store.begin(0)
     w.put_operator_schema("a", SCHEMA, bins=2)
     w.put_operator_schema("b", SCHEMA, bins=4)
@@ -142,8 +142,8 @@ def test_meta_schema_and_operators_carry_over(tmp_path) -> None:
     assert m.operators["a"].fingerprint == FP
 
 
-def test_full_checkpoint_carries_nothing_over(tmp_path) -> None:
-    store = new_store(tmp_path)
+def test_full_checkpoint_carries_nothing_over(where) -> None:
+    store = new_store(where)
     w = store.begin(0)
     w.put_operator_schema("op", SCHEMA, bins=2)
     w.put_snapshot("op", 0, snap(0, {"old": [1]}))
@@ -156,15 +156,15 @@ def test_full_checkpoint_carries_nothing_over(tmp_path) -> None:
     assert sorted(m.operators["op"].chains) == [1] and dict(m.meta) == {}
 
 
-def test_time_and_meta_values_round_trip(tmp_path) -> None:
+def test_time_and_meta_values_round_trip(where) -> None:
     from tstate.progress.timestamp import Product
 
-    store = new_store(tmp_path)
+    store = new_store(where)
     w = store.begin(Product(3, 1))
     w.put_meta("positions", {"src": (1, 2)})
     w.put_meta("bytes", b"\x00\x01")
     w.commit()
-    m = CheckpointStore(tmp_path, readonly=True).latest()
+    m = CheckpointStore(where, readonly=True).latest()
     assert m is not None and m.time == Product(3, 1)
     assert m.meta["positions"] == {"src": [1, 2]} and m.meta["bytes"] == b"\x00\x01"
 
@@ -172,8 +172,8 @@ def test_time_and_meta_values_round_trip(tmp_path) -> None:
 # ---------------------------------------------------------------------- misuse
 
 
-def test_writer_validation(tmp_path) -> None:
-    store = new_store(tmp_path)
+def test_writer_validation(where) -> None:
+    store = new_store(where)
     w = store.begin(0)
     with pytest.raises(CheckpointError, match="bin must be an int >= 0"):
         w.put_snapshot("op", -1, b"x")
@@ -200,10 +200,10 @@ def test_writer_validation(tmp_path) -> None:
     assert store.latest() is not None
 
 
-def test_schema_change_requires_rewriting_every_bin(tmp_path) -> None:
+def test_schema_change_requires_rewriting_every_bin(where) -> None:
     from tstate.types.schema import analyse
 
-    store = new_store(tmp_path)
+    store = new_store(where)
     w = store.begin(0)
     w.put_operator_schema("op", SCHEMA, bins=4)
     for b in (0, 2):
@@ -226,23 +226,23 @@ def test_schema_change_requires_rewriting_every_bin(tmp_path) -> None:
     assert sorted(m.operators["op"].chains) == [5] and m.operators["op"].bins == 8
 
 
-def test_abort_removes_files_and_context_manager(tmp_path) -> None:
-    store = new_store(tmp_path)
+def test_abort_removes_files_and_context_manager(where) -> None:
+    store = new_store(where)
     w = store.begin(0)
     w.put_operator_schema("op", SCHEMA, bins=2)
     w.put_snapshot("op", 0, snap(0, {"a": [1]}))
     w.put_delta("op", 1, delta(1, {"a": [1]}))
-    assert len(files_on_disk(tmp_path)) == 2
+    assert len(files_on_disk(where)) == 2
     w.abort()
     w.abort()
-    assert files_on_disk(tmp_path) == set() and store.latest() is None
+    assert files_on_disk(where) == set() and store.latest() is None
     with pytest.raises(CheckpointError, match="aborted already"):
         w.put_snapshot("op", 0, b"x")
     with pytest.raises(RuntimeError):
         with store.begin(0) as w2:
             w2.put_snapshot("op", 0, b"x")
             raise RuntimeError("boom")
-    assert w2.state == "aborted" and files_on_disk(tmp_path) == set()
+    assert w2.state == "aborted" and files_on_disk(where) == set()
     # ids: an aborted checkpoint's id is reused
     assert store.begin(0).id == 1
 
@@ -385,8 +385,8 @@ def test_manifest_write_is_tmp_then_rename(tmp_path, monkeypatch) -> None:
 # ---------------------------------------------------------------------- retention and GC
 
 
-def test_retention_deletes_old_manifests_and_unreferenced_files(tmp_path) -> None:
-    store = new_store(tmp_path, retain=2)
+def test_retention_deletes_old_manifests_and_unreferenced_files(where) -> None:
+    store = new_store(where, retain=2)
     w = store.begin(0)
     w.put_operator_schema("op", SCHEMA, bins=2)
     w.put_snapshot("op", 0, snap(0, {"a": [0]}))
@@ -398,11 +398,11 @@ def test_retention_deletes_old_manifests_and_unreferenced_files(tmp_path) -> Non
         w.put_snapshot("op", 0, snap(0, {"a": [t]}))
         w.commit()
     assert [m.id for m in store.manifests()] == [5, 6]
-    assert sorted(os.listdir(tmp_path / "manifests")) == [f"ckpt-00000{i}.manifest" for i in (5, 6)]
+    assert sorted(listing(where, "manifests")) == [f"ckpt-00000{i}.manifest" for i in (5, 6)]
     referenced = {r.path for m in store.manifests() for r in m.files()}
-    assert files_on_disk(tmp_path) == referenced
+    assert files_on_disk(where) == referenced
     snap1 = next(p for p in first if "/1/" in p)
-    assert snap1 in referenced and (tmp_path / snap1).exists()
+    assert snap1 in referenced and exists(where, snap1)
     assert len(referenced) == 3  # bin 1's first snapshot + bin 0's last two snapshots
     assert store.latest().id == 6
     # empty bin directories go away with their files
@@ -411,11 +411,12 @@ def test_retention_deletes_old_manifests_and_unreferenced_files(tmp_path) -> Non
     w.commit()
     w = store.begin(10)
     w.commit()
-    assert not (tmp_path / snap1).parent.exists()
+    op_dir, bin_dir = snap1.split("/")[1:3]
+    assert bin_dir not in dirs(where, f"data/{op_dir}")
 
 
-def test_in_progress_writer_files_survive_gc(tmp_path) -> None:
-    store = new_store(tmp_path, retain=1)
+def test_in_progress_writer_files_survive_gc(where) -> None:
+    store = new_store(where, retain=1)
     w = store.begin(0)
     w.put_operator_schema("op", SCHEMA, bins=2)
     w.put_snapshot("op", 0, snap(0, {"a": [0]}))
@@ -427,15 +428,15 @@ def test_in_progress_writer_files_survive_gc(tmp_path) -> None:
     second.put_snapshot("op", 1, snap(1, {"c": [3]}))
     first.put_delta("op", 0, delta(0, {"a": [1]}))
     first.commit()  # GC with retain=1: must not touch checkpoint 3's files
-    assert all((tmp_path / r.path).exists() for r in second.written())
+    assert all(exists(where, r.path) for r in second.written())
     m3 = second.commit()
     assert store.latest() == m3 and store.problems == []
     assert state(store, m3, "op", 0) == {"a": [1], "b": [2]} and state(store, m3, "op", 1) == {"c": [3]}
-    assert files_on_disk(tmp_path) == {r.path for r in m3.files()}
+    assert files_on_disk(where) == {r.path for r in m3.files()}
 
 
-def test_out_of_order_commit_refused(tmp_path) -> None:
-    store = new_store(tmp_path)
+def test_out_of_order_commit_refused(where) -> None:
+    store = new_store(where)
     a, b = store.begin(0), store.begin(1)
     b.commit()
     with pytest.raises(CheckpointError, match="checkpoint 1 cannot be committed: checkpoint 2 was committed"):
@@ -444,12 +445,12 @@ def test_out_of_order_commit_refused(tmp_path) -> None:
     assert [m.id for m in store.manifests()] == [2]
 
 
-def test_gc_tolerates_unreadable_older_manifest(tmp_path) -> None:
-    store = _two_checkpoints(tmp_path)
-    (tmp_path / manifest_name(1)).write_bytes(b"garbage")
+def test_gc_tolerates_unreadable_older_manifest(where) -> None:
+    store = _two_checkpoints(where)
+    write_raw(where, manifest_name(1), b"garbage")
     w = store.begin(5)
     m = w.commit()
-    assert not (tmp_path / manifest_name(1)).exists()
+    assert not exists(where, manifest_name(1))
     assert any("ckpt-000001.manifest" in p for p in store.problems)
     assert [x.id for x in store.manifests()] == [2, m.id]
 
@@ -481,24 +482,23 @@ def test_everything_synced_before_the_manifest(tmp_path) -> None:
     assert events[i + 1] == "dir:manifests"
 
 
-def test_gc_is_incremental_with_periodic_full_scans(tmp_path) -> None:
-    store = new_store(tmp_path, retain=1, gc_scan_every=3)
+def test_gc_is_incremental_with_periodic_full_scans(where) -> None:
+    store = new_store(where, retain=1, gc_scan_every=3)
     w = store.begin(0)
     w.put_operator_schema("op", SCHEMA, bins=2)
     w.put_snapshot("op", 0, snap(0, {"a": [0]}))
     w.commit()  # the first commit of a store scans
-    stray = tmp_path / "data" / "elsewhere" / "0" / "000001-deadbeef-snap.bin"
-    stray.parent.mkdir(parents=True)
-    stray.write_bytes(b"an orphan of another process")
+    stray = "data/elsewhere/0/000001-deadbeef-snap.bin"
+    write_raw(where, stray, b"an orphan of another process")
     for t in (1, 2):
         w = store.begin(t)
         w.put_snapshot("op", 0, snap(0, {"a": [t]}))
         m = w.commit()
-        assert stray.exists()  # incremental: only the deleted manifest's files were looked at
-        assert files_on_disk(tmp_path) - {str(stray.relative_to(tmp_path))} == {r.path for r in m.files()}
+        assert exists(where, stray)  # incremental: only the deleted manifest's files were looked at
+        assert files_on_disk(where) - {stray} == {r.path for r in m.files()}
     w = store.begin(3)
     w.commit()  # the third commit since the last scan scans again
-    assert not stray.exists() and not stray.parent.parent.exists()
+    assert not exists(where, stray) and "elsewhere" not in dirs(where, "data")
 
 
 def test_background_gc_deletes_the_same_files_off_the_committing_thread(tmp_path):

@@ -94,7 +94,10 @@ def _mode(instance: Any, attribute: Any, value: str) -> None:
 class Checkpoints:
     """Checkpoint settings for :meth:`tstate.Dataflow.run` / ``start``.
 
-    ``directory``: where checkpoints live (created if missing); ``every_epochs`` /
+    ``directory``: where checkpoints live: a local directory (created if missing) or an
+    object-store URL (``s3://bucket/prefix``, ``gs://``, ``abfs://``, ``hdfs://``; see
+    :mod:`tstate.checkpoint.location`; ``mode="fork"`` writes from a thread there);
+    ``every_epochs`` /
     ``every_seconds``: how often (either or both; default every 10 epochs);
     ``mode``: ``"async"`` = ``"thread"`` (encode and write off the processing path, on a
     background thread), ``"fork"`` (in a forked snapshot process: lower p99, higher
@@ -171,6 +174,7 @@ class Coordinator:
     """Drives checkpoints for one execution (see the module docstring)."""
 
     def __init__(self, exe: "Execution", cfg: Union[Checkpoints, str]) -> None:
+        from tstate.checkpoint.fs import LocalFS
         from tstate.checkpoint.store import CheckpointStore
 
         self.exe = exe
@@ -181,6 +185,10 @@ class Coordinator:
         self._last_wall = _time.perf_counter()
         #: the mode in effect: "fork", "thread" or "sync" ("async" resolved)
         self.mode = _resolve_mode(self.cfg.mode)
+        if self.mode == "fork" and not isinstance(self.store.fs, LocalFS):
+            # an object store's client (an event loop thread, pooled connections) does
+            # not survive a fork: write from a thread instead
+            self.mode = "thread"
         # thread mode: one thread writes (encodes and writes data files), another
         # commits (a sync, the manifest), each in checkpoint order, so a slow sync
         # never holds up the next checkpoint's reads; fork mode: commits only

@@ -19,12 +19,17 @@ only these operations:
 ``check_writable()``   raise ``OSError`` unless files can be created below the root
 =====================  ====================================================================
 
-:class:`LocalFS` implements it over a local directory.  To store checkpoints in an
-object store or HDFS later, implement the same methods (on an object store
+A backend may also offer ``write_new(p, b)``: like ``write_atomic`` but failing with
+``FileExistsError`` if ``p`` exists (a conditional PUT); the store then commits manifests
+with it, so two writers can never both commit one checkpoint id.
+
+:class:`LocalFS` implements it over a local directory;
+:class:`~tstate.checkpoint.objectfs.ObjectFS` over an object store or HDFS (there
 ``write_atomic`` is a single PUT, which is atomic already, ``fsync_dir`` and
-``remove_dir`` do nothing, ``list`` is a prefix listing) and pass the instance as
-``CheckpointStore(..., fs=...)``.  Nothing else in :mod:`tstate.checkpoint` touches
-``os`` or ``open``.
+``remove_dir`` do nothing, ``list`` is a prefix listing);
+:func:`tstate.checkpoint.location.open_filesystem` picks one for a path or URL.  Another
+backend can be passed as ``CheckpointStore(..., fs=...)``.  Nothing else in
+:mod:`tstate.checkpoint` touches ``os`` or ``open``.
 
 >>> import tempfile
 >>> fs = LocalFS(tempfile.mkdtemp())

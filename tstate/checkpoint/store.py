@@ -29,6 +29,17 @@ are orphans), after it a complete one.  A manifest ends with a checksum of itsel
 torn one is detected and skipped, like a checkpoint with a missing, truncated or
 corrupt data file: :meth:`~CheckpointStore.latest` then uses the previous good one.
 
+**In an object store** (``CheckpointStore("s3://bucket/prefix")``, also ``gs://``,
+``abfs://``, ``hdfs://``: :mod:`tstate.checkpoint.objectfs`) the layout and the format are
+the same; a file is written by one PUT (atomic there), nothing is fsynced, and the
+manifest is committed by one *conditional* PUT (``If-None-Match: *``, where the store
+supports it), so a second writer that got the same id cannot overwrite a committed
+checkpoint (:class:`~tstate.errors.CheckpointError` "committed by another writer").
+Listings only say which manifests to read: each is read by name and every file it names
+is verified, as on disk.  A store that stays unreachable fails the call with a
+:class:`~tstate.errors.CheckpointError` naming the URL after retries; a commit whose
+manifest PUT failed committed nothing.
+
 **Garbage collection** runs after each commit: it keeps the newest ``retain``
 readable manifests, deletes the others (and unreadable ones), then deletes every data
 file no longer referenced by a kept manifest -- except files written by a checkpoint
@@ -149,7 +160,9 @@ def _check_packable(what: str, value: Any) -> None:
 class CheckpointStore:
     """Checkpoints in one directory (see the module docstring for layout and guarantees).
 
-    ``directory`` is created if missing (parents too) unless ``create=False``; a path
+    ``directory``: a local path or an object-store URL (``s3://bucket/prefix``...;
+    :mod:`tstate.checkpoint.location`).  A local ``directory`` is created if missing
+    (parents too) unless ``create=False``; a path
     that is not a directory, or a directory in which a file cannot be created, raises
     :class:`~tstate.errors.CheckpointError` naming the path, here, before anything runs.
     ``retain``: how many committed checkpoints to keep (>= 1).  ``compact_after``: the
@@ -194,7 +207,10 @@ class CheckpointStore:
         for name, value in (("retain", retain), ("compact_after", compact_after), ("gc_scan_every", gc_scan_every)):
             if type(value) is not int or value < 1:
                 raise ConfigurationError(f"CheckpointStore {name} must be an int >= 1, got {value!r}")
-        self.directory = os.fspath(directory)
+        from tstate.checkpoint.location import is_url, open_filesystem, resolve
+
+        remote = fs is None and is_url(directory)
+        self.directory = resolve(directory) if remote else os.fspath(directory)
         self.retain = retain
         self.compact_after = compact_after
         self.gc_scan_every = gc_scan_every
@@ -202,8 +218,10 @@ class CheckpointStore:
         self._gc_thread: threading.Thread | None = None
         self.fsync = fsync
         self.readonly = readonly
-        where = f"checkpoint directory {self.directory}"
-        if fs is None:
+        where = f"checkpoint {'location' if remote else 'directory'} {self.directory}"
+        if remote:
+            fs = open_filesystem(self.directory)
+        elif fs is None:
             if os.path.lexists(self.directory) and not os.path.isdir(self.directory):
                 raise CheckpointError(f"{where}: exists and is not a directory")
             if not os.path.isdir(self.directory):
@@ -235,7 +253,11 @@ class CheckpointStore:
     # ------------------------------------------------------------------ reading
 
     def _manifest_ids(self) -> list[int]:
-        ids = (parse_manifest_name(n) for n in self.fs.list(_MANIFESTS))
+        try:
+            names = self.fs.list(_MANIFESTS)
+        except OSError as exc:
+            raise CheckpointError(f"{self.fs.describe(_MANIFESTS)}: cannot be listed ({exc})") from None
+        ids = (parse_manifest_name(n) for n in names)
         return sorted(i for i in ids if i is not None)
 
     def _load(self, checkpoint_id: int) -> Manifest:
@@ -402,12 +424,21 @@ class CheckpointStore:
                 # each, seconds for a thousand bins)
                 self.fs.sync_all()
             data = encode_manifest(manifest)
+            write_new = getattr(self.fs, "write_new", None)  # a conditional PUT (object stores)
             try:
-                self.fs.write_atomic(manifest.name, data, fsync=self.fsync)
+                if write_new is not None:
+                    write_new(manifest.name, data, fsync=self.fsync)
+                else:
+                    self.fs.write_atomic(manifest.name, data, fsync=self.fsync)
                 if self.fsync:
                     self.fs.fsync_dir(_MANIFESTS)
+            except FileExistsError:
+                raise CheckpointError(
+                    f"{self.fs.describe(manifest.name)}: committed by another writer meanwhile "
+                    "(two processes write this store; abort this checkpoint)"
+                ) from None
             except OSError as exc:
-                raise CheckpointError(f"{manifest.name}: cannot be written ({exc})") from None
+                raise CheckpointError(f"{self.fs.describe(manifest.name)}: cannot be written ({exc})") from None
             self._active.pop(w.token, None)
             self._head, self._head_known = manifest, True
             self.problems = []
@@ -424,7 +455,7 @@ class CheckpointStore:
         with self._lock:
             try:
                 self._collect(manifest)
-            except OSError as exc:  # the checkpoint is committed; garbage stays for the next commit
+            except (OSError, CheckpointError) as exc:  # the checkpoint is committed; garbage stays for the next commit
                 self.problems.append(f"garbage collection after checkpoint {manifest.id} failed: {exc}")
 
     def wait_gc(self) -> None:

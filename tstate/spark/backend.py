@@ -143,11 +143,15 @@ class _Metrics:
 class Backend:
     """Runs dataflows on a SparkSession (see the module docstring).
 
-    ``checkpoint``: the state store's directory (also holds the streaming query's own
-    checkpoint under ``spark-query/``); it must be reachable from every executor at the
-    same path (a local path under ``local`` / ``local-cluster`` masters, a shared mount
-    otherwise).  ``partitions``: Spark partitions (= tstate workers) the bins are spread
-    over (default: Spark's default parallelism).  ``resume``: continue from the latest
+    ``checkpoint``: the state store's location (also holds the streaming query's own
+    checkpoint under ``spark-query/``): an object-store URL (``s3://bucket/prefix``,
+    ``gs://``, ``abfs://``, ``hdfs://``; :mod:`tstate.checkpoint.location`), which
+    executors open with the same credentials from their environment, or a local path,
+    which must be the same directory on every executor (``local`` / ``local-cluster``
+    masters, a shared mount).  A location that cannot be written raises
+    :class:`~tstate.errors.CheckpointError` here, before anything runs.
+    ``partitions``: Spark partitions (= tstate workers) the bins are spread over
+    (default: Spark's default parallelism).  ``resume``: continue from the latest
     committed batch of the directory.  ``progress``: ``True`` draws a bar per
     micro-batch on stderr, ``None`` (default) prints only whether the run resumed,
     ``False`` nothing (:mod:`tstate.spark.progress`)."""
@@ -164,6 +168,7 @@ class Backend:
         resume: bool = True,
         progress: Optional[bool] = None,
     ) -> None:
+        from tstate.checkpoint.location import resolve
         from tstate.checkpoint.store import CheckpointStore
         from tstate.spark.progress import Progress
         from tstate.spark.session import require_pyspark
@@ -171,7 +176,7 @@ class Backend:
         require_pyspark()
 
         self.spark = spark
-        self.directory = os.path.abspath(str(checkpoint))
+        self.directory = resolve(checkpoint)  # an absolute path, or a URL (s3://...)
         n = partitions if partitions is not None else spark.sparkContext.defaultParallelism
         if not isinstance(n, int) or n < 1:
             raise ConfigurationError(f"partitions must be an integer >= 1, got {partitions!r}")
@@ -491,8 +496,10 @@ class Backend:
                 const = None
             self._batch({name: df}, bound, batch_id, lo, hi, const)
 
+        from tstate.checkpoint.location import spark_uri
+
         writer = src.df.writeStream.foreachBatch(on_batch).option(
-            "checkpointLocation", os.path.join(self.directory, "spark-query")
+            "checkpointLocation", os.path.join(spark_uri(self.directory), "spark-query")
         )
         if trigger:
             writer = writer.trigger(**trigger)

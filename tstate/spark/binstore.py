@@ -35,7 +35,8 @@ _bins: dict[tuple[str, str, int], tuple[str, Bin]] = {}
 
 
 def store(directory: str) -> CheckpointStore:
-    """A read-only store on ``directory`` (one per process)."""
+    """A read-only store on ``directory`` -- a path or an object-store URL, as the driver
+    resolved it (one per process)."""
     with _lock:
         s = _stores.get(directory)
         if s is None:

@@ -480,11 +480,12 @@ class Backend:
             # first; records and sink output a frontier operator gave at later times
             # go in once the batch reaches their time
             entries = _read_held(self.store.fs, self._held) if self._held is not None else []
+            held_where = self.store.fs.describe(self._held) if self._held is not None else ""
             cells = [c for c in entries if isinstance(c, bytes)]
             if cells:
                 (name,) = [n for n in dfs] or list(bound)
                 held_df = self.spark.createDataFrame([(c,) for c in cells], "payload binary")
-                wave = held_df.mapInArrow(T.held_task(plan, info, name), T.SCHEMA)
+                wave = held_df.mapInArrow(T.held_task(plan, info, name, held_where), T.SCHEMA)
                 waves[name] = waves[name].unionAll(wave) if name in waves else wave
             keep: list[Any] = []  # held entries [kind, node, bin, time, payload] still ahead
             inject: dict[Any, list[Any]] = {}  # boundary or ("loop", id) -> rows
@@ -497,14 +498,18 @@ class Backend:
                 if hi is not None and t >= hi:
                     keep.append(e)
                 elif kind == T.SINK:
-                    sink_out.setdefault(node, {}).setdefault(t, []).extend(decode_records(payload))
+                    sink_out.setdefault(node, {}).setdefault(t, []).extend(
+                        decode_records(payload, plan.records, f"{held_where} (sink {plan.nodes[node].name!r}, time {t})")
+                    )
                 else:
                     lid = plan.nodes[node].loop
                     inject.setdefault(node if lid is None else ("loop", lid), []).append(
                         (T.RECORDS, labels[self._owners[node][bin_]], node, bin_, t, payload)
                     )
                     if lid is not None:
-                        loop_times.setdefault(node, set()).add(decode_cell(payload)[0])
+                        loop_times.setdefault(node, set()).add(
+                            decode_cell(payload, plan.records, f"{held_where} (operator {plan.nodes[node].name!r})")[0]
+                        )
             holding = any(bound[n].lateness for n in dfs)
             if holding:
                 for name in dfs:
@@ -613,7 +618,12 @@ class Backend:
                     if hi is not None and r["time"] >= hi:  # given at a later time: delivered then
                         keep.append([T.SINK, r["node"], 0, r["time"], bytes(r["payload"])])
                     else:
-                        sink_out.setdefault(r["node"], {}).setdefault(r["time"], []).extend(decode_records(r["payload"]))
+                        sink_out.setdefault(r["node"], {}).setdefault(r["time"], []).extend(
+                            decode_records(
+                                r["payload"], plan.records,
+                                f"sink records of micro-batch {batch} for {plan.nodes[r['node']].name!r} (time {r['time']})",
+                            )
+                        )
                 elif kind == T.HELD:
                     held_cells.append(bytes(r["payload"]))
             front = Antichain([hi]) if hi is not None else Antichain()

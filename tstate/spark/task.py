@@ -97,13 +97,19 @@ def _emit(
         if t.__class__ is not int:  # a boundary inside an iterate scope (tstate.spark.rounds)
             loop[node, b, t] = recs
             continue
-        rows.append((RECORDS, labels[info.owners[node][b]], node, b, t, encode_records(recs, plan.nodes[node].name)))
+        rows.append((RECORDS, labels[info.owners[node][b]], node, b, t, encode_records(recs, plan.nodes[node].name, plan.records)))
     if loop:
         from tstate.spark.rounds import emit_loop_cells
 
         emit_loop_cells(plan, info, loop, rows)
     for (node, t), recs in sinks.items():
-        rows.append((SINK, 0, node, 0, t, encode_records(recs, plan.nodes[node].name)))
+        rows.append((SINK, 0, node, 0, t, encode_records(recs, plan.nodes[node].name, plan.records)))
+
+
+def cell_where(plan: "Plan", info: BatchInfo, node: int, b: int, t: Any) -> str:
+    """A shuffle cell, named in errors: its batch, operator, bin and time."""
+    at = "" if t is None else f", time {t}"
+    return f"a shuffle cell of micro-batch {info.batch} for operator {plan.nodes[node].name!r} (bin {b}{at})"
 
 
 def _to_records(batch: "pa.RecordBatch", shape: str) -> list[Any]:
@@ -280,20 +286,24 @@ def _rows_input(
                 rows.append((RECORDS, labels[owners[b]], c, b, t, encode_rows(taken.slice(s0, e0 - s0), shape)))
     _emit(plan, info, {}, sinks, rows)
     if held:
-        rows.append((HELD, 0, node, 0, 0, encode_records(held, plan.nodes[node].name)))
+        rows.append((HELD, 0, node, 0, 0, encode_records(held, plan.nodes[node].name, plan.records)))
     return rows, dropped
 
 
-def held_task(plan: "Plan", info: BatchInfo, name: str) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
-    """Records held back by earlier batches (cells of ``[[time, record], ...]``): those
-    the frontier has reached go in, like fresh input; the others stay held."""
+def held_task(
+    plan: "Plan", info: BatchInfo, name: str, path: str = "the held-back records file"
+) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
+    """Records held back by earlier batches (cells of ``[[time, record], ...]``, read
+    from the held-back records file ``path``): those the frontier has reached go in,
+    like fresh input; the others stay held."""
     node = plan.inputs[name]
+    where = f"{path} (records held back for input {name!r})"
 
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
         by_time: dict[int, list[Any]] = {}
         for batch in batches:
             for cell in batch.column("payload").to_pylist():
-                for t, r in decode_records(cell):
+                for t, r in decode_records(cell, plan.records, where):
                     by_time.setdefault(t, []).append(r)
         yield from _route_input(plan, info, node, by_time)
 
@@ -312,7 +322,7 @@ def _route_input(plan: "Plan", info: BatchInfo, node: int, by_time: dict[int, li
     rows: list[tuple[int, int, int, int, int, bytes]] = []
     _emit(plan, info, routed, sinks, rows)
     if held:
-        rows.append((HELD, 0, node, 0, 0, encode_records(held, plan.nodes[node].name)))
+        rows.append((HELD, 0, node, 0, 0, encode_records(held, plan.nodes[node].name, plan.records)))
     yield _arrow(rows)
 
 
@@ -336,7 +346,8 @@ def boundary_task(plan: "Plan", info: BatchInfo, node: int) -> Callable[[Iterabl
                 if kinds[i] == RECORDS:
                     cells.append((times[i], bins[i]))
                     payloads.append(p)
-        for (t, b), recs in zip(cells, decode_cells(payloads)):
+        where = lambda i: cell_where(plan, info, node, cells[i][1], cells[i][0])  # noqa: E731
+        for (t, b), recs in zip(cells, decode_cells(payloads, plan.records, where)):
             n += len(recs)
             groups.setdefault(t, {}).setdefault(b, []).extend(recs)
         rows: list[tuple[int, int, int, int, int, bytes]] = []

@@ -317,6 +317,27 @@ class Dataflow:
         self.root = Scope(self, 0, name)
         self._inputs: list[InputHandle] = []
         self._execution: Optional["Execution"] = None
+        self._record_types: list[type] = []
+
+    def record_types(self, *classes: type) -> None:
+        """Register record classes (top-level attrs classes or named tuples) that the
+        dataflow's records may be instances of when they cross a Spark exchange, where
+        no state type or type hint of an operator's function names them.  The Spark
+        backend rebuilds records only as registered classes, so bytes in its store
+        never choose which code runs (:mod:`tstate.spark.record_types`); the embedded
+        engine never encodes records and ignores this.
+
+        >>> from tstate.progress.timestamp import Product
+        >>> flow = Dataflow("f")
+        >>> flow.record_types(Product)
+        >>> flow.record_types(dict)
+        Traceback (most recent call last):
+        ...
+        tstate.errors.ConfigurationError: record_types: <class 'dict'> is not an attrs class or named tuple defined at a module's top level; only those cross a Spark exchange by class (map other records to tuples, dicts or such a class)
+        """
+        from tstate.spark.record_types import check_registrable
+
+        self._record_types.extend(check_registrable(classes))
 
     # -- graph construction (internal) ---------------------------------------------
     def _add_node(

@@ -71,3 +71,11 @@ class SparkError(TstateError):
     """The Spark backend cannot run a dataflow: an operator it cannot lower, a source
     DataFrame whose schema differs from what the dataflow expects, a record that cannot
     cross a Spark exchange, or a failed micro-batch."""
+
+
+class RecordClassError(SparkError):
+    """A record's class is not in the dataflow's allow-list of record classes: a writer
+    met an unregistered attrs class or named tuple, or a shuffle cell / held-back
+    records file names a class the dataflow never registered (its module is not
+    imported).  The message names the class path, where it came from, and how to
+    register it (``flow.record_types(cls)``)."""

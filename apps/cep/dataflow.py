@@ -102,7 +102,7 @@ from tstate.dataflow import DEFAULT_BINS, Dataflow, StatefulStream, Stream
 from tstate.errors import ConfigurationError
 from tstate.io.sinks import Collected
 
-from apps.cep.matcher import Matcher
+from apps.cep.matcher import Match, Matcher, TimedOut
 from apps.cep.pattern import Pattern
 from apps.cep.state import KeyState
 
@@ -282,6 +282,7 @@ def cep(
             s.wake = need
 
     on_event.__name__ = "cep"  # the operator's default name ("cep", "cep#3", ...)
+    flow.record_types(Match, TimedOut)  # the records it emits (they cross Spark exchanges)
     op = flow.stateful(stream, key=key, state=state_type, bins=bins, name=name)(on_event)
     op.on_notify(on_timer)
     nm = op.name

@@ -246,6 +246,7 @@ class Components:
 def components(flow: ts.Dataflow, undirected: ts.Stream, name: str = "components", bins: int = 256) -> Components:
     """Connected components of the undirected graph whose per-epoch edge changes
     ``(a, b, +1/-1)`` are ``undirected`` (see the module docstring)."""
+    flow.record_types(Change, ComponentsSummary)  # the records it emits (they cross Spark exchanges)
     def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
         vertex = flow.stateful(inputs, key=itemgetter(0), state=CCVertex, name=f"{name}.vertex", bins=bins)(_step)
         vertex.on_notify(_phase)

@@ -92,6 +92,7 @@ class Degrees:
 
 def degrees(flow: ts.Dataflow, undirected: ts.Stream, name: str = "degrees", bins: int = 256) -> Degrees:
     """Degrees and the degree distribution from undirected edge changes ``(a, b, +1/-1)``."""
+    flow.record_types(Change)  # the records it emits (they cross Spark exchanges)
     ends = undirected.flat_map(lambda c: ((c[0], c[2]), (c[1], c[2])), name=f"{name}.endpoints")
     per_vertex = flow.stateful(ends, key=itemgetter(0), state=DegreeState, name=name, bins=bins)(_add)
     per_vertex.on_notify(_settle)

@@ -133,6 +133,7 @@ def pagerank(
 ) -> PageRank:
     """PageRank of the directed graph whose per-epoch edge changes ``(u, v, +1/-1)``
     are ``directed`` (see the module docstring)."""
+    flow.record_types(Change)  # the records it emits (they cross Spark exchanges)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     if not tol > 0:

@@ -170,6 +170,7 @@ class Triangles:
 
 def triangles(flow: ts.Dataflow, undirected: ts.Stream, name: str = "triangles", bins: int = 256) -> Triangles:
     """Triangle counts from undirected edge changes ``(a, b, +1/-1)`` (module docstring)."""
+    flow.record_types(Change)  # the records it emits (they cross Spark exchanges)
     def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
         vertex = flow.stateful(inputs, key=itemgetter(0), state=TriVertex, name=f"{name}.vertex", bins=bins)(_step)
         vertex.on_notify(_timer)

@@ -290,7 +290,7 @@ class Backend:
             spec.index: spec.options["sink"] for spec in self._flow._nodes
             if spec.kind == "sink" and not spec.options["sink"].on_driver and hasattr(spec.options["sink"], "commit_epoch")
         }  # fmt: skip
-        finalise(self.spark, self.directory, files, last)
+        finalise(self.spark, self.directory, files, last, self._plan.records)
 
     def _labels_for(self, n: int) -> tuple[int, ...]:
         """Labels ``l[p]`` with ``pmod(hash(l[p]), n) == p``: Spark's hash partitioning
@@ -558,11 +558,12 @@ class Backend:
             # first; records and sink output a frontier operator gave at later times
             # go in once the batch reaches their time
             entries = _read_held(self.store.fs, self._held) if self._held is not None else []
+            held_where = self.store.fs.describe(self._held) if self._held is not None else ""
             cells = [c for c in entries if isinstance(c, bytes)]
             if cells:
                 (name,) = [n for n in dfs] or list(bound)
                 held_df = self.spark.createDataFrame([(c,) for c in cells], "payload binary")
-                wave = held_df.mapInArrow(T.held_task(plan, info, name), T.SCHEMA)
+                wave = held_df.mapInArrow(T.held_task(plan, info, name, held_where), T.SCHEMA)
                 waves[name] = waves[name].unionAll(wave) if name in waves else wave
             keep: list[Any] = []  # held entries [kind, node, bin, time, payload] still ahead
             inject: dict[Any, list[Any]] = {}  # boundary or ("loop", id) -> rows
@@ -575,14 +576,18 @@ class Backend:
                 if hi is not None and t >= hi:
                     keep.append(e)
                 elif kind == T.SINK:
-                    sink_out.setdefault(node, {}).setdefault(t, []).extend(decode_records(payload))
+                    sink_out.setdefault(node, {}).setdefault(t, []).extend(
+                        decode_records(payload, plan.records, f"{held_where} (sink {plan.nodes[node].name!r}, time {t})")
+                    )
                 else:
                     lid = plan.nodes[node].loop
                     inject.setdefault(node if lid is None else ("loop", lid), []).append(
                         (T.RECORDS, labels[self._owners[node][bin_]], node, bin_, t, payload)
                     )
                     if lid is not None:
-                        loop_times.setdefault(node, set()).add(decode_cell(payload)[0])
+                        loop_times.setdefault(node, set()).add(
+                            decode_cell(payload, plan.records, f"{held_where} (operator {plan.nodes[node].name!r})")[0]
+                        )
             holding = any(bound[n].lateness for n in dfs)
             if holding:
                 for name in dfs:
@@ -799,12 +804,12 @@ class Backend:
 
         sinks = {spec.index: spec.options["sink"] for spec in self._flow._nodes if spec.kind == "sink"}
         files = {nd: s for nd, s in sinks.items() if hasattr(s, "commit_epoch") and not s.on_driver}
-        finalise(self.spark, self.directory, files, parts)
+        finalise(self.spark, self.directory, files, parts, self._plan.records)
         front = Antichain([hi]) if hi is not None else Antichain()
         for nd, sink in sinks.items():
             if sink.on_driver:
                 mine = [p for p in parts if p.sink == nd]
-                for t, recs in sorted(records_of(self.store.fs, mine).items()):
+                for t, recs in sorted(records_of(self.store.fs, mine, self._plan.records).items()):
                     sink.write(0, t, recs)
             sink.frontier(0, front)
 
@@ -846,7 +851,7 @@ class Backend:
             for p in parts if p.sink == node
         ]  # fmt: skip
         found.reverse()
-        return frame(self.spark, self.directory, self.store.fs, found, schema)
+        return frame(self.spark, self.directory, self.store.fs, found, schema, self._plan.records)
 
     def _sink_of(self, op: Any) -> int:
         """The sink node of ``op`` (a stream feeding a sink, a sink or a sink's name)."""

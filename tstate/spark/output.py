@@ -147,28 +147,30 @@ def write_parts(
     for node, cells in sorted(by_sink.items()):
         cells.sort(key=lambda c: c[0])
         name = plan.nodes[node].name
-        body = msgpack.packb([[t, encode_records(recs, name)] for t, recs in cells], use_bin_type=True)
+        body = msgpack.packb([[t, encode_records(recs, name, plan.records)] for t, recs in cells], use_bin_type=True)
         path = f"{sink_dir(plan, node)}/{info.batch:06d}/{info.token}-{where}-{secrets.token_hex(4)}.msgpack"
         fs.write_atomic(path, _seal(body), fsync=True)
         part = Part(node, path, tuple((t, len(recs)) for t, recs in cells))
         rows.append((SINK, 0, node, 0, 0, msgpack.packb(part.to_builtins())))
 
 
-def read_part(fs: Any, part: Part) -> Iterator[tuple[int, list[Any]]]:
-    """The ``(time, records)`` of ``part``'s times, in time order."""
+def read_part(fs: Any, part: Part, types: Any = None) -> Iterator[tuple[int, list[Any]]]:
+    """The ``(time, records)`` of ``part``'s times, in time order; ``types``: the
+    dataflow's record classes (:mod:`tstate.spark.record_types`; None: built-ins only)."""
+    from tstate.spark.record_types import BUILTIN
     from tstate.spark.records import decode_records
 
     want = {t for t, _ in part.times}
     for t, cell in _open(fs, part.path, "sink output"):
         if t in want:
-            yield t, decode_records(cell)
+            yield t, decode_records(cell, types or BUILTIN, f"{fs.describe(part.path)} (sink output, time {t})")
 
 
-def records_of(fs: Any, parts: Iterable[Part]) -> dict[int, list[Any]]:
+def records_of(fs: Any, parts: Iterable[Part], types: Any = None) -> dict[int, list[Any]]:
     """time -> records of ``parts`` (on the driver: for driver sinks only)."""
     out: dict[int, list[Any]] = {}
     for p in parts:
-        for t, recs in read_part(fs, p):
+        for t, recs in read_part(fs, p, types):
             out.setdefault(t, []).extend(recs)
     return out
 
@@ -220,7 +222,7 @@ def clean(fs: Any, dirs: Iterable[str], first: int, keep: set[str]) -> int:
     return gone
 
 
-def finalise(spark: Any, directory: str, sinks: dict[int, Any], parts: list[Part]) -> int:
+def finalise(spark: Any, directory: str, sinks: dict[int, Any], parts: list[Part], types: Any = None) -> int:
     """Write the epoch files of the file sinks ``sinks`` (node -> sink with
     ``commit_epoch(time, records)``) from the committed ``parts``: one Spark task per
     (sink, epoch) reads that epoch's parts and writes its file.  Returns the epochs written."""
@@ -243,7 +245,7 @@ def finalise(spark: Any, directory: str, sinks: dict[int, Any], parts: list[Part
         def records() -> Iterator[Any]:
             for ref in refs:
                 part = Part.from_builtins(ref)
-                for _t, recs in read_part(fs, Part(part.sink, part.path, ((t, 0),))):
+                for _t, recs in read_part(fs, Part(part.sink, part.path, ((t, 0),)), types):
                     yield from recs
 
         targets[node].commit_epoch(t, records())
@@ -268,7 +270,7 @@ def row_of(record: Any) -> dict[str, Any]:
     return {"value": record}
 
 
-def _infer(spark: Any, directory: str, found: list[tuple[int, Part]]) -> Any:
+def _infer(spark: Any, directory: str, found: list[tuple[int, Part]], types: Any = None) -> Any:
     """The records' columns, inferred by the executors from every record of ``found``
     (each task merges its records' types; the driver merges the tasks')."""
     from pyspark.sql.types import StructType, _infer_schema, _merge_type
@@ -283,7 +285,7 @@ def _infer(spark: Any, directory: str, found: list[tuple[int, Part]]) -> Any:
         fs_ = binstore.store(directory).fs
         merged = None
         for ref in items:
-            for _t, recs in read_part(fs_, Part.from_builtins(ref)):
+            for _t, recs in read_part(fs_, Part.from_builtins(ref), types):
                 for r in recs:
                     one = _infer_schema(row_of(r))
                     merged = one if merged is None else _merge_type(merged, one)
@@ -297,7 +299,9 @@ def _infer(spark: Any, directory: str, found: list[tuple[int, Part]]) -> Any:
     return merged if merged is not None else StructType([])
 
 
-def frame(spark: Any, directory: str, fs: Any, found: list[tuple[int, Part]], schema: Any = None) -> Any:
+def frame(
+    spark: Any, directory: str, fs: Any, found: list[tuple[int, Part]], schema: Any = None, types: Any = None
+) -> Any:
     """A DataFrame (``batch``, ``time``, then the records' columns: :func:`row_of`) of
     the parts ``found`` (``(batch, part)``), read by the executors.  ``schema``: the
     records' columns as a Spark DDL string or ``StructType`` (default: inferred from
@@ -308,7 +312,7 @@ def frame(spark: Any, directory: str, fs: Any, found: list[tuple[int, Part]], sc
 
     head = [StructField("batch", LongType(), False), StructField("time", LongType(), False)]
     if schema is None:
-        cols = _infer(spark, directory, found)
+        cols = _infer(spark, directory, found, types)
     elif isinstance(schema, str):
         cols = spark.createDataFrame([], schema).schema
     else:
@@ -329,7 +333,7 @@ def frame(spark: Any, directory: str, fs: Any, found: list[tuple[int, Part]], sc
         for rb in batches:
             for b, path, times in zip(*(rb.column(i).to_pylist() for i in range(3))):
                 rows = []
-                for t, recs in read_part(fs_, Part(0, path, tuple((t, 0) for t in times))):
+                for t, recs in read_part(fs_, Part(0, path, tuple((t, 0) for t in times)), types):
                     for r in recs:
                         d = row_of(r)
                         rows.append({"batch": b, "time": t, **{k: d.get(k) for k in names}})

@@ -16,6 +16,10 @@ micro-batch until the loop's times of the batch are done (:mod:`tstate.spark.rou
 every cycle must pass a boundary.  The driver runs :attr:`Plan.items` in order: root
 boundaries and loops, topologically.
 
+The plan also carries the dataflow's allow-list of record classes (:attr:`Plan.records`,
+:mod:`tstate.spark.record_types`), so every task encodes and decodes records against
+the same list.
+
 Only what the Spark backend can run is accepted; anything else (``source`` nodes,
 probes, sinks inside a loop, nested iterate scopes, frontier operators with per-worker
 ``state=`` or an ``exchange=`` key, a loop without a boundary) raises
@@ -45,6 +49,7 @@ from attrs import define, field
 from tstate.errors import SparkError
 from tstate.keys import KeyRouter
 from tstate.progress.timestamp import TIME_MAX, Product
+from tstate.spark.record_types import BUILTIN, RecordTypes
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.dataflow import Dataflow
@@ -123,6 +128,9 @@ class Plan:
     #: same bin count: where a task routes the same records to both alike, they cross
     #: the exchange once (:func:`~tstate.spark.records.encode_groups`)
     twins: list[tuple[int, int]] = field(factory=list)
+    #: the classes records may cross an exchange as (:mod:`tstate.spark.record_types`):
+    #: shipped to every task with the plan
+    records: RecordTypes = field(factory=lambda: BUILTIN)
     _routers: dict[int, KeyRouter] = field(factory=dict, repr=False)
     _fused: dict[int, Any] = field(factory=dict, repr=False)
 
@@ -191,6 +199,7 @@ class Plan:
         sinks = [s.index for s in specs if s.kind == "sink"]
         plan = cls(flow.name, nodes, inputs, boundaries, sinks, {}, {}, loops)
         plan.delays = any(s.kind in FRONTIER for s in specs)
+        plan.records = RecordTypes.of(flow)
         for wave, start in [*((name, i) for name, i in inputs.items()), *((b, b) for b in boundaries)]:
             reach_b, reach_s = plan._reach(start)
             plan.sink_reach[wave] = reach_s

@@ -5,18 +5,24 @@ Records between stages travel through Spark's shuffle as ``binary`` cells, one c
 bools, ints, floats, str, bytes, lists and dicts; these extension types keep the rest of
 what Spark rows and user functions commonly produce: ``tuple``, ``set``, ``frozenset``,
 ``datetime``, ``date``, ``Decimal``, and instances of **attrs classes** and **named tuples** defined at a
-module's top level (sent as the class's import path and its fields' values, rebuilt with
-``cls(*values)``; every field must be an ``__init__`` argument).  Anything else (a custom
-class) raises :class:`~tstate.errors.SparkError` naming the operator and the record: map
-it to a tuple, dict or attrs instance before the exchange.
+module's top level (sent as the class's path and its fields' values, rebuilt with
+``cls(*values)``; every field must be an ``__init__`` argument).  Such a class must be in
+the dataflow's allow-list (:mod:`tstate.spark.record_types`: state types, classes named
+by the functions' type hints, ``flow.record_types(...)``): the writer refuses another
+one, and the reader rebuilds a path only as a registered class, **never importing** the
+module a cell names (cells and held-back files may sit in a shared bucket) -- anything
+else raises :class:`~tstate.errors.RecordClassError` naming the path and the cell or
+file.  Anything else (a custom class) raises :class:`~tstate.errors.SparkError` naming
+the operator and the record: map it to a tuple, dict or attrs instance before the
+exchange.
 
 Three faster forms of a cell, chosen by the writer and told apart by the reader: a cell
 whose records are all *flat tuples* (of ``None``, bool, int, float, str, bytes; the
 common ``(key, value)`` outputs) is one extension holding the tuples packed as plain
 arrays, read back with ``use_list=False`` (no extension per record); a cell whose
-records are all instances of **one attrs class or named tuple with flat fields** (an
-event type) is one extension naming the class once and holding each record's field
-values as a plain array; and input **rows**
+records are all instances of **one registered attrs class or named tuple with flat
+fields** (an event type) is one extension naming the class once and holding each
+record's field values as a plain array; and input **rows**
 going straight from an input to a shuffle are an Arrow IPC stream (:func:`encode_rows`;
 it starts with Arrow's continuation marker ``0xFFFFFFFF``, which no msgpack cell does),
 read back as the input task would have read them (``to_pylist``, in the input's record
@@ -32,13 +38,15 @@ shape).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import itertools
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 
 import msgpack
 
-from tstate.errors import SparkError
+from tstate.errors import RecordClassError, SparkError
+from tstate.spark.record_types import BUILTIN, RecordTypes, class_path, is_record_class
 
 __all__ = [
     "encode_records", "decode_records", "decode_cells", "encode_groups", "decode_groups", "encode_rows", "decode_rows",
@@ -46,7 +54,6 @@ __all__ = [
 ]
 
 _TUPLE, _SET, _FROZENSET, _DATETIME, _DATE, _DECIMAL, _ATTRS, _NAMEDTUPLE = 1, 2, 3, 4, 5, 6, 7, 8
-_classes: dict[str, Any] = {}
 #: a cell of flat tuples (see the module docstring)
 _FLAT_TUPLES = 9
 #: an int beyond 64 bits (decimal digits)
@@ -61,106 +68,135 @@ _ARROW_MAGIC = b"\xff\xff\xff\xff"
 _SHAPE_KEY = b"tstate.record"
 
 
-def _default(obj: Any) -> Any:
-    t = type(obj)
-    if t is int:  # beyond msgpack's 64 bits
-        return msgpack.ExtType(_BIGINT, str(obj).encode())
-    if t is tuple:
-        return msgpack.ExtType(_TUPLE, _pack(list(obj)))
-    if t is set:
-        return msgpack.ExtType(_SET, _pack(list(obj)))
-    if t is frozenset:
-        return msgpack.ExtType(_FROZENSET, _pack(list(obj)))
-    if t is _dt.datetime:
-        return msgpack.ExtType(_DATETIME, obj.isoformat().encode())
-    if t is _dt.date:
-        return msgpack.ExtType(_DATE, obj.isoformat().encode())
-    if t is Decimal:
-        return msgpack.ExtType(_DECIMAL, str(obj).encode())
-    if isinstance(obj, tuple) and hasattr(t, "_fields") and "<locals>" not in t.__qualname__:
-        return msgpack.ExtType(_NAMEDTUPLE, _pack([f"{t.__module__}:{t.__qualname__}", list(obj)]))
-    fields = getattr(t, "__attrs_attrs__", None)
-    if fields is not None and "<locals>" not in t.__qualname__:
-        return msgpack.ExtType(_ATTRS, _pack([f"{t.__module__}:{t.__qualname__}", [getattr(obj, a.name) for a in fields]]))
-    raise TypeError(f"cannot encode {t.__name__}")
+class _Codec:
+    """One cell's encoder / decoder: ``types`` is the dataflow's allow-list of record
+    classes, ``where`` names the operator (writing) or the cell / file (reading) for
+    errors (a string, or a function giving it, called only on error)."""
+
+    __slots__ = ("types", "where")
+
+    def __init__(self, types: RecordTypes, where: "str | Callable[[], str]") -> None:
+        self.types = types
+        self.where = where
+
+    def _where(self) -> str:
+        w = self.where
+        return w if isinstance(w, str) else w()
+
+    def default(self, obj: Any) -> Any:
+        t = type(obj)
+        if t is int:  # beyond msgpack's 64 bits
+            return msgpack.ExtType(_BIGINT, str(obj).encode())
+        if t is tuple:
+            return msgpack.ExtType(_TUPLE, self.pack(list(obj)))
+        if t is set:
+            return msgpack.ExtType(_SET, self.pack(list(obj)))
+        if t is frozenset:
+            return msgpack.ExtType(_FROZENSET, self.pack(list(obj)))
+        if t is _dt.datetime:
+            return msgpack.ExtType(_DATETIME, obj.isoformat().encode())
+        if t is _dt.date:
+            return msgpack.ExtType(_DATE, obj.isoformat().encode())
+        if t is Decimal:
+            return msgpack.ExtType(_DECIMAL, str(obj).encode())
+        if is_record_class(t):
+            path = class_path(t)
+            if self.types.get(path) is None:
+                raise RecordClassError(
+                    f"record {_short(obj)} sent to operator {self._where()!r} is an instance of {path!r}, which this "
+                    f"dataflow did not register: records cross a Spark exchange only as classes the dataflow declares. "
+                    f"Register it before running: flow.record_types({t.__qualname__}) (or name {t.__qualname__} in a "
+                    "type hint of an operator's function)"
+                )
+            if issubclass(t, tuple):
+                return msgpack.ExtType(_NAMEDTUPLE, self.pack([path, list(obj)]))
+            return msgpack.ExtType(_ATTRS, self.pack([path, [getattr(obj, a.name) for a in t.__attrs_attrs__]]))
+        raise TypeError(f"cannot encode {t.__name__}")
+
+    def ext(self, code: int, data: bytes) -> Any:
+        if code == _TUPLE:
+            return tuple(self.unpack(data))
+        if code == _SET:
+            return set(self.unpack(data))
+        if code == _FROZENSET:
+            return frozenset(self.unpack(data))
+        if code == _DATETIME:
+            return _dt.datetime.fromisoformat(data.decode())
+        if code == _DATE:
+            return _dt.date.fromisoformat(data.decode())
+        if code == _DECIMAL:
+            return Decimal(data.decode())
+        if code == _ATTRS or code == _NAMEDTUPLE:
+            path, values = self.unpack(data)
+            return self._record_class(path, code == _NAMEDTUPLE)(*values)
+        if code == _FLAT_TUPLES:
+            return list(msgpack.unpackb(data, use_list=False, raw=False))
+        if code == _FLAT_OBJECTS:
+            path, named_tuple, rows = msgpack.unpackb(data, use_list=False, raw=False)
+            return list(itertools.starmap(self._record_class(path, bool(named_tuple)), rows))
+        if code == _BIGINT:
+            return int(data.decode())
+        return msgpack.ExtType(code, data)  # pragma: no cover - not written by us
+
+    def _record_class(self, path: Any, named_tuple: bool) -> Any:
+        """The registered class at ``path``; never imports anything."""
+        cls = self.types.get(path) if isinstance(path, str) else None
+        if cls is None:
+            raise RecordClassError(
+                f"{self._where()}: names record class {path!r}, which this dataflow did not register; refused "
+                f"without importing anything (the dataflow registered: {', '.join(self.types.names())}). If the "
+                "class is yours, register it before running: flow.record_types(TheClass); otherwise the file was "
+                "not written by this dataflow"
+            )
+        if named_tuple != issubclass(cls, tuple):
+            raise RecordClassError(f"{self._where()}: {path!r} is not a {'named tuple' if named_tuple else 'attrs class'}")
+        return cls
+
+    def pack(self, obj: Any) -> bytes:
+        return msgpack.packb(obj, default=self.default, use_bin_type=True, strict_types=True)  # type: ignore[no-any-return]
+
+    def unpack(self, data: bytes) -> Any:
+        return msgpack.unpackb(data, ext_hook=self.ext, raw=False, strict_map_key=False)
+
+    def decode(self, data: bytes) -> Any:
+        """:meth:`unpack`, a malformed cell raising :class:`SparkError` naming it."""
+        try:
+            return self.unpack(data)
+        except RecordClassError:
+            raise
+        except (TypeError, ValueError, msgpack.UnpackException) as exc:
+            raise SparkError(f"{self._where()}: malformed records ({type(exc).__name__}: {exc})") from None
 
 
-def _attrs_class(path: str, named_tuple: bool = False) -> Any:
-    cls = _classes.get(path)
-    if cls is None:
-        import importlib
-
-        module, _, qualname = path.partition(":")
-        cls = importlib.import_module(module)
-        for part in qualname.split("."):
-            cls = getattr(cls, part)
-        if named_tuple:
-            if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
-                raise SparkError(f"{path} is not a named tuple class")
-        elif getattr(cls, "__attrs_attrs__", None) is None:
-            raise SparkError(f"{path} is not an attrs class")
-        _classes[path] = cls
-    return cls
+def _short(obj: Any) -> str:
+    r = repr(obj)
+    return r if len(r) <= 200 else r[:200] + "..."
 
 
-def _ext(code: int, data: bytes) -> Any:
-    if code == _TUPLE:
-        return tuple(_unpack(data))
-    if code == _SET:
-        return set(_unpack(data))
-    if code == _FROZENSET:
-        return frozenset(_unpack(data))
-    if code == _DATETIME:
-        return _dt.datetime.fromisoformat(data.decode())
-    if code == _DATE:
-        return _dt.date.fromisoformat(data.decode())
-    if code == _DECIMAL:
-        return Decimal(data.decode())
-    if code == _ATTRS:
-        path, values = _unpack(data)
-        return _attrs_class(path)(*values)
-    if code == _FLAT_TUPLES:
-        return list(msgpack.unpackb(data, use_list=False, raw=False))
-    if code == _NAMEDTUPLE:
-        path, values = _unpack(data)
-        return _attrs_class(path, True)(*values)
-    if code == _FLAT_OBJECTS:
-        path, named_tuple, rows = msgpack.unpackb(data, use_list=False, raw=False)
-        return list(itertools.starmap(_attrs_class(path, named_tuple), rows))
-    if code == _BIGINT:
-        return int(data.decode())
-    return msgpack.ExtType(code, data)  # pragma: no cover - not written by us
-
-
-def _pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, default=_default, use_bin_type=True, strict_types=True)  # type: ignore[no-any-return]
-
-
-def _unpack(data: bytes) -> Any:
-    return msgpack.unpackb(data, ext_hook=_ext, raw=False, strict_map_key=False)
-
-
-def encode_records(records: list[Any], operator: str) -> bytes:
+def encode_records(records: list[Any], operator: str, types: RecordTypes = BUILTIN) -> bytes:
     """One shuffle cell: the records (see the module docstring); ``operator`` names the
-    operator the records go to, for the error message."""
+    operator the records go to, for the error message; ``types``: the dataflow's
+    allow-list of record classes (an instance of another class raises
+    :class:`~tstate.errors.RecordClassError` saying how to register it)."""
     if records:
         first = type(records[0])
         try:
             if first is tuple:
                 if _flat_tuples(records):
-                    return _pack(msgpack.ExtType(_FLAT_TUPLES, _pack_plain(records)))
+                    return msgpack.packb(msgpack.ExtType(_FLAT_TUPLES, _pack_plain(records)))  # type: ignore[no-any-return]
             else:
                 flat = _flat_objects(records, first)
-                if flat is not None:
-                    return _pack(msgpack.ExtType(_FLAT_OBJECTS, _pack_plain(flat)))
+                if flat is not None and types.get(flat[0]) is not None:  # (unregistered: the codec says how)
+                    return msgpack.packb(msgpack.ExtType(_FLAT_OBJECTS, _pack_plain(flat)))  # type: ignore[no-any-return]
         except (TypeError, ValueError, OverflowError):  # e.g. an int beyond 64 bits: the general form says why
             pass
+    codec = _Codec(types, operator)
     try:
-        return _pack(records)
+        return codec.pack(records)
     except (TypeError, ValueError, OverflowError) as exc:
         for r in records:
             try:
-                _pack(r)
+                codec.pack(r)
             except (TypeError, ValueError, OverflowError):
                 raise SparkError(
                     f"record {r!r} sent to operator {operator!r} cannot cross a Spark exchange ({exc}): "
@@ -170,7 +206,20 @@ def encode_records(records: list[Any], operator: str) -> bytes:
         raise SparkError(f"records sent to operator {operator!r} cannot cross a Spark exchange: {exc}") from None
 
 
-def encode_groups(groups: list[tuple[int, list[Any]]], operator: str, also: tuple[int, ...] = ()) -> bytes:
+def decode_records(data: bytes, types: RecordTypes = BUILTIN, where: "str | Callable[[], str]" = "a shuffle cell") -> list[Any]:
+    """The records of one shuffle cell (any of its forms, see the module docstring).
+    Records of attrs classes and named tuples are rebuilt only as classes in ``types``
+    (the dataflow's allow-list); any other class path raises
+    :class:`~tstate.errors.RecordClassError` naming it and ``where`` the cell came from,
+    and nothing is imported."""
+    if data[:4] == _ARROW_MAGIC:
+        return decode_rows(data)
+    return _Codec(types, where).decode(data)  # type: ignore[no-any-return]
+
+
+def encode_groups(
+    groups: list[tuple[int, list[Any]]], operator: str, also: tuple[int, ...] = (), types: RecordTypes = BUILTIN
+) -> bytes:
     """One shuffle cell holding the records of several bins (``[(bin, records), ...]``,
     all for one operator, time and partition): one cell per destination instead of one
     per bin, so the per-cell cost is paid once.  The records are encoded together, as
@@ -183,15 +232,20 @@ def encode_groups(groups: list[tuple[int, list[Any]]], operator: str, also: tupl
     """
     bins = [b for b, _ in groups]
     counts = [len(r) for _, r in groups]
-    body = encode_records([r for _, recs in groups for r in recs], operator)
+    body = encode_records([r for _, recs in groups for r in recs], operator, types)
     return _pack_plain([bins, counts, body, list(also)])  # type: ignore[no-any-return]
 
 
-def decode_groups(data: bytes) -> tuple[list[tuple[int, list[Any]]], list[int]]:
+def decode_groups(
+    data: bytes, types: RecordTypes = BUILTIN, where: "str | Callable[[], str]" = "a shuffle cell"
+) -> tuple[list[tuple[int, list[Any]]], list[int]]:
     """The ``[(bin, records), ...]`` of a cell written by :func:`encode_groups`, and the
     other operators it is for."""
-    bins, counts, body, also = msgpack.unpackb(data, raw=False)
-    recs = decode_records(body)
+    try:
+        bins, counts, body, also = msgpack.unpackb(data, raw=False)
+    except (TypeError, ValueError, msgpack.UnpackException) as exc:
+        raise SparkError(f"{where if isinstance(where, str) else where()}: malformed records ({exc})") from None
+    recs = decode_records(body, types, where)
     out: list[tuple[int, list[Any]]] = []
     o = 0
     for b, n in zip(bins, counts):
@@ -200,44 +254,27 @@ def decode_groups(data: bytes) -> tuple[list[tuple[int, list[Any]]], list[int]]:
     return out, also
 
 
-def decode_records(data: bytes) -> list[Any]:
-    """The records of one shuffle cell (any of its forms, see the module docstring)."""
-    if data[:4] == _ARROW_MAGIC:
-        return decode_rows(data)
-    return _unpack(data)  # type: ignore[no-any-return]
-
-
-def _flat_tuples(records: list[Any]) -> bool:
-    scalars = _SCALARS
-    for r in records:
-        if type(r) is not tuple:
-            return False
-        for x in r:
-            if type(x) not in scalars:
-                return False
-    return True
-
-
-#: attrs class or named tuple -> (import path, its fields' getter), or None when its
-#: records cannot take the flat form
+#: attrs class or named tuple -> (import path, named tuple?, its fields' getter), or
+#: None when its records cannot take the flat form
 _getters: dict[type, Any] = {}
 
 
 def _flat_objects(records: list[Any], cls: type) -> Any:
-    """``[path, [values, ...]]`` when every record is an instance of ``cls`` (one attrs
-    class or named tuple at a module's top level) whose field values are all scalars;
-    else None.  Decoded by ``cls(*values)``, like the per-record extensions."""
+    """``[path, named_tuple, [values, ...]]`` when every record is an instance of
+    ``cls`` (one attrs class or named tuple at a module's top level) whose field values
+    are all scalars; else None.  Decoded by ``cls(*values)``, like the per-record
+    extensions, and only for registered classes."""
     import operator
 
     spec = _getters.get(cls, False)
     if spec is False:
         spec = None
-        if "<locals>" not in cls.__qualname__:
-            path = f"{cls.__module__}:{cls.__qualname__}"
+        if is_record_class(cls):
+            path = class_path(cls)
             attrs_fields = getattr(cls, "__attrs_attrs__", None)
             if attrs_fields is not None and len(attrs_fields) > 1 and all(a.init for a in attrs_fields):
                 spec = (path, False, operator.attrgetter(*(a.name for a in attrs_fields)))
-            elif issubclass(cls, tuple) and hasattr(cls, "_fields") and len(cls._fields) > 1:
+            elif issubclass(cls, tuple) and len(getattr(cls, "_fields", ())) > 1:
                 spec = (path, True, tuple)
         _getters[cls] = spec
     if spec is None:
@@ -250,6 +287,17 @@ def _flat_objects(records: list[Any], cls: type) -> Any:
     if not _SCALARS.issuperset(map(type, itertools.chain.from_iterable(values))):
         return None
     return [path, named_tuple, values]
+
+
+def _flat_tuples(records: list[Any]) -> bool:
+    scalars = _SCALARS
+    for r in records:
+        if type(r) is not tuple:
+            return False
+        for x in r:
+            if type(x) not in scalars:
+                return False
+    return True
 
 
 _pack_plain = msgpack.Packer(use_bin_type=True).pack  # tuples as arrays; one C call, GIL-safe
@@ -282,9 +330,12 @@ def encode_rows(table: Any, shape: str) -> bytes:
     return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
 
 
-def decode_cells(cells: list[Any]) -> list[list[Any]]:
-    """The records of many cells (as :func:`decode_records` of each): Arrow cells of one
-    schema are converted to Python together, which is cheaper than one by one."""
+def decode_cells(
+    cells: list[Any], types: RecordTypes = BUILTIN, where: "str | Callable[[int], str]" = "a shuffle cell"
+) -> list[list[Any]]:
+    """The records of many cells (as :func:`decode_records` of each; ``where(i)`` names
+    cell ``i`` in errors): Arrow cells of one schema are converted to Python together,
+    which is cheaper than one by one."""
     out: list[Any] = [None] * len(cells)
     arrow: dict[Any, list[tuple[int, Any]]] = {}  # schema -> [(cell index, table)]
     for i, c in enumerate(cells):
@@ -294,7 +345,7 @@ def decode_cells(cells: list[Any]) -> list[list[Any]]:
             table = pa.ipc.open_stream(pa.py_buffer(c)).read_all()
             arrow.setdefault(table.schema, []).append((i, table))
         else:
-            out[i] = _unpack(c)
+            out[i] = _Codec(types, where if isinstance(where, str) else functools.partial(where, i)).decode(c)
     for schema, tables in arrow.items():
         import pyarrow as pa
 

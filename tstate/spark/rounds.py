@@ -38,12 +38,14 @@ first element (the ``time`` column holds the epoch).
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 
 import msgpack
 from attrs import frozen
 
 from tstate.progress.timestamp import Product
+from tstate.spark.record_types import BUILTIN, RecordTypes
 from tstate.spark.records import decode_records, encode_records
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,12 +93,15 @@ def timer_antichain(times: Iterable[Any]) -> Optional[list[list[int]]]:
     return [[t.outer, t.inner] for t in m] if m else None
 
 
-def encode_cell(t: Product, recs: list[Any], operator: str) -> bytes:
-    return encode_records([t, *recs], operator)
+def encode_cell(t: Product, recs: list[Any], operator: str, types: RecordTypes = BUILTIN) -> bytes:
+    """A cell for a boundary inside a loop: its full time, then the records."""
+    return encode_records([t, *recs], operator, types)
 
 
-def decode_cell(payload: bytes) -> tuple[Product, list[Any]]:
-    recs = decode_records(payload)
+def decode_cell(payload: bytes, types: RecordTypes = BUILTIN, where: Any = "a loop's shuffle cell") -> tuple[Product, list[Any]]:
+    """The time and records of a cell written by :func:`encode_cell` (``types``, ``where``:
+    as :func:`~tstate.spark.records.decode_records`)."""
+    recs = decode_records(payload, types, where)
     return recs[0], recs[1:]
 
 
@@ -154,7 +159,7 @@ def emit_loop_cells(
     labels = info.labels
     times: dict[int, set[Product]] = {}
     for (node, b, t), recs in routed.items():
-        rows.append((RECORDS, labels[info.owners[node][b]], node, b, t.outer, encode_cell(t, recs, plan.nodes[node].name)))
+        rows.append((RECORDS, labels[info.owners[node][b]], node, b, t.outer, encode_cell(t, recs, plan.nodes[node].name, plan.records)))
         times.setdefault(node, set()).add(t)
     for node, ts_ in times.items():
         rows.append((TIMES, 0, node, 0, 0, msgpack.packb([[t.outer, t.inner] for t in ts_])))
@@ -167,7 +172,7 @@ def loop_task(plan: "Plan", info: "BatchInfo", rnd: RoundInfo, nodes: tuple[int,
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
         from pyspark import TaskContext
 
-        from tstate.spark.task import RECORDS, STATS, _arrow, _emit
+        from tstate.spark.task import RECORDS, STATS, _arrow, _emit, cell_where
 
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx is not None else 0
@@ -181,7 +186,7 @@ def loop_task(plan: "Plan", info: "BatchInfo", rnd: RoundInfo, nodes: tuple[int,
             for k, node, b, p in zip(kinds, targets, bins, payloads):
                 if k != RECORDS:
                     continue
-                t, recs = decode_cell(p)
+                t, recs = decode_cell(p, plan.records, functools.partial(cell_where, plan, info, node, b, None))
                 counts[node] += len(recs)
                 groups[node].setdefault(t, {}).setdefault(b, []).extend(recs)
         rows: list[Any] = []

@@ -107,7 +107,7 @@ def _emit(
             continue
         dest = labels[info.owners[node][b]]
         if plan.delays:  # records at later times are held per bin (and re-routed by it)
-            rows.append((RECORDS, dest, node, b, t, encode_records(recs, plan.nodes[node].name)))
+            rows.append((RECORDS, dest, node, b, t, encode_records(recs, plan.nodes[node].name, plan.records)))
         else:
             grouped.setdefault((node, dest, t), []).append((b, recs))
     shared: dict[tuple[int, int, int], list[int]] = {}  # a cell -> the other operators it is for
@@ -126,9 +126,9 @@ def _emit(
         also = tuple(shared.get((node, dest, t), ()))
         if len(groups) == 1 and not also:
             b, recs = groups[0]
-            rows.append((RECORDS, dest, node, b, t, encode_records(recs, plan.nodes[node].name)))
+            rows.append((RECORDS, dest, node, b, t, encode_records(recs, plan.nodes[node].name, plan.records)))
         else:
-            rows.append((RECORDS, dest, node, GROUPED, t, encode_groups(groups, plan.nodes[node].name, also)))
+            rows.append((RECORDS, dest, node, GROUPED, t, encode_groups(groups, plan.nodes[node].name, also, plan.records)))
     if loop:
         from tstate.spark.rounds import emit_loop_cells
 
@@ -147,6 +147,12 @@ def _same(a: list[tuple[int, list[Any]]], b: list[tuple[int, list[Any]]]) -> boo
     return len(a) == len(b) and all(
         ba == bb and len(ra) == len(rb) and all(map(operator.is_, ra, rb)) for (ba, ra), (bb, rb) in zip(a, b)
     )
+
+
+def cell_where(plan: "Plan", info: BatchInfo, node: int, b: int, t: Any) -> str:
+    """A shuffle cell, named in errors: its batch, operator, bin and time."""
+    at = "" if t is None else f", time {t}"
+    return f"a shuffle cell of micro-batch {info.batch} for operator {plan.nodes[node].name!r} (bin {b}{at})"
 
 
 def _to_records(batch: "pa.RecordBatch", shape: str) -> list[Any]:
@@ -323,20 +329,24 @@ def _rows_input(
                 rows.append((RECORDS, labels[owners[b]], c, b, t, encode_rows(taken.slice(s0, e0 - s0), shape)))
     _emit(plan, info, {}, sinks, rows)
     if held:
-        rows.append((HELD, 0, node, 0, 0, encode_records(held, plan.nodes[node].name)))
+        rows.append((HELD, 0, node, 0, 0, encode_records(held, plan.nodes[node].name, plan.records)))
     return rows, dropped
 
 
-def held_task(plan: "Plan", info: BatchInfo, name: str) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
-    """Records held back by earlier batches (cells of ``[[time, record], ...]``): those
-    the frontier has reached go in, like fresh input; the others stay held."""
+def held_task(
+    plan: "Plan", info: BatchInfo, name: str, path: str = "the held-back records file"
+) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
+    """Records held back by earlier batches (cells of ``[[time, record], ...]``, read
+    from the held-back records file ``path``): those the frontier has reached go in,
+    like fresh input; the others stay held."""
     node = plan.inputs[name]
+    where = f"{path} (records held back for input {name!r})"
 
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
         by_time: dict[int, list[Any]] = {}
         for batch in batches:
             for cell in batch.column("payload").to_pylist():
-                for t, r in decode_records(cell):
+                for t, r in decode_records(cell, plan.records, where):
                     by_time.setdefault(t, []).append(r)
         yield from _route_input(plan, info, node, by_time)
 
@@ -355,7 +365,7 @@ def _route_input(plan: "Plan", info: BatchInfo, node: int, by_time: dict[int, li
     rows: list[tuple[int, int, int, int, int, bytes]] = []
     _emit(plan, info, routed, sinks, rows)
     if held:
-        rows.append((HELD, 0, node, 0, 0, encode_records(held, plan.nodes[node].name)))
+        rows.append((HELD, 0, node, 0, 0, encode_records(held, plan.nodes[node].name, plan.records)))
     yield _arrow(rows)
 
 
@@ -399,12 +409,18 @@ def boundary_task(
 
         for node in group:
             single = [i for i, (_t, b) in enumerate(cells[node]) if b != GROUPED]
-            decoded = dict(zip(single, decode_cells([payloads[node][i] for i in single])))
+            here = cells[node]
+
+            def where(j: int, here: list[tuple[int, int]] = here, node: int = node) -> str:
+                t, b = here[single[j]]
+                return cell_where(plan, info, node, b, t)
+
+            decoded = dict(zip(single, decode_cells([payloads[node][i] for i in single], plan.records, where)))
             for i, (t, b) in enumerate(cells[node]):
                 if b != GROUPED:
                     add(node, t, b, decoded[i])
                     continue
-                bins, also = decode_groups(payloads[node][i])
+                bins, also = decode_groups(payloads[node][i], plan.records, cell_where(plan, info, node, GROUPED, t))
                 for to in (node, *also):
                     for b2, recs in bins:
                         add(to, t, b2, recs)

@@ -1,0 +1,42 @@
+"""docs/architecture.md stays in sync with the code: every repository path and every
+``tstate.``/``apps.`` module it names exists, and it covers every package of tstate."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = (ROOT / "docs" / "architecture.md").read_text()
+PATH = re.compile(r"\b((?:tstate|apps|tests|docs|examples|benchmarks)/[A-Za-z0-9_./-]*)")
+MODULE = re.compile(r"\b((?:tstate|apps)(?:\.[a-z_][a-z0-9_]*)+)\b")
+
+
+def test_every_path_it_names_exists() -> None:
+    paths = {p.rstrip(".") for p in PATH.findall(DOC)}
+    assert len(paths) > 40  # the regex finds them
+    missing = sorted(p for p in paths if not (ROOT / p).exists())
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
+
+
+def test_every_dotted_module_it_names_exists() -> None:
+    missing = []
+    for mod in set(MODULE.findall(DOC)):
+        rel = Path(*mod.split("."))
+        if not ((ROOT / rel).with_suffix(".py").exists() or (ROOT / rel / "__init__.py").exists()):
+            missing.append(mod)
+    assert not missing, f"docs/architecture.md names modules that do not exist: {sorted(missing)}"
+
+
+def test_it_covers_every_package_and_module_of_tstate() -> None:
+    named = {p.rstrip("/.") for p in PATH.findall(DOC)}
+    packages = {f"tstate/{d.name}" for d in (ROOT / "tstate").iterdir() if (d / "__init__.py").exists()}
+    assert packages <= named, f"packages missing from docs/architecture.md: {sorted(packages - named)}"
+    spark = {f"tstate/spark/{f.name}" for f in (ROOT / "tstate" / "spark").glob("*.py") if f.name != "__init__.py"}
+    assert spark <= named, f"Spark modules missing from docs/architecture.md: {sorted(spark - named)}"
+
+
+def test_the_readme_links_it_and_not_outside_the_repository() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "(docs/architecture.md)" in readme and "(docs/spark-deploy.md)" in readme
+    assert "../shared" not in readme

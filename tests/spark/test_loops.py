@@ -98,9 +98,11 @@ def embedded(rows: list[dict], workers: int = 2, delay: int = 0) -> tuple[list, 
     return sorted(out.items, key=repr), sorted(totals.items, key=repr)
 
 
-def on_spark(spark: Any, rows: list[dict], tmp: str, partitions: int, epochs: int = 1, delay: int = 0, **kw: Any) -> tuple:
+def on_spark(
+    spark: Any, rows: list[dict], tmp: str, partitions: int, epochs: int = 1, delay: int = 0, local: bool = True, **kw: Any
+) -> tuple:
     flow, out, totals = walks(delay)
-    backend = Backend(spark, checkpoint=tmp, partitions=partitions)
+    backend = Backend(spark, checkpoint=tmp, partitions=partitions, local_loops=(64 << 20) if local else 0)
     df = spark.createDataFrame(rows, ROW) if rows else spark.createDataFrame([], ROW)
     backend.run(flow, {"walks": Source(df, time="t")}, epochs_per_batch=epochs, **kw)
     return sorted(out.items, key=repr), sorted(totals.items, key=repr), backend
@@ -113,17 +115,27 @@ rows_st = st.lists(
 )
 
 
-@loop_settings
+@pytest.mark.parametrize("local", [True, False], ids=["one-task", "spread"])
+@settings(loop_settings, max_examples=3)
 @given(rows=rows_st, partitions=st.integers(1, 3), epochs=st.integers(1, 2), delay=st.sampled_from([0, 1]))
-def test_loops_equal_the_embedded_engine(spark: Any, tmp_path_factory: Any, rows: list, partitions: int, epochs: int, delay: int) -> None:
+def test_loops_equal_the_embedded_engine(
+    spark: Any, tmp_path_factory: Any, rows: list, partitions: int, epochs: int, delay: int, local: bool
+) -> None:
+    """Rounds spread over the partitions (one stage each) or all in one task per batch
+    (small state: ``local_loops``) give the embedded engine's results."""
     ref = embedded(rows, workers=2, delay=delay)
-    got = on_spark(spark, rows, str(tmp_path_factory.mktemp("ck")), partitions, epochs, delay)
+    got = on_spark(spark, rows, str(tmp_path_factory.mktemp("ck")), partitions, epochs, delay, local)
     assert got[:2] == ref
-    backend = got[2]
-    assert sum(m.loop_rounds for m in backend.metrics.batches) > 0
+    m = got[2].metrics.batches
+    rounds, stages = sum(b.loop_rounds for b in m), sum(b.loop_stages for b in m)
+    assert rounds > 0
+    if local:
+        assert stages <= len(m)  # one stage per batch with loop work
 
 
 def test_loop_state_survives_a_restart_on_other_partitions_and_a_live_rescale(spark: Any, tmp_path: Any) -> None:
+    """The state files rounds spread over partitions wrote are read by loops run in one
+    task after a restart on 3 partitions and a rescale to 1."""
     rows = [{"k": KEYS[i % 7], "hops": i % 4, "t": i // 3} for i in range(12)]
     ref_out, ref_tot = embedded(rows, workers=3, delay=1)
     d = str(tmp_path / "ck")
@@ -131,7 +143,7 @@ def test_loop_state_survives_a_restart_on_other_partitions_and_a_live_rescale(sp
     from pyspark.sql import functions as F
 
     df = spark.createDataFrame(rows, ROW)
-    b1 = Backend(spark, checkpoint=d, partitions=2)
+    b1 = Backend(spark, checkpoint=d, partitions=2, local_loops=0)  # rounds spread, then in one task
     b1._prepare(flow, {"walks": Source(df, time="t")})
     for lo in range(2):  # epochs 0 and 1, then the driver "dies"
         b1._batch({"walks": df.where(F.col("t") == lo)}, {"walks": Source(df, time="t")}, lo, lo, lo + 1, None)

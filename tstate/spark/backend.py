@@ -137,7 +137,10 @@ class Backend:
     same path (a local path under ``local`` / ``local-cluster`` masters, a shared mount
     otherwise).  ``partitions``: Spark partitions (= tstate workers) the bins are spread
     over (default: Spark's default parallelism).  ``resume``: continue from the latest
-    committed batch of the directory."""
+    committed batch of the directory.  ``local_loops``: an iterate scope whose operators'
+    stored state is at most this many bytes runs all its rounds of a batch in one task
+    (one Spark stage instead of one per round; 0: always spread, see
+    :mod:`tstate.spark.rounds`)."""
 
     def __init__(
         self,
@@ -149,6 +152,7 @@ class Backend:
         compact_after: int = 8,
         retain: int = 3,
         resume: bool = True,
+        local_loops: int = 64 << 20,
     ) -> None:
         from tstate.checkpoint.store import CheckpointStore
 
@@ -161,6 +165,7 @@ class Backend:
         self.sources = dict(sources or {})
         self.compact_after = compact_after
         self.resume = resume
+        self.local_loops = local_loops
         self.store = CheckpointStore(self.directory, retain=retain, compact_after=compact_after, background_gc=True)
         self.metrics = _Metrics()
         self._plan: Any = None

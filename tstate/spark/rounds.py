@@ -32,6 +32,16 @@ checkpoint (an *overlay* over the committed manifest that the next round's tasks
 the executor cache stays valid from round to round); the batch commits once, after the
 last round, so a failure anywhere in the loop commits nothing.
 
+**Small loops run in one task.**  A Spark stage per round costs a fraction of a second
+however little the round does, and a loop may need a hundred rounds per epoch.  When
+the stored state of the loops' operators is at most ``Backend(local_loops=...)`` bytes
+(default 64 MiB), the driver instead sends every record entering them to one task
+(:func:`local_loop_task`), which runs the same rounds -- the same frontiers, the same
+order of operators, the same operator code -- with the bins in memory from round to
+round, writes each changed bin once at the end and reports how many rounds it ran: one
+Spark stage per batch for the loops, and the results of one worker (the embedded
+engine's on one worker, exactly).
+
 A cell of records for a boundary inside a scope carries its full time as the cell's
 first element (the ``time`` column holds the epoch).
 """

@@ -284,3 +284,40 @@ def test_nested_loops_are_refused() -> None:
 
     with pytest.raises(SparkError, match=r"nested iterate scope \('inner'\)"):
         Plan.of(flow)
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["one-task", "spread"])
+def test_pagerank_of_a_hub_on_spark(spark: Any, tmp_path: Any, local: bool) -> None:
+    """A hub's score exceeds 64 bits in fixed point (y > 16): the state written after
+    every round (spread) or at the end of the batch (one task), in the middle of an
+    epoch or between epochs, still encodes; the changes equal the embedded engine's on
+    one worker (rounds spread over 2 partitions would sum a round's pushes per partition:
+    see apps.graph.pagerank)."""
+    from apps.graph.pagerank import SCALE
+    from apps.graph.stream import build
+
+    upd = [(0, i, 0, 1) for i in range(1, 40)] + [(0, 0, 99, 1)]
+    upd += [(1, i, 0, 1) for i in range(40, 50)] + [(1, 99, 1, 1)]
+
+    def graph() -> tuple[ts.Dataflow, Any, dict]:
+        f = ts.Dataflow("graph")
+        u = f.input("updates")
+        an = build(f, u.map(lambda r: tuple(r[1:])), ["pagerank"], tol=1e-6, bins=16)
+        return f, u, {n: s.collect() for n, s in an.outputs().items()}
+
+    f, u, outs = graph()
+    ex = f.start(1)
+    for e in range(2):
+        u.send([r for r in upd if r[0] == e], time=e)
+        u.advance_to(e + 1)
+    u.close()
+    ex.run()
+    ref = {n: sorted(c.items, key=repr) for n, c in outs.items()}
+    assert max(c.new for _t, c in outs["scores"].items if c.new is not None) > 40 * SCALE
+    f, _u, outs = graph()
+    df = spark.createDataFrame(upd, "t long, src long, dst long, delta long")
+    # one epoch per batch: the second batch's epoch starts from the hub's stored score
+    Backend(spark, checkpoint=str(tmp_path), partitions=2 if local else 1, local_loops=(64 << 20) if local else 0).run(
+        f, {"updates": Source(df, time="t", record="tuple")}
+    )
+    assert {n: sorted(c.items, key=repr) for n, c in outs.items()} == ref

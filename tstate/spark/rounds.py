@@ -506,7 +506,8 @@ class LoopRun:
         n = len(labels)
         pending = {b: set(times.get(b, ())) for b in inside}
         parts = [c.where(f"kind = {T.RECORDS} and node in ({in_list})") for c in cells]
-        if self._ready(pending) and self._state_bytes() <= getattr(self.be, "local_loops", LOCAL_LOOP_BYTES):
+        limit = getattr(self.be, "local_loops", LOCAL_LOOP_BYTES)
+        if limit > 0 and self._ready(pending) and self._state_bytes() <= limit:
             return self._run_local(parts, labels, in_list)
         exits: list[Any] = []
         collected: list[Any] = []

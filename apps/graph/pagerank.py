@@ -78,6 +78,11 @@ def _split(y: int) -> tuple[int, int]:
     return divmod(y, SCALE)
 
 
+def _join(p: tuple[int, int]) -> int:
+    """The fixed-point value of a :func:`_split` pair."""
+    return p[0] * SCALE + p[1]
+
+
 @define
 class PRVertex:
     out: Map[Vertex, int] = field(factory=Map)  # out-neighbour -> epoch the edge appeared
@@ -87,7 +92,7 @@ class PRVertex:
     yf: int = 0
     r: int = 0  # fixed-point residual (small at the end of every epoch)
     epoch: int = -1  # the epoch the fields below belong to
-    old: Optional[int] = None  # y at the start of `epoch` (None: absent)
+    old: Optional[tuple[int, int]] = None  # y at the start of `epoch`, split (None: absent)
     was_present: bool = False  # in the graph at the start of `epoch`
     base: Optional[list[Vertex]] = None  # out-neighbours at the start of `epoch`, if they changed
 
@@ -96,7 +101,7 @@ def _touch(st: PRVertex, e: int, ctx: Context) -> None:
     st.epoch = e
     present = bool(st.out) or st.indeg > 0
     st.was_present = present
-    st.old = st.yu * SCALE + st.yf if present else None
+    st.old = (st.yu, st.yf) if present else None
     ctx.notify_at(at(e, END))
 
 
@@ -119,8 +124,8 @@ class PRScores:
 
     y: dict[Vertex, tuple[int, int]] = field(factory=dict)
     total: tuple[int, int] = (0, 0)
-    before_total: Optional[int] = None  # the sum at the start of the pending epoch
-    before: dict[Vertex, Optional[int]] = field(factory=dict)  # old y of the vertices changed this epoch
+    before_total: Optional[tuple[int, int]] = None  # the sum at the start of the pending epoch
+    before: dict[Vertex, Optional[tuple[int, int]]] = field(factory=dict)  # old y of the vertices changed this epoch
 
 
 def pagerank(
@@ -200,8 +205,9 @@ def pagerank(
             return
         present = bool(st.out) or st.indeg > 0  # END
         new = st.yu * SCALE + st.yf if present else None
-        if new != st.old:
-            ctx.emit(Change(v, st.old, new))
+        old = None if st.old is None else st.old[0] * SCALE + st.old[1]
+        if new != old:
+            ctx.emit(Change(v, old, new))
         if not present:
             ctx.clear()
             return
@@ -230,26 +236,27 @@ def pagerank(
 
     def collect(st: PRScores, c: Change, ctx: Context) -> None:
         if st.before_total is None:
-            st.before_total = st.total[0] * SCALE + st.total[1]
+            st.before_total = st.total
             ctx.notify_at(ctx.time)
         v = c.key
         if v not in st.before:
-            st.before[v] = c.old
-        st.total = _split(st.total[0] * SCALE + st.total[1] + (c.new or 0) - (c.old or 0))
+            st.before[v] = None if c.old is None else _split(c.old)
+        st.total = _split(_join(st.total) + (c.new or 0) - (c.old or 0))
         if c.new is None:
             st.y.pop(v, None)
         else:
             st.y[v] = _split(c.new)
 
     def normalise(st: PRScores, t: int, ctx: Context) -> None:
-        s0 = st.before_total or 0
-        s1 = st.total[0] * SCALE + st.total[1]
+        s0 = 0 if st.before_total is None else _join(st.before_total)
+        s1 = _join(st.total)
         before, ys = st.before, st.y
         # when the sum moved, every rank moved; otherwise only the changed vertices'
         for v in list(ys) + [v for v in before if v not in ys] if s0 != s1 else list(before):
             p = ys.get(v)
-            y1 = None if p is None else p[0] * SCALE + p[1]
-            y0 = before[v] if v in before else y1
+            q = before[v] if v in before else p
+            y1 = None if p is None else _join(p)
+            y0 = None if q is None else _join(q)
             old = y0 / s0 if y0 is not None and s0 else None
             new = y1 / s1 if y1 is not None and s1 else None
             if old != new:

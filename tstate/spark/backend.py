@@ -154,7 +154,10 @@ class Backend:
     (default: Spark's default parallelism).  ``resume``: continue from the latest
     committed batch of the directory.  ``progress``: ``True`` draws a bar per
     micro-batch on stderr, ``None`` (default) prints only whether the run resumed,
-    ``False`` nothing (:mod:`tstate.spark.progress`)."""
+    ``False`` nothing (:mod:`tstate.spark.progress`).  ``local_loops``: an iterate scope
+    whose operators' stored state is at most this many bytes runs all its rounds of a
+    batch in one task (one Spark stage instead of one per round; 0: always spread, see
+    :mod:`tstate.spark.rounds`)."""
 
     def __init__(
         self,
@@ -167,6 +170,7 @@ class Backend:
         retain: int = 3,
         resume: bool = True,
         progress: Optional[bool] = None,
+        local_loops: int = 64 << 20,
     ) -> None:
         from tstate.checkpoint.location import resolve
         from tstate.checkpoint.store import CheckpointStore
@@ -184,6 +188,7 @@ class Backend:
         self.sources = dict(sources or {})
         self.compact_after = compact_after
         self.resume = resume
+        self.local_loops = local_loops
         self.store = CheckpointStore(self.directory, retain=retain, compact_after=compact_after, background_gc=True)
         self.metrics = _Metrics()
         self._plan: Any = None

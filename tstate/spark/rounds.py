@@ -32,6 +32,16 @@ checkpoint (an *overlay* over the committed manifest that the next round's tasks
 the executor cache stays valid from round to round); the batch commits once, after the
 last round, so a failure anywhere in the loop commits nothing.
 
+**Small loops run in one task.**  A Spark stage per round costs a fraction of a second
+however little the round does, and a loop may need a hundred rounds per epoch.  When
+the stored state of the loops' operators is at most ``Backend(local_loops=...)`` bytes
+(default 64 MiB), the driver instead sends every record entering them to one task
+(:func:`local_loop_task`), which runs the same rounds -- the same frontiers, the same
+order of operators, the same operator code -- with the bins in memory from round to
+round, writes each changed bin once at the end and reports how many rounds it ran: one
+Spark stage per batch for the loops, and the results of one worker (the embedded
+engine's on one worker, exactly).
+
 A cell of records for a boundary inside a scope carries its full time as the cell's
 first element (the ``time`` column holds the epoch).
 """
@@ -59,6 +69,11 @@ __all__ = ["RoundInfo", "Overlay", "minimal", "round_frontier", "loop_task", "en
 #: a row kind: the times of the cells a task emitted for boundaries inside loops
 #: (``node``: the boundary, ``payload``: ``[[epoch, inner], ...]``)
 TIMES = 6
+#: a loop whose operators' stored state is at most this many bytes runs all its rounds
+#: of a batch in one task (:func:`local_loop_task`; ``Backend(local_loops=...)``)
+LOCAL_LOOP_BYTES = 64 << 20
+#: a row kind: how many rounds a task that ran loops by itself took (``payload``: the count)
+ROUNDS = 7
 
 
 def minimal(times: Iterable[Product]) -> list[Product]:
@@ -208,31 +223,17 @@ def loop_task(plan: "Plan", info: "BatchInfo", rnd: RoundInfo, nodes: tuple[int,
     return run
 
 
-def _stateful_round(
-    plan: "Plan",
-    info: "BatchInfo",
-    rnd: RoundInfo,
-    node: int,
-    partition: int,
-    groups: dict[Product, dict[int, list[Any]]],
-    routed: dict[tuple[int, int, Any], list[Any]],
-    sinks: dict[tuple[int, int], list[Any]],
-    rows: list[Any],
-) -> dict[str, Any]:
+def _mini(plan: "Plan", node: int, frontier: list[Product]) -> tuple[Any, Any, Any, list[tuple[Any, Any]]]:
+    """The stateful operator ``node`` alone in a one-worker execution, inside an iterate
+    scope; a placing operator gives each record at its time and holds ``frontier``.
+    Returns ``(input, execution, operator runtime, captured outputs)``."""
     import tstate as ts
     from tstate.engine.execution import Execution
     from tstate.operators.stateful import StatefulRuntime
-    from tstate.spark import binstore
-    from tstate.spark.task import take_bins, write_bins
-    from tstate.types.schema import Schema
 
     pn = plan.nodes[node]
     o = pn.options
-    frontier = list(rnd.frontier[node])
     captured: list[tuple[Any, Any]] = []
-
-    # the operator alone in a one-worker execution, inside an iterate scope; a placing
-    # operator gives each record at its time and holds the round's frontier
     mini = ts.Dataflow(f"{plan.name}/{pn.name}")
     inp = mini.input("in", batch_size=1 << 30)
     ops: list[Any] = []
@@ -261,36 +262,209 @@ def _stateful_round(
     assert isinstance(op, StatefulRuntime)
     op.track_dirty = True
     op.keys = plan.router(node)
-    codec = op.codec
-    m = binstore.manifest(info.directory, info.head)
-    entry = m.operators.get(pn.name) if m is not None else None
-    stored_fp = Schema.from_builtins(entry.schema).fingerprint if entry is not None else codec.fingerprint
-    view = _Manifest(m, rnd.overlay, pn.name)
-    owners = info.owners[node]
-    needed = {b for bins in groups.values() for b in bins} | {b for b in rnd.due.get(node, ()) if owners[b] == partition}
-    loaded, found = take_bins(info, view, pn, op, needed, stored_fp)
+    return inp, exe, op, captured
+
+
+def _feed(
+    plan: "Plan",
+    node: int,
+    parts: tuple[Any, Any, Any, list[tuple[Any, Any]]],
+    frontier: list[Product],
+    groups: dict[Product, dict[int, list[Any]]],
+    routed: dict[tuple[int, int, Any], list[Any]],
+    sinks: dict[tuple[int, int], list[Any]],
+) -> None:
+    """Run one round of the operator built by :func:`_mini` (its bins installed) over
+    ``groups`` (time -> bin -> records); its outputs go through the fused chain after it
+    into ``routed``/``sinks``, and the records the frontier does not let in yet back in
+    flight (``routed``)."""
+    inp, exe, op, captured = parts
     times = sorted(groups)
     first = min([t.outer for t in times] + [f.outer for f in frontier] + [t.outer for t in op.timer_times.keys()] or [0])
     items = [(t, [r for b in sorted(groups[t]) for r in groups[t][b]]) for t in times] or [(Product(first, 0), [])]
     inp.send(items, time=first)
     inp.close()
     exe.step_while(lambda: True)
-    # outputs, through the fused chain after the operator
     by_time: dict[Any, list[Any]] = {}
     for t, r in captured:
         by_time.setdefault(t, []).append(r)
     for t, recs in sorted(by_time.items()):
         plan.push(node, t, recs, routed, sinks)
-    # records the frontier does not let in yet stay in flight
     if op.stash:
         bin_of = plan.router(node).bin
-        key = o["key"]
+        key = plan.nodes[node].options["key"]
         for t, batches_ in op.stash.items():
             for recs in batches_:
                 for r in recs:
                     routed.setdefault((node, bin_of(key(r)), t), []).append(r)
+
+
+def _stored_fingerprint(info: "BatchInfo", pn: Any, codec: Any) -> tuple[Any, str]:
+    from tstate.spark import binstore
+    from tstate.types.schema import Schema
+
+    m = binstore.manifest(info.directory, info.head)
+    entry = m.operators.get(pn.name) if m is not None else None
+    return m, (Schema.from_builtins(entry.schema).fingerprint if entry is not None else codec.fingerprint)
+
+
+def _stateful_round(
+    plan: "Plan",
+    info: "BatchInfo",
+    rnd: RoundInfo,
+    node: int,
+    partition: int,
+    groups: dict[Product, dict[int, list[Any]]],
+    routed: dict[tuple[int, int, Any], list[Any]],
+    sinks: dict[tuple[int, int], list[Any]],
+    rows: list[Any],
+) -> dict[str, Any]:
+    from tstate.spark.task import take_bins, write_bins
+
+    pn = plan.nodes[node]
+    frontier = list(rnd.frontier[node])
+    parts = _mini(plan, node, frontier)
+    op = parts[2]
+    codec = op.codec
+    m, stored_fp = _stored_fingerprint(info, pn, codec)
+    view = _Manifest(m, rnd.overlay, pn.name)
+    owners = info.owners[node]
+    needed = {b for bins in groups.values() for b in bins} | {b for b in rnd.due.get(node, ()) if owners[b] == partition}
+    loaded, found = take_bins(info, view, pn, op, needed, stored_fp)
+    _feed(plan, node, parts, frontier, groups, routed, sinks)
     written = write_bins(info, view, pn, codec, loaded, rows, lambda b: timer_antichain(b.timers))
     return {"hits": found["hit"], "catchups": found["catch-up"], "misses": found["miss"], "bytes": written}
+
+
+@frozen
+class LocalLoops:
+    """What the driver tells the one task that runs loops' rounds by itself (see
+    :func:`local_loop_task`)."""
+
+    #: per loop: its boundaries in topological order
+    loops: tuple[tuple[int, ...], ...]
+    #: per stateful boundary: the driver's pending timer times per bin
+    timers: dict[int, dict[int, tuple[Product, ...]]]
+    overlay: Overlay
+
+
+def local_loop_task(plan: "Plan", info: "BatchInfo", job: LocalLoops) -> Any:
+    """All rounds of independent loops in one task (the loops' records all in one
+    partition): the driver's round loop (:meth:`LoopRun.run`) run here, round by round,
+    with the same frontiers and the same order of operators, so the results are the
+    same; but the rounds cost no Spark stage and no state files: the bins stay in
+    memory from round to round and each changed bin is written once, at the end.
+
+    Emits the records leaving the loops (and sink cells), ``FILE`` and ``STATS`` rows,
+    the records still in flight at later epochs (cells for boundaries inside the loops,
+    to be held) and one ``ROUNDS`` row (payload: the number of rounds)."""
+
+    def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        from tstate.spark.task import RECORDS, STATS, _arrow, _emit, take_bins, write_bins
+
+        inside = {b for lp in job.loops for b in lp}
+        flight: dict[int, dict[Product, dict[int, list[Any]]]] = {b: {} for b in inside}
+        counts = dict.fromkeys(inside, 0)
+        for batch in batches:
+            kinds = batch.column("kind").to_pylist()
+            targets = batch.column("node").to_pylist()
+            bins_ = batch.column("bin").to_pylist()
+            payloads = batch.column("payload").to_pylist()
+            for k, node, b, p in zip(kinds, targets, bins_, payloads):
+                if k != RECORDS:
+                    continue
+                t, recs = decode_cell(p)
+                flight[node].setdefault(t, {}).setdefault(b, []).extend(recs)
+        timers = {b: {bn: list(ts_) for bn, ts_ in job.timers.get(b, {}).items()} for b in inside}
+        bins: dict[int, dict[int, Any]] = {b: {} for b in inside}
+        codecs: dict[int, Any] = {}
+        stats = {b: {"hits": 0, "catchups": 0, "misses": 0, "bytes": 0} for b in inside}
+        exits: dict[tuple[int, int, Any], list[Any]] = {}
+        exit_sinks: dict[tuple[int, int], list[Any]] = {}
+        hi = info.hi
+        rounds = 0
+        while True:
+            fronts: dict[int, list[Product]] = {}
+            due: dict[int, set[int]] = {}
+            active = []
+            for lp in job.loops:
+                every: set[Product] = set()
+                for b in lp:
+                    every.update(flight[b])
+                    every.update(t for ts_ in timers[b].values() for t in ts_)
+                ready = [t for t in every if hi is None or t.outer < hi]
+                if not ready:
+                    continue
+                active.append(lp)
+                front = round_frontier(every, minimal(ready), hi)
+                for b in lp:
+                    fronts[b] = front
+                    due[b] = {bn for bn, ts_ in timers[b].items() if any(passed(front, t) for t in ts_)}
+            if not active:
+                break
+            for k in range(max(len(lp) for lp in active)):
+                for lp in active:
+                    if k >= len(lp) or not (flight[lp[k]] or due[lp[k]]):
+                        continue
+                    node = lp[k]
+                    groups, flight[node] = flight[node], {}
+                    counts[node] += sum(len(recs) for g in groups.values() for recs in g.values())
+                    routed: dict[tuple[int, int, Any], list[Any]] = {}
+                    sinks: dict[tuple[int, int], list[Any]] = {}
+                    if plan.nodes[node].kind == "exchange":
+                        for t in sorted(groups):
+                            for recs in groups[t].values():
+                                plan.push(node, t, recs, routed, sinks)
+                    else:
+                        frontier = fronts[node]
+                        parts = _mini(plan, node, frontier)
+                        op = parts[2]
+                        mine = bins[node]
+                        codecs.setdefault(node, op.codec)
+                        used = sorted({b for g in groups.values() for b in g} | due[node])
+                        for b in used:
+                            if b not in mine:
+                                pn = plan.nodes[node]
+                                m, fp = _stored_fingerprint(info, pn, op.codec)
+                                loaded, found = take_bins(info, _Manifest(m, job.overlay, pn.name), pn, op, [b], fp)
+                                mine[b] = loaded[b]
+                                for name, n_ in (("hits", "hit"), ("catchups", "catch-up"), ("misses", "miss")):
+                                    stats[node][name] += found[n_]
+                            else:
+                                op.install_bin(mine[b])
+                        _feed(plan, node, parts, frontier, groups, routed, sinks)
+                        for b in used:
+                            a = timer_antichain(mine[b].timers)
+                            if a is None:
+                                timers[node].pop(b, None)
+                            else:
+                                timers[node][b] = [Product(*v) for v in a]
+                    for (n, b, t), recs in routed.items():
+                        if n in inside:
+                            flight[n].setdefault(t, {}).setdefault(b, []).extend(recs)
+                        else:
+                            exits.setdefault((n, b, t), []).extend(recs)
+                    for key, recs in sinks.items():
+                        exit_sinks.setdefault(key, []).extend(recs)
+            rounds += 1
+        rows: list[Any] = []
+        # the records still in flight (at epochs after the batch): held by the driver
+        left = {(n, b, t): recs for n, g in flight.items() for t, by_bin in g.items() for b, recs in by_bin.items()}
+        _emit(plan, info, exits, exit_sinks, rows)
+        if left:
+            emit_loop_cells(plan, info, left, rows)
+        for node, mine in bins.items():
+            if mine:
+                pn = plan.nodes[node]
+                m, _fp = _stored_fingerprint(info, pn, codecs[node])
+                view = _Manifest(m, job.overlay, pn.name)
+                stats[node]["bytes"] = write_bins(info, view, pn, codecs[node], mine, rows, lambda b: timer_antichain(b.timers))
+        for node in sorted(inside):
+            rows.append((STATS, 0, node, 0, 0, msgpack.packb({**stats[node], "records": counts[node]})))
+        rows.append((ROUNDS, 0, 0, 0, 0, msgpack.packb(rounds)))
+        yield _arrow(rows)
+
+    return run
 
 
 class LoopRun:
@@ -337,6 +511,9 @@ class LoopRun:
         n = len(labels)
         pending = {b: set(times.get(b, ())) for b in inside}
         parts = [c.where(f"kind = {T.RECORDS} and node in ({in_list})") for c in cells]
+        limit = getattr(self.be, "local_loops", LOCAL_LOOP_BYTES)
+        if limit > 0 and self._ready(pending) and self._state_bytes() <= limit:
+            return self._run_local(parts, labels, in_list)
         exits: list[Any] = []
         collected: list[Any] = []
         while True:
@@ -404,6 +581,64 @@ class LoopRun:
         for d in exits:
             wave = d if wave is None else wave.unionAll(d)
         return wave, collected, left
+    def _ready(self, pending: dict[int, set[Product]]) -> bool:
+        """Whether any record in flight or timer is at an epoch of this batch."""
+        hi = self.info.hi
+        timers = self._timer_times()
+        for lp in self.lps:
+            for b in lp.boundaries:
+                every = set(pending[b]).union(*timers[b].values())
+                if any(hi is None or t.outer < hi for t in every):
+                    return True
+        return False
+
+    def _state_bytes(self) -> int:
+        """The bytes of the stored state (the chains' files) of the loops' operators."""
+        from tstate.spark import binstore
+
+        m = binstore.manifest(self.info.directory, self.info.head)
+        overlay = Overlay(self.overlay)
+        total = 0
+        for lp in self.lps:
+            for b in lp.boundaries:
+                pn = self.plan.nodes[b]
+                if pn.kind == "stateful":
+                    total += sum(ref.size for bn in range(pn.bins) for ref in overlay.chain(m, pn.name, bn))
+        return total
+
+    def _run_local(self, parts: list[Any], labels: tuple[int, ...], in_list: str) -> tuple[Any, list[Any], list[Any]]:
+        """All rounds in one task (:func:`local_loop_task`): one Spark stage."""
+        from tstate.spark import task as T
+
+        timers = self._timer_times()
+        job = LocalLoops(
+            tuple(tuple(lp.boundaries) for lp in self.lps),
+            {b: {bn: tuple(ts_) for bn, ts_ in by_bin.items()} for b, by_bin in timers.items()},
+            Overlay({k: dict(v) for k, v in self.overlay.items()}),
+        )
+        inp = self.be._ticks_for(self.lps[0].boundaries[0], labels)  # the task runs even without records
+        for p in parts:
+            inp = inp.unionAll(p)
+        out = inp.repartition(1).mapInArrow(local_loop_task(self.plan, self.info, job), T.SCHEMA)
+        out = out.localCheckpoint(eager=False)  # computed once, by the collect below
+        self.persisted.append(out)
+        self.stages += 1
+        collected: list[Any] = []
+        left: list[Any] = []
+        for r in out.where(f"kind != {T.RECORDS} or node in ({in_list})").collect():
+            kind = r["kind"]
+            if kind == ROUNDS:
+                self.rounds += msgpack.unpackb(r["payload"])
+            elif kind == TIMES:
+                continue
+            elif kind == T.FILE:
+                self._file(r)
+            elif kind == T.RECORDS:
+                left.append(r)
+            else:
+                collected.append(r)
+        return out.where(f"kind = {T.RECORDS} and node not in ({in_list})"), collected, left
+
     def _file(self, r: Any) -> None:
         from tstate.checkpoint.manifest import FileRef
 

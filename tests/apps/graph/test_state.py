@@ -82,6 +82,25 @@ def test_pagerank_state_of_hubs_is_encodable():
     g.close()
 
 
+def test_pagerank_state_of_hubs_is_encodable_in_the_middle_of_an_epoch():
+    """Within an epoch a vertex keeps its score from the epoch's start (to emit its net
+    change at the end) and the rank view the sum's: both exceed 64 bits for a hub and
+    are stored split, so the state encodes after every step (Spark writes the loop's
+    state after every round), not only between epochs."""
+    g = GraphStream(("pagerank",), workers=2)
+    g.advance(0, [(i, 0) for i in range(1, 40)] + [(0, "x")])
+    assert max(g.view.scores.data.values()) > 30 * SCALE
+    g.input.send([(i, 0) for i in range(40, 50)] + [("x", 1)])
+    g.input.advance_to(2)
+    steps = 0
+    while g._pending(1):
+        g.execution.step()
+        steps += 1
+        _encode_every_state(g)
+    assert steps > 10
+    g.close()
+
+
 @pytest.mark.parametrize("name", ["apps.graph", "apps.graph.stream"])
 def test_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name))

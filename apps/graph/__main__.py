@@ -78,6 +78,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--strict", action="store_true", help="stop at the first invalid row instead of skipping it")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--stats", type=Path, default=None, metavar="FILE",
+        help="also write the run's figures as JSON to FILE (seconds, edge updates, micro-batches, bytes written, "
+        "this process's peak memory): what benchmarks.spark_apps reads",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if args.workers < 1:
         p.error("--workers must be >= 1")
@@ -178,6 +183,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         f"ignored: {st.self_loops} self-loops, {data.invalid + st.invalid} invalid rows",
         file=out,
     )
+    _write_stats(args, seconds=dt, events=updates)
     return 0
 
 
@@ -269,7 +275,22 @@ def _run_spark(args: argparse.Namespace, data: object, epochs: int, names: dict[
         f"median {statistics.median(per_epoch) if per_epoch else 0:.2f} s per epoch",
         file=out,
     )
+    _write_stats(
+        args, seconds=dt, events=len(rows), batches=len(m), bytes_written=sum(b.bytes_written for b in m),
+        loop_rounds=rounds,
+    )
     return 0
+
+
+def _write_stats(args: argparse.Namespace, **figures: object) -> None:
+    """``--stats FILE``: the run's figures as one JSON object."""
+    if args.stats is None:
+        return
+    import json
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    args.stats.write_text(json.dumps({**figures, "peak_rss_mb": round(peak, 1)}) + "\n")
 
 
 if __name__ == "__main__":

@@ -86,8 +86,8 @@ def _measure(app: str, base: list[str], configs: dict[str, list[str]], repeat: i
     for i in range(repeat):
         for name, extra in configs.items():
             env = {}
-            if "--s3" in extra:
-                extra = [a for a in extra if a != "--s3"]
+            if "--s3" in extra:  # a fresh prefix per app and run
+                extra = [a if a != "--s3" else f"{_S3_URL}/{app}-{i}" for a in extra]
                 env = _S3_ENV
             print(f"[{app}] run {i + 1}/{repeat}: {name} ...", file=sys.stderr, flush=True)
             wall, stats, out = _run([*base, *extra], env)
@@ -112,6 +112,7 @@ def _measure(app: str, base: list[str], configs: dict[str, list[str]], repeat: i
 
 
 _S3_ENV: dict[str, str] = {}
+_S3_URL = "s3://tstate-bench"
 
 
 def _start_s3() -> tuple[Any, str]:
@@ -130,7 +131,7 @@ def _start_s3() -> tuple[Any, str]:
 
     req = urllib.request.Request(f"{endpoint}/tstate-bench", method="PUT")
     urllib.request.urlopen(req).close()
-    return server, "s3://tstate-bench/run"
+    return server, _S3_URL
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -164,7 +165,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     server = None
     if args.s3:
         server, url = _start_s3()
-        configs["spark local[2], state on S3"] = [*SPARK["spark local[2]"], "--checkpoint", url, "--s3"]
+        configs["spark local[2] + S3 state"] = [*SPARK["spark local[2]"], "--checkpoint", "--s3"]
     if args.configs:
         keep = {c.strip() for c in args.configs.split(",")} | {"embedded"}
         configs = {k: v for k, v in configs.items() if k in keep}

@@ -93,8 +93,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=1, help="tstate workers (default: 1)")
     p.add_argument("--limit", type=int, default=None, help="read only the first N rows")
     p.add_argument(
-        "--checkpoint", type=Path, default=None,
-        help="checkpoint directory (resumes from it; on Spark, the state store: default a temporary directory)",
+        "--checkpoint", type=str, default=None,
+        help="checkpoint directory or s3://, gs://, abfs://, hdfs:// URL (resumes from it; on Spark, the state store: default a temporary directory)",
     )  # fmt: skip
     p.add_argument("--every", type=int, default=24, help="checkpoint every N epochs (default: 24)")
     p.add_argument(

@@ -74,7 +74,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     spark.add_argument("--partitions", type=int, default=2, help="Spark partitions the state is spread over (default: 2)")
     spark.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     spark.add_argument("--epochs-per-batch", type=int, default=12, help="epochs per Spark micro-batch (default: 12)")
-    spark.add_argument("--checkpoint", type=Path, default=None, help="state store directory (default: a temporary one)")
+    spark.add_argument("--checkpoint", type=str, default=None, help="state store: a directory or an s3://, gs://, abfs://, hdfs:// URL (default: a temporary directory)")
     p.add_argument("--strict", action="store_true", help="stop at the first invalid row instead of skipping it")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

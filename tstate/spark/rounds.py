@@ -180,6 +180,29 @@ def emit_loop_cells(
         rows.append((TIMES, 0, node, 0, 0, msgpack.packb([[t.outer, t.inner] for t in ts_])))
 
 
+def _loop_cells(
+    plan: "Plan", info: "BatchInfo", nodes: Iterable[int], batches: Iterable["pa.RecordBatch"]
+) -> tuple[dict[int, dict[Product, dict[int, list[Any]]]], dict[int, int]]:
+    """The ``RECORDS`` cells of ``batches`` for the loops' boundaries ``nodes``: per node,
+    time -> bin -> records (in arrival order), and the records per node."""
+    from tstate.spark.task import RECORDS, cell_where
+
+    groups: dict[int, dict[Product, dict[int, list[Any]]]] = {node: {} for node in nodes}
+    counts = dict.fromkeys(groups, 0)
+    for batch in batches:
+        kinds = batch.column("kind").to_pylist()
+        targets = batch.column("node").to_pylist()
+        bins = batch.column("bin").to_pylist()
+        payloads = batch.column("payload").to_pylist()
+        for k, node, b, p in zip(kinds, targets, bins, payloads):
+            if k != RECORDS:
+                continue
+            t, recs = decode_cell(p, plan.records, functools.partial(cell_where, plan, info, node, b, None))
+            counts[node] += len(recs)
+            groups[node].setdefault(t, {}).setdefault(b, []).extend(recs)
+    return groups, counts
+
+
 def loop_task(plan: "Plan", info: "BatchInfo", rnd: RoundInfo, nodes: tuple[int, ...]) -> Any:
     """One round of loop boundaries ``nodes`` (of independent loops) on one partition
     (module docstring)."""
@@ -187,23 +210,11 @@ def loop_task(plan: "Plan", info: "BatchInfo", rnd: RoundInfo, nodes: tuple[int,
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
         from pyspark import TaskContext
 
-        from tstate.spark.task import RECORDS, STATS, _arrow, _emit, cell_where
+        from tstate.spark.task import STATS, _arrow, _emit
 
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx is not None else 0
-        groups: dict[int, dict[Product, dict[int, list[Any]]]] = {node: {} for node in nodes}
-        counts = dict.fromkeys(nodes, 0)
-        for batch in batches:
-            kinds = batch.column("kind").to_pylist()
-            targets = batch.column("node").to_pylist()
-            bins = batch.column("bin").to_pylist()
-            payloads = batch.column("payload").to_pylist()
-            for k, node, b, p in zip(kinds, targets, bins, payloads):
-                if k != RECORDS:
-                    continue
-                t, recs = decode_cell(p, plan.records, functools.partial(cell_where, plan, info, node, b, None))
-                counts[node] += len(recs)
-                groups[node].setdefault(t, {}).setdefault(b, []).extend(recs)
+        groups, counts = _loop_cells(plan, info, nodes, batches)
         rows: list[Any] = []
         for node in nodes:
             routed: dict[tuple[int, int, Any], list[Any]] = {}
@@ -360,21 +371,11 @@ def local_loop_task(plan: "Plan", info: "BatchInfo", job: LocalLoops) -> Any:
     to be held) and one ``ROUNDS`` row (payload: the number of rounds)."""
 
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
-        from tstate.spark.task import RECORDS, STATS, _arrow, _emit, take_bins, write_bins
+        from tstate.spark.task import STATS, _arrow, _emit, take_bins, write_bins
 
         inside = {b for lp in job.loops for b in lp}
-        flight: dict[int, dict[Product, dict[int, list[Any]]]] = {b: {} for b in inside}
+        flight, _ = _loop_cells(plan, info, inside, batches)
         counts = dict.fromkeys(inside, 0)
-        for batch in batches:
-            kinds = batch.column("kind").to_pylist()
-            targets = batch.column("node").to_pylist()
-            bins_ = batch.column("bin").to_pylist()
-            payloads = batch.column("payload").to_pylist()
-            for k, node, b, p in zip(kinds, targets, bins_, payloads):
-                if k != RECORDS:
-                    continue
-                t, recs = decode_cell(p)
-                flight[node].setdefault(t, {}).setdefault(b, []).extend(recs)
         timers = {b: {bn: list(ts_) for bn, ts_ in job.timers.get(b, {}).items()} for b in inside}
         bins: dict[int, dict[int, Any]] = {b: {} for b in inside}
         codecs: dict[int, Any] = {}

@@ -158,13 +158,35 @@ def test_loop_state_survives_a_restart_on_other_partitions_and_a_live_rescale(sp
     assert sorted(tot1.items + tot2.items, key=repr) == ref_tot
 
 
+def _graph_flow(algos: list[str], **options: Any) -> tuple[ts.Dataflow, Any, dict]:
+    """apps/graph's dataflow over ``(epoch, src, dst, delta)`` rows: the flow, its
+    input and a collecting sink per output."""
+    from apps.graph.stream import build
+
+    f = ts.Dataflow("graph")
+    u = f.input("updates")
+    an = build(f, u.map(lambda r: tuple(r[1:])), algos, bins=16, **options)
+    return f, u, {n: s.collect() for n, s in an.outputs().items()}
+
+
+def _embedded_graph(upd: list, epochs: int, workers: int, algos: list[str], **options: Any) -> tuple[dict, dict]:
+    """The embedded engine's changes per output (sorted) over ``epochs`` epochs of
+    ``upd``, and its sinks."""
+    f, u, outs = _graph_flow(algos, **options)
+    ex = f.start(workers)
+    for e in range(epochs):
+        u.send([r for r in upd if r[0] == e], time=e)
+        u.advance_to(e + 1)
+    u.close()
+    ex.run()
+    return {n: sorted(c.items, key=repr) for n, c in outs.items()}, outs
+
+
 def test_graph_app_on_spark_equals_the_embedded_engine(spark: Any, tmp_path: Any) -> None:
     """apps/graph (sliding window, epoch-sequenced loops, frontier operators) on Spark:
     every algorithm's changes equal the embedded engine's; PageRank exactly on one
     partition (partial sums group per worker: see apps.graph.pagerank)."""
     import random
-
-    from apps.graph.stream import build
 
     rng = random.Random(7)
     upd: list[tuple[int, int, int, int]] = []
@@ -179,22 +201,9 @@ def test_graph_app_on_spark_equals_the_embedded_engine(spark: Any, tmp_path: Any
             a, b = present.pop(rng.randrange(len(present)))
             upd.append((e, a, b, -1))
 
-    def graph(algos: list[str]) -> tuple[ts.Dataflow, Any, dict]:
-        f = ts.Dataflow("graph")
-        u = f.input("updates")
-        an = build(f, u.map(lambda r: tuple(r[1:])), algos, window_width=2, tol=1e-3, bins=16)
-        return f, u, {n: s.collect() for n, s in an.outputs().items()}
-
     for algos, workers in ((["degrees", "components", "triangles"], 2), (["pagerank"], 1)):
-        f, u, outs = graph(algos)
-        ex = f.start(workers)
-        for e in range(3):
-            u.send([r for r in upd if r[0] == e], time=e)
-            u.advance_to(e + 1)
-        u.close()
-        ex.run()
-        ref = {n: sorted(c.items, key=repr) for n, c in outs.items()}
-        f, _u, outs = graph(algos)
+        ref, _ = _embedded_graph(upd, 3, workers, algos, window_width=2, tol=1e-3)
+        f, _u, outs = _graph_flow(algos, window_width=2, tol=1e-3)
         df = spark.createDataFrame(upd, "t long, src long, dst long, delta long")
         Backend(spark, checkpoint=str(tmp_path / algos[0]), partitions=workers).run(f, {"updates": Source(df, time="t", record="tuple")})
         assert {n: sorted(c.items, key=repr) for n, c in outs.items()} == ref
@@ -294,27 +303,13 @@ def test_pagerank_of_a_hub_on_spark(spark: Any, tmp_path: Any, local: bool) -> N
     one worker (rounds spread over 2 partitions would sum a round's pushes per partition:
     see apps.graph.pagerank)."""
     from apps.graph.pagerank import SCALE
-    from apps.graph.stream import build
 
     upd = [(0, i, 0, 1) for i in range(1, 40)] + [(0, 0, 99, 1)]
     upd += [(1, i, 0, 1) for i in range(40, 50)] + [(1, 99, 1, 1)]
 
-    def graph() -> tuple[ts.Dataflow, Any, dict]:
-        f = ts.Dataflow("graph")
-        u = f.input("updates")
-        an = build(f, u.map(lambda r: tuple(r[1:])), ["pagerank"], tol=1e-6, bins=16)
-        return f, u, {n: s.collect() for n, s in an.outputs().items()}
-
-    f, u, outs = graph()
-    ex = f.start(1)
-    for e in range(2):
-        u.send([r for r in upd if r[0] == e], time=e)
-        u.advance_to(e + 1)
-    u.close()
-    ex.run()
-    ref = {n: sorted(c.items, key=repr) for n, c in outs.items()}
+    ref, outs = _embedded_graph(upd, 2, 1, ["pagerank"], tol=1e-6)
     assert max(c.new for _t, c in outs["scores"].items if c.new is not None) > 40 * SCALE
-    f, _u, outs = graph()
+    f, _u, outs = _graph_flow(["pagerank"], tol=1e-6)
     df = spark.createDataFrame(upd, "t long, src long, dst long, delta long")
     # one epoch per batch: the second batch's epoch starts from the hub's stored score
     Backend(spark, checkpoint=str(tmp_path), partitions=2 if local else 1, local_loops=(64 << 20) if local else 0).run(

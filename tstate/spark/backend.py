@@ -207,7 +207,8 @@ class Backend:
         #: held file of the last committed batch: cells of [[time, record], ...])
         self._newest: Any = None
         self._held: Optional[str] = None
-        self._loop_stats: dict[str, int] = {"rounds": 0, "stages": 0}
+        #: this batch's Spark work: loop rounds and their stages, root-boundary stages
+        self._loop_stats: dict[str, int] = {"rounds": 0, "stages": 0, "root_stages": 0}
         #: sink output (tstate.spark.output): the last committed index, and the parts
         #: whose times a later batch reaches
         self._output_index: Optional[str] = None
@@ -608,7 +609,7 @@ class Backend:
                 if kinds:
                     rows += waves[name].where(f"kind in ({', '.join(kinds)})").collect()
             overlay: dict[str, Any] = {}
-            self._loop_stats = {"rounds": 0, "stages": 0}
+            self._loop_stats = {"rounds": 0, "stages": 0, "root_stages": 0}
             # a wave (input, boundary) -> the key of the DataFrame holding its records
             # (the boundaries of loops run together share one)
             alias: dict[Any, Any] = {}
@@ -682,7 +683,7 @@ class Backend:
                 for b in stage:
                     waves[b] = out
                     alias[b] = item
-                self._loop_stats["root_stages"] = self._loop_stats.get("root_stages", 0) + 1
+                self._loop_stats["root_stages"] += 1
                 rows += out.where(f"kind != {T.RECORDS}").collect()
             t_jobs = _time.perf_counter()
             # the driver's part: files, timers, counters, the output's references
@@ -740,7 +741,7 @@ class Backend:
             batch, hi, _time.perf_counter() - start, n, stats["records"], stats["hits"], stats["misses"],
             stats["bytes"], moved, stats["catchups"], t_jobs - start, t_driver - t_jobs, t_commit - t_driver,
             self._loop_stats["rounds"], self._loop_stats["stages"], sum(p.records for p in now), t_out - t_commit,
-            stages=self._loop_stats.get("root_stages", 0),
+            stages=self._loop_stats["root_stages"],
         )
         self.metrics.batches.append(m)
         self._progress.batch(m, self.store.head)

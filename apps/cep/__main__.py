@@ -386,12 +386,13 @@ def _run_spark(args: argparse.Namespace) -> int:
     temp = directory if args.checkpoint is None else None  # removed afterwards
     frame = None
     try:
+        t_begin = time.perf_counter()
         spark = local_session(args.master, app_name="apps.cep")
         try:
             minutes = epoch_minutes(args.epoch)
             frame = flight_frame(
                 spark, path, epoch=args.epoch, limit=args.limit, partitions=spark.sparkContext.defaultParallelism
-            ).cache()
+            )  # persisted by flight_frame
             flow = ts.Dataflow("cep-flights")
             flights = flow.input("flights").map(flight_event, name="flights.events")
             sinks, _ = build(
@@ -436,8 +437,15 @@ def _run_spark(args: argparse.Namespace) -> int:
     batches = backend.metrics.batches
     write_stats(
         args, sinks, seconds=seconds, events=events, batches=len(batches),
+        setup_seconds=round(t0 - t_begin, 3),  # the session, reading and partitioning the input
         bytes_written=sum(b.bytes_written for b in batches),
         batch_seconds=[round(b.seconds, 3) for b in batches],
+        phase_seconds={  # where the batches' time went (tstate.spark.BatchMetrics)
+            "spark_jobs": round(sum(b.spark_seconds for b in batches), 3),
+            "driver": round(sum(b.driver_seconds for b in batches), 3),
+            "commit": round(sum(b.commit_seconds for b in batches), 3),
+            "output": round(sum(b.output_seconds for b in batches), 3),
+        },
     )  # fmt: skip
     if args.checkpoint:
         print(f"micro-batches committed in {args.checkpoint}: {len(backend.metrics.batches)}")

@@ -40,5 +40,5 @@ def outputs(directory: Path) -> dict[str, list[str]]:
         if name.endswith(".jsonl"):
             out[name] = sorted((directory / name).read_text().splitlines())
         else:
-            assert name.endswith(".tmp"), f"unexpected file {name}"
+            assert ".tmp-" in name, f"unexpected file {name}"  # a write the kill interrupted
     return out

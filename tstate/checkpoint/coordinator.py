@@ -260,6 +260,7 @@ class Coordinator:
         from tstate.checkpoint.delta import restore_bin
         from tstate.checkpoint.schema_check import check_compatible
         from tstate.types.schema import Schema
+        from tstate.types.wire import FORMAT
 
         if not self.cfg.resume:
             return None
@@ -267,6 +268,9 @@ class Coordinator:
         manifest = self.store.latest()
         if manifest is None:
             return None
+        from tstate.checkpoint.manifest import check_format
+
+        check_format(manifest, self.cfg.directory)
         self._fresh = False
         exe = self.exe
         for spec in exe.flow._nodes:
@@ -287,7 +291,8 @@ class Coordinator:
             stored = Schema.from_builtins(entry.schema).fingerprint
             for bin_index, chain in sorted(entry.chains.items()):
                 b = restore_bin([self.store.read(ref) for ref in chain], codec, fingerprint=stored)
-                b.full = stored != codec.fingerprint  # rewrite it under the new schema
+                # rewrite it under the new schema, or in the current format
+                b.full = stored != codec.fingerprint or manifest.format < FORMAT
                 if b.index != bin_index:
                     raise CheckpointError(f"checkpoint {manifest.id}: operator {spec.name!r} bin {bin_index} holds bin {b.index}")
                 exe.operators[owners[bin_index]][spec.index].install_bin(b)  # type: ignore[attr-defined]
@@ -639,9 +644,9 @@ class Coordinator:
 def _write(job: tuple[Any, list[Any], dict[str, tuple[Any, int]], dict[str, Any]]) -> int:
     """Read the frozen states, encode and write one checkpoint's files (the background
     part); returns the bytes written."""
-    from tstate.checkpoint.delta import encode_delta
+    from tstate.checkpoint.delta import encode_delta_parts
     from tstate.checkpoint.freeze import MISSING
-    from tstate.keys import encode_key
+    from tstate.keys import encode_keys
     from tstate.types.codec import encode_envelope
 
     writer, items, schemas, meta = job
@@ -650,17 +655,19 @@ def _write(job: tuple[Any, list[Any], dict[str, tuple[Any, int]], dict[str, Any]
     total = 0
     chunk = 256
     for name, fz, bin_index, kind, keys, deletes, timers, fp in items:
-        pairs: list[tuple[Any, Any]] = []
+        present: list[Any] = []
+        values: list[Any] = []
         for i in range(0, len(keys), chunk):
             part = keys[i : i + chunk]
             for k, v in zip(part, fz.read(part)):
                 if v is not MISSING:
-                    pairs.append((encode_key(k), v))
+                    present.append(k)
+                    values.append(v)
         if kind == "snapshot":
-            blob = encode_envelope(fp, {"bin": bin_index, "states": pairs, "timers": timers})
+            blob = encode_envelope(fp, {"bin": bin_index, "keys": encode_keys(present), "states": values, "timers": timers})
             writer.put_snapshot(name, bin_index, blob)
         else:
-            blob = encode_delta(bin_index, pairs, deletes, timers, fp)
+            blob = encode_delta_parts(bin_index, encode_keys(present), values, deletes, timers, fp)
             writer.put_delta(name, bin_index, blob)
         total += len(blob)
     for k, v in meta.items():

@@ -16,7 +16,7 @@ it was at the checkpoint's time: a key-granular copy-on-write.
 >>> f = Frozen(StateCodec(list[int]), "op")
 >>> f.freeze(b, ["a", "b"])
 >>> f.before_write("a"); b.states["a"].append(99)     # the processing thread moves on
->>> f.read(["a", "b"])
+>>> [StateCodec(list[int]).decode(raw) for raw in f.read(["a", "b"])]
 [[1], [2]]
 """
 
@@ -27,6 +27,7 @@ from typing import Any, Iterable
 
 from tstate.errors import StateTypeError
 from tstate.state.bin import Bin
+from tstate.types.wire import Raw
 
 __all__ = ["Frozen", "MISSING"]
 
@@ -53,11 +54,13 @@ class Frozen:
             pending[k] = b
 
     def _value(self, b: Bin, k: Any) -> Any:
+        """The state of ``k`` as it is now, encoded (``msgspec.Raw``: a copy that the
+        payload's encoder embeds as it is)."""
         v = b.states.get(k, MISSING)
         if v is MISSING:
             return MISSING
         try:
-            return self.codec.to_builtins(v)
+            return Raw(self.codec.encode(v))
         except StateTypeError as exc:
             raise StateTypeError(f"operator {self.operator!r}, key {k!r}: {exc}") from None
 

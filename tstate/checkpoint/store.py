@@ -101,7 +101,7 @@ from tstate.checkpoint.manifest import (
 )
 from tstate.state.payload import encode_time
 
-__all__ = ["CheckpointStore", "CheckpointWriter", "operator_dir", "parse_data_name", "write_data_file"]
+__all__ = ["CheckpointStore", "CheckpointWriter", "operator_dir", "parse_data_name", "write_data_file", "data_file_path", "file_ref"]
 
 _MANIFESTS = "manifests"
 _DATA = "data"
@@ -129,15 +129,25 @@ def parse_data_name(name: str) -> tuple[int, str] | None:
     return (int(m.group(1)), m.group(2)) if m else None
 
 
+def data_file_path(operator: str, bin: int, checkpoint_id: int, token: str, kind: str) -> str:
+    """The path of a data file of checkpoint ``checkpoint_id`` (see the layout above)."""
+    if not token or any(c not in "0123456789abcdef" for c in token):
+        raise CheckpointError(f"file token must be lowercase hex, got {token!r}")
+    return f"{_DATA}/{operator_dir(operator)}/{bin}/{checkpoint_id:06d}-{token}-{kind}.bin"
+
+
+def file_ref(path: str, data: bytes) -> FileRef:
+    """The reference of a data file holding ``data`` (its size and xxh64)."""
+    return FileRef(path, len(data), _checksum(data))
+
+
 def write_data_file(fs: FileSystem, operator: str, bin: int, checkpoint_id: int, token: str, kind: str, data: bytes) -> FileRef:
     """Write one data file of checkpoint ``checkpoint_id`` (temporary name, rename; no
     fsync: the commit syncs once) and return its reference.  ``token`` (hex) must be
     unique per writer: :class:`CheckpointWriter` uses its own; processes writing files
     for a writer elsewhere (Spark tasks) extend it, and the writer :meth:`adopts
     <CheckpointWriter.adopt>` the references."""
-    if not token or any(c not in "0123456789abcdef" for c in token):
-        raise CheckpointError(f"file token must be lowercase hex, got {token!r}")
-    path = f"{_DATA}/{operator_dir(operator)}/{bin}/{checkpoint_id:06d}-{token}-{kind}.bin"
+    path = data_file_path(operator, bin, checkpoint_id, token, kind)
     data = bytes(data)
     try:
         fs.write_atomic(path, data, fsync=False)

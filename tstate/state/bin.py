@@ -7,6 +7,9 @@ hash (see :mod:`tstate.keys`).  A bin holds
 - ``timers``: time → keys with a timer at that time (insertion-ordered, deterministic);
 - ``dirty``: keys changed since the last checkpoint (insertion-ordered), ``removed``:
   keys cleared since then, ``full``: the next checkpoint must write the whole bin;
+- ``frozen``: while a checkpoint that captured this bin has not read it yet, the keys
+  whose state at the checkpoint's time it still needs (``None`` otherwise): the
+  copy-on-write set of :mod:`tstate.checkpoint.freeze`;
 
 and is what moves between workers and what a checkpoint writes (encoded by
 :mod:`tstate.state.payload`: the same bytes for a checkpoint file and a migration
@@ -23,7 +26,7 @@ __all__ = ["Bin"]
 class Bin:
     """The state of one bin (see the module docstring)."""
 
-    __slots__ = ("index", "states", "timers", "dirty", "removed", "full")
+    __slots__ = ("index", "states", "timers", "dirty", "removed", "full", "frozen")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -32,6 +35,7 @@ class Bin:
         self.dirty: dict[Any, None] = {}
         self.removed: dict[Any, None] = {}  # keys cleared since the last checkpoint
         self.full = False  # the next checkpoint writes the whole bin (e.g. it just moved here)
+        self.frozen: dict[Any, None] | None = None  # keys an in-flight checkpoint still reads
 
     def __len__(self) -> int:
         return len(self.states)

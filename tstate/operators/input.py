@@ -20,6 +20,8 @@ from tstate.progress.timestamp import less_equal
 class InputRuntime(OperatorRuntime):
     """Feeds an :class:`~tstate.dataflow.InputStream` (lives on worker 0 only)."""
 
+    reads_frontier = False
+
     def on_start(self) -> None:
         self.handle = self.spec.options["handle"]
         self.cap: Optional[Capability] = None
@@ -59,6 +61,8 @@ class InputRuntime(OperatorRuntime):
 
 class SourceRuntime(OperatorRuntime):
     """Reads a :class:`~tstate.io.sources.Source` one batch per activation (worker 0)."""
+
+    reads_frontier = False
 
     def on_start(self) -> None:
         self.cap: Optional[Capability] = None

@@ -8,6 +8,8 @@ from tstate.progress.timestamp import TIME_MAX, Product
 
 
 class EnterRuntime(OperatorRuntime):
+    reads_frontier = False
+
     def activate(self) -> None:
         box = self.inboxes[0]
         push = self.outputs[0].push
@@ -17,6 +19,8 @@ class EnterRuntime(OperatorRuntime):
 
 
 class LeaveRuntime(OperatorRuntime):
+    reads_frontier = False
+
     def activate(self) -> None:
         box = self.inboxes[0]
         push = self.outputs[0].push
@@ -26,6 +30,8 @@ class LeaveRuntime(OperatorRuntime):
 
 
 class FeedbackRuntime(OperatorRuntime):
+    reads_frontier = False
+
     def activate(self) -> None:
         box = self.inboxes[0]
         push = self.outputs[0].push

@@ -39,7 +39,7 @@ __all__ = [
 TIME_MAX = (1 << 63) - 1
 
 
-@frozen(order=False)
+@frozen(order=False, cache_hash=True)  # times are dict keys everywhere: hash once
 class Product:
     """A time inside an iterate scope: ``outer`` is the enclosing scope's time,
     ``inner`` the iteration count.  Ordered by the product partial order (see the
@@ -74,7 +74,12 @@ class Product:
 
     def less_equal(self, other: "Product") -> bool:
         """``self <= other`` in the product partial order."""
-        return self.inner <= other.inner and less_equal(self.outer, other.outer)
+        if self.inner > other.inner:
+            return False
+        o = self.outer
+        if type(o) is int:
+            return o <= other.outer  # type: ignore[no-any-return]
+        return o.less_equal(other.outer)  # type: ignore[no-any-return]
 
 
 Timestamp = Union[int, Product]

@@ -76,21 +76,28 @@ def _entrance(
     name: str,
     expand: Optional[Callable[[Any], Iterable[Any]]] = None,
     combine: Optional[Callable[[list[list[Any]]], list[Any]]] = None,
+    announce: Optional[Callable[[int], list[Any]]] = None,
 ) -> ts.Stream:
     """The loop's entrance: gives each entering record of epoch ``e`` (expanded by
     ``expand``) at round 0 of ``e`` (``at(e, 0)``, see the module docstring) and passes
     the loop variable's messages (plain tuples) straight through, so the body needs no
     ``concat`` and may feed its whole output back; ``combine``, if given, replaces the
     pass-through: it gets the loop variable's batches of one time (one activation's
-    worth) and returns the records to pass on.  Nothing is kept between activations."""
+    worth) and returns the records to pass on; ``announce(e)``, if given, adds records
+    at round 0 of every epoch ``e`` that has entering records (at least once; possibly
+    once per worker and activation).  Nothing is kept between activations."""
 
     @flow.binary_frontier(entered, feedback, name=name)
     def entrance(new: Any, fb: Any, out: Any, ctx: Any) -> None:
+        announced: set[int] = set()
         for cap, batch in new:
             e = cap.time.outer
             if e.__class__ is not int or not 0 <= e <= MAX_EPOCH:
                 raise GraphInputError(f"epoch {e!r} is not an int in [0, {MAX_EPOCH}] (the loops' time range)")
             recs = [x for r in batch for x in expand(r)] if expand is not None else batch
+            if announce is not None and e not in announced:
+                announced.add(e)
+                recs = announce(e) + recs
             if e:
                 c = cap.delayed(at(e, 0))
                 out.give_many(c, recs)
@@ -125,19 +132,23 @@ def sequenced_loop(
     name: str,
     expand: Optional[Callable[[Any], Iterable[Any]]] = None,
     combine: Optional[Callable[[list[list[Any]]], list[Any]]] = None,
+    announce: Optional[Callable[[int], list[Any]]] = None,
 ) -> ts.Stream:
     """An iterate scope over ``stream`` whose epochs run one after another (see the
     module docstring).  ``body(scope, inputs)`` gets the entering records (each
     expanded by ``expand``, if given, at ``at(epoch, 0)``) merged with the loop
     variable, and returns ``(messages, results)``: the plain tuples of ``messages`` go
     around the loop (one round later; anything else on it is dropped, or ``combine``
-    turns each round's batches into the records passed on), ``results`` leave it.  The
+    turns each round's batches into the records passed on), ``results`` leave it;
+    ``announce(e)`` adds records at the start of every epoch with input.  The
     per-epoch sequencing needs the body's state to be a ``@flow.stateful`` operator
     fed by ``inputs`` (it applies a time's records once no earlier time can arrive)."""
 
     def loop(scope: ts.Scope, entered: ts.Stream) -> ts.Stream:
         fb = scope.feedback(name=f"{name}.feedback")
-        inputs = _entrance(flow, entered, fb.stream, name=f"{name}.gate", expand=expand, combine=combine)
+        inputs = _entrance(
+            flow, entered, fb.stream, name=f"{name}.gate", expand=expand, combine=combine, announce=announce
+        )
         messages, results = body(scope, inputs)
         fb.connect(messages)
         return results

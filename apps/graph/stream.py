@@ -26,7 +26,7 @@ import tstate as ts
 from apps.graph.components import Components, components
 from apps.graph.degrees import Degrees, degrees
 from apps.graph.edges import EdgeChanges, InputStats, consolidate
-from apps.graph.pagerank import PageRank, pagerank
+from apps.graph.pagerank import BLOCKS, PageRank, pagerank
 from apps.graph.triangles import Triangles, triangles
 from apps.graph.views import GraphView
 from tstate.io.sinks import Sink
@@ -57,7 +57,6 @@ class Analytics:
             out["summary"] = self.components.summary
         if self.pagerank is not None:
             out["pagerank"] = self.pagerank.ranks
-            out["scores"] = self.pagerank.scores
         if self.triangles is not None:
             out["triangles"] = self.triangles.per_vertex
             out["triangle_total"] = self.triangles.total
@@ -76,6 +75,8 @@ def build(
     alpha: float = 0.85,
     tol: float = 1e-10,
     bins: int = 256,
+    blocks: int = BLOCKS,
+    rank_threshold: float = 0.0,
 ) -> Analytics:
     """Wire the graph analytics onto ``flow`` (see the module docstring).
 
@@ -96,7 +97,9 @@ def build(
     if "components" in algorithms:
         a.components = components(flow, edges.undirected, bins=bins)
     if "pagerank" in algorithms:
-        a.pagerank = pagerank(flow, edges.directed, alpha=alpha, tol=tol, bins=bins)
+        a.pagerank = pagerank(
+            flow, edges.directed, alpha=alpha, tol=tol, bins=bins, blocks=blocks, rank_threshold=rank_threshold
+        )
     if "triangles" in algorithms:
         a.triangles = triangles(flow, edges.undirected, bins=bins)
     return a
@@ -138,12 +141,15 @@ class GraphStream:
         batch_size: int = 8192,
         max_workers: Optional[int] = None,
         reconfigure: Sequence[tuple[int, Any]] = (),
+        blocks: int = BLOCKS,
+        rank_threshold: float = 0.0,
     ) -> None:
         self.flow = ts.Dataflow("graph")
         self.input = self.flow.input("updates", batch_size=batch_size)
         self.stats = InputStats()
         self.analytics = build(
-            self.flow, self.input, algorithms, window, horizon, validate, on_invalid, self.stats, alpha, tol, bins
+            self.flow, self.input, algorithms, window, horizon, validate, on_invalid, self.stats, alpha, tol, bins,
+            blocks, rank_threshold,
         )
         self._buffers: dict[str, dict[int, list[Any]]] = {}
         self._probes = []

@@ -29,8 +29,11 @@ PageRank runs at ``--tol`` (default 1e-10, tstate's default: the L1 distance of 
 ranks from the exact vector is at most ``tol``).  Every epoch's tstate results are
 checked equal to networkx's after the last epoch (PageRank within 1e-6 L1).
 
-The table has the median milliseconds per epoch and the speedups (networkx / tstate,
-igraph / tstate); its last line is JSON with the ratios of issue 14's targets.
+The table has the median CPU milliseconds per epoch (``time.process_time``: every
+contender runs on one thread, and other processes on a shared machine matter less
+than to wall time) and the speedups (networkx / tstate, igraph / tstate); then the loop
+micro-benchmark (:mod:`benchmarks.loops`); the last line is JSON with the ratios of
+issue 14's targets and the loop figures.
 
     python -m benchmarks.graph                  # both graphs, 20 epochs per setting
     python -m benchmarks.graph --quick          # a smoke run: small graphs, 3 epochs
@@ -246,9 +249,9 @@ def run_setting(
             gc.collect()
             gc.freeze()  # the long-lived heap out of the cyclic GC (as benchmarks.common.EpochDriver)
             for name, r in runners.items():
-                t0 = time.perf_counter()
+                t0 = time.process_time()
                 r.step(t, ups, ch.present)
-                lat[name].append(time.perf_counter() - t0)
+                lat[name].append(time.process_time() - t0)
         if "tstate" in runners:
             check(alg, runners["tstate"].view, ch.present, tol)
         med = {k: statistics.median(v) * 1e3 for k, v in lat.items()}
@@ -313,7 +316,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             line += [f"{r[c] / r['tstate']:.2f}x" for c in contenders if c != "tstate"]
         body.append(line)
     print(
-        f"graph analytics under churn: median ms per epoch over {epochs} epochs, PageRank tol {args.tol:g}, "
+        f"graph analytics under churn: median CPU ms per epoch over {epochs} epochs, PageRank tol {args.tol:g}, "
         "1 worker; 'x / tstate' > 1: tstate is faster"
     )
     print(table(header, body))

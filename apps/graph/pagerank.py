@@ -420,7 +420,11 @@ def pagerank(
                     cross += amounts
                 sent += float(np.sum(np.abs(amounts[:a]))) + float(np.sum(np.abs(amounts[b:])))
                 if 4 * float(np.sum(np.abs(r[present]))) < sent:
-                    break  # most of it leaves: let the other blocks catch up first
+                    # most of it leaves: let the other blocks catch up first, and go on
+                    # next round even if nothing comes back
+                    t = ctx.time
+                    ctx.notify_at(Product(t.outer, t.inner + 1))
+                    break
         if cross is not None:
             _send(st, tgt, cross, me, ctx)
         st.y, st.r = y.tobytes(), r.tobytes()

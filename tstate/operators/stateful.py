@@ -231,12 +231,14 @@ class StatefulRuntime(OperatorRuntime):
     def _add_timer(self, key: Any, t: Any) -> None:
         if "on_notify" not in self.handlers:
             raise GraphError(f"operator {self.name!r}: ctx.notify_at needs an @{self.name}.on_notify handler")
-        b = self._key_bin.get(key) or self.bin_for(key, None, t)
-        assert b is not None  # the current key's bin is here
-        b.add_timer(t, key)
+        b = self._key_bin.get(key)
+        if b is None:
+            b = self.bin_for(key, None, t)
+            assert b is not None  # the current key's bin is here
+        if b.add_timer(t, key):  # the bin's first timer at t: index it (else it is)
+            self._index_timer(t, b.index)
         if self.track_dirty:
             b.dirty[key] = None
-        self._index_timer(t, b.index)
 
     # -- activation -----------------------------------------------------------------
     def activate(self) -> None:

@@ -63,6 +63,15 @@ def test_pagerank_blocks_change_only_the_rounding():
         pagerank_close(runs[1], runs[b], tol=2e-9)
 
 
+def test_pagerank_block_with_work_left_and_nothing_coming_back():
+    """A block that stops its passes because most of what it pushes leaves it must go on
+    in the next round even when no other block sends it anything (here: b loses its
+    in-edge and pushes its loss to 1's block, whose 1 then has no out-edge; 2 -> 4 is
+    new in b's block)."""
+    epochs = [(0, [(1, "b", 1)]), (1, [("b", 1, 1)]), (2, [(2, 4, 1)])]
+    run_checked(epochs, workers=1, window=2, tol=1e-7, blocks=3, algorithms=("pagerank",))
+
+
 def test_pagerank_is_within_tol_of_the_exact_vector():
     import networkx as nx
 

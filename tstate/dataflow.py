@@ -81,18 +81,38 @@ class Scope:
     """A timestamp scope: the dataflow's root (``int`` times, depth 0) or an iterate
     scope (``Product`` times one level deeper than its parent)."""
 
-    def __init__(self, flow: "Dataflow", depth: int, name: str, parent: Optional["Scope"] = None) -> None:
+    def __init__(
+        self, flow: "Dataflow", depth: int, name: str, parent: Optional["Scope"] = None, sequenced: bool = False
+    ) -> None:
         self.flow = flow
         self.depth = depth
         self.name = name
         self.parent = parent
+        #: epoch-sequenced (see :meth:`Dataflow.iterate`)
+        self.sequenced = sequenced
         self._feedbacks: list["Feedback"] = []
+
+    def at(self, epoch: Any, round: int) -> Any:
+        """The time of ``round`` of ``epoch`` inside this iterate scope:
+        ``Product(epoch, round)``, or in a sequenced scope
+        :func:`~tstate.progress.timestamp.sequenced` ``(epoch, round)``."""
+        from tstate.progress.timestamp import Product, sequenced
+
+        if self.depth == 0:
+            raise GraphError("at() needs an iterate scope")
+        return sequenced(epoch, round) if self.sequenced else Product(epoch, round)
+
+    def round_of(self, t: Any) -> int:
+        """The round of its epoch that time ``t`` of this scope is (inverse of :meth:`at`)."""
+        from tstate.progress.timestamp import sequenced_round
+
+        return sequenced_round(t) if self.sequenced else t.inner  # type: ignore[no-any-return]
 
     def feedback(self, step: int = 1, max_iterations: Optional[int] = None, name: Optional[str] = None) -> "Feedback":
         """A loop variable: records given to ``feedback.connect(stream)`` re-appear on
         ``feedback.stream`` with the iteration count advanced by ``step``.  With
-        ``max_iterations``, records that would pass it are dropped (the summary
-        "overflows")."""
+        ``max_iterations``, records that would pass it (the round of their epoch, in a
+        sequenced scope) are dropped (the summary "overflows")."""
         if self.depth == 0:
             raise GraphError("feedback() needs an iterate scope: use it inside @flow.iterate")
         if step < 1:
@@ -110,7 +130,7 @@ class Scope:
             outputs=1,
             factory=FeedbackRuntime,
             summary=[[[PathSummary.feedback(self.depth, step)]]],
-            options={"step": step, "max_iterations": max_iterations},
+            options={"step": step, "max_iterations": max_iterations, "sequenced": self.sequenced, "scope": self.name},
         )
         fb = Feedback(self, spec, Stream(flow, spec.index, 0, self))
         self._feedbacks.append(fb)
@@ -607,27 +627,46 @@ class Dataflow:
         return point_read(self._execution, op, key)
 
     # -- iterate scopes -----------------------------------------------------------
-    def iterate(self, *streams: Stream, name: Optional[str] = None) -> Callable[[Callable[..., Any]], Any]:
+    def iterate(
+        self, *streams: Stream, name: Optional[str] = None, sequenced: bool = False
+    ) -> Callable[[Callable[..., Any]], Any]:
         """Decorator: ``body(scope, *entered)`` builds a loop in a new iterate scope.
 
         Each stream in ``streams`` enters the scope (time ``t`` becomes
         ``Product(t, 0)``); ``body`` creates loop variables with ``scope.feedback()``,
         connects them, and returns the stream (or tuple of streams) that leaves the
         scope (``Product(t, i)`` becomes ``t``).  The decorated name becomes the left
-        stream(s)."""
+        stream(s).
+
+        ``sequenced=True`` makes the epochs run one after another inside the loop
+        (in a scope of the root, whose epochs are ints ``0 <= t <=``
+        :data:`~tstate.progress.timestamp.MAX_SEQUENCED_EPOCH`): records entering at
+        epoch ``t`` get the time ``scope.at(t, 0)``, round ``k`` of epoch ``t`` is
+        ``scope.at(t, k)`` (:data:`~tstate.progress.timestamp.SEQUENCE_SPAN`), and every
+        time of epoch ``t - 1`` is ``<=`` every time of epoch ``t``.  A ``@flow.stateful``
+        operator in the loop applies a time's records once no earlier time can arrive
+        and fires timers in time order, so it starts epoch ``t`` exactly when epoch
+        ``t - 1`` is over there -- per-key state carried from one epoch to the next
+        (incremental algorithms) without holding anything back.  Plain scopes let
+        epochs overlap: round 3 of epoch 5 and round 0 of epoch 6 are incomparable.
+        Either way ``execution.metrics.rounds(name)`` counts the rounds of every epoch
+        (the distinct times that went around the loop)."""
 
         def decorate(body: Callable[..., Any]) -> Any:
             from tstate.operators.scope import EnterRuntime, LeaveRuntime
 
             outer = self._scope_of(streams, "iterate")
             nm = str(name or getattr(body, "__name__", "iterate"))
-            scope = Scope(self, outer.depth + 1, nm, outer)
+            if sequenced and outer.depth != 0:
+                raise GraphError(f"iterate {nm!r}: a sequenced scope must be in the root scope (int epochs)")
+            scope = Scope(self, outer.depth + 1, nm, outer, sequenced=sequenced)
             d = outer.depth
             entered = []
             for s in streams:
                 spec = self._add_node(
                     self._name(f"{nm}.enter", None), "enter", scope, [(s.node, s.port)], [None], 1, EnterRuntime,
                     summary=[[[PathSummary.enter(d)]]], input_depth=[d], output_depth=[d + 1],
+                    options={"sequenced": sequenced},
                 )
                 entered.append(Stream(self, spec.index, 0, scope))
             result = body(scope, *entered)

@@ -23,6 +23,10 @@ from typing import Any, Union
 from attrs import frozen
 
 __all__ = [
+    "MAX_SEQUENCED_EPOCH",
+    "SEQUENCE_SPAN",
+    "sequenced",
+    "sequenced_round",
     "Product",
     "Timestamp",
     "TIME_MAX",
@@ -37,6 +41,14 @@ __all__ = [
 #: The largest value of any coordinate; a summary that would go past it "overflows"
 #: and the record it would apply to is dropped (as Timely's ``results_in`` → ``None``).
 TIME_MAX = (1 << 63) - 1
+
+#: In an epoch-sequenced iterate scope (``flow.iterate(..., sequenced=True)``) round
+#: ``k`` of epoch ``e`` is ``Product(e, e * SEQUENCE_SPAN + k)``, ``0 <= k < SEQUENCE_SPAN``:
+#: every time of epoch ``e - 1`` is then ``<=`` every time of epoch ``e`` in the product
+#: order, so whatever applies times in order finishes an epoch before it starts the next.
+SEQUENCE_SPAN = 1 << 32
+#: The largest epoch a sequenced scope accepts (its inner times must stay below ``TIME_MAX``).
+MAX_SEQUENCED_EPOCH = (TIME_MAX - SEQUENCE_SPAN) // SEQUENCE_SPAN
 
 
 @frozen(order=False, cache_hash=True)  # times are dict keys everywhere: hash once
@@ -83,6 +95,17 @@ class Product:
 
 
 Timestamp = Union[int, Product]
+
+
+def sequenced(epoch: int, round: int = 0) -> "Product":
+    """The time of ``round`` of ``epoch`` in an epoch-sequenced scope (see
+    :data:`SEQUENCE_SPAN`)."""
+    return Product(epoch, epoch * SEQUENCE_SPAN + round)
+
+
+def sequenced_round(t: "Product") -> int:
+    """The round of its epoch that the time ``t`` of a sequenced scope is."""
+    return t.inner - t.outer * SEQUENCE_SPAN  # type: ignore[no-any-return]
 
 
 def less_equal(a: Any, b: Any) -> bool:

@@ -389,37 +389,36 @@ def pagerank(
         src, tgt = _i8(st.src), _i8(st.tgt)
         starts = st.starts or [0] * (B + 1)
         a, b = starts[me], starts[me + 1]
+        whole = a == 0 and b == len(src)  # every edge stays in this block
+        mine = tgt[a:b]
         deg = _i8(st.deg, n)
+        ainv = np.zeros(n)  # alpha / out-degree (0: dangling)
+        has = deg > 0
+        ainv[has] = alpha / deg[has]
         cross: Optional[np.ndarray] = None
         sent = 0.0
+        # (r is 0 off the graph, so whole-array operations need no mask but for sum y)
         while True:
             ar = np.abs(r)
-            big = present & (ar > c * y)
-            if not big.any() or np.sum(ar[present]) <= c * np.sum(y[present]):
+            big = ar > c * y
+            if not big.any() or ar.sum() <= c * y[present].sum():  # (no BLAS: its threads)
                 break
-            idx = np.flatnonzero(big)
-            y0, r0 = y[idx], r[idx]
-            s = y0 + r0
-            bp = s - y0
-            err = (y0 - (s - bp)) + (r0 - bp)
-            y[idx] = s
-            r[idx] = err
-            d = deg[idx]
-            moves = d > 0
-            if not moves.any():
-                continue
-            share = np.zeros(n)
-            share[idx[moves]] = alpha * (r0 - err)[moves] / d[moves]
-            amounts = share[src]
+            rb = r * big  # what moves
+            s = y + rb
+            bp = s - y
+            err = (y - (s - bp)) + (rb - bp)  # TwoSum: y + rb == s + err exactly
+            y = s
+            r = np.where(big, err, r)
+            amounts = ((rb - err) * ainv)[src]
             if b > a:
-                r += np.bincount(tgt[a:b], weights=amounts[a:b], minlength=n)
-            if b - a < len(src):
+                r += np.bincount(mine, weights=amounts if whole else amounts[a:b], minlength=n)
+            if not whole:
                 if cross is None:
                     cross = amounts
                 else:
                     cross += amounts
-                sent += float(np.sum(np.abs(amounts[:a]))) + float(np.sum(np.abs(amounts[b:])))
-                if 4 * float(np.sum(np.abs(r[present]))) < sent:
+                sent += float(np.abs(amounts[:a]).sum()) + float(np.abs(amounts[b:]).sum())
+                if 4 * float(np.abs(r).sum()) < sent:
                     # most of it leaves: let the other blocks catch up first, and go on
                     # next round even if nothing comes back
                     t = ctx.time

@@ -21,7 +21,8 @@ In an epoch-sequenced loop (:mod:`apps.graph.loop`):
   ``G_{i-1}`` -- so an edge at a hub costs the other endpoint's degree, not the hub's;
 - round 2: ``v`` keeps those with ``(v, w)`` in ``G_{i-1}``: ``c`` common neighbours.
   ``u`` and ``v`` gain ``s * c`` triangles and every common neighbour ``s``;
-- at ``END`` a vertex emits ``Change(vertex, old, new)`` (``None``: not in the graph).
+- at ``END`` a vertex whose count or presence changed emits ``Change(vertex, old,
+  new)`` (``None``: not in the graph); only those set the timer.
 
 The total is one global key: ``Change("triangles", old, new)`` at every epoch where it
 changed (the sum of the per-vertex counts over 3, as ``sum(nx.triangles(G).values()) // 3``).
@@ -52,6 +53,7 @@ class TriVertex:
     old: Optional[int] = None  # count at the start of `epoch` (None: absent)
     chg: dict[Vertex, int] = field(factory=dict)  # this epoch's edge changes here: neighbour -> +1/-1
     owner: bool = False  # the round-0 timer is set (this vertex has a changed edge)
+    armed: bool = False  # the END timer is set
 
 
 def _rank(v: Vertex) -> tuple[bool, Vertex]:
@@ -73,7 +75,17 @@ def _present(adj: Map, chg: dict[Vertex, int], x: Vertex, z: Vertex, stage: tupl
 def _touch(st: TriVertex, e: int, ctx: Context) -> None:
     st.epoch = e
     st.old = st.count if st.adj else None
-    ctx.notify_at(at(e, END))
+    st.chg.clear()  # (left from an epoch whose END timer this vertex did not need)
+    st.owner = False
+    st.armed = False
+
+
+def _arm_end(st: TriVertex, e: int, ctx: Context) -> None:
+    """The vertex's count or presence changes this epoch: emit it at the end (an
+    endpoint of a changed edge that closes no triangle needs no timer)."""
+    if not st.armed:
+        st.armed = True
+        ctx.notify_at(at(e, END))
 
 
 def _view(adj: Map, chg: dict[Vertex, int], v: Vertex, w: Vertex) -> tuple[Vertex, ...]:
@@ -96,8 +108,12 @@ def _step(st: TriVertex, rec: tuple[Any, ...], ctx: Context) -> None:
         w = rec[1]
         if rec[2] > 0:
             st.adj[w] = e
+            if st.old is None:
+                _arm_end(st, e, ctx)  # it enters the graph
         else:
             st.adj.pop(w, None)
+            if not st.adj:
+                _arm_end(st, e, ctx)  # it leaves the graph
         st.chg[w] = rec[2]
         if not st.owner:
             st.owner = True
@@ -107,6 +123,7 @@ def _step(st: TriVertex, rec: tuple[Any, ...], ctx: Context) -> None:
         if st.epoch != e:
             _touch(st, e, ctx)
         st.count += rec[1]
+        _arm_end(st, e, ctx)
         return
     if k == 1:  # (v, u, degree of u): the endpoint with the smaller degree sends its view
         u, du = rec[1], rec[2]
@@ -124,6 +141,7 @@ def _step(st: TriVertex, rec: tuple[Any, ...], ctx: Context) -> None:
             _touch(st, e, ctx)
         n = s * len(common)
         st.count += n
+        _arm_end(st, e, ctx)
         emit = ctx.emit
         emit((u, n))
         for w in common:
@@ -146,6 +164,7 @@ def _timer(st: TriVertex, t: Product, ctx: Context) -> None:
         return
     st.chg.clear()
     st.owner = False
+    st.armed = False
     st.old = None
 
 

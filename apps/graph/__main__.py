@@ -44,9 +44,9 @@ them and their state can migrate between them, and the output is the same on any
 -- but they share one Python interpreter, so more workers are slower, not faster.  For
 parallel speed use ``--backend spark``.
 
-Exit status (the same for ``python -m apps.cep`` and ``python -m tstate``): 0 success,
-1 bad input data or a runtime error (``error: ...`` on stderr, naming the file, the row
-and the column), 2 a usage error (a bad option; argparse's message).
+Exit status (:mod:`apps.cli`; the same for ``python -m apps.cep`` and ``python -m
+tstate``): 0 success, 1 bad input data or a runtime error (``error: ...`` on stderr,
+naming the file, the row and the column), 2 a usage error (a bad option).
 """
 
 from __future__ import annotations
@@ -60,21 +60,11 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from apps.cli import EXIT_CODES, EXIT_ERROR, WORKERS_HELP
+
 DATA = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_INPUT = DATA / "flights-sample.parquet"
 DEFAULT_NAMES = DATA / "airports.csv"
-
-#: the ``--workers`` help, the same in both apps
-WORKERS_HELP = (
-    "logical tstate workers, all in this one process (default: 1): keys are routed to them and state "
-    "migrates between them, with the same results on any count, but they do not run in parallel "
-    "(more workers are slower); for parallel speed use --backend spark"
-)
-#: the ``--help`` epilog on exit codes, the same in both apps and the tstate CLI
-EXIT_CODES = (
-    "exit status: 0 success; 1 bad input data or a runtime error (printed on stderr as 'error: ...', "
-    "naming the file, row and column); 2 a usage error (a bad option)"
-)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -166,12 +156,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _run_spark(args, data, names) if args.backend == "spark" else _run(args, data, names)
     except TstateError as exc:  # EdgeFileError too
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except BrokenPipeError:
         raise
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
 
 
 def _run(args: argparse.Namespace, data: Any, names: dict[str, str]) -> int:
@@ -257,7 +247,7 @@ def _run_spark(args: argparse.Namespace, data: Any, names: dict[str, str]) -> in
         from tstate.spark import Backend, Source, local_session
     except ImportError as exc:  # pragma: no cover - pyspark is a dependency of the test extra
         print(f"error: --backend spark: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     import tstate as ts
     from apps.graph.stream import ALGORITHMS, EpochResult, InputStats, build
     from apps.graph.views import GraphView

@@ -214,8 +214,8 @@ def sorted_lines(lines: Iterable[str], run_chars: int) -> Iterator[str]:
         readers = [(x[:-1] for x in run) for run in runs]
         yield from heapq.merge(*readers, iter(chunk))
     finally:
-        for run in runs:
-            run.close()
+        for spilled in runs:
+            spilled.close()
 
 
 def files(directory: str) -> FileSink:

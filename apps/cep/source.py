@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Optional, Union
 
 from tstate.errors import ConfigurationError, SourceError
-from tstate.io.sources import Reader, Source
+from tstate.io.sources import EpochUnit, Reader, Source
 from tstate.io.tables import parse_epoch
 
 from apps.cep.flights import FlightEvent
@@ -78,6 +78,8 @@ class FlightSource(Source):
             )
         #: minutes per dataflow epoch (the ``epoch`` to give :func:`apps.cep.dataflow.cep`)
         self.epoch_minutes = int(seconds // 60)
+        #: epochs are dates (recorded in checkpoints: ``python -m tstate checkpoints`` shows them)
+        self.epoch_unit = EpochUnit(seconds, dates=True)
         if limit is not None and limit < 0:
             raise ConfigurationError(f"limit must be >= 0, got {limit}")
         self.limit = limit

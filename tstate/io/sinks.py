@@ -202,7 +202,7 @@ def sorted_lines(lines: Iterable[str], run_chars: int) -> Iterator[str]:
             size += len(line) + 1
             if size >= run_chars:
                 chunk.sort()
-                run = tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n")
+                run = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogatepass", newline="\n")
                 run.writelines(x + "\n" for x in chunk)
                 run.seek(0)
                 runs.append(run)

@@ -6,6 +6,8 @@ bad input fails cleanly with the documented exit codes.  (``--backend spark``:
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from pathlib import Path
 
@@ -111,6 +113,19 @@ def test_resume_from_a_checkpoint(tmp_path, capsys) -> None:
     assert code == 0
     assert "resumed from checkpoint" in out
     assert summary(out)["recovery"][3] < 9000  # only the rest of the input was read
+
+
+def test_checkpoints_list_the_hours_they_stand_for(tmp_path, capsys) -> None:
+    """The flight source records its epoch unit in the checkpoints: ``python -m tstate
+    checkpoints`` shows ``2001-01-01 08:00`` for epoch 271760 (was the raw epoch only)."""
+    from tstate.__main__ import main as cli
+
+    ck = tmp_path / "ck"
+    assert main(["--limit", "6000", "--checkpoint", str(ck), "--every", "4", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli(["checkpoints", str(ck), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert rows and all(r["time"] == f"2001-01-01 {int(r['epoch']) - 271752:02d}:00" for r in rows)
 
 
 def write_table(path: Path, columns: dict) -> Path:

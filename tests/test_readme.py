@@ -38,7 +38,7 @@ def test_the_timer_rule_is_shown_with_a_tumbling_window():
 
     text = README.read_text()
     section = text[text.index("### Timers and tumbling windows") :]
-    assert "ctx.notify_at(start + WIDTH - 1)" in section[: section.index("## ")]
+    assert "ctx.notify_at(start + WIDTH - 1)" in section[: section.index("\n## ")]
     doc = context.Context.notify_at.__doc__
     assert "[start, start + width)" in doc and "ctx.notify_at(start + WIDTH - 1)" in doc
     assert doctest.testmod(context).failed == 0

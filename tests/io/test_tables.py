@@ -85,3 +85,24 @@ def test_bad_input(tmp_path):
         read_all(ts.io.parquet(path, time="t"))
     with pytest.raises(ts.errors.ConfigurationError, match="epoch"):
         ts.io.parquet(path, time="t", epoch="fortnight")
+
+
+def test_the_epoch_unit_is_known_once_read(tmp_path) -> None:
+    """A table source says what its epochs are (what checkpoints record for the CLI):
+    dates for a timestamp or date column, the column's numbers otherwise."""
+    import doctest
+
+    from tstate.io import sources
+    from tstate.io.sources import EpochUnit
+
+    assert doctest.testmod(sources).failed == 0
+    dated = ts.io.parquet(
+        write(tmp_path, [{"t": dt.datetime(2001, 1, 1, 6, 30), "v": 1}], "d.parquet"), time="t", epoch="30min"
+    )
+    numbered = ts.io.csv(write(tmp_path, [{"t": 7.5, "v": 1}], "n.csv"), time="t", epoch=2.5)
+    assert dated.epoch_unit is None and ts.io.from_batches([]).epoch_unit is None
+    for src, unit, first in ((dated, EpochUnit(1800.0, True), "2001-01-01 06:30"), (numbered, EpochUnit(2.5, False), "7.5")):
+        (t,) = read_all(src)  # {epoch: records}
+        assert src.epoch_unit == unit and unit.label(t) == first
+    assert EpochUnit(86400, True).label(11323) == "2001-01-01" and EpochUnit(90, True).label(1) == "1970-01-01 00:01:30"
+    assert EpochUnit.from_builtins(unit.to_builtins()) == unit and EpochUnit.from_builtins({"size": 0}) is None

@@ -10,6 +10,11 @@ encode: a batch index, a row offset).  A checkpoint at time ``T`` records the po
 of the first batch at a time ``>= T``; recovery calls ``source.open(position, T)`` and
 the reader continues from there, starting at time ``T``.
 
+Epoch unit: a source that cuts a time column into epochs (``ts.io.parquet(path,
+time="date", epoch="1h")``) says what an epoch is in its ``epoch_unit``
+(:class:`EpochUnit`); checkpoints record it (``Manifest.meta["epoch_unit"]``), so
+``python -m tstate checkpoints`` shows a checkpoint's time as the date it stands for.
+
 >>> src = from_batches([(0, ["a"]), (1, ["b"]), (1, ["c"]), (3, ["d"])])
 >>> r = src.open()
 >>> r.next_batch(), r.position()
@@ -21,11 +26,53 @@ the reader continues from there, starting at time ``T``.
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
+
+from attrs import frozen
 
 from tstate.errors import SourceError
 
-__all__ = ["Source", "Reader", "from_batches"]
+__all__ = ["EpochUnit", "Source", "Reader", "from_batches"]
+
+
+@frozen
+class EpochUnit:
+    """What one epoch of a source's times is: epoch ``t`` covers ``[t * size, (t + 1) *
+    size)`` of the source's time column -- seconds since 1970-01-01 UTC if ``dates``,
+    else the column's own numbers.
+
+    >>> EpochUnit(3600, dates=True).label(271752)
+    '2001-01-01 00:00'
+    >>> EpochUnit(0.5, dates=False).label(7)
+    '3.5'
+    """
+
+    size: float
+    dates: bool
+
+    def label(self, t: Any) -> str:
+        """The start of epoch ``t`` in the user's terms (a date and time, or a number);
+        a time that is not an integer epoch (a loop's ``Product``) as ``str(t)``."""
+        if type(t) is not int:
+            return str(t)
+        start = t * self.size
+        if not self.dates:
+            return f"{start:g}"
+        when = _dt.datetime(1970, 1, 1) + _dt.timedelta(seconds=start)
+        if self.size % 86400 == 0:
+            return when.strftime("%Y-%m-%d")
+        return when.strftime("%Y-%m-%d %H:%M" if self.size % 60 == 0 else "%Y-%m-%d %H:%M:%S")
+
+    def to_builtins(self) -> dict[str, Any]:
+        return {"size": self.size, "dates": self.dates}
+
+    @classmethod
+    def from_builtins(cls, obj: Any) -> Optional["EpochUnit"]:
+        """The unit recorded in checkpoint metadata; None if ``obj`` is not one."""
+        if isinstance(obj, dict) and isinstance(obj.get("size"), (int, float)) and obj["size"] > 0:
+            return cls(float(obj["size"]), bool(obj.get("dates")))
+        return None
 
 
 class Reader:
@@ -48,6 +95,10 @@ class Reader:
 
 class Source:
     """Something that can be read as batches with times."""
+
+    #: what an epoch of this source's times is, when the source knows (see the module
+    #: docstring); None: times are plain epochs
+    epoch_unit: Optional[EpochUnit] = None
 
     def open(self, position: Any = None, start: Any = None) -> Reader:  # pragma: no cover - abstract
         """A reader from ``position`` (None: the beginning), whose first time is

@@ -24,7 +24,7 @@ import os
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 from tstate.errors import SourceError
-from tstate.io.sources import Reader, Source
+from tstate.io.sources import EpochUnit, Reader, Source
 
 __all__ = ["parquet", "csv", "TableSource", "parse_epoch"]
 
@@ -183,6 +183,9 @@ class _TableReader(Reader):
             bad = next(i for i, v in enumerate(col.is_null().to_pylist()) if v)
             raise SourceError(f"{self.src.path}: row {self.offset + bad}: column {self.src.time!r} is null")
         secs = self.src.seconds
+        if self.src.epoch_unit is None:  # dates, or the column's numbers (see tstate.io.sources)
+            dated = pa.types.is_timestamp(col.type) or pa.types.is_date(col.type)
+            self.src.epoch_unit = EpochUnit(secs, dated)
         if pa.types.is_timestamp(col.type):
             unit = {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}[col.type.unit]
             ints = col.cast(pa.int64()).to_pylist()

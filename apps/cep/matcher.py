@@ -72,15 +72,34 @@ class Match(Mapping):
     stage (oldest first; only stages that accepted events appear, in pattern order),
     with the timestamps of its first and last event.
 
-    An attrs class (``Match(events, first_time, last_time)``), so that matches can
-    cross a Spark exchange (:mod:`tstate.spark.records`)."""
+    ``stages`` are the names of the pattern's positive stages (the matcher fills it):
+    ``m[stage]`` answers ``()`` for one of them that took no event (an optional or
+    ``*`` stage -- Flink's ``getEventsForPattern`` gives an empty list), so code reading a
+    match need not test for it; iteration, ``len`` and ``in`` still cover only the
+    stages that took events, and a name the pattern does not have raises ``KeyError``.
+
+    An attrs class (``Match(events, first_time, last_time, stages=())``), so that
+    matches can cross a Spark exchange (:mod:`tstate.spark.records`)."""
 
     _events: dict[str, tuple[Any, ...]]
     first_time: Any
     last_time: Any
+    stages: tuple[str, ...] = ()
 
     def __getitem__(self, stage: str) -> tuple[Any, ...]:
-        return self._events[stage]
+        try:
+            return self._events[stage]
+        except KeyError:
+            if stage in self.stages:
+                return ()
+            if self.stages:
+                raise KeyError(
+                    f"no stage {stage!r} in the pattern (stages: {', '.join(self.stages)})"
+                ) from None
+            raise
+
+    def __contains__(self, stage: object) -> bool:
+        return stage in self._events
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._events)
@@ -239,6 +258,7 @@ class Matcher(Generic[E]):
         self.skip = pattern.skip
         self.state_type = KeyState[event_type, time_type]  # type: ignore[valid-type]
         self._names = pattern.names
+        self._positive = tuple(s.name for s in pattern.stages if not s.negative)
         self._index = {n: i for i, n in enumerate(self._names)}
         self._trees = self.nfa.trees
         self._start_tree = self.nfa.start_tree
@@ -608,6 +628,7 @@ class Matcher(Generic[E]):
             {names[k]: tuple(groups[k]) for k in sorted(groups)},
             st.times[chain[0][0]],
             st.times[chain[-1][0]],
+            self._positive,
         )
 
     def _hold(self, st: KeyState, m: tuple[int, Any, int, int]) -> None:

@@ -374,6 +374,7 @@ def reference_run(
             {names[s]: tuple(groups[s]) for s in sorted(groups)},
             times[prefix[0][0]],
             times[prefix[-1][0]],
+            tuple(st.name for st in pattern.stages if not st.negative),
         )
 
     def key(prefix: tuple, seq: int) -> tuple:

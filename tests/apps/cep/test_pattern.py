@@ -162,3 +162,25 @@ def test_matcher_helpers() -> None:
     assert m.next_timeout(st) == 13 and not st.is_empty()
     assert st.size()["runs"] == 1
     assert "take" in m.nfa.describe()
+
+
+def test_match_answers_an_empty_tuple_for_a_stage_without_events() -> None:
+    # a b? c: the optional stage took nothing -> m["b"] == (), as Flink's
+    # getEventsForPattern gives an empty list; a name the pattern lacks is still an error
+    p = (
+        Pattern.begin("a").where(lambda e: e == "a")
+        .next("b").where(lambda e: e == "b").optional()
+        .next("c").where(lambda e: e == "c")
+    )  # fmt: skip
+    m = Matcher(p)
+    st = m.new_state()
+    assert m.process(st, "a", 0) == []
+    (match,) = m.process(st, "c", 1)
+    assert match["b"] == () and match.get("b") == ()
+    assert match["a"] == ("a",) and list(match) == ["a", "c"] and "b" not in match
+    assert match.stages == ("a", "b", "c")
+    with pytest.raises(KeyError, match="no stage 'x'.*a, b, c"):
+        match["x"]
+    # a match built without the pattern's stages behaves as before
+    with pytest.raises(KeyError):
+        Match({"a": (1,)}, 0, 0)["b"]

@@ -42,11 +42,13 @@ Contract
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from attrs import define, frozen
 
+from apps.cep.durations import resolve
 from apps.cep.errors import EventFieldError, PatternError
 from apps.cep.nfa import (
     EMPTY,
@@ -239,7 +241,12 @@ class Matcher(Generic[E]):
     module docstring for the contract).
 
     ``event_type``/``time_type`` only serve :attr:`state_type`, the concrete type to
-    give cattrs when (un)structuring a state (``KeyState[event_type, time_type]``).
+    give cattrs when (un)structuring a state (``KeyState[event_type, time_type]``;
+    ``time_type`` defaults to ``datetime`` when the window is a ``timedelta`` kept as
+    it is, else ``int``).  ``time_unit`` (a ``timedelta``): the duration of 1 of a
+    numeric timestamp, with which a ``timedelta`` window (``within(timedelta(hours=3))``)
+    is converted to the timestamps' unit (:attr:`window`); without it such a window is
+    kept and the timestamps must be ``datetime`` values.
     ``report_timeouts=False`` drops timed-out partial matches instead of reporting them
     (Flink reports them only to a ``TimedOutPartialMatchHandler``)."""
 
@@ -248,14 +255,25 @@ class Matcher(Generic[E]):
         pattern: Pattern,
         *,
         event_type: Any = Any,
-        time_type: Any = int,
+        time_type: Any = None,
+        time_unit: dt.timedelta | None = None,
         report_timeouts: bool = True,
     ) -> None:
         self.pattern = pattern
         self.report_timeouts = report_timeouts
         self.nfa: NFA = compile_pattern(pattern)
-        self.window = pattern.window
+        if time_unit is not None and not (
+            isinstance(time_unit, dt.timedelta) and time_unit > dt.timedelta(0)
+        ):
+            raise PatternError(
+                f"Matcher: time_unit must be a positive datetime.timedelta, got {time_unit!r}"
+            )
+        self.time_unit = time_unit
+        #: the window in the timestamps' terms (a number, or a timedelta for datetimes)
+        self.window = resolve(pattern.window, time_unit, "within")
         self.skip = pattern.skip
+        if time_type is None:
+            time_type = dt.datetime if isinstance(self.window, dt.timedelta) else int
         self.state_type = KeyState[event_type, time_type]  # type: ignore[valid-type]
         self._names = pattern.names
         self._positive = tuple(s.name for s in pattern.stages if not s.negative)
@@ -319,9 +337,14 @@ class Matcher(Generic[E]):
         out: list[Match] = []
         runs = state.runs
         window = self.window
-        if window is not None and runs and timestamp - runs[0][2] >= window:
-            self._expire(state, timestamp, out)
-            runs = state.runs
+        if window is not None and runs:
+            try:
+                due = timestamp - runs[0][2] >= window
+            except TypeError:
+                raise self._time_error(timestamp) from None
+            if due:
+                self._expire(state, timestamp, out)
+                runs = state.runs
         eid = state.next_event
         state.next_event = eid + 1
         ctx = self._ctx
@@ -568,8 +591,13 @@ class Matcher(Generic[E]):
         ``process`` found and queued)."""
         out: list[Match] = []
         window = self.window
-        if window is not None and state.runs and timestamp - state.runs[0][2] >= window:
-            self._expire(state, timestamp, out)
+        if window is not None and state.runs:
+            try:
+                due = timestamp - state.runs[0][2] >= window
+            except TypeError:
+                raise self._time_error(timestamp) from None
+            if due:
+                self._expire(state, timestamp, out)
         timeouts: list[TimedOut] = []
         if state.expired:
             for node, tt in state.expired:
@@ -715,6 +743,20 @@ class Matcher(Generic[E]):
         return (ids[0] if kind is SkipKind.SKIP_TO_FIRST else ids[-1]), False
 
     # ---- errors -----------------------------------------------------------------------------
+    def _time_error(self, timestamp: Any) -> PatternError:
+        w = self.pattern.window
+        if isinstance(self.window, dt.timedelta):
+            how = (
+                "a timedelta window needs datetime timestamps, or the stream's time unit: "
+                "Matcher(..., time_unit=timedelta(minutes=1)) for timestamps in minutes"
+            )
+        else:
+            how = "a numeric window needs numeric timestamps; give datetime timestamps a timedelta window"
+        return PatternError(
+            f"within({w!r}): cannot compare the window with timestamp {timestamp!r} "
+            f"({type(timestamp).__name__}): {how}"
+        )
+
     def _field_error(self, exc: BaseException, pred: Any, event: Any) -> None:
         """Turn an AttributeError/KeyError raised inside condition ``pred`` into an
         EventFieldError naming the stage and the field (else return: re-raised)."""

@@ -30,7 +30,8 @@ Flink's, in snake case:
                             (the default inside is relaxed)
 ``.where(cond)``            AND a condition; ``.or_where(cond)`` ORs one
 ``.until(cond)``            stop condition of a looping stage
-``.within(d)``              the whole match spans less than ``d`` time units
+``.within(d)``              the whole match spans less than ``d`` (a ``timedelta``,
+                            or a number in the unit of the timestamps)
 ==========================  =========================================================
 
 Conditions take ``(event)`` or ``(event, ctx)`` (see :mod:`apps.cep.conditions`).
@@ -41,6 +42,7 @@ can be decided there, otherwise when the pattern is compiled (``Matcher(pattern)
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import numbers
 from collections.abc import Callable
@@ -193,7 +195,8 @@ class Pattern:
 
     stages: tuple[Stage, ...]
     skip: AfterMatchSkip = AfterMatchSkip()
-    window: float | None = None
+    #: a number (in the unit of the timestamps) or a ``datetime.timedelta``
+    window: float | dt.timedelta | None = None
 
     # ---- construction -------------------------------------------------------------
     @classmethod
@@ -393,20 +396,37 @@ class Pattern:
         """Non-deterministic relaxed contiguity between the events of a quantified stage."""
         return self._inner("allow_combinations", Contiguity.ANY)
 
-    def within(self, duration: float) -> Pattern:
-        """The first and the last event of a match are less than ``duration`` apart (in
-        the unit of the timestamps).  Partial matches older than that are discarded
-        (and reported as timed out).  Called several times, the smallest window wins."""
+    def within(self, duration: float | dt.timedelta) -> Pattern:
+        """The first and the last event of a match are less than ``duration`` apart.
+        Partial matches older than that are discarded (and reported as timed out).
+
+        ``duration`` is a ``datetime.timedelta`` (``within(timedelta(hours=3))``) or a
+        number in the unit of the timestamps (``within(180)`` for minutes).  A
+        ``timedelta`` works directly with ``datetime`` timestamps; with numeric ones the
+        matcher converts it with the stream's time unit (``Matcher(...,
+        time_unit=timedelta(minutes=1))``; :func:`apps.cep.dataflow.cep` takes the unit
+        from the source).  Called several times, the smallest window wins."""
         where = f"stage {self._last().name!r}: within()"
-        if isinstance(duration, bool) or not isinstance(duration, numbers.Real):
+        if isinstance(duration, dt.timedelta):
+            if duration <= dt.timedelta(0):
+                raise PatternError(f"{where}: the window must be positive, got {duration!r}")
+        elif isinstance(duration, bool) or not isinstance(duration, numbers.Real):
             raise PatternError(
-                f"{where}: the window must be a number, got {duration!r}"
+                f"{where}: the window must be a datetime.timedelta or a number, got {duration!r}"
             )
-        if not duration > 0:
+        elif not duration > 0:
             raise PatternError(
                 f"{where}: the window must be positive, got {duration!r}"
             )
-        w = duration if self.window is None else min(self.window, duration)
+        if self.window is None:
+            w = duration
+        elif isinstance(self.window, dt.timedelta) != isinstance(duration, dt.timedelta):
+            raise PatternError(
+                f"{where}: the pattern already has the window {self.window!r}; give both as "
+                "timedeltas or both as numbers"
+            )
+        else:
+            w = min(self.window, duration)  # type: ignore[type-var]
         return attrs.evolve(self, window=w)
 
     # ---- inspection ---------------------------------------------------------------

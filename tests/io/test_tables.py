@@ -85,3 +85,33 @@ def test_bad_input(tmp_path):
         read_all(ts.io.parquet(path, time="t"))
     with pytest.raises(ts.errors.ConfigurationError, match="epoch"):
         ts.io.parquet(path, time="t", epoch="fortnight")
+
+
+def test_the_source_declares_its_event_time(tmp_path):
+    # what an operator downstream (apps.cep's cep) reads instead of being told again
+    base = dt.datetime(2001, 1, 1)
+    rows = [{"date": base, "minute": 5, "v": 1}]
+    p = write(tmp_path, rows)
+    et = ts.io.parquet(p, time="date", epoch="15min").event_time()
+    assert (et.field, et.epoch, et.unit, et.origin) == ("date", dt.timedelta(minutes=15), None, dt.datetime(1970, 1, 1))
+    et = ts.io.parquet(p, time="date", epoch="1h", timestamps="int").event_time()  # microseconds
+    assert (et.epoch, et.unit, et.origin) == (3_600_000_000, dt.timedelta(microseconds=1), 0)
+    et = ts.io.parquet(p, time="minute", epoch=60).event_time()  # a number in the column's unit
+    assert (et.field, et.epoch, et.unit) == ("minute", 60, None)
+    aware = write(tmp_path, [{"date": base.replace(tzinfo=dt.timezone.utc)}], "aware.parquet")
+    assert ts.io.parquet(aware, time="date", epoch="1h").event_time().origin.tzinfo is dt.timezone.utc
+    csv = write(tmp_path, rows, "t.csv")
+    assert ts.io.csv(csv, time="date", epoch="1h").event_time().epoch == dt.timedelta(hours=1)
+    assert ts.io.from_batches([(0, [1])]).event_time() is None
+    with pytest.raises(SourceError, match="no column 'when'"):
+        ts.io.parquet(p, time="when").event_time()
+
+
+def test_a_stream_knows_the_source_it_carries(tmp_path):
+    flow = ts.Dataflow("origin")
+    src = ts.io.parquet(write(tmp_path, [{"date": dt.datetime(2001, 1, 1)}]), time="date")
+    s = flow.source(src)
+    assert s.origin_source() is src
+    assert s.filter(bool).exchange(lambda r: 0).inspect(print).origin_source() is src  # records unchanged
+    assert s.map(lambda r: r).origin_source() is None  # records may differ
+    assert flow.input("in").origin_source() is None

@@ -17,15 +17,46 @@ the reader continues from there, starting at time ``T``.
 >>> r2 = src.open(position=3, start=2)
 >>> r2.start_time(), r2.next_batch()
 (2, (3, ['d']))
+
+What a source may tell about its records (both optional; ``None`` when unknown), so
+that operators downstream need not be told again: :meth:`Source.event_time` -- which
+record field holds the event time, how much event time a dataflow epoch covers, and
+the unit of a numeric event time (:class:`EventTime`) -- and
+:meth:`Source.record_type` -- the type of its records (an attrs class, or a
+``TypedDict`` built from a table's columns), a type tstate can encode as state.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
+
+from attrs import frozen
 
 from tstate.errors import SourceError
 
-__all__ = ["Source", "Reader", "from_batches"]
+__all__ = ["EventTime", "Source", "Reader", "from_batches", "UNIX_EPOCH"]
+
+#: the naive (UTC) datetime at which dataflow epoch 0 of a datetime event time starts
+UNIX_EPOCH = _dt.datetime(1970, 1, 1)
+
+
+@frozen
+class EventTime:
+    """How a source's records carry their event time.
+
+    ``field``: the record field (dict key or attribute) holding it; ``epoch``: the event
+    time one dataflow epoch covers -- a number in the field's unit, or a
+    ``datetime.timedelta`` when the values are datetimes (epoch ``T`` then covers
+    ``[origin + T*epoch, origin + (T+1)*epoch)``); ``unit``: the duration of 1 of a
+    numeric event time (``timedelta(minutes=1)`` for minutes), ``None`` when unknown or
+    when the values are datetimes; ``origin``: the event time at which epoch 0 starts
+    (``0`` for numbers, :data:`UNIX_EPOCH` -- or its UTC-aware twin -- for datetimes)."""
+
+    field: str
+    epoch: Any
+    unit: Optional[_dt.timedelta] = None
+    origin: Any = 0
 
 
 class Reader:
@@ -53,6 +84,14 @@ class Source:
         """A reader from ``position`` (None: the beginning), whose first time is
         ``start`` (None: the source's own start)."""
         raise NotImplementedError
+
+    def event_time(self) -> Optional[EventTime]:
+        """Where the records' event time is and what an epoch covers (None: unknown)."""
+        return None
+
+    def record_type(self) -> Any:
+        """The type of the records, one tstate can encode as state (None: unknown)."""
+        return None
 
 
 class _BatchesReader(Reader):

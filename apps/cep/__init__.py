@@ -8,7 +8,13 @@
 * :mod:`apps.cep.flights` -- the two flight-delay patterns of the sample app.
 """
 
-from apps.cep.errors import EventFieldError, PatternError
+from apps.cep.errors import (
+    AfterMatchSkipError,
+    EventFieldError,
+    ExpressionError,
+    PatternError,
+    SqlError,
+)
 from apps.cep.matcher import Match, Matcher, TimedOut
 from apps.cep.pattern import (
     AfterMatchSkip,
@@ -22,6 +28,9 @@ from apps.cep.state import KeyState
 
 __all__ = [
     "AfterMatchSkip",
+    "AfterMatchSkipError",
+    "ExpressionError",
+    "SqlError",
     "Contiguity",
     "EventFieldError",
     "KeyState",

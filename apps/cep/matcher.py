@@ -49,7 +49,7 @@ from typing import Any, Generic, TypeVar
 from attrs import define, frozen
 
 from apps.cep.durations import resolve
-from apps.cep.errors import EventFieldError, PatternError
+from apps.cep.errors import AfterMatchSkipError, EventFieldError, PatternError
 from apps.cep.nfa import (
     EMPTY,
     IDENTITY,
@@ -199,6 +199,19 @@ class _Ctx:
         """The latest event accepted into the partial match (any stage), or None."""
         eid = self._run[4]
         return self._events[eid] if eid >= 0 else None
+
+    def all_events(self) -> list[Any]:
+        """Every event accepted into the partial match so far, oldest first."""
+        nodes = self._nodes
+        events = self._events
+        out = []
+        nid = self._run[1]
+        while nid >= 0:
+            n = nodes[nid]
+            out.append(events[n[0]])
+            nid = n[2]
+        out.reverse()
+        return out
 
 
 _NO_RUN = (-1, -1, None, -1, -1)
@@ -710,7 +723,7 @@ class Matcher(Generic[E]):
             del held[0]
             chain = self._chain(st, m[0])
             out.append(self._materialize(st, m[0]))
-            pid, inclusive = self._pruning_id(chain)
+            pid, inclusive = self._pruning_id(chain, st)
             if pid is not None:
                 k = 0
                 while k < len(runs) and (
@@ -730,7 +743,7 @@ class Matcher(Generic[E]):
                     del held[:k]
             _release(st, m[0])
 
-    def _pruning_id(self, chain: list[list[int]]) -> tuple[int | None, bool]:
+    def _pruning_id(self, chain: list[list[int]], st: KeyState) -> tuple[int | None, bool]:
         kind = self.skip.kind
         if kind is SkipKind.SKIP_TO_NEXT:
             return chain[0][0], True
@@ -738,9 +751,27 @@ class Matcher(Generic[E]):
             return chain[-1][0], True
         k = self._skip_stage
         ids = [n[0] for n in chain if n[1] == k]
-        if not ids:
-            return None, False
-        return (ids[0] if kind is SkipKind.SKIP_TO_FIRST else ids[-1]), False
+        pid = (ids[0] if kind is SkipKind.SKIP_TO_FIRST else ids[-1]) if ids else None
+        if self.skip.throw_on_miss and (pid is None or pid == chain[0][0]):
+            self._skip_error(chain, st, pid is None)
+        return pid, False
+
+    def _skip_error(self, chain: list[list[int]], st: KeyState, missing: bool) -> None:
+        names = self._names
+        events = st.events
+        match = {}
+        for n in chain:
+            match.setdefault(names[n[1]], []).append(events[n[0]])
+        how = "first" if self.skip.kind is SkipKind.SKIP_TO_FIRST else "last"
+        if missing:
+            raise AfterMatchSkipError(
+                f"after match skip to {how} {self.skip.stage!r}: the match {match!r} has no event for "
+                f"{self.skip.stage!r} (throw_exception_on_miss)"
+            )
+        raise AfterMatchSkipError(
+            f"after match skip to {how} {self.skip.stage!r}: the target is the first event of the match "
+            f"{match!r}, so the next match would start where this one did (throw_exception_on_miss)"
+        )
 
     # ---- errors -----------------------------------------------------------------------------
     def _time_error(self, timestamp: Any) -> PatternError:

@@ -94,11 +94,16 @@ class AfterMatchSkip:
       (every event belongs to at most one match);
     * ``skip_to_first(stage)`` / ``skip_to_last(stage)``: discard those that started
       before the first / last event the match assigned to ``stage`` (nothing, when the
-      match has no event for ``stage``).
+      match has no event for ``stage``) -- unless :meth:`throw_exception_on_miss` was
+      called: then a match with no event for ``stage``, or whose first / last
+      ``stage`` event is its own first event, raises
+      :class:`~apps.cep.errors.AfterMatchSkipError` when it is emitted (Flink's
+      ``throwExceptionOnMiss``, which MATCH_RECOGNIZE's ``SKIP TO FIRST/LAST`` uses).
     """
 
     kind: SkipKind = SkipKind.NO_SKIP
     stage: str | None = None
+    throw_on_miss: bool = False
 
     @classmethod
     def no_skip(cls) -> AfterMatchSkip:
@@ -127,6 +132,14 @@ class AfterMatchSkip:
                 f"skip_to_last: the stage name must be a non-empty str, got {stage!r}"
             )
         return cls(SkipKind.SKIP_TO_LAST, stage)
+
+    def throw_exception_on_miss(self) -> AfterMatchSkip:
+        """``skip_to_first/last`` that raises instead of pruning nothing (see above)."""
+        if self.stage is None:
+            raise PatternError(
+                f"{self.kind.value}: throw_exception_on_miss applies only to skip_to_first / skip_to_last"
+            )
+        return attrs.evolve(self, throw_on_miss=True)
 
 
 @frozen

@@ -7,14 +7,14 @@
   ... (flat, so they can be filtered and joined directly).  With ``key_type`` given,
   the key columns are typed from it; otherwise their types are inferred from the keys
   (``key`` is of type null when there are no rows).  ``key_name`` renames the prefix.
-* **The value**: a struct state's fields become top-level columns; any other state type
-  is one column named ``value``.
+* **The value**: a struct state's fields (or a ``TypedDict`` record's keys) become
+  top-level columns; any other state type is one column named ``value``.
 
 Types: ``int`` int64, ``float`` float64, ``str`` string, ``bytes`` binary, ``bool``,
 ``None`` null, ``datetime`` timestamp[us] (aware ones converted to UTC), ``date``
 date32, enums by value (int64 or string), nested structs as Arrow structs, ``list`` /
 ``tuple[T, ...]`` / ``set`` / ``frozenset`` / ``Array`` as lists, ``dict`` / ``Map`` as
-maps, a fixed tuple as a struct with fields ``_1``, ``_2``, ... (as Spark names tuple
+maps, a ``TypedDict`` record as a struct (a key it may lack nullable), a fixed tuple as a struct with fields ``_1``, ``_2``, ... (as Spark names tuple
 fields), a union of scalars as the string of the value.  Only ``Optional`` types (and
 ``None``) are nullable.  Values are checked against the declaration first, so the
 table always agrees with its schema.  Reading state for a query never marks tracked
@@ -82,13 +82,18 @@ def arrow_type(schema: Schema | Any) -> pa.DataType:
         return pa.map_(arrow_type(s.args[0]), _field("value", s.args[1]))
     if k is Kind.FIXED_TUPLE:
         return pa.struct([_field(f"_{i + 1}", a) for i, a in enumerate(s.args)])
-    if k is Kind.STRUCT:
+    if k is Kind.STRUCT or k is Kind.RECORD:
         return pa.struct([_field(f.name, f.schema) for f in s.fields])
     raise AssertionError(f"no Arrow type for {k}")  # pragma: no cover
 
 
 def _nullable(s: Schema) -> bool:
     return s.kind is Kind.OPTIONAL or s.kind is Kind.NONE
+
+
+def _nullable_field(parent: Schema, f: Any) -> bool:
+    """A field's column is nullable when its type is, or when a record may lack the key."""
+    return _nullable(f.schema) or (parent.kind is Kind.RECORD and f.has_default)
 
 
 def _field(name: str, s: Schema) -> pa.Field:
@@ -100,6 +105,10 @@ def _field(name: str, s: Schema) -> pa.Field:
 def _value_fields(s: Schema) -> list[pa.Field]:
     if s.kind is Kind.STRUCT:
         return [_field(f.name, f.schema) for f in s.fields]
+    if s.kind is Kind.RECORD:
+        import pyarrow as pa
+
+        return [pa.field(f.name, arrow_type(f.schema), nullable=_nullable_field(s, f)) for f in s.fields]
     return [_field("value", s)]
 
 
@@ -168,6 +177,9 @@ def _converter(s: Schema) -> Convert:
     if k is Kind.STRUCT:
         fields = [(f.name, _converter(f.schema)) for f in s.fields]
         return lambda v: {name: fn(getattr(v, name)) for name, fn in fields}
+    if k is Kind.RECORD:
+        rfields = [(f.name, _converter(f.schema)) for f in s.fields]
+        return lambda v: {name: None if (x := v.get(name)) is None else fn(x) for name, fn in rfields}
     raise AssertionError(f"no converter for {k}")  # pragma: no cover
 
 
@@ -216,6 +228,10 @@ def to_arrow(
         convs = [_converter(f.schema) for f in s.fields]
         names = [f.name for f in s.fields]
         value_cols = [[fn(getattr(v, name)) for _, v in rows] for name, fn in zip(names, convs)]
+    elif s.kind is Kind.RECORD:
+        convs = [_converter(f.schema) for f in s.fields]
+        names = [f.name for f in s.fields]
+        value_cols = [[None if (x := v.get(name)) is None else fn(x) for _, v in rows] for name, fn in zip(names, convs)]
     else:
         conv = _converter(s)
         value_cols = [[conv(v) for _, v in rows]]

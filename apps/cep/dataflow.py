@@ -86,7 +86,12 @@ epoch, not per event).  A key whose state becomes empty (nothing buffered, no pa
 match) is dropped (``ctx.clear()``), so idle keys cost nothing -- unless
 ``keep_idle_keys=True``.  The state type is
 ``CepState[event_type, time_type]``: ``event_type`` must be a type tstate can encode
-(an attrs class, a tuple of scalars, ...), checked when the dataflow is built.
+(an attrs class, a tuple of scalars, a ``TypedDict`` for dict records, ...), checked when
+the dataflow is built.  Records may be plain dicts (the rows ``ts.io.parquet`` /
+``ts.io.csv`` give): without ``event_type`` the type is the source's
+(:meth:`~tstate.io.sources.Source.record_type`, a ``TypedDict`` of the file's columns),
+and the first record is checked against it (a mismatch raises
+:class:`~tstate.errors.StateTypeError` naming the column).
 """
 
 from __future__ import annotations
@@ -100,7 +105,7 @@ from typing import Any, Generic, Optional, TypeVar
 from attrs import define, field, frozen
 
 from tstate.dataflow import DEFAULT_BINS, Dataflow, StatefulStream, Stream
-from tstate.errors import ConfigurationError
+from tstate.errors import ConfigurationError, StateTypeError
 from tstate.io.sinks import Collected
 from tstate.io.sources import UNIX_EPOCH, EventTime
 
@@ -311,8 +316,11 @@ def cep(
     * ``lateness``: how far behind the watermark an event may arrive and still be
       matched (a number of event-time units or a ``timedelta``).
 
-    ``event_type`` / ``time_type``: the record and event-time types, for the state's
-    codec (``time_type`` defaults to ``int`` for numbers, ``datetime`` for datetimes);
+    ``event_type``: the records' type, for the state's codec -- default the source's
+    (:meth:`~tstate.io.sources.Source.record_type`: for ``ts.io.parquet``/``csv`` dict
+    rows a ``TypedDict`` of the file's columns, checked on the first record; for
+    ``flight_source`` ``FlightEvent``); ``time_type``: the event time's type (default
+    ``int`` for numbers, ``datetime`` for datetimes);
     ``report_timeouts``: see :class:`Matcher`;
     ``keep_idle_keys``: keep a key's state when it becomes empty instead of dropping
     it (faster when a bounded set of keys is active all the time -- the flight app's
@@ -326,8 +334,15 @@ def cep(
         raise ConfigurationError("cep: key must be a function of the record")
     clock = resolve_clock(stream, pattern, time, epoch, lateness, time_unit, time_type)
     time = clock.time
-    if event_type is None:
-        event_type = Any
+    inferred = event_type is None
+    if inferred:
+        src = stream.origin_source()
+        event_type = src.record_type() if src is not None else None
+        if event_type is None:
+            raise ConfigurationError(
+                "cep: event_type= is needed: the stream does not come from a source that declares the type of "
+                "its records (ts.io.parquet / ts.io.csv: a TypedDict of the columns; flight_source: FlightEvent)"
+            )
     m: Matcher[Any] = Matcher(
         pattern, event_type=event_type, time_type=clock.time_type, time_unit=clock.unit,
         report_timeouts=report_timeouts,
@@ -414,14 +429,45 @@ def cep(
             s.wake = need
 
     on_event.__name__ = "cep"  # the operator's default name ("cep", "cep#3", ...)
+    handler = on_event
+    if inferred:  # check the first record against the type inferred from the source
+        handler = _checking_first(on_event, event_type, lambda: op.name)
     flow.record_types(Match, TimedOut)  # the records it emits (they cross Spark exchanges)
-    op = flow.stateful(stream, key=key, state=state_type, bins=bins, name=name)(on_event)
+    op = flow.stateful(stream, key=key, state=state_type, bins=bins, name=name)(handler)
     op.on_notify(on_timer)
     nm = op.name
     matches = op.flat_map(_pick(MATCH), name=f"{nm}.matches")
     timeouts = op.flat_map(_pick(TIMEOUT), name=f"{nm}.timeouts")
     late = op.flat_map(_pick(LATE), name=f"{nm}.late")
     return CepStreams(matches, timeouts, late, op, m, E_, L_)
+
+
+def _checking_first(
+    on_event: Callable[[Any, Any, Any], None], event_type: Any, op_name: Callable[[], str]
+) -> Callable[[Any, Any, Any], None]:
+    """``on_event`` that first checks the first record it sees against ``event_type``
+    (raising :class:`~tstate.errors.StateTypeError` naming the field), then no more."""
+    from tstate.types.check import Mismatch, compile_checker
+    from tstate.types.schema import analyse, root_label
+
+    schema = analyse(event_type)
+    check = compile_checker(schema)
+    pending = [True]
+
+    def on_event_checked(s: Any, rec: Any, ctx: Any) -> None:
+        if pending[0]:
+            try:
+                check(rec)
+            except Mismatch as m:
+                raise StateTypeError(
+                    f"{op_name()}: the record {rec!r} does not match {schema.name}, the type inferred from the "
+                    f"source's columns: {m.error(root_label(schema))} (give event_type= to declare it)"
+                ) from None
+            pending[0] = False
+        on_event(s, rec, ctx)
+
+    on_event_checked.__name__ = "cep"
+    return on_event_checked
 
 
 def _time_error(rec: Any, t: Any, epoch: Any, origin: Any) -> ConfigurationError:

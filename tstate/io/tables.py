@@ -20,7 +20,9 @@ A missing file or column, a null or unreadable time value raise
 ``cep``) the time column and the epoch, so they need not be given again: for a
 timestamp column, datetimes with a ``timedelta`` epoch (integers in the column's unit
 with ``timestamps="int"``); for a numeric column, numbers with ``epoch`` in the
-column's unit.  It reads the file's schema (Parquet metadata, or a CSV's first block).
+column's unit.  :meth:`TableSource.record_type` gives the records' type (a ``TypedDict``
+of the columns, for dict records).  Both read the file's schema (Parquet metadata, or a
+CSV's first block).
 """
 
 from __future__ import annotations
@@ -154,6 +156,16 @@ class TableSource(Source):
         if self.columns is not None:
             schema = pa.schema([schema.field(c) for c in self.columns])
         return schema
+
+    def record_type(self) -> Any:
+        """The type of the records: ``record`` if it is a class, else the ``TypedDict``
+        of the rows (:func:`tstate.types.arrow.record_type` of the file's columns;
+        ``None`` if a column has no Python state type, or ``record`` is a function)."""
+        if self.record is not None:
+            return self.record if isinstance(self.record, type) else None
+        from tstate.types.arrow import record_type
+
+        return record_type(self.arrow_schema(), "Row", timestamps=self.timestamps)
 
     def event_time(self) -> Optional[EventTime]:
         """The time column as event time (see the module docstring); None for a date

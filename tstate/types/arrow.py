@@ -34,8 +34,10 @@ containers changed.  pyarrow is imported on first use.
 
 from __future__ import annotations
 
+import datetime as _dt
 import enum
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+import typing
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from tstate.errors import StateTypeError
 from tstate.types.check import Mismatch, compile_checker
@@ -44,7 +46,7 @@ from tstate.types.schema import Kind, Schema, analyse, root_label
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["arrow_type", "arrow_schema", "to_arrow"]
+__all__ = ["arrow_type", "arrow_schema", "python_type", "record_type", "to_arrow"]
 
 Convert = Callable[[Any], Any]
 
@@ -264,3 +266,61 @@ def _infer_keys(keys: list[Any], key_name: str) -> tuple[list[pa.Field], list[pa
         arrays = [_array([_infer_key(k) for k in keys], None, key_name)]
     fields = [pa.field(n, a.type, nullable=a.null_count > 0 or a.type == pa.null()) for n, a in zip(names, arrays)]
     return fields, arrays
+
+
+# ---------------------------------------------------------------------- Arrow -> Python
+
+
+def python_type(tp: pa.DataType, *, timestamps: str = "datetime") -> Any:
+    """The Python type of the values ``to_pylist()`` gives for Arrow type ``tp`` (a
+    state type), or ``None`` when there is none: ``int64`` ``int``, ``double``
+    ``float``, ``string`` ``str``, ``timestamp`` ``datetime`` (``int`` with
+    ``timestamps="int"``), ``date32`` ``date``, ``list<T>`` ``list[T]``, a struct a
+    ``TypedDict``, dictionary-encoded as its values (decimals, durations, ...: None)."""
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_dictionary(tp):
+        return python_type(tp.value_type, timestamps=timestamps)
+    if t.is_boolean(tp):
+        return bool
+    if t.is_integer(tp):
+        return int
+    if t.is_floating(tp):
+        return float
+    if t.is_string(tp) or t.is_large_string(tp):
+        return str
+    if t.is_binary(tp) or t.is_large_binary(tp) or t.is_fixed_size_binary(tp):
+        return bytes
+    if t.is_timestamp(tp):
+        return int if timestamps == "int" else _dt.datetime
+    if t.is_date(tp):
+        return _dt.date
+    if t.is_null(tp):
+        return type(None)
+    if t.is_list(tp) or t.is_large_list(tp):
+        item = python_type(tp.value_type, timestamps=timestamps)
+        if item is None:
+            return None
+        inner = Optional[item] if tp.value_field.nullable and item is not type(None) else item
+        return list[inner]  # type: ignore[valid-type]
+    if t.is_struct(tp):
+        fields = [tp.field(i) for i in range(tp.num_fields)]
+        return record_type(pa.schema(fields), "Struct", timestamps=timestamps)
+    return None
+
+
+def record_type(schema: pa.Schema, name: str = "Row", *, timestamps: str = "datetime") -> Any:
+    """A ``TypedDict`` of the rows ``to_pylist()`` gives for an Arrow ``schema``: one key
+    per column, ``Optional`` when the column is nullable; ``None`` when a column has
+    no Python state type (see :func:`python_type`).  The class is named ``name`` in
+    module ``tstate.types.arrow``, so equal schemas give equal state fingerprints."""
+    fields: dict[str, Any] = {}
+    for f in schema:
+        py = python_type(f.type, timestamps=timestamps)
+        if py is None:
+            return None
+        fields[f.name] = Optional[py] if f.nullable and py is not type(None) else py
+    td = typing.TypedDict(name, fields)  # type: ignore[misc]
+    td.__module__ = __name__
+    return td

@@ -115,3 +115,35 @@ def test_a_stream_knows_the_source_it_carries(tmp_path):
     assert s.filter(bool).exchange(lambda r: 0).inspect(print).origin_source() is src  # records unchanged
     assert s.map(lambda r: r).origin_source() is None  # records may differ
     assert flow.input("in").origin_source() is None
+
+
+def test_the_source_declares_its_record_type(tmp_path):
+    from typing import Optional
+
+    from tstate.types import StateCodec
+
+    base = dt.datetime(2001, 1, 1)
+    table = pa.table(
+        {"date": [base], "n": pa.array([1], pa.int32()), "x": [1.5], "s": ["a"], "tags": [["p", None]],
+         "pos": [{"lat": 1.0, "lon": None}]}
+    )  # fmt: skip
+    p = tmp_path / "r.parquet"
+    pq.write_table(table, p)
+    rt = ts.io.parquet(p, time="date").record_type()
+    hints = rt.__annotations__
+    assert hints["date"] == Optional[dt.datetime] and hints["n"] == Optional[int] and hints["s"] == Optional[str]
+    assert hints["tags"] == Optional[list[Optional[str]]]
+    rows = table.to_pylist()
+    codec = StateCodec(list[rt])
+    assert codec.decode(codec.encode(rows)) == rows  # the rows the source gives are values of it
+    assert ts.io.parquet(p, time="date", timestamps="int").record_type().__annotations__["date"] == Optional[int]
+    assert ts.io.parquet(p, time="date", columns=["n"]).record_type().__annotations__.keys() == {"n", "date"}
+
+    @frozen
+    class Rec:
+        date: dt.datetime
+
+    assert ts.io.parquet(p, time="date", columns=["date"], record=Rec).record_type() is Rec
+    dec = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"date": [base], "d": pa.array([1], pa.decimal128(5, 2))}), dec)
+    assert ts.io.parquet(dec, time="date").record_type() is None  # no Python state type for decimals

@@ -116,20 +116,21 @@ def _parse_error(text: str, exc: Any) -> SqlError:
     import lark
 
     line, column = getattr(exc, "line", 0) or 0, getattr(exc, "column", 0) or 0
-    expected = sorted({_readable(t) for t in (getattr(exc, "expected", None) or getattr(exc, "allowed", None) or ())})
+    terms = getattr(exc, "accepts", None) or getattr(exc, "expected", None) or getattr(exc, "allowed", None) or ()
+    expected = sorted({_readable(t) for t in terms if t != "$END"})
     if isinstance(exc, lark.exceptions.UnexpectedToken):
         tok = exc.token
-        what = "the end of the query" if tok.type == "$END" else repr(str(tok))
+        what = "end of the query" if tok.type == "$END" else repr(str(tok))
         if tok.type == "$END":
             lines = text.splitlines() or [""]
             line, column = len(lines), len(lines[-1]) + 1
     elif isinstance(exc, lark.exceptions.UnexpectedCharacters):
-        what = repr(text[exc.pos_in_stream]) if exc.pos_in_stream < len(text) else "the end"
+        what = repr(text[exc.pos_in_stream]) if exc.pos_in_stream < len(text) else "end of the query"
     else:
-        what = "the end of the query"
+        what = "end of the query"
         lines = text.splitlines() or [""]
         line, column = len(lines), len(lines[-1]) + 1
-    hint = f"; expected {', '.join(expected[:10])}{' ...' if len(expected) > 10 else ''}" if expected else ""
+    hint = f"; expected {', '.join(expected[:16])}{' ...' if len(expected) > 16 else ''}" if expected else ""
     return sql_error(text, line, column, f"syntax error: unexpected {what}{hint}")
 
 

@@ -331,3 +331,35 @@ def test_the_query_as_a_dataflow_operator() -> None:
     assert all(t == (r["stop"] - dt.datetime(1970, 1, 1)) // dt.timedelta(hours=1) for t, r in rows.items)
     with pytest.raises(SqlError, match="orders rows by time only"):
         match_recognize("ORDER BY date, delay PATTERN (A) DEFINE A AS A.delay > 0").cep(flow, src)
+
+
+# ---- the README's table of MATCH_RECOGNIZE / Flink CEP / apps.cep -------------------------------
+
+
+def test_the_readme_table_says_what_the_front_end_does() -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[3] / "apps" / "cep" / "README.md").read_text()
+    table = readme[readme.index("| MATCH_RECOGNIZE | Flink CEP (Java) | `apps.cep` |") :]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:] if line.startswith("|")]
+    by_sql = {r[0]: r for r in rows}
+    for clause in ("PATTERN (A B)", "B+", "B*", "B?", "B{3}", "B{2,}", "WITHIN INTERVAL '1' HOUR",
+                   "AFTER MATCH SKIP TO NEXT ROW", "AFTER MATCH SKIP TO FIRST A", "PARTITION BY origin"):  # fmt: skip
+        assert f"`{clause}`" in by_sql, clause
+
+    def stage_of(p: Pattern) -> tuple:
+        b = p.stages[1]
+        return (b.min_times, b.max_times, b.optional, b.greedy, b.inner, b.inner_set, b.contiguity)
+
+    for q in ("B+", "B*", "B?", "B{3}", "B{2,}"):
+        api = re.findall(r"`([^`]*)`", by_sql[f"`{q}`"][2])[0]
+        written = eval('Pattern.begin("A").next("B")' + api + '.next("C")', {"Pattern": Pattern})
+        compiled = match_recognize(f"ORDER BY t PATTERN (A {q} C) DEFINE A AS A.x > 0").pattern
+        assert stage_of(written) == stage_of(compiled), q
+    for sql, skip in (
+        ("AFTER MATCH SKIP TO NEXT ROW", AfterMatchSkip.skip_to_next()),
+        ("AFTER MATCH SKIP TO FIRST A", AfterMatchSkip.skip_to_first("A").throw_exception_on_miss()),
+    ):
+        api = re.findall(r"`([^`]*)`", by_sql[f"`{sql}`"][2])[0]
+        assert eval("AfterMatchSkip." + api, {"AfterMatchSkip": AfterMatchSkip}) == skip
+        assert match_recognize(f"ORDER BY t {sql} PATTERN (A B) DEFINE A AS A.x > 0").pattern.skip == skip

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -507,9 +507,3 @@ class _Compiler:
             out.append((name, name_of(alias) if alias is not None else name))
         return tuple(out)
 
-
-def columns_of(rows: Iterable[dict[str, Any]]) -> list[str]:
-    """The keys of the first row (a helper for printing results)."""
-    for r in rows:
-        return list(r)
-    return []

@@ -97,10 +97,16 @@ def interval_value(literal: str, start: str, end: Optional[str]) -> dt.timedelta
     if len(parts) != len(units) or not all(parts):
         raise ValueError(f"{literal!r} does not fit {start}{' TO ' + end if end else ''}")
     seconds = 0.0
+    limits = {"HOUR": 24, "MINUTE": 60, "SECOND": 60}
     for i, (p, u) in enumerate(zip(parts, units)):
-        v = float(p)
-        if v < 0 or (i and u != "SECOND" and not p.isdigit()):
-            raise ValueError(f"{literal!r}: bad {u.lower()} field {p!r}")
+        try:
+            v = float(p)
+        except ValueError:
+            raise ValueError(f"{literal!r}: {p!r} is not a number of {u.lower()}s") from None
+        if v < 0 or (u != "SECOND" and not p.isdigit()):
+            raise ValueError(f"{literal!r}: {p!r} is not a whole number of {u.lower()}s")
+        if i and v >= limits[u]:
+            raise ValueError(f"{literal!r}: {p!r} {u.lower()}s is out of range (< {limits[u]})")
         seconds += v * _UNIT_SECONDS[u]
     return dt.timedelta(seconds=sign * seconds)
 
@@ -125,7 +131,7 @@ def _mod(a: Any, b: Any) -> Any:
 
 
 def _concat(a: Any, b: Any) -> Any:
-    return f"{a}{b}"
+    return f"{a}{b}"  # SQL casts both sides to strings
 
 
 _BINARY: dict[str, Callable[[Any, Any], Any]] = {

@@ -159,6 +159,17 @@ class Stream:
     def __repr__(self) -> str:
         return f"<Stream from {self.name!r}>"
 
+    def origin_source(self) -> Any:
+        """The :class:`~tstate.io.sources.Source` whose records this stream carries
+        unchanged -- the stream of ``flow.source(src)``, or one derived from it only by
+        ``filter``, ``inspect`` and ``exchange`` -- or ``None`` (an input, a ``map``,
+        ...).  Operators ask it what the source declares (event time, record type)."""
+        nodes = self.flow._nodes
+        spec = nodes[self.node]
+        while spec.kind in ("filter", "inspect", "exchange") and spec.inputs and spec.inputs[0] is not None:
+            spec = nodes[spec.inputs[0][0]]
+        return spec.options.get("source") if spec.kind == "source" else None
+
     # -- stateless operators --------------------------------------------------------
     def map(self, fn: Callable[[Any], Any], name: Optional[str] = None) -> "Stream":
         """Apply ``fn`` to every record."""

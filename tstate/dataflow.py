@@ -179,6 +179,17 @@ class Stream:
     def __repr__(self) -> str:
         return f"<Stream from {self.name!r}>"
 
+    def origin_source(self) -> Any:
+        """The :class:`~tstate.io.sources.Source` whose records this stream carries
+        unchanged -- the stream of ``flow.source(src)``, or one derived from it only by
+        ``filter``, ``inspect`` and ``exchange`` -- or ``None`` (an input, a ``map``,
+        ...).  Operators ask it what the source declares (event time, record type)."""
+        nodes = self.flow._nodes
+        spec = nodes[self.node]
+        while spec.kind in ("filter", "inspect", "exchange") and spec.inputs and spec.inputs[0] is not None:
+            spec = nodes[spec.inputs[0][0]]
+        return spec.options.get("source") if spec.kind == "source" else None
+
     # -- stateless operators --------------------------------------------------------
     def map(self, fn: Callable[[Any], Any], name: Optional[str] = None) -> "Stream":
         """Apply ``fn`` to every record."""
@@ -548,7 +559,14 @@ class Dataflow:
         ``list[int]``, ``dict[str, Route]``, ...); it is checked when the dataflow is
         built.  A key seen for the first time starts from ``default()`` (default: the
         type called with no arguments).  ``fn`` mutates the state in place, or returns
-        a new value to replace it.  ``ctx`` is a :class:`~tstate.state.context.Context`
+        a new value to replace it.  A state that cannot change in place (``int``,
+        ``float``, ``str``, ``bytes``, ``bool``, datetimes, enums, tuples, frozensets and
+        frozen attrs classes of such values; ``None`` for an ``Optional`` state) must be
+        returned -- return the old value to keep it: returning ``None`` raises
+        :class:`~tstate.errors.StateReturnError` naming the operator and key, and a
+        function with no ``return <value>`` at all is refused here, when the dataflow
+        is built (:func:`tstate.state.declaration.returns_required`).  The ``on_notify``
+        handler may return ``None`` to keep any state.  ``ctx`` is a :class:`~tstate.state.context.Context`
         (``emit``, ``time``, ``key``, ``notify_at``, ``clear``).  Records of one key are
         applied in timestamp order.  The decorated name becomes a :class:`StatefulStream`
         whose ``on_notify`` decorator registers the timer handler
@@ -581,8 +599,9 @@ class Dataflow:
         name: Optional[str],
         fold: bool,
     ) -> Callable[[Callable[..., Any]], "StatefulStream"]:
+        from tstate.errors import StateReturnError
         from tstate.keys import check_bins
-        from tstate.state.declaration import default_factory
+        from tstate.state.declaration import default_factory, never_returns_a_value, returns_required
         from tstate.types.schema import analyse
 
         check_bins(bins)
@@ -590,18 +609,24 @@ class Dataflow:
             raise ConfigurationError(f"stateful: key must be a function of the record, got {key!r}")
         schema = analyse(state)
         new_state = default if default is not None else default_factory(state)
+        returns = "never" if fold else returns_required(schema)
 
         def decorate(fn: Callable[..., Any]) -> "StatefulStream":
             from tstate.operators.stateful import StatefulRuntime
 
             scope = self._scope_of([stream], "stateful")
             nm = self._fn_name(fn, "stateful", name)
+            if returns == "always" and never_returns_a_value(fn):
+                raise StateReturnError(
+                    f"stateful operator {nm!r}: {fn.__qualname__} never returns a value, but its state type "
+                    f"{schema.name} cannot change in place: return the new state (return the old one to keep it)"
+                )
             spec = self._add_node(
                 nm, "stateful", scope, [(stream.node, stream.port)], [Exchange(key, bins)], 1, StatefulRuntime,
                 summary=[[[PathSummary.identity(scope.depth)]]],
                 options={
                     "fn": fn, "key": key, "state_type": state, "schema": schema, "new_state": new_state,
-                    "bins": bins, "handlers": {}, "fold": fold,
+                    "bins": bins, "handlers": {}, "fold": fold, "returns": returns,
                 },
             )
             return StatefulStream(self, spec.index, scope)

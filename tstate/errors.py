@@ -36,6 +36,14 @@ class OperatorError(TstateError):
     original exception is chained as ``__cause__``."""
 
 
+class StateReturnError(OperatorError):
+    """A stateful operator's function returned ``None`` for a state that cannot change
+    in place (``state=int``, a tuple, a frozen attrs class...): it must return the new
+    state.  Raised when the dataflow is built if the function has no ``return`` with a
+    value at all, else when it returns ``None``; the message names the operator, the
+    function, and (at run time) the key, time and record."""
+
+
 class StateTypeError(TstateError):
     """A state type cannot be encoded, or a value does not match its declaration.
     The message carries the field path, e.g. ``Route.delays[]``."""

@@ -214,6 +214,7 @@ def test_timer_before_current_time_is_an_error():
     @flow.stateful(inp, key=lambda r: r, state=int, name="early")
     def early(s, r, ctx):
         ctx.notify_at(ctx.time - 1)
+        return s
 
     early.on_notify(lambda s, t, ctx: None)
     inp.advance_to(3)

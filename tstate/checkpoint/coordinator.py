@@ -363,11 +363,17 @@ class Coordinator:
         return snapshot
 
     def _meta_at(self, t: int) -> dict[str, Any]:
-        """The checkpoint's metadata (source positions at ``t``, workers, time)."""
+        """The checkpoint's metadata (source positions at ``t``, workers, time, and the
+        sources' epoch unit when they declare one)."""
         positions = {op.name: op.position_at(t) for op in self._sources()}
         for op in self._sources():
             op.forget_before(t)
-        return {"sources": positions, "workers": self.exe.workers, "time": t}
+        meta: dict[str, Any] = {"sources": positions, "workers": self.exe.workers, "time": t}
+        # what an epoch is, if the sources agree (tstate.io.sources.EpochUnit): the CLI shows dates
+        units = {u for u in (getattr(getattr(op, "source", None), "epoch_unit", None) for op in self._sources()) if u}
+        if len(units) == 1:
+            meta["epoch_unit"] = units.pop().to_builtins()
+        return meta
 
     def _release(self, t: int) -> None:
         """The checkpoint at ``t`` is captured: processing continues past it."""

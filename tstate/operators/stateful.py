@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from sortedcontainers import SortedDict
 
 from tstate.capability import Capability
-from tstate.errors import GraphError, KeyFunctionError, OperatorError, TstateError
+from tstate.errors import GraphError, KeyFunctionError, OperatorError, StateReturnError, TstateError
 from tstate.keys import KeyRouter
 from tstate.operators.base import OperatorRuntime
 from tstate.progress.timestamp import epoch, less_equal
@@ -58,6 +58,9 @@ class StatefulRuntime(OperatorRuntime):
         self.key: Callable[[Any], Any] = o["key"]
         self.new_state: Callable[[], Any] = o["new_state"]
         self.fold: bool = o.get("fold", False)
+        #: 0: ``fn`` may return None (mutable state); 1: it must return the new state;
+        #: 2: it must when the state is None (``Optional[T]``; see returns_required)
+        self.must_return: int = {"never": 0, "always": 1, "when None": 2}[o.get("returns", "never")]
         self.keys = KeyRouter(o["bins"])
         self.bins: dict[int, Bin] = {}
         self._key_bin: dict[Any, Bin] = {}
@@ -319,6 +322,7 @@ class StatefulRuntime(OperatorRuntime):
         key = self.key
         key_bin = self._key_bin
         new_state = self.new_state
+        must_return = self.must_return
         r: Any = None
         cow = self.cow
         try:
@@ -344,6 +348,8 @@ class StatefulRuntime(OperatorRuntime):
                     else:
                         if ns is not None:
                             states[k] = ns
+                        elif must_return and (must_return == 1 or s is None):
+                            raise self._no_return(k, s, r, t)
                         b.dirty[k] = None
             else:  # the hot path: no checkpoint bookkeeping
                 key_states = self._key_states
@@ -369,6 +375,8 @@ class StatefulRuntime(OperatorRuntime):
                             st[k] = ns
                     elif ctx._cleared:
                         ctx._cleared = False
+                    elif must_return and (must_return == 1 or s is None):
+                        raise self._no_return(k, s, r, t)
         except TstateError:
             raise
         except Exception as exc:
@@ -476,6 +484,15 @@ class StatefulRuntime(OperatorRuntime):
         if ctx._out:
             out, ctx._out = ctx._out, []
             self.outputs[0].push(t, out)
+
+    def _no_return(self, k: Any, s: Any, record: Any, t: Any) -> StateReturnError:
+        why = "its state is None, which" if s is None else f"its state type {self.spec.options['schema'].name}"
+        fn = getattr(self.fn, "__qualname__", repr(self.fn))
+        return StateReturnError(
+            f"operator {self.name!r} on worker {self.worker} at time {t!r}: {fn} returned None for key {k!r} "
+            f"(record {record!r}), but {why} cannot change in place: return the new state "
+            "(return the old one to keep it), or call ctx.clear()"
+        )
 
     def _error(self, exc: Exception, record: Any, t: Any) -> TstateError:
         try:

@@ -8,7 +8,7 @@ stored.
 
 **Encoded form** (msgpack, ``use_bin_type=True``): structs as maps of field name to
 value (so a field added with a default can be read from older state); lists, tuples,
-sets, frozensets and ``Array`` as arrays; dicts and ``Map`` with ``str`` keys as maps,
+sets, frozensets and ``Array`` as arrays; dicts, ``TypedDict`` records and ``Map`` with ``str`` keys as maps,
 with other keys as arrays of ``[key, value]`` pairs (so keys of any type round-trip);
 ``datetime`` / ``date`` as ISO-8601 strings (an aware datetime keeps its UTC offset);
 enums by value; ``bytes`` as bin.  :meth:`~StateCodec.to_builtins` returns that form as
@@ -101,6 +101,10 @@ def _is_array(tp: Any) -> bool:
     return typing.get_origin(tp) is Array
 
 
+def _is_record(tp: Any) -> bool:
+    return typing.is_typeddict(tp)
+
+
 def _make_converter() -> cattrs.Converter:
     """The one converter for all state types (hooks are generated per type, lazily)."""
     c = cattrs.Converter(detailed_validation=False, unstruct_collection_overrides={AbstractSet: list})
@@ -178,6 +182,23 @@ def _make_converter() -> cattrs.Converter:
         as_list = c.get_structure_hook(list[item_tp])  # type: ignore[valid-type]
         return lambda obj, _: Array._clean(as_list(obj, list[item_tp]))  # type: ignore[valid-type]
 
+    def unstructure_record(tp: Any) -> Callable[[Any], Any]:
+        hooks = {k: c.get_unstructure_hook(h) for k, h in typing.get_type_hints(tp).items()}
+        if all(h is identity for h in hooks.values()):
+            return dict
+        return lambda d: {k: hooks[k](v) for k, v in d.items()}
+
+    def structure_record(tp: Any) -> Callable[[Any, Any], Any]:
+        hints = typing.get_type_hints(tp)
+        hooks = {k: (c.get_structure_hook(h), h) for k, h in hints.items()}
+
+        def structure(obj: Any, _: Any) -> Any:
+            return {k: hooks[k][0](v, hooks[k][1]) for k, v in obj.items()}
+
+        return structure
+
+    c.register_unstructure_hook_factory(_is_record, unstructure_record)
+    c.register_structure_hook_factory(_is_record, structure_record)
     c.register_unstructure_hook_factory(_is_union, unstructure_union)
     c.register_structure_hook_factory(_is_union, structure_union)
     c.register_unstructure_hook_factory(_is_mapping, unstructure_mapping)
@@ -223,6 +244,8 @@ def _plain_for_decode(schema: Schema) -> bool:
         return schema.args[0].kind is Kind.STR and _plain_for_decode(schema.args[1])
     if k is Kind.UNION:
         return all(a.kind is not Kind.FLOAT for a in schema.args)
+    if k is Kind.RECORD:
+        return all(_plain_for_decode(f.schema) for f in schema.fields)
     return False
 
 
@@ -230,11 +253,19 @@ def _cleaner(schema: Schema) -> Callable[[Any], None] | None:
     """A function marking every tracked container inside a value clean, or ``None``
     when the type holds no tracked container."""
     k = schema.kind
-    if k is Kind.STRUCT:
+    if k is Kind.STRUCT or k is Kind.RECORD:
         parts = [(f.name, _cleaner(f.schema)) for f in schema.fields]
         fields = [(name, fn) for name, fn in parts if fn is not None]
         if not fields:
             return None
+        if k is Kind.RECORD:
+
+            def clean_record(v: Any) -> None:
+                for name, fn in fields:
+                    if name in v:
+                        fn(v[name])
+
+            return clean_record
 
         def clean_struct(v: Any) -> None:
             for name, fn in fields:

@@ -182,3 +182,24 @@ def test_unknown_algorithm_is_rejected():
     with pytest.raises(ValueError, match="unknown algorithm"):
         build(flow, flow.input(), ("pagerank", "betweenness"))
     assert set(ALGORITHMS) == {"degrees", "components", "pagerank", "triangles"}
+
+
+def test_rounds_per_epoch_are_in_the_metrics():
+    """An epoch-sequenced loop counts its rounds per epoch: PageRank in one block settles
+    every epoch in a handful (its pushes are passes within a round: the exchanges are
+    the rounds), where a round per push took ~log(change / tol) / log(1 / alpha)."""
+    from apps.graph.stream import GraphStream
+
+    rng = random.Random(2)
+    epochs = stream_of(list(GRAPHS["les_miserables"].edges()), rng, epochs=4)
+    rounds = {}
+    for blocks in (1, 4):
+        g = GraphStream(("pagerank", "components"), tol=1e-10, blocks=blocks)
+        for t, ups in epochs:
+            g.advance(t, ups)
+        rounds[blocks] = g.execution.metrics.rounds("pagerank")
+        assert set(rounds[blocks]) == {t for t, _ in epochs}
+        assert g.execution.metrics.rounds("components")  # every loop is counted
+        g.close()
+    assert max(rounds[1].values()) <= 6
+    assert all(rounds[4][t] > rounds[1][t] for t in rounds[1])  # more blocks: more exchanges

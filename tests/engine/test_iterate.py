@@ -207,3 +207,30 @@ def test_sequenced_scope_times_and_limits():
     inp.close()
     with pytest.raises(ProgressError, match="not an int in"):
         flow.run()
+
+
+@given(st.lists(st.lists(st.integers(0, 5), max_size=4), min_size=1, max_size=4), st.integers(1, 3))
+def test_propagating_only_in_front_of_frontier_readers_changes_nothing(epochs, workers):
+    """The engine propagates progress in front of operators that read a frontier (and
+    after every step); propagating after every activation as before gives the same
+    outputs, epoch by epoch, and the same rounds."""
+    from tstate.engine.execution import Execution
+
+    runs = []
+    for eager in (True, False):
+        flow, inp, loop, log = _rounds_flow(True)
+        out = loop.collect()
+        probe = loop.probe()
+        ex = flow.start(workers)
+        ex.eager_propagation = eager
+        seen = []
+        for e, ns in enumerate(epochs):
+            inp.send([(i, n) for i, n in enumerate(ns)])
+            inp.advance_to(e + 1)
+            ex.step_while(lambda: probe.less_equal(e))
+            seen.append(sorted(out.items))
+        inp.close()
+        ex.run()
+        runs.append((seen, ex.metrics.rounds("loop"), sorted(log)))
+        assert isinstance(ex, Execution)
+    assert runs[0] == runs[1]

@@ -103,8 +103,17 @@ class Checkpoints:
     background thread), ``"fork"`` (in a forked snapshot process: lower p99, higher
     median for large states) or ``"sync"`` (all on the processing path); ``retain``: how many
     committed checkpoints to keep; ``compact_after``: deltas per bin before a full
-    snapshot is written; ``resume``: start from the latest committed checkpoint if
-    there is one."""
+    snapshot is written; ``resume``: start from the latest usable checkpoint if there
+    is one (``False``: start from empty state, ignoring the directory's checkpoints).
+
+    Resuming never starts from empty state by surprise: newer checkpoints that are
+    unusable (torn, corrupt, missing files) are skipped with a
+    :class:`~tstate.checkpoint.store.CheckpointSkippedWarning` naming each and why; if
+    checkpoints exist but none is usable, the run stops with a
+    :class:`~tstate.errors.CheckpointError` listing them, unless
+    ``fresh_if_unusable=True`` (then it starts from empty state, with the warning).
+    Unusable checkpoints are never deleted automatically (evidence; see
+    :mod:`tstate.checkpoint.store`)."""
 
     directory: str = field(converter=str)
     every_epochs: Optional[int] = field(default=10, validator=_positive)
@@ -113,6 +122,7 @@ class Checkpoints:
     retain: int = 3
     compact_after: int = 8
     resume: bool = True
+    fresh_if_unusable: bool = False
 
 
 @frozen
@@ -264,7 +274,8 @@ class Coordinator:
         if not self.cfg.resume:
             return None
         start = _time.perf_counter()
-        manifest = self.store.latest()
+        # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)
+        manifest = self.store.recover(fresh_if_unusable=self.cfg.fresh_if_unusable)
         if manifest is None:
             return None
         self._fresh = False

@@ -114,6 +114,10 @@ class OperatorEntry:
         return Schema.from_builtins(self.schema).fingerprint
 
 
+def _tuple_of_refs(refs: Any) -> tuple[FileRef, ...]:
+    return tuple(refs)
+
+
 @frozen(repr=False)
 class Manifest:
     """One committed checkpoint (see the module docstring).
@@ -131,7 +135,7 @@ class Manifest:
     meta: Mapping[str, Any] = field(factory=dict, converter=lambda d: MappingProxyType(dict(d)))
     #: files outside ``data/`` that belong to this checkpoint only (``held/...``): verified
     #: with the data files, deleted with the manifest
-    attached: tuple[FileRef, ...] = field(default=(), converter=tuple)
+    attached: tuple[FileRef, ...] = field(default=(), converter=_tuple_of_refs)
 
     def __repr__(self) -> str:
         ops = ", ".join(f"{n}: {len(e.chains)}/{e.bins} bins" for n, e in self.operators.items())

@@ -609,7 +609,7 @@ class CheckpointStore:
         unreadable: list[int] = []
         scan = not self._scanned or self._commits_since_scan + 1 >= self.gc_scan_every
         names = fs.list(_MANIFESTS)
-        marked = {int(m.group(1)) for n in names if (m := _UNUSABLE.match(n))}
+        marked = {int(um.group(1)) for n in names if (um := _UNUSABLE.match(n))}
         ids = sorted(i for i in (parse_manifest_name(n) for n in names) if i is not None)
         for i in reversed(ids):
             if i >= new.id:  # new itself, or another process committed meanwhile: not ours to judge

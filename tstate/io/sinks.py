@@ -112,7 +112,8 @@ class FileSink(Sink):
     temporary file, fsync, rename: a reader never sees half an epoch).  After recovery
     from a checkpoint at ``T``, epochs ``>= T`` are recomputed and their files replaced,
     so the directory ends up as after an uninterrupted run: no duplicates, no gaps.
-    Records must be JSON-encodable (tuples become lists).  Integer epochs only.
+    Records must be JSON-encodable (tuples become lists).  Integer epochs only.  Other
+    files in ``DIR`` are never touched (a recovery deletes only ``epoch-<digits>.jsonl``).
 
     On Spark the records never reach the driver: a Spark task per completed epoch
     writes its file from the micro-batch's committed output (:meth:`commit_epoch`), so
@@ -129,11 +130,17 @@ class FileSink(Sink):
         self._done_upto: Any = None
 
     def restore(self, time: Any) -> None:
-        """Recovery from a checkpoint at ``time``: files of epochs ``>= time`` will be redone."""
+        """Recovery from a checkpoint at ``time``: files of epochs ``>= time`` will be
+        redone, so they are deleted.  Only names this sink writes
+        (``epoch-<digits>.jsonl``) are looked at: any other file in the directory
+        (``epoch-backup.jsonl``, ``notes.txt``) is left alone."""
         import os
+        import re
 
+        ours = re.compile(r"^epoch-(\d+)\.jsonl$")
         for name in os.listdir(self.directory):
-            if name.startswith("epoch-") and name.endswith(".jsonl") and int(name[6:-6]) >= time:
+            m = ours.match(name)
+            if m is not None and int(m.group(1)) >= time:
                 os.remove(os.path.join(self.directory, name))
 
     def write(self, worker: int, time: Any, records: list[Any]) -> None:

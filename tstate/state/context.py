@@ -36,12 +36,15 @@ class Context:
     - ``ctx.notify_at(t)``: a timer for this key at ``t >= ctx.time``; it fires (calling
       the ``on_notify`` handler with this key's state) once the input frontier passed
       ``t``, i.e. after every record at ``t``; timers fire in time order, once per
-      (key, time), and survive checkpoints and migration;
+      (key, time), and survive checkpoints and migration.  Inside ``on_notify`` the
+      timer must be *later* than the one firing (``t > ctx.time``): re-arming a timer
+      at its own time is refused with a :class:`~tstate.errors.ProgressError` (it
+      would fire again and again at one time; set it at a later time);
     - ``ctx.clear()``: drop this key's state (a value returned by the call is discarded;
       timers stay);
     - ``ctx.worker`` / ``ctx.workers``."""
 
-    __slots__ = ("_op", "time", "key", "_out", "_cleared")
+    __slots__ = ("_op", "time", "key", "_out", "_cleared", "_firing")
 
     def __init__(self, op: "StatefulRuntime") -> None:
         self._op = op
@@ -49,16 +52,23 @@ class Context:
         self.key: Any = None
         self._out: list[Any] = []
         self._cleared = False
+        self._firing = False  # inside on_notify: the timer at ``time`` is firing
 
     def emit(self, record: Any) -> None:
         """Send ``record`` downstream at ``ctx.time``."""
         self._out.append(record)
 
     def notify_at(self, time: Any) -> None:
-        """Set a timer for the current key at ``time`` (``>= ctx.time``)."""
+        """Set a timer for the current key at ``time`` (``>= ctx.time``; inside
+        ``on_notify``, ``> ctx.time``: a timer fires once per key and time)."""
         if not less_equal(self.time, time):
             raise ProgressError(
                 f"operator {self._op.name!r}: timer at {time!r} for key {self.key!r} is before the current time {self.time!r}"
+            )
+        if self._firing and time == self.time:
+            raise ProgressError(
+                f"operator {self._op.name!r}: on_notify for key {self.key!r} at time {time!r} set a timer at that same "
+                "time; a timer fires once per key and time, so it would fire again and again: set it at a later time"
             )
         self._op._add_timer(self.key, time)
 

@@ -36,6 +36,8 @@ def test_stray_files_in_the_output_directory_survive_a_resume(tmp_path: Any) -> 
     for name, text in strays.items():
         with open(os.path.join(out, name), "w") as f:
             f.write(text)
+    with open(os.path.join(out, "epoch-000000000001.jsonl.tmp-0badf00d"), "w") as f:
+        f.write("[half")  # a crashed writer's temporary: ours, deleted
     ex2 = build(out).start(2, checkpoint=cfg)
     assert ex2.restored is not None
     ex2.run()

@@ -634,7 +634,9 @@ class CheckpointStore:
         # files of checkpoints up to an unreadable manifest: it may name any of them
         protect = max(unreadable, default=0)
         referenced = {r.path for m in (*kept, *evidence) for r in m.files()}
-        live_ids = {m.id for m in (*kept, *evidence)} | set(unreadable)
+        # a manifest from before attached files were listed names its held file only in
+        # its metadata: that keeps it too
+        referenced |= {p for m in (*kept, *evidence) for p in _attached_in(m.meta, ATTACHED_DIRS)}
 
         def owner(path: str) -> int | None:
             name = path.rsplit("/", 1)[-1]
@@ -667,15 +669,13 @@ class CheckpointStore:
                 self._delete(f"{_MANIFESTS}/{name}")  # its checkpoint was removed (by hand): the marker goes too
         active = set(self._active)
 
-        def garbage(path: str, parsed: tuple[int, str] | None, attached: bool) -> bool:
+        def garbage(path: str, parsed: tuple[int, str] | None) -> bool:
             if path in referenced or parsed is None:  # None: not a name this store writes, leave it alone
                 return False
             o, token = parsed
             if any(token.startswith(a) for a in active) or o > new.id:  # a checkpoint still being written
                 return False
-            # an attached file belongs to the checkpoint of its id (a manifest from before
-            # attached files were listed names it only in its metadata)
-            return o > protect and not (attached and o in live_ids)
+            return o > protect
 
         for op in fs.list_dirs(_DATA):
             op_path = f"{_DATA}/{op}"
@@ -683,7 +683,7 @@ class CheckpointStore:
                 bin_path = f"{op_path}/{b}"
                 for name in fs.list(bin_path):
                     path = f"{bin_path}/{name}"
-                    if garbage(path, parse_data_name(name), False):
+                    if garbage(path, parse_data_name(name)):
                         self._delete(path)
                 fs.remove_dir(bin_path)
             fs.remove_dir(op_path)
@@ -691,11 +691,22 @@ class CheckpointStore:
             d = d.rstrip("/")
             for name in fs.list(d):
                 path = f"{d}/{name}"
-                if garbage(path, parse_attached_name(name), True):
+                if garbage(path, parse_attached_name(name)):
                     self._delete(path)
         for name in fs.list(""):
             if name.startswith(".probe" + TMP_MARK):
                 self._delete(name)
+
+
+def _attached_in(value: Any, dirs: tuple[str, ...], depth: int = 0) -> Iterator[str]:
+    """Strings naming a file of ``dirs`` anywhere in metadata ``value``."""
+    if isinstance(value, str):
+        if value.startswith(dirs):
+            yield value
+    elif depth < 4 and (isinstance(value, (list, tuple)) or hasattr(value, "values")):
+        items = value.values() if hasattr(value, "values") else value
+        for v in items:
+            yield from _attached_in(v, dirs, depth + 1)
 
 
 @define

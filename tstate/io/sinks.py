@@ -131,17 +131,21 @@ class FileSink(Sink):
 
     def restore(self, time: Any) -> None:
         """Recovery from a checkpoint at ``time``: files of epochs ``>= time`` will be
-        redone, so they are deleted.  Only names this sink writes
-        (``epoch-<digits>.jsonl``) are looked at: any other file in the directory
-        (``epoch-backup.jsonl``, ``notes.txt``) is left alone."""
+        redone, so they are deleted, with the temporaries of a writer that crashed.
+        Only names this sink writes (``epoch-<digits>.jsonl``, and
+        ``epoch-<digits>.jsonl.tmp-<hex>`` while writing) are looked at: any other file
+        in the directory (``epoch-backup.jsonl``, ``notes.txt``) is left alone."""
         import os
         import re
 
-        ours = re.compile(r"^epoch-(\d+)\.jsonl$")
+        ours = re.compile(r"^epoch-(\d+)\.jsonl(\.tmp-[0-9a-f]+)?$")
         for name in os.listdir(self.directory):
             m = ours.match(name)
-            if m is not None and int(m.group(1)) >= time:
-                os.remove(os.path.join(self.directory, name))
+            if m is not None and (m.group(2) is not None or int(m.group(1)) >= time):
+                try:
+                    os.remove(os.path.join(self.directory, name))
+                except FileNotFoundError:
+                    pass
 
     def write(self, worker: int, time: Any, records: list[Any]) -> None:
         self._buffers.setdefault(time, []).extend(records)

@@ -52,7 +52,6 @@ def test_a_damaged_held_file_falls_back_to_the_previous_checkpoint(spark: Any, t
     ms = store.manifests()
     assert [m.id for m in ms] == [1, 2, 3] and all(m.meta["spark"]["held"] for m in ms)
     held = ms[-1].meta["spark"]["held"]
-    assert [r.path for r in ms[-1].attached] == [held]
     assert all(os.path.exists(os.path.join(ck, m.meta["spark"]["held"])) for m in ms)  # each checkpoint keeps its own
     path = os.path.join(ck, held)
     if how == "delete":
@@ -81,6 +80,9 @@ def test_a_damaged_held_file_falls_back_to_the_previous_checkpoint(spark: Any, t
     ref_out, ref_tot = embedded(ROWS, workers=2, delay=1)
     assert sorted([p for p in out1 if p[0] < 2] + out2.items, key=repr) == ref_out
     assert sorted([p for p in tot1 if p[0] < 2] + tot2.items, key=repr) == ref_tot
+    # and the durable output (every committed batch's, both runs): each record once
+    rows = b2.output(tot2).collect()
+    assert sorted(((r["time"], (r["_1"], r["_2"])) for r in rows), key=repr) == ref_tot
     # evidence kept: the damaged checkpoint's manifest, marker and files
     after = tree(ck)
     named = {ms[-1].name} | {r.path for r in ms[-1].files()}
@@ -88,6 +90,7 @@ def test_a_damaged_held_file_falls_back_to_the_previous_checkpoint(spark: Any, t
         if p in before:
             assert after[p] == before[p], p
     assert "manifests/ckpt-000003.unusable" in after
+    assert [r.path for r in ms[-1].attached] == [held]  # verified as part of its checkpoint
 
 
 def test_a_streaming_query_past_the_fallback_is_refused(spark: Any, tmp_path: Any) -> None:

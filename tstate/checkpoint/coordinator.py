@@ -410,7 +410,7 @@ class Coordinator:
                 op.cow.drain()
             frozen = Frozen(codec, name)
             for b in op.bins.values():
-                if not (b.full or b.dirty or b.removed):
+                if not b.changed():
                     continue
                 if b.is_empty():  # every key cleared, no timer: the checkpoint has no chain for it
                     items.append((name, frozen, b.index, "drop", [], [], [], codec.fingerprint))
@@ -458,7 +458,7 @@ class Coordinator:
             schemas.setdefault(op.name, self._schema_of(op))
             changed: list[tuple[Bin, dict[Any, None], dict[Any, None], Optional[bool]]] = []
             for b in op.bins.values():
-                if b.full or b.dirty or b.removed:
+                if b.changed():
                     if b.is_empty():  # every key cleared, no timer: the checkpoint drops its chain
                         self._chains[op.name, b.index] = 0
                         changed.append((b, b.dirty, b.removed, None))

@@ -241,6 +241,7 @@ class StatefulRuntime(OperatorRuntime):
         b.add_timer(t, key)
         if self.track_dirty:
             b.dirty[key] = None
+            b.timers_changed = True  # (clear() may drop the key from dirty: the timer stays)
         self._index_timer(t, b.index)
 
     # -- activation -----------------------------------------------------------------
@@ -463,6 +464,8 @@ class StatefulRuntime(OperatorRuntime):
             keys = b.timers.pop(t, None)
             if not keys:
                 continue
+            if track:
+                b.timers_changed = True
             states = b.states
             cow = self.cow
             for k in keys:

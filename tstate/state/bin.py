@@ -8,8 +8,9 @@ hash (see :mod:`tstate.keys`).  A bin holds
 - ``dirty``: keys changed since the last checkpoint (insertion-ordered), ``removed``:
   keys cleared since then that the last checkpoint may hold (its next delta deletes
   them), ``added``: keys created since then (clearing one of those needs no
-  tombstone: no checkpoint holds it), ``full``: the next checkpoint must write the
-  whole bin (all three are kept only while checkpointing);
+  tombstone: no checkpoint holds it), ``timers_changed``: a timer was set or fired
+  since then (a delta carries the whole timer set), ``full``: the next checkpoint must
+  write the whole bin (all these are kept only while checkpointing);
 
 and is what moves between workers and what a checkpoint writes (encoded by
 :mod:`tstate.state.payload`: the same bytes for a checkpoint file and a migration
@@ -26,7 +27,7 @@ __all__ = ["Bin"]
 class Bin:
     """The state of one bin (see the module docstring)."""
 
-    __slots__ = ("index", "states", "timers", "dirty", "removed", "added", "full")
+    __slots__ = ("index", "states", "timers", "dirty", "removed", "added", "timers_changed", "full")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -35,6 +36,7 @@ class Bin:
         self.dirty: dict[Any, None] = {}
         self.removed: dict[Any, None] = {}  # keys cleared since the last checkpoint (tombstones)
         self.added: dict[Any, None] = {}  # keys created since the last checkpoint
+        self.timers_changed = False  # a timer set or fired since the last checkpoint
         self.full = False  # the next checkpoint writes the whole bin (e.g. it just moved here)
 
     def __len__(self) -> int:
@@ -85,11 +87,16 @@ class Bin:
             if self.added.pop(key, _MISSING) is _MISSING and track:
                 self.removed[key] = None
 
+    def changed(self) -> bool:
+        """Whether the next checkpoint must write something for this bin."""
+        return bool(self.full or self.dirty or self.removed or self.timers_changed)
+
     def reset_changes(self) -> None:
         """A checkpoint captured the bin: nothing changed since."""
         self.dirty = {}
         self.removed = {}
         self.added = {}
+        self.timers_changed = False
         self.full = False
 
     def __repr__(self) -> str:

@@ -121,8 +121,8 @@ class LocalFS:
         if real != expected:
             raise PermissionError(
                 errno.EPERM,
-                f"{self._abs(directory)}: not deleted from: it resolves to {real}, not to a directory of the "
-                f"checkpoint store {self._real_root} (a symlink; garbage collection never deletes through one)",
+                f"{self._abs(directory) or '.'} resolves to {real}, outside the store's own directories "
+                "(a symlink: nothing is deleted through one)",
             )
 
     def describe(self, path: str) -> str:

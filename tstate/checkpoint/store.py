@@ -288,7 +288,8 @@ class CheckpointStore:
         self._head: Manifest | None = None
         self._head_known = False
         self._active: dict[str, CheckpointWriter] = {}
-        self._bad_ids: set[int] = set()
+        self._bad_ids: set[int] = set()  # checkpoints latest() found unusable (kept as evidence)
+        self._refused: set[str] = set()  # paths garbage collection refused to delete (warned once)
         self._scanned = False  # has a commit of this store scanned data/ for garbage yet
         self._commits_since_scan = 0
 
@@ -577,11 +578,16 @@ class CheckpointStore:
 
     def _delete(self, path: str) -> None:
         """Delete one file for garbage collection; a refusal (a path through a symlink)
-        or an error is noted in ``problems`` and the file left alone."""
+        or an error is noted in ``problems`` and the file left alone (with a
+        ``RuntimeWarning`` the first time a path is refused)."""
         try:
             self.fs.delete(path)
         except (OSError, ValueError) as exc:
-            self.problems.append(f"{path}: not deleted ({exc})")
+            problem = f"{path}: not deleted ({exc})"
+            self.problems.append(problem)
+            if path not in self._refused:
+                self._refused.add(path)
+                warnings.warn(f"{self._where}: garbage collection: {problem}", RuntimeWarning, stacklevel=2)
 
     def _collect(self, new: Manifest) -> None:
         """Delete manifests beyond ``retain`` and files nothing kept references (module

@@ -15,7 +15,8 @@
     the raw epoch; otherwise ``time`` is the epoch.
 
 ``tstate checkpoints DIR --verify``
-    Also read every data file and check its size and xxh64 checksum; the table gets a
+    Also read every data file (and attached file: the Spark backend's held-back
+    records) and check its size and xxh64 checksum; the table gets a
     ``status`` column and every problem is printed with the file's path.  Exit code 1
     if anything is wrong (a torn manifest included), else 0.
 

@@ -31,13 +31,14 @@ step-by-step control) executes it on the embedded engine with N workers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
+import numbers
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
 
 from attrs import define, field
 
-from tstate.errors import ConfigurationError, GraphError, InputClosedError, ProgressError
+from tstate.errors import ConfigurationError, GraphError, InputClosedError, InputError, ProgressError
 from tstate.progress.summary import PathSummary
-from tstate.progress.timestamp import less_equal, minimum
+from tstate.progress.timestamp import TIME_MAX, less_equal, minimum
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.engine.execution import Execution
@@ -264,11 +265,17 @@ class StatefulStream(Stream):
 class InputStream(Stream):
     """A stream fed from Python: :meth:`send`, :meth:`advance_to`, :meth:`close`.
 
-    The input holds a capability for its current epoch (initially the scope's least
-    time): records sent are stamped with it; ``advance_to(t)`` promises no more records
-    before ``t`` (moving backwards is a :class:`~tstate.errors.ProgressError`);
-    ``close()`` promises no more records at all.  Data sent before the dataflow starts
-    is kept and delivered when it does."""
+    The input holds a capability for its current epoch (initially ``0``): records sent
+    are stamped with it; ``advance_to(t)`` promises no more records before ``t``
+    (moving backwards is a :class:`~tstate.errors.ProgressError`); ``close()`` promises
+    no more records at all.  Data sent before the dataflow starts is kept and delivered
+    when it does.
+
+    Checked where they are given, naming the input (:class:`~tstate.errors.InputError`):
+    times are ``int`` epochs (``advance_to(2.5)``, ``advance_to("7")`` or a tuple are
+    refused; numpy integers are taken as ints), and ``send`` takes a batch -- an
+    iterable of records -- so a ``str``, ``bytes`` or ``dict`` is refused rather than
+    split into characters or keys (send ``[x]`` for one record)."""
 
     __slots__ = ("_handle",)
 
@@ -286,7 +293,8 @@ class InputStream(Stream):
         return self._handle.closed
 
     def send(self, records: Iterable[Any], time: Any = None) -> None:
-        """Send ``records`` at the current epoch (or at ``time >= `` the current epoch)."""
+        """Send ``records`` (a batch: a list or other iterable of records, not a str,
+        bytes or dict) at the current epoch (or at ``time >=`` the current epoch)."""
         self._handle.send(records, time)
 
     def advance_to(self, time: Any) -> None:
@@ -309,13 +317,42 @@ class InputHandle:
         self.queue: list[tuple[Any, list[Any]]] = []
         self.runtime: Optional[Any] = None  # the live InputRuntime, when running
 
+    def _epoch(self, time: Any, what: str) -> int:
+        """``time`` as an input's time: an ``int`` epoch (numpy integers too), else
+        :class:`~tstate.errors.InputError` naming the input."""
+        if type(time) is int:
+            t = time
+        elif isinstance(time, numbers.Integral) and not isinstance(time, bool):
+            t = int(time)
+        else:
+            raise InputError(
+                f"input {self.name!r}: {what}({time!r}): an input's times are int epochs, "
+                f"not {type(time).__name__} (round or convert it: e.g. int(t))"
+            )
+        if t > TIME_MAX:
+            raise InputError(f"input {self.name!r}: {what}({time!r}): a time is at most {TIME_MAX}")
+        return t
+
     def send(self, records: Iterable[Any], time: Any = None) -> None:
         if self.closed:
             raise InputClosedError(f"input {self.name!r}: send after close")
+        if isinstance(records, (str, bytes, bytearray, memoryview, Mapping)):
+            raise InputError(
+                f"input {self.name!r}: send({_short(records)}): a {type(records).__name__} is not a batch of "
+                f"records; send a list of records (send([x]) for one record)"
+            )
+        if time is not None:
+            time = self._epoch(time, "send at time")
         t = self.time if time is None else time
         if time is not None and not less_equal(self.time, time):
             raise ProgressError(f"input {self.name!r}: cannot send at time {time!r}, the input is at {self.time!r}")
-        recs = records if isinstance(records, list) else list(records)
+        try:
+            recs = records if isinstance(records, list) else list(records)
+        except TypeError:
+            raise InputError(
+                f"input {self.name!r}: send({_short(records)}): a {type(records).__name__} is not a batch of "
+                "records (an iterable of records)"
+            ) from None
         if recs:
             self.queue.append((t, recs))
             if self.runtime is not None:
@@ -324,6 +361,7 @@ class InputHandle:
     def advance_to(self, time: Any) -> None:
         if self.closed:
             raise InputClosedError(f"input {self.name!r}: advance_to({time!r}) after close")
+        time = self._epoch(time, "advance_to")
         if not less_equal(self.time, time):
             raise ProgressError(f"input {self.name!r}: cannot advance backwards from {self.time!r} to {time!r}")
         self.time = time
@@ -335,6 +373,11 @@ class InputHandle:
             self.closed = True
             if self.runtime is not None:
                 self.runtime.request_activation()
+
+
+def _short(value: Any) -> str:
+    r = repr(value)
+    return r if len(r) <= 40 else r[:37] + "..."
 
 
 class Dataflow:

@@ -26,6 +26,12 @@ class InputClosedError(TstateError):
     """``send`` or ``advance_to`` on an input that was already closed."""
 
 
+class InputError(TstateError):
+    """What was given to an input is not what it takes: ``send`` of a ``str``, ``bytes``
+    or ``dict`` (not a batch of records: wrap one record in a list), or a time that is
+    not an ``int`` epoch (``2.5``, ``"7"``, a tuple).  The message names the input."""
+
+
 class CapabilityLeakError(TstateError):
     """The dataflow cannot finish: an operator still holds a capability (or a source is
     still open) but nothing can make progress any more."""

@@ -149,6 +149,16 @@ def test_clear_needs_no_return() -> None:
     assert run(reset, int, [[("a", 1), ("b", 2)], [("a", -1)]]) == {"b": 2}
 
 
+def test_a_function_that_only_clears_is_accepted() -> None:
+    """Dropping the key (``ctx.clear()``) leaves nothing to return: such a function is
+    not refused when the dataflow is built, although it has no ``return <value>``."""
+
+    def drop(n: int, r: tuple, ctx: ts.Context) -> None:
+        ctx.clear()
+
+    assert run(drop, int, [[("a", 1), ("b", 2)], [("a", -1)]]) == {}
+
+
 def test_timer_handlers_may_still_return_none() -> None:
     """``on_notify`` handlers often only report: returning None keeps the state."""
     flow = ts.Dataflow("timers")

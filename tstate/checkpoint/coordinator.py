@@ -103,8 +103,17 @@ class Checkpoints:
     background thread), ``"fork"`` (in a forked snapshot process: lower p99, higher
     median for large states) or ``"sync"`` (all on the processing path); ``retain``: how many
     committed checkpoints to keep; ``compact_after``: deltas per bin before a full
-    snapshot is written; ``resume``: start from the latest committed checkpoint if
-    there is one."""
+    snapshot is written; ``resume``: start from the latest usable checkpoint if there
+    is one (``False``: start from empty state, ignoring the directory's checkpoints).
+
+    Resuming never starts from empty state by surprise: newer checkpoints that are
+    unusable (torn, corrupt, missing files) are skipped with a
+    :class:`~tstate.checkpoint.store.CheckpointSkippedWarning` naming each and why; if
+    checkpoints exist but none is usable, the run stops with a
+    :class:`~tstate.errors.CheckpointError` listing them, unless
+    ``fresh_if_unusable=True`` (then it starts from empty state, with the warning).
+    Unusable checkpoints are never deleted automatically (evidence; see
+    :mod:`tstate.checkpoint.store`)."""
 
     directory: str = field(converter=str)
     every_epochs: Optional[int] = field(default=10, validator=_positive)
@@ -113,6 +122,7 @@ class Checkpoints:
     retain: int = 3
     compact_after: int = 8
     resume: bool = True
+    fresh_if_unusable: bool = False
 
 
 @frozen
@@ -264,7 +274,8 @@ class Coordinator:
         if not self.cfg.resume:
             return None
         start = _time.perf_counter()
-        manifest = self.store.latest()
+        # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)
+        manifest = self.store.recover(fresh_if_unusable=self.cfg.fresh_if_unusable)
         if manifest is None:
             return None
         self._fresh = False
@@ -405,7 +416,12 @@ class Coordinator:
                 op.cow.drain()
             frozen = Frozen(codec, name)
             for b in op.bins.values():
-                if not (b.full or b.dirty or b.removed):
+                if not b.changed():
+                    continue
+                if b.is_empty():  # every key cleared, no timer: the checkpoint has no chain for it
+                    items.append((name, frozen, b.index, "drop", [], [], [], codec.fingerprint))
+                    self._chains[name, b.index] = 0
+                    b.reset_changes()
                     continue
                 timers = [[encode_time(tt), [encode_key(k) for k in keys]] for tt, keys in b.timers.items()]
                 if self._wants_snapshot(name, b.index, b.full):
@@ -416,9 +432,7 @@ class Coordinator:
                     deletes = [encode_key(k) for k in b.removed if k not in b.states]
                     items.append((name, frozen, b.index, "delta", keys, deletes, timers, codec.fingerprint))
                 frozen.freeze(b, keys)
-                b.dirty = {}
-                b.removed = {}
-                b.full = False
+                b.reset_changes()
             op.cow = frozen if frozen.pending else None
         meta = self._meta_at(t)
         writer = self.store.begin(t, full=self._fresh)  # a fresh run ignores older checkpoints
@@ -443,17 +457,20 @@ class Coordinator:
         from tstate.state.bin import Bin
 
         start = _time.perf_counter()
-        work: list[tuple[str, Any, list[tuple[Bin, dict[Any, None], dict[Any, None], bool]]]] = []
+        # per changed bin: (bin, dirty, removed, snapshot?) -- None: empty, dropped
+        work: list[tuple[str, Any, list[tuple[Bin, dict[Any, None], dict[Any, None], Optional[bool]]]]] = []
         schemas: dict[str, tuple[Any, int]] = {}
         for op in self._stateful():
             schemas.setdefault(op.name, self._schema_of(op))
-            changed = []
+            changed: list[tuple[Bin, dict[Any, None], dict[Any, None], Optional[bool]]] = []
             for b in op.bins.values():
-                if b.full or b.dirty or b.removed:
-                    changed.append((b, b.dirty, b.removed, self._wants_snapshot(op.name, b.index, b.full)))
-                    b.dirty = {}
-                    b.removed = {}
-                    b.full = False
+                if b.changed():
+                    if b.is_empty():  # every key cleared, no timer: the checkpoint drops its chain
+                        self._chains[op.name, b.index] = 0
+                        changed.append((b, b.dirty, b.removed, None))
+                    else:
+                        changed.append((b, b.dirty, b.removed, self._wants_snapshot(op.name, b.index, b.full)))
+                    b.reset_changes()
             if changed:
                 work.append((op.name, op.codec, changed))
         meta = self._meta_at(t)
@@ -469,6 +486,9 @@ class Coordinator:
             try:
                 for name, codec, changed in work:
                     for b, dirty, removed, snapshot in changed:
+                        if snapshot is None:  # an empty bin: dropped
+                            files.append([name, b.index, True, None, 0, None])
+                            continue
                         view = Bin(b.index)
                         view.states, view.timers, view.dirty, view.removed = b.states, b.timers, dirty, removed
                         data = encode_change(view, codec, snapshot=snapshot, operator=name)
@@ -478,7 +498,8 @@ class Coordinator:
                         total += ref.size
             except BaseException:
                 for f in files:  # a failed checkpoint leaves no files behind
-                    fs.delete(f[3])
+                    if f[3] is not None:
+                        fs.delete(f[3])
                 raise
             return {"files": files, "bytes": total}
 
@@ -546,7 +567,8 @@ class Coordinator:
         """Delete what an abandoned checkpoint wrote."""
         p.writer.abort()
         for f in p.files:  # reported by its snapshot process (adopted or not)
-            self.store.fs.delete(f[3])
+            if f[3] is not None:
+                self.store.fs.delete(f[3])
 
     def _sinks_past(self, t: int) -> bool:
         """Every sink has *acted on* a frontier past every time before ``t`` (it has
@@ -612,7 +634,10 @@ class Coordinator:
                 for name, (schema, bins) in p.schemas.items():
                     writer.put_operator_schema(name, schema, bins)
                 for name, b, snap, path, size, xxh64 in p.files:
-                    writer.adopt(name, b, [FileRef(path, size, xxh64)], replace=snap)
+                    if path is None:  # an empty bin
+                        writer.drop_bin(name, b)
+                    else:
+                        writer.adopt(name, b, [FileRef(path, size, xxh64)], replace=snap)
                 for k, v in p.meta.items():
                     writer.put_meta(k, v)
             return writer.commit()
@@ -656,6 +681,9 @@ def _write(job: tuple[Any, list[Any], dict[str, tuple[Any, int]], dict[str, Any]
     total = 0
     chunk = 256
     for name, fz, bin_index, kind, keys, deletes, timers, fp in items:
+        if kind == "drop":
+            writer.drop_bin(name, bin_index)
+            continue
         pairs: list[tuple[Any, Any]] = []
         for i in range(0, len(keys), chunk):
             part = keys[i : i + chunk]

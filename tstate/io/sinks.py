@@ -112,7 +112,8 @@ class FileSink(Sink):
     temporary file, fsync, rename: a reader never sees half an epoch).  After recovery
     from a checkpoint at ``T``, epochs ``>= T`` are recomputed and their files replaced,
     so the directory ends up as after an uninterrupted run: no duplicates, no gaps.
-    Records must be JSON-encodable (tuples become lists).  Integer epochs only.
+    Records must be JSON-encodable (tuples become lists).  Integer epochs only.  Other
+    files in ``DIR`` are never touched (a recovery deletes only ``epoch-<digits>.jsonl``).
 
     **Deterministic bytes.**  Within a file the lines are sorted (by their JSON text), so
     an epoch's file depends only on the epoch's records -- not on how many workers
@@ -139,12 +140,22 @@ class FileSink(Sink):
         self._done_upto: Any = None
 
     def restore(self, time: Any) -> None:
-        """Recovery from a checkpoint at ``time``: files of epochs ``>= time`` will be redone."""
+        """Recovery from a checkpoint at ``time``: files of epochs ``>= time`` will be
+        redone, so they are deleted, with the temporaries of a writer that crashed.
+        Only names this sink writes (``epoch-<digits>.jsonl``, and
+        ``epoch-<digits>.jsonl.tmp-<hex>`` while writing) are looked at: any other file
+        in the directory (``epoch-backup.jsonl``, ``notes.txt``) is left alone."""
         import os
+        import re
 
+        ours = re.compile(r"^epoch-(\d+)\.jsonl(\.tmp-[0-9a-f]+)?$")
         for name in os.listdir(self.directory):
-            if name.startswith("epoch-") and name.endswith(".jsonl") and int(name[6:-6]) >= time:
-                os.remove(os.path.join(self.directory, name))
+            m = ours.match(name)
+            if m is not None and (m.group(2) is not None or int(m.group(1)) >= time):
+                try:
+                    os.remove(os.path.join(self.directory, name))
+                except FileNotFoundError:
+                    pass
 
     def write(self, worker: int, time: Any, records: list[Any]) -> None:
         self._buffers.setdefault(time, []).extend(records)

@@ -9,6 +9,7 @@ per activation (so a large file never sits in memory at once).
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Optional
 
 from tstate.capability import Capability
@@ -106,6 +107,13 @@ class SourceRuntime(OperatorRuntime):
             self.reader.close()
             return
         t, recs = item
+        if type(t) is not int:
+            if isinstance(t, numbers.Integral) and not isinstance(t, bool):
+                t = int(t)
+            else:
+                raise SourceError(
+                    f"source {self.name!r}: a batch at time {t!r}: a source's times are int epochs, not {type(t).__name__}"
+                )
         if not self.marks or self.marks[-1][0] != t:
             self.marks.append((t, before))
         if not less_equal(self.cap.time, t):

@@ -61,7 +61,8 @@ class StatefulRuntime(OperatorRuntime):
         #: 0: ``fn`` may return None (mutable state); 1: it must return the new state;
         #: 2: it must when the state is None (``Optional[T]``; see returns_required)
         self.must_return: int = {"never": 0, "always": 1, "when None": 2}[o.get("returns", "never")]
-        self.keys = KeyRouter(o["bins"])
+        # a small memo: keys this worker holds are in _key_bin already
+        self.keys = KeyRouter(o["bins"], limit=1 << 12)
         self.bins: dict[int, Bin] = {}
         self._key_bin: dict[Any, Bin] = {}
         self._key_states: dict[Any, dict[Any, Any]] = {}  # key -> its bin's states (hot path)
@@ -216,12 +217,16 @@ class StatefulRuntime(OperatorRuntime):
                 cap.drop()
 
     def clear_key(self, key: Any) -> None:
-        """Drop ``key``'s state now (``ctx.clear()``)."""
-        b = self._key_bin.get(key) or self.bin_for(key, None, None)
+        """Drop ``key``'s state now (``ctx.clear()``): nothing of it stays in memory (its
+        bin, key -> bin and key -> states entries go; its timers stay), and the next
+        checkpoint deletes it only if an earlier one may hold it."""
+        b = self._key_bin.pop(key, None) or self.bin_for(key, None, None)
         assert b is not None  # the current key's bin is here
+        self._key_bin.pop(key, None)
+        self._key_states.pop(key, None)
         if self.cow is not None and key in self.cow.pending:
             self.cow.before_write(key)
-        b.clear_key(key)
+        b.clear_key(key, self.track_dirty)
 
     def _index_timer(self, t: Any, bin_index: int) -> None:
         owners = self.timer_times.get(t)
@@ -242,6 +247,7 @@ class StatefulRuntime(OperatorRuntime):
             self._index_timer(t, b.index)
         if self.track_dirty:
             b.dirty[key] = None
+            b.timers_changed = True  # (clear() may drop the key from dirty: the timer stays)
 
     # -- activation -----------------------------------------------------------------
     def activate(self) -> None:
@@ -341,6 +347,7 @@ class StatefulRuntime(OperatorRuntime):
                     s = states.get(k, _MISSING)
                     if s is _MISSING:
                         s = states[k] = new_state()
+                        b.added[k] = None
                     ctx.key = k
                     ns = fn(s, r, ctx)
                     if ctx._cleared:  # clear() already removed the state
@@ -451,11 +458,24 @@ class StatefulRuntime(OperatorRuntime):
         handler = self.handlers["on_notify"]
         new_state = self.new_state
         track = self.track_dirty
+        ctx._firing = True
+        try:
+            self._fire_bins(t, bin_indexes, handler, new_state, track)
+        finally:
+            ctx._firing = False
+        if ctx._out:
+            out, ctx._out = ctx._out, []
+            self.outputs[0].push(t, out)
+
+    def _fire_bins(self, t: Any, bin_indexes: dict[int, None], handler: Any, new_state: Any, track: bool) -> None:
+        ctx = self.ctx
         for bi in bin_indexes:
             b = self.bins[bi]
             keys = b.timers.pop(t, None)
             if not keys:
                 continue
+            if track:
+                b.timers_changed = True
             states = b.states
             cow = self.cow
             for k in keys:
@@ -464,6 +484,8 @@ class StatefulRuntime(OperatorRuntime):
                 s = states.get(k, _MISSING)
                 if s is _MISSING:
                     s = states[k] = new_state()
+                    if track:
+                        b.added[k] = None
                 ctx.key = k
                 try:
                     ns = handler(s, t, ctx)
@@ -481,9 +503,6 @@ class StatefulRuntime(OperatorRuntime):
                     states[k] = ns
                 if track:
                     b.dirty[k] = None
-        if ctx._out:
-            out, ctx._out = ctx._out, []
-            self.outputs[0].push(t, out)
 
     def _no_return(self, k: Any, s: Any, record: Any, t: Any) -> StateReturnError:
         why = "its state is None, which" if s is None else f"its state type {self.spec.options['schema'].name}"

@@ -38,12 +38,15 @@ class Context:
       ``t``, i.e. after every record at ``t`` and before any later one -- a tumbling
       window ``[start, start + width)`` sets it at ``start + width - 1`` (see
       :meth:`notify_at`); timers fire in time order, once per (key, time), and survive
-      checkpoints and migration;
+      checkpoints and migration.  Inside ``on_notify`` the timer must be *later* than
+      the one firing (``t > ctx.time``): re-arming a timer at its own time is refused
+      with a :class:`~tstate.errors.ProgressError` (it would fire again and again at
+      one time; set it at a later time);
     - ``ctx.clear()``: drop this key's state (a value returned by the call is discarded;
       timers stay);
     - ``ctx.worker`` / ``ctx.workers``."""
 
-    __slots__ = ("_op", "time", "key", "_out", "_cleared")
+    __slots__ = ("_op", "time", "key", "_out", "_cleared", "_firing")
 
     def __init__(self, op: "StatefulRuntime") -> None:
         self._op = op
@@ -51,13 +54,15 @@ class Context:
         self.key: Any = None
         self._out: list[Any] = []
         self._cleared = False
+        self._firing = False  # inside on_notify: the timer at ``time`` is firing
 
     def emit(self, record: Any) -> None:
         """Send ``record`` downstream at ``ctx.time``."""
         self._out.append(record)
 
     def notify_at(self, time: Any) -> None:
-        """Set a timer for the current key at ``time`` (``>= ctx.time``).
+        """Set a timer for the current key at ``time`` (``>= ctx.time``; inside
+        ``on_notify``, ``> ctx.time``: a timer fires once per key and time).
 
         **When it fires.**  Once the input frontier has passed ``time``: *after every
         record at* ``time`` has been applied to the key, and before any record at a
@@ -91,6 +96,11 @@ class Context:
         if not less_equal(self.time, time):
             raise ProgressError(
                 f"operator {self._op.name!r}: timer at {time!r} for key {self.key!r} is before the current time {self.time!r}"
+            )
+        if self._firing and time == self.time:
+            raise ProgressError(
+                f"operator {self._op.name!r}: on_notify for key {self.key!r} at time {time!r} set a timer at that same "
+                "time; a timer fires once per key and time, so it would fire again and again: set it at a later time"
             )
         self._op._add_timer(self.key, time)
 

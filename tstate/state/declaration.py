@@ -85,8 +85,9 @@ def returns_required(schema: Schema) -> Literal["always", "when None", "never"]:
 
 def never_returns_a_value(fn: Callable[..., Any]) -> bool:
     """Whether ``fn``'s source has no ``return`` with a value (outside nested functions
-    and classes), so it always returns ``None``.  False when it cannot be told: a
-    lambda, a builtin or a callable object, no source at hand, a generator."""
+    and classes), so it always returns ``None``, and calls no ``.clear()`` (a function
+    that drops its key, ``ctx.clear()``, has nothing to return).  False when it cannot
+    be told: a lambda, a builtin or a callable object, no source at hand, a generator."""
     import ast
     import inspect
     import textwrap
@@ -107,6 +108,8 @@ def never_returns_a_value(fn: Callable[..., Any]) -> bool:
         if isinstance(n, ast.Return) and n.value is not None:
             if not (isinstance(n.value, ast.Constant) and n.value.value is None):
                 return False
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "clear":
+            return False
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
         todo.extend(ast.iter_child_nodes(n))

@@ -72,16 +72,7 @@ def _mode(mode: str, record: bool) -> Iterator[list[Any]]:
     orig = execution.Execution._build_tracker
 
     def build(self: Any) -> Any:
-        b = ts.progress.GraphBuilder()
-        for spec in self.flow._nodes:
-            b.add_node(
-                spec.index, spec.name, len(spec.inputs), spec.outputs, spec.summary, spec.scope.depth,
-                spec.input_depth, spec.output_depth,
-            )
-        for spec in self.flow._nodes:
-            for port, src in enumerate(spec.inputs):
-                if src is not None:
-                    b.add_edge(src, (spec.index, port))
+        b = self._graph()
         tracker = b.build_all_pairs() if mode == "before" else b.build()
         if record:
             tracker = _Recorder(tracker)

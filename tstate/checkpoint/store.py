@@ -828,12 +828,7 @@ class CheckpointWriter:
             for ref in refs:
                 if not ref.path.startswith(prefix):
                     raise CheckpointError(f"{ref.path}: not a file of checkpoint {self.id} (expected {prefix}...)")
-                try:
-                    size = self.store.fs.size(ref.path)
-                except OSError:
-                    size = -1
-                if size != ref.size:
-                    raise CheckpointError(f"{ref.path}: missing or {size} bytes, expected {ref.size}")
+                self._check_size(ref)
             if replace:
                 self._bins.pop((operator, bin), None)
                 self._bins[operator, bin] = _BinOps(True, list(refs))
@@ -868,13 +863,17 @@ class CheckpointWriter:
                     f"{ref.path}: not an attached file of checkpoint {self.id} "
                     f"(expected {ATTACHED_DIRS[0]}{self.id:06d}-{self.token}....)"
                 )
-            try:
-                size = self.store.fs.size(ref.path)
-            except OSError:
-                size = -1
-            if size != ref.size:
-                raise CheckpointError(f"{ref.path}: missing or {size} bytes, expected {ref.size}")
+            self._check_size(ref)
             self._attached.append(ref)
+
+    def _check_size(self, ref: FileRef) -> None:
+        """The file exists with the size ``ref`` says (a write that did not finish)."""
+        try:
+            size = self.store.fs.size(ref.path)
+        except OSError:
+            size = -1
+        if size != ref.size:
+            raise CheckpointError(f"{ref.path}: missing or {size} bytes, expected {ref.size}")
 
     def drop_bin(self, operator: str, bin: int) -> None:
         """The bin is empty now (no keys, no timers): the checkpoint has no chain for it."""

@@ -100,6 +100,10 @@ class Execution:
 
     # -- construction -------------------------------------------------------------
     def _build_tracker(self) -> Tracker:
+        return self._graph().build()
+
+    def _graph(self) -> GraphBuilder:
+        """The dataflow's operators and edges, for a progress tracker to be built from."""
         b = GraphBuilder()
         for spec in self.flow._nodes:
             b.add_node(
@@ -110,7 +114,7 @@ class Execution:
             for port, src in enumerate(spec.inputs):
                 if src is not None:
                     b.add_edge(src, (spec.index, port))
-        return b.build()
+        return b
 
     def _wire(self) -> None:
         specs = self.flow._nodes

@@ -167,32 +167,24 @@ class _Ctx:
     def events(self, stage: str) -> list[Any]:
         """The events accepted so far for ``stage``, oldest first."""
         k = self._stage(stage)
-        nodes = self._nodes
         events = self._events
         out = []
-        nid = self._run[1]
-        while nid >= 0:
-            n = nodes[nid]
+        for n in self._back():
             if n[1] == k:
                 out.append(events[n[0]])
             elif n[1] < k:
                 break
-            nid = n[2]
         out.reverse()
         return out
 
     def last(self, stage: str) -> Any:
         """The latest event accepted for ``stage``, or None."""
         k = self._stage(stage)
-        nodes = self._nodes
-        nid = self._run[1]
-        while nid >= 0:
-            n = nodes[nid]
+        for n in self._back():
             if n[1] == k:
                 return self._events[n[0]]
             if n[1] < k:
                 return None
-            nid = n[2]
         return None
 
     def previous(self) -> Any:
@@ -202,16 +194,20 @@ class _Ctx:
 
     def all_events(self) -> list[Any]:
         """Every event accepted into the partial match so far, oldest first."""
-        nodes = self._nodes
         events = self._events
-        out = []
+        out = [events[n[0]] for n in self._back()]
+        out.reverse()
+        return out
+
+    def _back(self) -> Iterator[list[Any]]:
+        """The partial match's buffer nodes ``[event id, stage, previous node, refs]``,
+        newest first."""
+        nodes = self._nodes
         nid = self._run[1]
         while nid >= 0:
             n = nodes[nid]
-            out.append(events[n[0]])
+            yield n
             nid = n[2]
-        out.reverse()
-        return out
 
 
 _NO_RUN = (-1, -1, None, -1, -1)

@@ -11,7 +11,7 @@ from tstate.checkpoint.manifest import manifest_name
 from tstate.checkpoint.store import CheckpointStore, unusable_name
 from tstate.errors import CheckpointError
 
-from .helpers import FP, SCHEMA, delta, files_on_disk, new_store, snap
+from .helpers import FP, SCHEMA, damage, delta, files_on_disk, new_store, snap
 
 
 def build(path) -> dict[str, str]:
@@ -34,19 +34,6 @@ def build(path) -> dict[str, str]:
     own = {r.kind: r.path for r in m3.files() if r.name.startswith("000003-")}
     own["manifest"] = manifest_name(3)
     return own
-
-
-def damage(path: str, how: str) -> None:
-    if how == "delete":
-        os.unlink(path)
-        return
-    data = bytearray(open(path, "rb").read())
-    if how == "flip":
-        data[len(data) // 2] ^= 0x40
-    else:  # truncate
-        data = data[: len(data) - 3]
-    with open(path, "wb") as f:
-        f.write(bytes(data))
 
 
 @pytest.mark.parametrize("how", ["flip", "truncate", "delete"])

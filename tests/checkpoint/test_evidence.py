@@ -15,7 +15,7 @@ from tstate.checkpoint.manifest import FileRef, manifest_name
 from tstate.checkpoint.store import CheckpointSkippedWarning, CheckpointStore, unusable_name
 from tstate.errors import CheckpointError
 
-from .helpers import SCHEMA, delta, exists, files_on_disk, new_store, snap, write_raw
+from .helpers import SCHEMA, damaged, delta, exists, files_on_disk, new_store, snap, write_raw
 
 
 def attach_held(store: CheckpointStore, w: Any, body: bytes) -> FileRef:
@@ -59,12 +59,7 @@ def damage(where: Any, path: str, how: str) -> None:
     if how == "delete":
         fs.delete(path)
         return
-    data = bytearray(fs.read_bytes(path))
-    if how == "flip":
-        data[len(data) // 2] ^= 0x40
-    else:
-        data = data[: len(data) - 3]
-    write_raw(where, path, bytes(data))
+    write_raw(where, path, damaged(fs.read_bytes(path), how))
 
 
 def snapshot_of(where: Any) -> dict[str, bytes]:

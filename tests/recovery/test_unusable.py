@@ -22,6 +22,8 @@ from tstate.__main__ import main as cli
 from tstate.checkpoint.store import CheckpointSkippedWarning, CheckpointStore
 from tstate.errors import CheckpointError
 
+from tests.checkpoint.helpers import damage
+
 EPOCHS = 16
 COLD = "cold"  # a key seen at epoch 0 only: its bin's snapshot is shared by every later checkpoint
 
@@ -73,19 +75,6 @@ def tree(root: str) -> dict[str, bytes]:
             p = os.path.join(d, n)
             found[os.path.relpath(p, root)] = open(p, "rb").read()
     return found
-
-
-def damage(path: str, how: str) -> None:
-    if how == "delete":
-        os.unlink(path)
-        return
-    data = bytearray(open(path, "rb").read())
-    if how == "flip":
-        data[len(data) // 2] ^= 0x40
-    else:
-        data = data[: len(data) - 3]
-    with open(path, "wb") as f:
-        f.write(bytes(data))
 
 
 def files_of(ck: str) -> tuple[dict[str, str], dict[int, set[str]]]:

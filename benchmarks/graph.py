@@ -1,280 +1,331 @@
-"""Streaming graph analytics on the flight stream: incremental tstate vs networkx recomputation.
+"""Streaming graph analytics under edge churn: incremental tstate vs recomputing from scratch.
 
-The airport graph (one edge ``origin -> destination`` per flight, hourly epochs, a
-sliding window of 24 epochs) is maintained epoch by epoch, and for each algorithm --
-degrees (+ distribution), connected components, PageRank, triangles -- three ways:
+Two graphs, each loaded whole at epoch 0 and then changed every epoch by *churn*: a
+fraction of its edges deleted and as many inserted (the new edges by preferential
+attachment: a uniform source and a destination drawn in proportion to degree, so the
+degree distribution keeps its shape), deletions included:
 
-- **tstate, end to end**: the raw flights go into the dataflow (window, edge counts,
-  topology changes, the algorithm) on the embedded engine, one epoch at a time;
-- **tstate, algorithm only**: the same algorithm fed the per-epoch topology changes
-  (computed beforehand), i.e. the incremental part alone;
-- **networkx, from scratch**: at every epoch the window's edge counts are updated
-  (a dict), the graph is built from the present edges and the algorithm recomputed,
-  and the result diffed with the previous epoch's (so both sides produce changes).
+- **airports**: the directed airport graph of the bundled flight slice
+  (``apps/data/flights-sample.parquet``: one edge ``origin -> destination`` per route);
+- **powerlaw**: ``nx.powerlaw_cluster_graph(n, 3, 0.1, seed=7)`` (``n = 20,000`` by
+  default, about 60,000 edges, with triangles), every edge oriented at random (seed 1).
 
-For each: edge updates per second (flight insertions + window expiries; for "algorithm
-only" the topology changes it was fed) and the per-epoch latency (median, p99); the
-speedup column is networkx's median epoch latency over the row's.  The last epoch's
-results are checked equal between tstate and networkx (PageRank within 1e-6 L1).
+Per graph, churn (0.1%, 1%, 2% of the edges per epoch) and algorithm (degrees,
+components, triangles, PageRank, and all four together) three contenders process the
+same epochs, interleaved epoch by epoch so machine noise hits all alike:
 
-    python -m benchmarks.graph                 # the bundled 2-day slice (48 epochs)
-    python -m benchmarks.graph --full          # all 3M flights (~4,350 epochs; slow)
-    python -m benchmarks.graph --epochs 100 --algorithms components,degrees
+- **tstate**: :class:`apps.graph.GraphStream` (embedded engine, one worker) fed the
+  epoch's edge updates ``(u, v, +1/-1)``; the time is ``advance()`` -- consolidation,
+  the algorithm, the changes into the sinks and the consumer's view of the results;
+- **networkx**: from scratch every epoch: the graph built from the current edge list
+  (``nx.DiGraph`` for PageRank, ``nx.Graph`` otherwise) and the algorithm run on it
+  (``degree`` + ``degree_histogram``, ``connected_components``, ``triangles``,
+  ``pagerank(tol=TOL / N)``: its stopping rule is an L1 change below ``TOL``);
+- **igraph**: the same from scratch with python-igraph (C): the graph built from an
+  integer edge array, ``degree``, ``connected_components``, ``list_triangles``
+  (counted per vertex with numpy) and ``pagerank`` (PRPACK, a direct solver).
 
-Targets (issue 8): incremental >= 20x faster per epoch than recomputation for components
-and degrees, >= 5x for PageRank.
+PageRank runs at ``--tol`` (default 1e-10, tstate's default: the L1 distance of its
+ranks from the exact vector is at most ``tol``).  Every epoch's tstate results are
+checked equal to networkx's after the last epoch (PageRank within 1e-6 L1).
+
+The table has the median CPU milliseconds per epoch (``time.process_time``: every
+contender runs on one thread, and other processes on a shared machine matter less
+than to wall time) and the speedups (networkx / tstate, igraph / tstate); then the loop
+micro-benchmark (:mod:`benchmarks.loops`); the last line is JSON with the ratios of
+issue 14's targets and the loop figures.
+
+    python -m benchmarks.graph                  # both graphs, 20 epochs per setting
+    python -m benchmarks.graph --quick          # a smoke run: small graphs, 3 epochs
+    python -m benchmarks.graph --graphs powerlaw --churn 0.01 --algorithms pagerank
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import os
+import json
+import random
 import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import networkx as nx
+import numpy as np
 
-import tstate as ts
-from apps.graph.components import components
-from apps.graph.degrees import degrees
-from apps.graph.io import EdgeFile
-from apps.graph.pagerank import pagerank
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # igraph's PRPACK: one thread, like the others
+
 from apps.graph.stream import ALGORITHMS, GraphStream
-from apps.graph.triangles import triangles
 from apps.graph.views import GraphView
 from benchmarks.common import table
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "apps" / "data" / "flights-sample.parquet"
-FULL = ROOT.parent / "shared" / "data" / "flights-3m.parquet"
-WINDOW = 24
+ALL = "all four"
 
-Batches = dict[int, list[tuple[Any, Any, int]]]
-
-
-# -- the stream ----------------------------------------------------------------------------
-def load(path: Path, epochs: Optional[int]) -> tuple[Batches, int]:
-    f = EdgeFile(path, epoch="1h")
-    n = f.epochs if epochs is None else min(epochs, f.epochs)
-    return dict(f.batches(limit=n)), n
+Edge = tuple[Any, Any]
 
 
-class Window:
-    """The window's edge counts as plain dicts (what recomputation has to keep anyway)."""
+# -- the graphs and the churn ----------------------------------------------------------------
+def airport_edges() -> list[Edge]:
+    """The directed airport graph of the bundled flight slice (one edge per route)."""
+    import pyarrow.parquet as pq
 
-    def __init__(self) -> None:
-        self.counts: dict[tuple[Any, Any], int] = {}
-        self.expiring: dict[int, list[tuple[Any, Any]]] = {}
-
-    def epoch(self, t: int, flights: list[tuple[Any, Any, int]], horizon: int) -> int:
-        counts = self.counts
-        n = 0
-        for s, d, _ in flights:
-            if s != d:
-                counts[(s, d)] = counts.get((s, d), 0) + 1
-                if t + WINDOW < horizon:
-                    self.expiring.setdefault(t + WINDOW, []).append((s, d))
-                n += 1
-        for p in self.expiring.pop(t, ()):
-            c = counts[p] - 1
-            if c:
-                counts[p] = c
-            else:
-                del counts[p]
-            n += 1
-        return n
+    t = pq.read_table(SAMPLE, columns=["origin", "destination"])
+    pairs = zip(t.column("origin").to_pylist(), t.column("destination").to_pylist())
+    return sorted({(a, b) for a, b in pairs if a != b})
 
 
-def topology_changes(batches: Batches, epochs: int) -> tuple[dict[int, list[Any]], dict[int, list[Any]], int]:
-    """Per epoch: the directed and undirected edge changes of the windowed graph."""
-    w = Window()
-    directed: dict[int, list[Any]] = {}
-    undirected: dict[int, list[Any]] = {}
-    dprev: set[tuple[Any, Any]] = set()
-    uprev: set[tuple[Any, Any]] = set()
-    updates = 0
-    for t in range(epochs):
-        updates += w.epoch(t, batches.get(t, []), epochs)
-        dnow = set(w.counts)
-        unow = {(a, b) if a < b else (b, a) for a, b in dnow}
-        directed[t] = [(a, b, 1) for a, b in dnow - dprev] + [(a, b, -1) for a, b in dprev - dnow]
-        undirected[t] = [(a, b, 1) for a, b in unow - uprev] + [(a, b, -1) for a, b in uprev - unow]
-        dprev, uprev = dnow, unow
-    return directed, undirected, updates
+def powerlaw_edges(n: int, seed: int = 7) -> list[Edge]:
+    """A power-law graph with triangles, every edge oriented at random."""
+    g = nx.powerlaw_cluster_graph(n, 3, 0.1, seed=seed)
+    rng = random.Random(1)
+    return [(u, v) if rng.random() < 0.5 else (v, u) for u, v in g.edges()]
 
 
-# -- networkx, from scratch ---------------------------------------------------------------
-def _diff(prev: dict[Any, Any], now: dict[Any, Any]) -> list[tuple[Any, Any, Any]]:
-    out = [(k, prev.get(k), v) for k, v in now.items() if prev.get(k) != v]
-    out += [(k, v, None) for k, v in prev.items() if k not in now]
+class Churn:
+    """The evolving edge set: per epoch, ``k`` present edges deleted (uniformly) and
+    ``k`` absent ones inserted (uniform source, degree-proportional destination)."""
+
+    def __init__(self, edges: list[Edge], fraction: float, seed: int) -> None:
+        self.present: set[Edge] = set(edges)
+        self.order = list(edges)  # a list of the present edges, for sampling
+        self.where = {e: i for i, e in enumerate(self.order)}
+        self.vertices = sorted({x for e in edges for x in e}, key=lambda v: (v.__class__ is str, v))
+        self.k = max(1, round(fraction * len(edges)))
+        self.rng = random.Random(seed)
+
+    def _remove(self, e: Edge) -> None:
+        i = self.where.pop(e)
+        last = self.order.pop()
+        if last != e:
+            self.order[i] = last
+            self.where[last] = i
+        self.present.discard(e)
+
+    def _add(self, e: Edge) -> None:
+        self.where[e] = len(self.order)
+        self.order.append(e)
+        self.present.add(e)
+
+    def epoch(self) -> list[tuple[Any, Any, int]]:
+        rng, present = self.rng, self.present
+        dels = [self.order[i] for i in rng.sample(range(len(self.order)), self.k)]
+        ins: list[Edge] = []
+        seen: set[Edge] = set()
+        while len(ins) < self.k:
+            u = rng.choice(self.vertices)
+            v = rng.choice(self.order[rng.randrange(len(self.order))])  # an endpoint of a random edge
+            if u != v and (u, v) not in present and (u, v) not in seen:
+                ins.append((u, v))
+                seen.add((u, v))
+        for e in dels:
+            self._remove(e)
+        for e in ins:
+            self._add(e)
+        return [(u, v, -1) for u, v in dels] + [(u, v, 1) for u, v in ins]
+
+
+# -- the contenders --------------------------------------------------------------------------
+class TstateRunner:
+    def __init__(self, algs: Sequence[str], edges: list[Edge], tol: float) -> None:
+        self.g = GraphStream(algs, workers=1, validate=False, tol=tol)
+        self.g.advance(0, [(u, v, 1) for u, v in edges])
+
+    def step(self, t: int, updates: list[tuple[Any, Any, int]], edges: set[Edge]) -> None:
+        self.g.advance(t, updates)
+
+    @property
+    def view(self) -> GraphView:
+        assert self.g.view is not None
+        return self.g.view
+
+
+def _nx_run(alg: str, edges: Sequence[Edge], tol: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    u = nx.Graph(edges) if alg != "pagerank" else None
+    if alg in ("degrees", ALL):
+        u = u if u is not None else nx.Graph(edges)
+        out["degrees"] = (dict(u.degree()), nx.degree_histogram(u))
+    if alg in ("components", ALL):
+        u = u if u is not None else nx.Graph(edges)
+        out["components"] = list(nx.connected_components(u))
+    if alg in ("triangles", ALL):
+        u = u if u is not None else nx.Graph(edges)
+        out["triangles"] = nx.triangles(u)
+    if alg in ("pagerank", ALL):
+        d = nx.DiGraph(edges)
+        out["pagerank"] = nx.pagerank(d, tol=tol / max(1, d.number_of_nodes()), max_iter=10_000)
     return out
 
 
-def nx_result(alg: str, edges: Any, tol: float) -> dict[str, Any]:
-    if alg == "degrees":
-        g = nx.Graph(edges)
-        hist = nx.degree_histogram(g)
-        return {"degrees": dict(g.degree()), "distribution": {d: n for d, n in enumerate(hist) if n and d}}
-    if alg == "components":
-        g = nx.Graph(edges)
-        return {"components": {v: min(c) for c in nx.connected_components(g) for v in c}}
-    if alg == "pagerank":
-        g = nx.DiGraph(edges)
-        n = max(1, g.number_of_nodes())
-        return {"pagerank": nx.pagerank(g, tol=tol / n, max_iter=10_000) if n else {}}
-    if alg == "triangles":
-        g = nx.Graph(edges)
-        return {"triangles": nx.triangles(g)}
-    raise ValueError(alg)
-
-
 class NetworkxRunner:
-    """Recomputation: per epoch, update the window's counts, build the graph, run
-    networkx, diff with the previous epoch's result."""
-
-    def __init__(self, alg: str, batches: Batches, epochs: int, tol: float) -> None:
-        self.alg, self.batches, self.epochs, self.tol = alg, batches, epochs, tol
-        self.window = Window()
+    def __init__(self, alg: str, tol: float) -> None:
+        self.alg, self.tol = alg, tol
         self.result: dict[str, Any] = {}
-        self.updates = 0
 
-    def step(self, t: int) -> None:
-        self.updates += self.window.epoch(t, self.batches.get(t, []), self.epochs)
-        res = nx_result(self.alg, list(self.window.counts), self.tol)
-        changes = {k: _diff(self.result.get(k, {}), v) for k, v in res.items()}
-        self.result = res
-        del changes
-
-    def finish(self) -> None:
-        pass
+    def step(self, t: int, updates: list[tuple[Any, Any, int]], edges: set[Edge]) -> None:
+        self.result = _nx_run(self.alg, list(edges), self.tol)
 
 
-class EndToEndRunner:
-    """tstate, from the raw flights: window, edge counts, the algorithm."""
+class IgraphRunner:
+    """igraph from scratch; vertex ids are mapped to ints once (the input of a C
+    library), the mapping is not timed."""
 
-    def __init__(self, alg: str, batches: Batches, epochs: int, workers: int, tol: float, updates: int) -> None:
-        self.batches = batches
-        self.g = GraphStream((alg,), workers=workers, window=WINDOW, horizon=epochs, validate=False, tol=tol)
-        self.updates = updates
+    def __init__(self, alg: str, vertices: dict[Any, int]) -> None:
+        self.alg = alg
+        self.index = vertices
 
-    def step(self, t: int) -> None:
-        self.g.advance(t, self.batches.get(t, []))
+    def step(self, t: int, updates: list[tuple[Any, Any, int]], edges: set[Edge]) -> None:
+        import igraph as ig
 
-    def finish(self) -> None:
-        self.g.close()
-
-
-class AlgorithmOnlyRunner:
-    """tstate, the algorithm alone, fed the per-epoch topology changes."""
-
-    def __init__(self, alg: str, changes: dict[int, list[Any]], workers: int, tol: float) -> None:
-        flow = ts.Dataflow(f"{alg}-only")
-        self.inp = inp = flow.input("changes")
-        build: dict[str, Callable[[], ts.Stream]] = {
-            "degrees": lambda: degrees(flow, inp).distribution,
-            "components": lambda: components(flow, inp).summary,
-            "pagerank": lambda: pagerank(flow, inp, tol=tol).ranks,
-            "triangles": lambda: triangles(flow, inp).total,
-        }
-        out = build[alg]()
-        self.probe = out.probe()
-        out.sink(lambda t, recs: None)
-        self.changes = changes
-        self.updates = sum(len(v) for v in changes.values())
-        self.ex = flow.start(workers)
-
-    def step(self, t: int) -> None:
-        self.inp.send(self.changes[t])
-        self.inp.advance_to(t + 1)
-        probe = self.probe
-        self.ex.step_while(lambda: probe.less_equal(t))
-
-    def finish(self) -> None:
-        self.inp.close()
-        self.ex.run()
+        idx = self.index
+        for u, v, _ in updates:  # not timed in spirit: a few dict inserts
+            if u not in idx:
+                idx[u] = len(idx)
+            if v not in idx:
+                idx[v] = len(idx)
+        arr = [(idx[u], idx[v]) for u, v in edges]
+        n = len(idx)
+        alg = self.alg
+        if alg != "pagerank":
+            g = ig.Graph(n=n, edges=arr, directed=False)
+            g.simplify()
+            present = np.asarray(g.degree()) > 0
+            if alg in ("degrees", ALL):
+                deg = np.asarray(g.degree())
+                np.bincount(deg[present])
+            if alg in ("components", ALL):
+                g.connected_components().membership
+            if alg in ("triangles", ALL):
+                tri = np.asarray(g.list_triangles(), dtype=np.int64).reshape(-1)
+                np.bincount(tri, minlength=n)
+        if alg in ("pagerank", ALL):
+            d = ig.Graph(n=n, edges=arr, directed=True)
+            pr = np.asarray(d.pagerank())
+            present = np.asarray(d.degree()) > 0
+            pr = pr[present] / pr[present].sum()  # without the isolated ids igraph still counts
 
 
-def check(alg: str, view: GraphView, expected: dict[str, Any]) -> None:
-    if alg == "degrees":
-        assert view.degrees.data == expected["degrees"], "degrees differ from networkx"
-        assert view.distribution.data == expected["distribution"], "degree distribution differs"
-    elif alg == "components":
-        assert view.labels.data == expected["components"], "components differ from networkx"
-    elif alg == "pagerank":
-        exp = expected["pagerank"]
-        assert view.ranks.data.keys() == exp.keys(), "PageRank vertices differ"
-        l1 = sum(abs(view.ranks.data[v] - exp[v]) for v in exp)
-        assert l1 <= 1e-6, f"PageRank L1 distance {l1}"
-    elif alg == "triangles":
-        assert view.triangles.data == expected["triangles"], "triangles differ from networkx"
+# -- checking --------------------------------------------------------------------------------
+def check(alg: str, view: GraphView, edges: set[Edge], tol: float) -> None:
+    exp = _nx_run(alg, list(edges), 1e-13)
+    if "degrees" in exp:
+        assert view.degrees.data == exp["degrees"][0], "degrees differ from networkx"
+    if "components" in exp:
+        got = sorted(sorted(map(repr, c)) for c in view.components().values())
+        assert got == sorted(sorted(map(repr, c)) for c in exp["components"]), "components differ from networkx"
+    if "triangles" in exp:
+        assert view.triangles.data == exp["triangles"], "triangles differ from networkx"
+    if "pagerank" in exp:
+        pr = exp["pagerank"]
+        assert view.ranks.data.keys() == pr.keys(), "PageRank vertices differ"
+        l1 = sum(abs(view.ranks.data[v] - pr[v]) for v in pr)
+        assert l1 <= max(1e-6, 2 * tol), f"PageRank L1 distance {l1}"
 
 
-def _p99(xs: list[float]) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(round(0.99 * (len(s) - 1))))]
+# -- driving ---------------------------------------------------------------------------------
+def run_setting(
+    graph: str, edges: list[Edge], churn: float, algs: Sequence[str], epochs: int, tol: float, contenders: Sequence[str]
+) -> list[dict[str, Any]]:
+    """One graph and churn level: every algorithm row (interleaved contenders)."""
+    rows = []
+    for alg in algs:
+        ch = Churn(edges, churn, seed=11)
+        vertices = {v: i for i, v in enumerate(ch.vertices)}
+        runners: dict[str, Any] = {}
+        if "tstate" in contenders:
+            runners["tstate"] = TstateRunner(ALGORITHMS if alg == ALL else (alg,), edges, tol)
+        if "networkx" in contenders:
+            runners["networkx"] = NetworkxRunner(alg, tol)
+        if "igraph" in contenders:
+            runners["igraph"] = IgraphRunner(alg, vertices)
+        lat: dict[str, list[float]] = {k: [] for k in runners}
+        for t in range(1, epochs + 1):
+            ups = ch.epoch()
+            gc.collect()
+            gc.freeze()  # the long-lived heap out of the cyclic GC (as benchmarks.common.EpochDriver)
+            for name, r in runners.items():
+                t0 = time.process_time()
+                r.step(t, ups, ch.present)
+                lat[name].append(time.process_time() - t0)
+        if "tstate" in runners:
+            check(alg, runners["tstate"].view, ch.present, tol)
+        med = {k: statistics.median(v) * 1e3 for k, v in lat.items()}
+        rows.append({"graph": graph, "churn": churn, "changes": 2 * ch.k, "algorithm": alg, **med})
+        print(f"  {graph} churn {churn:.1%} {alg}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items()),
+              file=sys.stderr, flush=True)
+        del runners
+        gc.unfreeze()
+        gc.collect()
+    return rows
+
+
+def ratios(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of issue 14's targets: networkx (or igraph) ms / tstate ms."""
+    out: dict[str, Any] = {}
+    for r in rows:
+        if "tstate" not in r:
+            continue
+        alg = "all" if r["algorithm"] == ALL else r["algorithm"]
+        key = f"{r['graph']}.{alg}.{r['churn'] * 100:g}pct"
+        for peer in ("networkx", "igraph"):
+            if peer in r:
+                out[f"{key}.{peer}_over_tstate"] = round(r[peer] / r["tstate"], 2)
+    return out
 
 
 def main(argv: Optional[list[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--full", action="store_true", help=f"all of {FULL}")
-    ap.add_argument("--input", type=Path, default=None, help="another flights parquet")
-    ap.add_argument("--epochs", type=int, default=None, help="only the first N hourly epochs")
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--algorithms", default=",".join(ALGORITHMS))
-    ap.add_argument("--tol", type=float, default=1e-10, help="PageRank L1 tolerance (both sides)")
-    ap.add_argument("--no-check", action="store_true", help="skip comparing the final results")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 2,000-vertex power-law graph, 3 epochs")
+    ap.add_argument("--graphs", default="airports,powerlaw")
+    ap.add_argument("--vertices", type=int, default=None, help="vertices of the power-law graph (default 20,000)")
+    ap.add_argument("--churn", default="0.001,0.01,0.02", help="fractions of the edges changed per epoch")
+    ap.add_argument("--algorithms", default=",".join((*ALGORITHMS, "all")))
+    ap.add_argument("--epochs", type=int, default=None, help="timed epochs per setting (default 20; --quick 3)")
+    ap.add_argument("--tol", type=float, default=1e-10, help="PageRank L1 tolerance")
+    ap.add_argument("--contenders", default="tstate,networkx,igraph")
+    ap.add_argument("--no-loops", action="store_true", help="skip the loop micro-benchmark")
     args = ap.parse_args(argv)
-    path = args.input or (FULL if args.full else SAMPLE)
-    algs = [a for a in args.algorithms.split(",") if a]
+    epochs = args.epochs or (3 if args.quick else 20)
+    n = args.vertices or (2_000 if args.quick else 20_000)
+    algs = [ALL if a == "all" else a for a in args.algorithms.split(",") if a]
     for a in algs:
-        if a not in ALGORITHMS:
+        if a not in ALGORITHMS and a != ALL:
             ap.error(f"unknown algorithm {a!r}")
-    t0 = time.perf_counter()
-    batches, epochs = load(path, args.epochs)
-    directed, undirected, updates = topology_changes(batches, epochs)
-    flights = sum(len(v) for v in batches.values())
+    contenders = [c for c in args.contenders.split(",") if c]
+    graphs: dict[str, Callable[[], list[Edge]]] = {"airports": airport_edges, "powerlaw": lambda: powerlaw_edges(n)}
+    rows: list[dict[str, Any]] = []
+    for name in [g for g in args.graphs.split(",") if g]:
+        if name not in graphs:
+            ap.error(f"unknown graph {name!r}")
+        edges = graphs[name]()
+        nv = len({x for e in edges for x in e})
+        print(f"{name}: {nv:,} vertices, {len(edges):,} directed edges", file=sys.stderr, flush=True)
+        for c in (float(x) for x in args.churn.split(",")):
+            rows.extend(run_setting(name, edges, c, algs, epochs, args.tol, contenders))
+    header = ["graph", "churn/epoch", "edge changes", "algorithm", *[f"{c} ms" for c in contenders]]
+    header += [f"{c} / tstate" for c in contenders if c != "tstate" and "tstate" in contenders]
+    body = []
+    for r in rows:
+        line = [r["graph"], f"{r['churn']:.1%}", r["changes"], r["algorithm"], *[f"{r[c]:.2f}" for c in contenders]]
+        if "tstate" in contenders:
+            line += [f"{r[c] / r['tstate']:.2f}x" for c in contenders if c != "tstate"]
+        body.append(line)
     print(
-        f"graph analytics: {path.name}, {flights:,} flights, {epochs} hourly epochs, window {WINDOW} epochs, "
-        f"{updates:,} edge updates (insertions + expiries), "
-        f"{sum(len(v) for v in undirected.values()):,} undirected / {sum(len(v) for v in directed.values()):,} "
-        f"directed topology changes; {args.workers} worker(s); loaded in {time.perf_counter() - t0:.1f}s",
-        flush=True,
+        f"graph analytics under churn: median CPU ms per epoch over {epochs} epochs, PageRank tol {args.tol:g}, "
+        "1 worker; 'x / tstate' > 1: tstate is faster"
     )
-    rows = []
-    for alg in algs:
-        runners: dict[str, Any] = {
-            "networkx from scratch": NetworkxRunner(alg, batches, epochs, args.tol),
-            "tstate end to end": EndToEndRunner(alg, batches, epochs, args.workers, args.tol, updates),
-            "tstate algorithm only": AlgorithmOnlyRunner(
-                alg, directed if alg == "pagerank" else undirected, args.workers, args.tol
-            ),
-        }
-        lat: dict[str, list[float]] = {k: [] for k in runners}
-        for t in range(epochs):  # interleaved epoch by epoch: machine noise hits all alike
-            for name, r in runners.items():
-                t0 = time.perf_counter()
-                r.step(t)
-                lat[name].append(time.perf_counter() - t0)
-        for r in runners.values():
-            r.finish()
-        if not args.no_check:
-            view = runners["tstate end to end"].g.view
-            check(alg, view, runners["networkx from scratch"].result)
-        base = statistics.median(lat["networkx from scratch"])
-        for name, r in runners.items():
-            ls = lat[name]
-            med = statistics.median(ls)
-            rows.append(
-                (alg, name, f"{r.updates / sum(ls):,.0f}", f"{med * 1e3:.2f}", f"{_p99(ls) * 1e3:.2f}", f"{base / med:.1f}x")
-            )
-        print(f"  {alg}: done", file=sys.stderr, flush=True)
-    print(table(["algorithm", "mode", "updates/s", "median ms/epoch", "p99 ms/epoch", "speedup vs networkx"], rows))
-    print(
-        "updates/s: flight insertions + window expiries per second of epoch processing "
-        "(tstate algorithm only: topology changes per second)."
-    )
+    print(table(header, body))
+    figures = ratios(rows)
+    if not args.no_loops:
+        from benchmarks.loops import tracker_figures
+
+        figures.update(tracker_figures(quick=args.quick))
+    print(json.dumps(figures, sort_keys=True))
 
 
 if __name__ == "__main__":

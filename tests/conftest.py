@@ -8,6 +8,7 @@ locally, also without a deadline.  ``thorough``: many more examples, for a deep 
 from __future__ import annotations
 
 import os
+from typing import Any, Optional
 
 from hypothesis import HealthCheck, settings
 
@@ -72,3 +73,13 @@ def s3_locked(s3):  # type: ignore[no-untyped-def]
     yield endpoint, key, secret
     proc.terminate()
     proc.wait(10)
+
+
+def pytest_ignore_collect(collection_path: Any, config: Any) -> Optional[bool]:
+    """Doctests (``--doctest-modules``) are for ``tstate/`` and ``apps/``: the tests'
+    helper modules are not collected on their own (``evil_records`` must stay
+    unimported until a test asks for it)."""
+    p = str(collection_path)
+    if p.endswith(".py") and not os.path.basename(p).startswith(("test_", "conftest")):
+        return True
+    return None

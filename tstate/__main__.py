@@ -4,18 +4,28 @@
     List the committed checkpoints in ``DIR``: id, logical time, creation time (UTC),
     size of the data files, number of files, and every operator with its bin count and
     how many bins hold state.  Unreadable (torn, corrupt) manifests are reported on
-    stderr.  Nothing is written to ``DIR``.
+    stderr.  Nothing is written to ``DIR``.  A directory with neither ``manifests/`` nor
+    ``data/`` is "not a checkpoint directory" (exit code 1).
+
+    **Times.**  A checkpoint's time is an epoch of the dataflow.  When its sources said
+    what an epoch is (:class:`tstate.io.sources.EpochUnit`, recorded in the manifest's
+    metadata: ``ts.io.parquet(..., time="date", epoch="1h")``, the CEP app's flight
+    source), the ``time`` column shows the epoch's start as the user's time -- a date
+    (``2001-01-01 06:00``, UTC) or the time column's number -- and an ``epoch`` column
+    the raw epoch; otherwise ``time`` is the epoch.
 
 ``tstate checkpoints DIR --verify``
-    Also read every data file and check its size and xxh64 checksum; the table gets a
+    Also read every data file (and attached file: the Spark backend's held-back
+    records) and check its size and xxh64 checksum; the table gets a
     ``status`` column and every problem is printed with the file's path.  Exit code 1
     if anything is wrong (a torn manifest included), else 0.
 
 ``tstate checkpoints DIR --state OPERATOR [--at ID]``
     Print one operator's state at checkpoint ``ID`` (default: the newest one that
-    verifies): every bin's chain (snapshot, then deltas) decoded into one row per key:
-    ``bin``, ``key``, ``state`` (the stored builtins as JSON: no Python state type is
-    needed) and ``timers`` (the times the key has a timer at).
+    verifies; an ``ID`` that is not there is an error listing the ids that are): every
+    bin's chain (snapshot, then deltas) decoded into one row per key: ``bin``, ``key``,
+    ``state`` (the stored builtins as JSON: no Python state type is needed) and
+    ``timers`` (the times the key has a timer at, as the user's times like the listing's).
 
 ``--format csv`` prints any of these tables as CSV (without the summary lines).
 
@@ -24,8 +34,9 @@
     :meth:`tstate.metrics.Metrics.to_json`, with :func:`tstate.metrics.plot_latency`
     (needs matplotlib: ``pip install -e '.[bench]'``).  Series are named after the files.
 
-Exit codes: 0 success, 1 a problem found or an error (printed on stderr as ``error:
-...``), 2 a usage error.
+Exit codes (the same convention as ``python -m apps.cep`` and ``python -m apps.graph``):
+0 success, 1 a problem found or an error (bad data, a missing or broken checkpoint;
+printed on stderr as ``error: ...``), 2 a usage error (a bad option).
 
 >>> main(["checkpoints", "/nonexistent/ckpt"])   # prints the error on stderr
 1
@@ -43,15 +54,23 @@ from typing import Any, Sequence, TextIO
 
 __all__ = ["main"]
 
+#: the ``--help`` epilog on exit codes (the same convention as the sample apps')
+EXIT_CODES = (
+    "exit status: 0 success; 1 a problem found, bad data or a runtime error (printed on stderr as "
+    "'error: ...'); 2 a usage error (a bad option)"
+)
+
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="tstate", description="tstate command line tools")
+    ap = argparse.ArgumentParser(prog="tstate", description="tstate command line tools", epilog=EXIT_CODES)
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     ck = sub.add_parser(
         "checkpoints",
         help="list, verify or read the checkpoints in a directory",
         description="List the committed checkpoints in DIR; --verify checks every file; "
-        "--state prints one operator's state.",
+        "--state prints one operator's state.  Times are shown as the dates (or numbers) the "
+        "dataflow's epochs stand for when its sources recorded their epoch unit.",
+        epilog=EXIT_CODES,
     )
     ck.add_argument("directory", metavar="DIR", help="the checkpoint directory")
     ck.add_argument(
@@ -64,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
         "plot-latency",
         help="plot epoch latencies from Metrics.to_json() files",
         description="Plot the epoch latencies recorded in METRICS.json files (Metrics.to_json()) to a PNG.",
+        epilog=EXIT_CODES,
     )
     pl.add_argument("metrics", metavar="METRICS.json", nargs="+", help="JSON written from Metrics.to_json()")
     pl.add_argument("--out", required=True, metavar="X.png", help="the PNG to write")
@@ -150,26 +170,63 @@ def _time(t: Any) -> str:
     return str(t) if isinstance(t, (int, float, str)) else repr(t)
 
 
+def _unit(m: Any) -> Any:
+    """The epoch unit a manifest's metadata records (None: times are plain epochs)."""
+    from tstate.io.sources import EpochUnit
+
+    return EpochUnit.from_builtins(m.meta.get("epoch_unit"))
+
+
+def _user_time(t: Any, unit: Any) -> str:
+    """Time ``t`` as the user's time when the unit is known, else the epoch."""
+    return unit.label(t) if unit is not None else _time(t)
+
+
+def _open(directory: str) -> Any:
+    """The store at ``directory``, read-only; CheckpointError if it is not one."""
+    from tstate.checkpoint.store import CheckpointStore
+    from tstate.errors import CheckpointError
+
+    store = CheckpointStore(directory, readonly=True)
+    try:
+        found = set(store.fs.list_dirs(""))
+    except OSError as exc:
+        raise CheckpointError(f"{directory}: cannot be listed ({exc})") from None
+    if not found & {"manifests", "data"}:
+        raise CheckpointError(f"{directory}: not a checkpoint directory (it has no manifests/ or data/)")
+    return store
+
+
+def _available(store: Any) -> str:
+    """What ``--at`` can name: the readable checkpoints' ids and times."""
+    ms = store.manifests()
+    if not ms:
+        return "there is no readable checkpoint"
+    listed = ", ".join(f"{m.id} (time {_user_time(m.time, _unit(m))})" for m in ms)
+    return f"the checkpoints there are {listed}"
+
+
 # ---------------------------------------------------------------------- checkpoints
 
 
 def _list(directory: str, verify: bool, fmt: str, out: TextIO) -> int:
-    from tstate.checkpoint.store import CheckpointStore
-
-    store = CheckpointStore(directory, readonly=True)
+    store = _open(directory)
     manifests = store.manifests()
     unreadable = list(store.problems)
-    header = ["id", "time", "created", "size", "files", "operators"]
+    units = [_unit(m) for m in manifests]
+    dated = any(u is not None for u in units)  # then an "epoch" column too
+    header = ["id", "time", *(["epoch"] if dated else []), "created", "size", "files", "operators"]
     if verify:
         header.append("status")
     rows = []
     problems: list[str] = list(unreadable)
-    for m in manifests:
+    for m, unit in zip(manifests, units):
         ops = ", ".join(
             f"{name}:{e.bins} bins ({len(e.chains)} with state)" for name, e in m.operators.items()
         )
         size = str(m.total_size) if fmt == "csv" else _size(m.total_size)
-        row = [str(m.id), _time(m.time), _created(m.created), size, str(m.file_count), ops or "-"]
+        times = [_user_time(m.time, unit), _time(m.time)] if dated else [_time(m.time)]
+        row = [str(m.id), *times, _created(m.created), size, str(m.file_count), ops or "-"]
         if verify:
             found = store.verify(m)
             problems.extend(f"checkpoint {m.id}: {p}" for p in found)
@@ -195,17 +252,20 @@ def _list(directory: str, verify: bool, fmt: str, out: TextIO) -> int:
 
 def _state(directory: str, operator: str, at: int | None, fmt: str, out: TextIO) -> int:
     from tstate.checkpoint.delta import apply_chain
-    from tstate.checkpoint.store import CheckpointStore
     from tstate.errors import CheckpointError, StateTypeError, TstateError
 
-    store = CheckpointStore(directory, readonly=True)
+    store = _open(directory)
     if at is None:
         m = store.latest()
         if m is None:
             detail = "; ".join(store.problems)
             raise CheckpointError(f"no good checkpoint in {directory}" + (f" ({detail})" if detail else ""))
     else:
-        m = store.manifest(at)
+        try:
+            m = store.manifest(at)
+        except CheckpointError as exc:
+            raise CheckpointError(f"no checkpoint {at} in {directory} ({exc}); {_available(store)}") from None
+    unit = _unit(m)
     entry = m.operators.get(operator)
     if entry is None:
         names = ", ".join(m.operators) or "none"
@@ -229,17 +289,21 @@ def _state(directory: str, operator: str, at: int | None, fmt: str, out: TextIO)
                 at_times.setdefault(k, []).append(t)
         for k, v in data["states"].items():
             keys += 1
-            rows.append([str(b), _show(k), _show(v), _show(at_times.pop(k, []))])
+            rows.append([str(b), _show(k), _show(v), _timers(at_times.pop(k, []), unit)])
         for k, ts in at_times.items():  # a timer on a key without state
-            rows.append([str(b), _show(k), "", _show(ts)])
+            rows.append([str(b), _show(k), "", _timers(ts, unit)])
     _table(["bin", "key", "state", "timers"], rows, fmt, out)
     if fmt == "table":
         print(
-            f"operator {operator!r} at checkpoint {m.id} (time {_time(m.time)}): {keys} keys, {timers} timers "
+            f"operator {operator!r} at checkpoint {m.id} (time {_user_time(m.time, unit)}): {keys} keys, {timers} timers "
             f"in {len(entry.chains)} of {entry.bins} bins",
             file=out,
         )
     return 0
+
+
+def _timers(times: list[Any], unit: Any) -> str:
+    return _show(times if unit is None else [unit.label(t) for t in times])
 
 
 # ---------------------------------------------------------------------- plot-latency
@@ -278,4 +342,8 @@ def _plot(paths: list[str], out: str, title: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -31,13 +31,14 @@ step-by-step control) executes it on the embedded engine with N workers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
+import numbers
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
 
 from attrs import define, field
 
-from tstate.errors import ConfigurationError, GraphError, InputClosedError, ProgressError
+from tstate.errors import ConfigurationError, GraphError, InputClosedError, InputError, ProgressError
 from tstate.progress.summary import PathSummary
-from tstate.progress.timestamp import less_equal, minimum
+from tstate.progress.timestamp import TIME_MAX, less_equal, minimum
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.engine.execution import Execution
@@ -81,18 +82,38 @@ class Scope:
     """A timestamp scope: the dataflow's root (``int`` times, depth 0) or an iterate
     scope (``Product`` times one level deeper than its parent)."""
 
-    def __init__(self, flow: "Dataflow", depth: int, name: str, parent: Optional["Scope"] = None) -> None:
+    def __init__(
+        self, flow: "Dataflow", depth: int, name: str, parent: Optional["Scope"] = None, sequenced: bool = False
+    ) -> None:
         self.flow = flow
         self.depth = depth
         self.name = name
         self.parent = parent
+        #: epoch-sequenced (see :meth:`Dataflow.iterate`)
+        self.sequenced = sequenced
         self._feedbacks: list["Feedback"] = []
+
+    def at(self, epoch: Any, round: int) -> Any:
+        """The time of ``round`` of ``epoch`` inside this iterate scope:
+        ``Product(epoch, round)``, or in a sequenced scope
+        :func:`~tstate.progress.timestamp.sequenced` ``(epoch, round)``."""
+        from tstate.progress.timestamp import Product, sequenced
+
+        if self.depth == 0:
+            raise GraphError("at() needs an iterate scope")
+        return sequenced(epoch, round) if self.sequenced else Product(epoch, round)
+
+    def round_of(self, t: Any) -> int:
+        """The round of its epoch that time ``t`` of this scope is (inverse of :meth:`at`)."""
+        from tstate.progress.timestamp import sequenced_round
+
+        return sequenced_round(t) if self.sequenced else t.inner  # type: ignore[no-any-return]
 
     def feedback(self, step: int = 1, max_iterations: Optional[int] = None, name: Optional[str] = None) -> "Feedback":
         """A loop variable: records given to ``feedback.connect(stream)`` re-appear on
         ``feedback.stream`` with the iteration count advanced by ``step``.  With
-        ``max_iterations``, records that would pass it are dropped (the summary
-        "overflows")."""
+        ``max_iterations``, records that would pass it (the round of their epoch, in a
+        sequenced scope) are dropped (the summary "overflows")."""
         if self.depth == 0:
             raise GraphError("feedback() needs an iterate scope: use it inside @flow.iterate")
         if step < 1:
@@ -110,7 +131,7 @@ class Scope:
             outputs=1,
             factory=FeedbackRuntime,
             summary=[[[PathSummary.feedback(self.depth, step)]]],
-            options={"step": step, "max_iterations": max_iterations},
+            options={"step": step, "max_iterations": max_iterations, "sequenced": self.sequenced, "scope": self.name},
         )
         fb = Feedback(self, spec, Stream(flow, spec.index, 0, self))
         self._feedbacks.append(fb)
@@ -158,6 +179,17 @@ class Stream:
 
     def __repr__(self) -> str:
         return f"<Stream from {self.name!r}>"
+
+    def origin_source(self) -> Any:
+        """The :class:`~tstate.io.sources.Source` whose records this stream carries
+        unchanged -- the stream of ``flow.source(src)``, or one derived from it only by
+        ``filter``, ``inspect`` and ``exchange`` -- or ``None`` (an input, a ``map``,
+        ...).  Operators ask it what the source declares (event time, record type)."""
+        nodes = self.flow._nodes
+        spec = nodes[self.node]
+        while spec.kind in ("filter", "inspect", "exchange") and spec.inputs and spec.inputs[0] is not None:
+            spec = nodes[spec.inputs[0][0]]
+        return spec.options.get("source") if spec.kind == "source" else None
 
     # -- stateless operators --------------------------------------------------------
     def map(self, fn: Callable[[Any], Any], name: Optional[str] = None) -> "Stream":
@@ -233,11 +265,17 @@ class StatefulStream(Stream):
 class InputStream(Stream):
     """A stream fed from Python: :meth:`send`, :meth:`advance_to`, :meth:`close`.
 
-    The input holds a capability for its current epoch (initially the scope's least
-    time): records sent are stamped with it; ``advance_to(t)`` promises no more records
-    before ``t`` (moving backwards is a :class:`~tstate.errors.ProgressError`);
-    ``close()`` promises no more records at all.  Data sent before the dataflow starts
-    is kept and delivered when it does."""
+    The input holds a capability for its current epoch (initially ``0``): records sent
+    are stamped with it; ``advance_to(t)`` promises no more records before ``t``
+    (moving backwards is a :class:`~tstate.errors.ProgressError`); ``close()`` promises
+    no more records at all.  Data sent before the dataflow starts is kept and delivered
+    when it does.
+
+    Checked where they are given, naming the input (:class:`~tstate.errors.InputError`):
+    times are ``int`` epochs (``advance_to(2.5)``, ``advance_to("7")`` or a tuple are
+    refused; numpy integers are taken as ints), and ``send`` takes a batch -- an
+    iterable of records -- so a ``str``, ``bytes`` or ``dict`` is refused rather than
+    split into characters or keys (send ``[x]`` for one record)."""
 
     __slots__ = ("_handle",)
 
@@ -255,7 +293,8 @@ class InputStream(Stream):
         return self._handle.closed
 
     def send(self, records: Iterable[Any], time: Any = None) -> None:
-        """Send ``records`` at the current epoch (or at ``time >= `` the current epoch)."""
+        """Send ``records`` (a batch: a list or other iterable of records, not a str,
+        bytes or dict) at the current epoch (or at ``time >=`` the current epoch)."""
         self._handle.send(records, time)
 
     def advance_to(self, time: Any) -> None:
@@ -278,13 +317,42 @@ class InputHandle:
         self.queue: list[tuple[Any, list[Any]]] = []
         self.runtime: Optional[Any] = None  # the live InputRuntime, when running
 
+    def _epoch(self, time: Any, what: str) -> int:
+        """``time`` as an input's time: an ``int`` epoch (numpy integers too), else
+        :class:`~tstate.errors.InputError` naming the input."""
+        if type(time) is int:
+            t = time
+        elif isinstance(time, numbers.Integral) and not isinstance(time, bool):
+            t = int(time)
+        else:
+            raise InputError(
+                f"input {self.name!r}: {what}({time!r}): an input's times are int epochs, "
+                f"not {type(time).__name__} (round or convert it: e.g. int(t))"
+            )
+        if t > TIME_MAX:
+            raise InputError(f"input {self.name!r}: {what}({time!r}): a time is at most {TIME_MAX}")
+        return t
+
     def send(self, records: Iterable[Any], time: Any = None) -> None:
         if self.closed:
             raise InputClosedError(f"input {self.name!r}: send after close")
+        if isinstance(records, (str, bytes, bytearray, memoryview, Mapping)):
+            raise InputError(
+                f"input {self.name!r}: send({_short(records)}): a {type(records).__name__} is not a batch of "
+                f"records; send a list of records (send([x]) for one record)"
+            )
+        if time is not None:
+            time = self._epoch(time, "send at time")
         t = self.time if time is None else time
         if time is not None and not less_equal(self.time, time):
             raise ProgressError(f"input {self.name!r}: cannot send at time {time!r}, the input is at {self.time!r}")
-        recs = records if isinstance(records, list) else list(records)
+        try:
+            recs = records if isinstance(records, list) else list(records)
+        except TypeError:
+            raise InputError(
+                f"input {self.name!r}: send({_short(records)}): a {type(records).__name__} is not a batch of "
+                "records (an iterable of records)"
+            ) from None
         if recs:
             self.queue.append((t, recs))
             if self.runtime is not None:
@@ -293,6 +361,7 @@ class InputHandle:
     def advance_to(self, time: Any) -> None:
         if self.closed:
             raise InputClosedError(f"input {self.name!r}: advance_to({time!r}) after close")
+        time = self._epoch(time, "advance_to")
         if not less_equal(self.time, time):
             raise ProgressError(f"input {self.name!r}: cannot advance backwards from {self.time!r} to {time!r}")
         self.time = time
@@ -304,6 +373,11 @@ class InputHandle:
             self.closed = True
             if self.runtime is not None:
                 self.runtime.request_activation()
+
+
+def _short(value: Any) -> str:
+    r = repr(value)
+    return r if len(r) <= 40 else r[:37] + "..."
 
 
 class Dataflow:
@@ -528,7 +602,14 @@ class Dataflow:
         ``list[int]``, ``dict[str, Route]``, ...); it is checked when the dataflow is
         built.  A key seen for the first time starts from ``default()`` (default: the
         type called with no arguments).  ``fn`` mutates the state in place, or returns
-        a new value to replace it.  ``ctx`` is a :class:`~tstate.state.context.Context`
+        a new value to replace it.  A state that cannot change in place (``int``,
+        ``float``, ``str``, ``bytes``, ``bool``, datetimes, enums, tuples, frozensets and
+        frozen attrs classes of such values; ``None`` for an ``Optional`` state) must be
+        returned -- return the old value to keep it: returning ``None`` raises
+        :class:`~tstate.errors.StateReturnError` naming the operator and key, and a
+        function with no ``return <value>`` at all is refused here, when the dataflow
+        is built (:func:`tstate.state.declaration.returns_required`).  The ``on_notify``
+        handler may return ``None`` to keep any state.  ``ctx`` is a :class:`~tstate.state.context.Context`
         (``emit``, ``time``, ``key``, ``notify_at``, ``clear``).  Records of one key are
         applied in timestamp order.  The decorated name becomes a :class:`StatefulStream`
         whose ``on_notify`` decorator registers the timer handler
@@ -561,8 +642,9 @@ class Dataflow:
         name: Optional[str],
         fold: bool,
     ) -> Callable[[Callable[..., Any]], "StatefulStream"]:
+        from tstate.errors import StateReturnError
         from tstate.keys import check_bins
-        from tstate.state.declaration import default_factory
+        from tstate.state.declaration import default_factory, never_returns_a_value, returns_required
         from tstate.types.schema import analyse
 
         check_bins(bins)
@@ -570,18 +652,24 @@ class Dataflow:
             raise ConfigurationError(f"stateful: key must be a function of the record, got {key!r}")
         schema = analyse(state)
         new_state = default if default is not None else default_factory(state)
+        returns = "never" if fold else returns_required(schema)
 
         def decorate(fn: Callable[..., Any]) -> "StatefulStream":
             from tstate.operators.stateful import StatefulRuntime
 
             scope = self._scope_of([stream], "stateful")
             nm = self._fn_name(fn, "stateful", name)
+            if returns == "always" and never_returns_a_value(fn):
+                raise StateReturnError(
+                    f"stateful operator {nm!r}: {fn.__qualname__} never returns a value, but its state type "
+                    f"{schema.name} cannot change in place: return the new state (return the old one to keep it)"
+                )
             spec = self._add_node(
                 nm, "stateful", scope, [(stream.node, stream.port)], [Exchange(key, bins)], 1, StatefulRuntime,
                 summary=[[[PathSummary.identity(scope.depth)]]],
                 options={
                     "fn": fn, "key": key, "state_type": state, "schema": schema, "new_state": new_state,
-                    "bins": bins, "handlers": {}, "fold": fold,
+                    "bins": bins, "handlers": {}, "fold": fold, "returns": returns,
                 },
             )
             return StatefulStream(self, spec.index, scope)
@@ -607,27 +695,46 @@ class Dataflow:
         return point_read(self._execution, op, key)
 
     # -- iterate scopes -----------------------------------------------------------
-    def iterate(self, *streams: Stream, name: Optional[str] = None) -> Callable[[Callable[..., Any]], Any]:
+    def iterate(
+        self, *streams: Stream, name: Optional[str] = None, sequenced: bool = False
+    ) -> Callable[[Callable[..., Any]], Any]:
         """Decorator: ``body(scope, *entered)`` builds a loop in a new iterate scope.
 
         Each stream in ``streams`` enters the scope (time ``t`` becomes
         ``Product(t, 0)``); ``body`` creates loop variables with ``scope.feedback()``,
         connects them, and returns the stream (or tuple of streams) that leaves the
         scope (``Product(t, i)`` becomes ``t``).  The decorated name becomes the left
-        stream(s)."""
+        stream(s).
+
+        ``sequenced=True`` makes the epochs run one after another inside the loop
+        (in a scope of the root, whose epochs are ints ``0 <= t <=``
+        :data:`~tstate.progress.timestamp.MAX_SEQUENCED_EPOCH`): records entering at
+        epoch ``t`` get the time ``scope.at(t, 0)``, round ``k`` of epoch ``t`` is
+        ``scope.at(t, k)`` (:data:`~tstate.progress.timestamp.SEQUENCE_SPAN`), and every
+        time of epoch ``t - 1`` is ``<=`` every time of epoch ``t``.  A ``@flow.stateful``
+        operator in the loop applies a time's records once no earlier time can arrive
+        and fires timers in time order, so it starts epoch ``t`` exactly when epoch
+        ``t - 1`` is over there -- per-key state carried from one epoch to the next
+        (incremental algorithms) without holding anything back.  Plain scopes let
+        epochs overlap: round 3 of epoch 5 and round 0 of epoch 6 are incomparable.
+        Either way ``execution.metrics.rounds(name)`` counts the rounds of every epoch
+        (the distinct times that went around the loop)."""
 
         def decorate(body: Callable[..., Any]) -> Any:
             from tstate.operators.scope import EnterRuntime, LeaveRuntime
 
             outer = self._scope_of(streams, "iterate")
             nm = str(name or getattr(body, "__name__", "iterate"))
-            scope = Scope(self, outer.depth + 1, nm, outer)
+            if sequenced and outer.depth != 0:
+                raise GraphError(f"iterate {nm!r}: a sequenced scope must be in the root scope (int epochs)")
+            scope = Scope(self, outer.depth + 1, nm, outer, sequenced=sequenced)
             d = outer.depth
             entered = []
             for s in streams:
                 spec = self._add_node(
                     self._name(f"{nm}.enter", None), "enter", scope, [(s.node, s.port)], [None], 1, EnterRuntime,
                     summary=[[[PathSummary.enter(d)]]], input_depth=[d], output_depth=[d + 1],
+                    options={"sequenced": sequenced},
                 )
                 entered.append(Stream(self, spec.index, 0, scope))
             result = body(scope, *entered)

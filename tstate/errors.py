@@ -26,6 +26,12 @@ class InputClosedError(TstateError):
     """``send`` or ``advance_to`` on an input that was already closed."""
 
 
+class InputError(TstateError):
+    """What was given to an input is not what it takes: ``send`` of a ``str``, ``bytes``
+    or ``dict`` (not a batch of records: wrap one record in a list), or a time that is
+    not an ``int`` epoch (``2.5``, ``"7"``, a tuple).  The message names the input."""
+
+
 class CapabilityLeakError(TstateError):
     """The dataflow cannot finish: an operator still holds a capability (or a source is
     still open) but nothing can make progress any more."""
@@ -34,6 +40,14 @@ class CapabilityLeakError(TstateError):
 class OperatorError(TstateError):
     """A user function raised.  The message names the operator, worker and time; the
     original exception is chained as ``__cause__``."""
+
+
+class StateReturnError(OperatorError):
+    """A stateful operator's function returned ``None`` for a state that cannot change
+    in place (``state=int``, a tuple, a frozen attrs class...): it must return the new
+    state.  Raised when the dataflow is built if the function has no ``return`` with a
+    value at all, else when it returns ``None``; the message names the operator, the
+    function, and (at run time) the key, time and record."""
 
 
 class StateTypeError(TstateError):

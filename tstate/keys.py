@@ -8,7 +8,8 @@ The canonical encoding is msgpack with keys normalised so that keys Python consi
 equal encode equally: ``True``/``1``/``1.0`` all encode as the integer 1, tuples and
 lists both encode as arrays.  Supported key types: ``None``, ``bool``, ``int``,
 ``float``, ``str``, ``bytes``, ``datetime``/``date``, enums, and tuples/lists/frozensets
-of these.
+of these.  NaN is refused (:class:`~tstate.errors.KeyFunctionError`): it is not equal to
+itself, so its state could never be found again.
 
 >>> key_hash(("ATL", 2001))
 13757360166169118470
@@ -48,6 +49,8 @@ def canonical_key(key: Any) -> Any:
     if t is float:
         if key.is_integer():
             return canonical_key(int(key))
+        if key != key:
+            raise KeyFunctionError(_NAN)
         return key
     if t is tuple or t is list:
         return [canonical_key(k) for k in key]
@@ -69,6 +72,12 @@ def canonical_key(key: Any) -> Any:
         f"key {key!r} of type {t.__qualname__} cannot be used as a key: "
         "use None, bool, int, float, str, bytes, datetime, an enum, or a tuple of these"
     )
+
+
+_NAN = (
+    "key nan: NaN is not equal to itself, so every record would get a state of its own "
+    "and none could be found again; map NaN to a real key (e.g. None) in the key function"
+)
 
 
 def _base_value(key: Any) -> Any:
@@ -113,14 +122,22 @@ def bin_of(hash64: int, bins: int) -> int:
     return hash64 >> shift if shift < 64 else 0
 
 
-class KeyRouter:
-    """Memoised ``key -> bin`` for one bin count: hashing is done once per distinct key.
+#: the default bound of a :class:`KeyRouter`'s memo (entries)
+MEMO_LIMIT = 1 << 16
 
-    The memo is cleared when it exceeds ``limit`` entries so memory stays bounded."""
+
+class KeyRouter:
+    """Memoised ``key -> bin`` for one bin count: hashing is done once per distinct key
+    (while it is in the memo).
+
+    The memo is cleared when it reaches ``limit`` entries (default :data:`MEMO_LIMIT`),
+    so its memory stays bounded however many distinct keys pass (a few MB: each entry
+    keeps its key alive)."""
 
     __slots__ = ("bins", "_shift", "_memo", "_limit")
 
-    def __init__(self, bins: int, limit: int = 1 << 20) -> None:
+    def __init__(self, bins: int, limit: int = 0) -> None:
+        limit = limit or MEMO_LIMIT
         check_bins(bins)
         self.bins = bins
         self._shift = 64 - (bins.bit_length() - 1)

@@ -43,6 +43,25 @@ class Metrics:
         self.done_at: dict[int, float] = {}
         self._closed_upto: Optional[int] = None  # epochs < this are closed
         self._done_upto: Optional[int] = None
+        self._rounds: dict[str, dict[Any, set[int]]] = {}  # scope -> epoch -> rounds fed back
+
+    def loop_round(self, scope: str, epoch: Any, round: int) -> None:
+        """Records went around iterate scope ``scope`` into ``round`` of ``epoch``."""
+        per = self._rounds.get(scope)
+        if per is None:
+            per = self._rounds[scope] = {}
+        seen = per.get(epoch)
+        if seen is None:
+            per[epoch] = {round}
+        else:
+            seen.add(round)
+
+    def rounds(self, scope: str) -> dict[Any, int]:
+        """Per epoch, the number of rounds of iterate scope ``scope`` that records went
+        around the loop into (the distinct times its feedback edges produced; an epoch
+        whose records never went around has no entry).  A round is one exchange: the
+        fewer, the less waiting for the slowest worker."""
+        return {e: len(ks) for e, ks in sorted(self._rounds.get(scope, {}).items())}
 
     def record_move(self, operator: str, bin: int, source: int, target: int, t: Any, nbytes: int, seconds: float) -> None:
         self.moves.append(Move(operator, bin, source, target, t, nbytes, seconds, time.perf_counter()))

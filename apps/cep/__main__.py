@@ -11,7 +11,8 @@ two CEP operators (:mod:`apps.cep.dataflow`) with the patterns of
   within 2 hours, with no other delay over 60 minutes in between;
 
 prints the first matches of each pattern and a summary (matches, timed-out partial
-matches, late events, events/s), with a progress bar on stderr.
+matches and late events per pattern; events and events/s of the run, which matches
+both patterns in one pass over the input), with a progress bar on stderr.
 
     python -m apps.cep                                    # the bundled sample
     python -m apps.cep --input ../shared/data/flights-3m.parquet --limit 500000
@@ -22,7 +23,16 @@ matches, late events, events/s), with a progress bar on stderr.
 time order are matched if they are at most ``--lateness`` minutes behind the watermark
 (the end of the previous hour), otherwise counted as late.  Bad input (a missing file or
 column, a column of the wrong type, a null date/delay/origin) stops the app with a
-message naming the file, the row and the column (exit status 1).
+message naming the file, the row and the column (exit status 1); a file without rows (a header-only CSV) says "no rows".
+
+Exit status (:mod:`apps.cli`; the same for ``python -m apps.graph`` and ``python -m
+tstate``): 0 success, 1 bad input data or a runtime error (``error: ...`` on stderr),
+2 a usage error (a bad option or option value, e.g. ``--epoch 90s``).
+
+``--workers N`` runs N *logical* tstate workers in this one process: keys are routed to
+them and their state can migrate between them, and the matches are the same on any
+count -- but they share one Python interpreter, so more workers are slower, not faster.
+For parallel speed use ``--backend spark``.
 
 With ``--checkpoint DIR`` the run writes a checkpoint every ``--every`` epochs and a
 later run with the same directory resumes from the last one (on any number of
@@ -68,6 +78,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+from apps.cli import EXIT_CODES, EXIT_ERROR, WORKERS_HELP
 from tstate.io.sinks import Sink
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -88,9 +99,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m apps.cep",
         description="Complex event processing on the flight stream: delay cascades and recoveries per airport.",
+        epilog=EXIT_CODES,
     )
     p.add_argument("--input", type=Path, default=None, help=f"Parquet or CSV flights (default: {DEFAULT_INPUT})")
-    p.add_argument("--workers", type=int, default=1, help="tstate workers (default: 1)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help=WORKERS_HELP)
     p.add_argument("--limit", type=int, default=None, help="read only the first N rows")
     p.add_argument(
         "--checkpoint", type=str, default=None,
@@ -134,6 +146,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         p.error("--epochs-per-batch must be >= 1")
     if args.every < 1:
         p.error("--every must be >= 1")
+    from apps.cep.spark_source import epoch_minutes
+    from tstate.errors import ConfigurationError
+
+    try:
+        epoch_minutes(args.epoch)
+    except ConfigurationError as exc:
+        p.error(f"--epoch: {exc}")
     if args.lateness < 0:
         p.error("--lateness must be >= 0")
     if args.show < 0:
@@ -335,11 +354,11 @@ def _run(args: argparse.Namespace) -> int:
     except TstateError as exc:
         bar.close()
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except OSError as exc:
         bar.close()
         print(f"error: {path}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     bar.close()
     resumed_line = None
     if resumed is not None:
@@ -378,7 +397,7 @@ def _run_spark(args: argparse.Namespace) -> int:
         from tstate.spark import Backend, local_session
     except ImportError as exc:
         print(f"error: --backend spark: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     path = args.input if args.input is not None else ensure_sample()
     # a session already running in this process (a notebook, a test) is reused, not stopped
     owned = SparkContext._active_spark_context is None
@@ -419,10 +438,10 @@ def _run_spark(args: argparse.Namespace) -> int:
                 spark.stop()
     except TstateError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except OSError as exc:
         print(f"error: {path}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
@@ -485,14 +504,12 @@ def report(
         for _t, k, m in matches.first():
             print("  " + render(k, m), file=out)
     rate = events / seconds if seconds > 0 else 0.0
-    rows_ = [
-        [name, f"{m.count:,}", f"{t.count:,}", f"{late.count:,}", f"{events:,}", f"{seconds:.2f}", f"{rate:,.0f}"]
-        for name, (m, t, late) in sinks.items()
-    ]
+    rows_ = [[name, f"{m.count:,}", f"{t.count:,}", f"{late.count:,}"] for name, (m, t, late) in sinks.items()]
     print("", file=out)
+    print(table(["pattern", "matches", "timeouts", "late events"], rows_), file=out)
+    # one dataflow matches both patterns in one pass over the input: one time for both
     print(
-        table(["pattern", "matches", "timeouts", "late events", "events", "seconds", "events/s"], rows_),
-        file=out,
+        f"\nboth patterns in one pass: {events:,} events in {seconds:.2f} s ({rate:,.0f} events/s)", file=out
     )
 
 
@@ -509,4 +526,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_ERROR)

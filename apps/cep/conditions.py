@@ -13,6 +13,8 @@ that is being extended -- never the event under test:
   ``LAST(stage)``) -- cheaper than ``events(stage)[-1]``;
 * ``ctx.previous()``: the latest event accepted into the partial match by any stage,
   or ``None``;
+* ``ctx.all_events()``: every event accepted into the partial match, oldest first
+  (MATCH_RECOGNIZE's default variable ``*``, the current row excluded);
 * ``ctx.timestamp``: the timestamp of the event under test.
 
 Conditions must be pure functions of their arguments: the engine evaluates each
@@ -43,6 +45,8 @@ class Context(Protocol):
     def last(self, stage: str) -> Any: ...
 
     def previous(self) -> Any: ...
+
+    def all_events(self) -> Sequence[Any]: ...
 
 
 @frozen(eq=False)

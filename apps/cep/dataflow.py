@@ -86,27 +86,35 @@ epoch, not per event).  A key whose state becomes empty (nothing buffered, no pa
 match) is dropped (``ctx.clear()``), so idle keys cost nothing -- unless
 ``keep_idle_keys=True``.  The state type is
 ``CepState[event_type, time_type]``: ``event_type`` must be a type tstate can encode
-(an attrs class, a tuple of scalars, ...), checked when the dataflow is built.
+(an attrs class, a tuple of scalars, a ``TypedDict`` for dict records, ...), checked when
+the dataflow is built.  Records may be plain dicts (the rows ``ts.io.parquet`` /
+``ts.io.csv`` give): without ``event_type`` the type is the source's
+(:meth:`~tstate.io.sources.Source.record_type`, a ``TypedDict`` of the file's columns),
+and the first record is checked against it (a mismatch raises
+:class:`~tstate.errors.StateTypeError` naming the column).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Generic, Optional, TypeVar
 
 from attrs import define, field, frozen
 
 from tstate.dataflow import DEFAULT_BINS, Dataflow, StatefulStream, Stream
-from tstate.errors import ConfigurationError
+from tstate.errors import ConfigurationError, StateTypeError
 from tstate.io.sinks import Collected
+from tstate.io.sources import UNIX_EPOCH, EventTime
 
+from apps.cep.durations import in_units, is_duration
 from apps.cep.matcher import Match, Matcher, TimedOut
 from apps.cep.pattern import Pattern
 from apps.cep.state import KeyState
 
-__all__ = ["CepState", "CepStreams", "MATCH", "TIMEOUT", "LATE", "cep", "release_epoch", "watermark"]
+__all__ = ["CepState", "CepStreams", "Clock", "MATCH", "TIMEOUT", "LATE", "cep", "release_epoch", "resolve_clock", "watermark"]
 
 E = TypeVar("E")
 T = TypeVar("T")
@@ -157,21 +165,120 @@ class CepStreams:
         )
 
 
-def watermark(epoch_time: int, epoch: Any, lateness: Any = 0) -> Any:
+def watermark(epoch_time: int, epoch: Any, lateness: Any = 0, origin: Any = 0) -> Any:
     """``W(T)``: the event time below which everything is complete once the frontier
     passed dataflow time ``epoch_time``."""
-    return (epoch_time + 1) * epoch - lateness
+    return origin + (epoch_time + 1) * epoch - lateness
 
 
-def release_epoch(event_time: Any, epoch: Any, lateness: Any = 0) -> int:
+def release_epoch(event_time: Any, epoch: Any, lateness: Any = 0, origin: Any = 0) -> int:
     """The first epoch ``R`` with ``W(R) > event_time`` (the release epoch of an event
     arriving no later than ``R``)."""
-    return int((event_time + lateness) // epoch)
+    return int((event_time - origin + lateness) // epoch)
 
 
-def _timeout_epoch(x: Any, epoch: Any, lateness: Any) -> int:
+def _timeout_epoch(x: Any, epoch: Any, lateness: Any, origin: Any = 0) -> int:
     """The first epoch ``T`` with ``W(T) >= x``."""
-    return int(-((-x - lateness) // epoch)) - 1  # ceil((x + lateness) / epoch) - 1
+    return int(-((origin - x - lateness) // epoch)) - 1  # ceil((x - origin + lateness) / epoch) - 1
+
+
+@frozen
+class Clock:
+    """How :func:`cep` reads event time, resolved from its arguments and the source:
+    ``time`` (record -> event time), ``epoch`` / ``lateness`` / ``window`` (numbers in
+    the event time's unit, or ``timedelta`` values when event times are datetimes),
+    ``origin`` (the event time at which dataflow epoch 0 starts), ``unit`` (the
+    duration of 1 of a numeric event time, if known), ``time_type`` (for the state)."""
+
+    time: Callable[[Any], Any]
+    epoch: Any
+    lateness: Any
+    window: Any
+    origin: Any
+    unit: Optional[dt.timedelta]
+    time_type: Any
+
+
+def _field_getter(name: str) -> Callable[[Any], Any]:
+    """Read field ``name`` of a dict record (by key) or of an object (by attribute)."""
+    item = itemgetter(name)
+    attr = attrgetter(name)
+
+    def get(rec: Any) -> Any:
+        return item(rec) if rec.__class__ is dict else attr(rec)
+
+    get.__name__ = f"field_{name}"
+    return get
+
+
+def resolve_clock(
+    stream: Stream,
+    pattern: Pattern,
+    time: Optional[Callable[[Any], Any]],
+    epoch: Any,
+    lateness: Any,
+    time_unit: Optional[dt.timedelta],
+    time_type: Any,
+    where: str = "cep",
+) -> Clock:
+    """Resolve event time for :func:`cep` (rules in its docstring)."""
+    src = stream.origin_source()
+    declared: Optional[EventTime] = src.event_time() if src is not None else None
+    if time is None:
+        if declared is None:
+            raise ConfigurationError(
+                f"{where}: time= is needed: the stream does not come from a source that declares its "
+                "event time (ts.io.parquet / ts.io.csv, apps.cep.source.flight_source)"
+            )
+        time = _field_getter(declared.field)
+    elif not callable(time):
+        raise ConfigurationError(f"{where}: time must be a function of the record, got {time!r}")
+    if epoch is None:  # the source's, else one event-time unit per dataflow epoch
+        epoch = declared.epoch if declared is not None else 1
+    unit = time_unit if time_unit is not None else (declared.unit if declared is not None else None)
+    for name, value, zero_ok in (("epoch", epoch, False), ("lateness", lateness, True)):
+        ok = is_duration(value) and (
+            value >= dt.timedelta(0) if isinstance(value, dt.timedelta) else value >= 0
+        )
+        if ok and not zero_ok:
+            ok = value != 0 and value != dt.timedelta(0)
+        if not ok:
+            raise ConfigurationError(
+                f"{where}: {name} must be a {'non-negative' if zero_ok else 'positive'} "
+                f"datetime.timedelta or number of event-time units, got {value!r}"
+            )
+    if unit is not None and not (isinstance(unit, dt.timedelta) and unit > dt.timedelta(0)):
+        raise ConfigurationError(f"{where}: time_unit must be a positive datetime.timedelta, got {unit!r}")
+    window = pattern.window
+    if unit is not None:  # numeric event time in known units: every duration becomes a number
+        epoch, lateness, window = (in_units(d, unit) if isinstance(d, dt.timedelta) else d for d in (epoch, lateness, window))
+        origin: Any = 0
+        tt = int if time_type is None else time_type
+    elif isinstance(epoch, dt.timedelta):  # datetime event time
+        if not isinstance(lateness, dt.timedelta):
+            if lateness:
+                raise ConfigurationError(
+                    f"{where}: the event times are datetimes (the epoch is {epoch!r}): give lateness "
+                    f"as a datetime.timedelta, not {lateness!r}"
+                )
+            lateness = dt.timedelta(0)
+        if window is not None and not isinstance(window, dt.timedelta):
+            raise ConfigurationError(
+                f"{where}: the event times are datetimes (the epoch is {epoch!r}): give the pattern's "
+                f"within() a datetime.timedelta, not {window!r}"
+            )
+        origin = declared.origin if declared is not None and isinstance(declared.origin, dt.datetime) else UNIX_EPOCH
+        tt = dt.datetime if time_type is None else time_type
+    else:  # numbers in an unknown unit
+        for name, value in (("lateness", lateness), ("the pattern's within()", window)):
+            if isinstance(value, dt.timedelta):
+                raise ConfigurationError(
+                    f"{where}: {name} is {value!r}, but the event times are numbers of an unknown unit: "
+                    "give time_unit= (e.g. timedelta(minutes=1)) or a number"
+                )
+        origin = 0
+        tt = int if time_type is None else time_type
+    return Clock(time, epoch, lateness, window, origin, unit, tt)
 
 
 def cep(
@@ -180,11 +287,12 @@ def cep(
     pattern: Pattern,
     *,
     key: Callable[[Any], Any],
-    time: Callable[[Any], Any],
-    event_type: Any,
-    epoch: Any = 1,
+    time: Optional[Callable[[Any], Any]] = None,
+    event_type: Any = None,
+    epoch: Any = None,
     lateness: Any = 0,
-    time_type: Any = int,
+    time_unit: Optional[dt.timedelta] = None,
+    time_type: Any = None,
     report_timeouts: bool = True,
     keep_idle_keys: bool = False,
     bins: int = DEFAULT_BINS,
@@ -193,48 +301,87 @@ def cep(
     """Match ``pattern`` per ``key(record)`` over ``stream`` in event time
     ``time(record)`` (see the module docstring for the exact semantics).
 
-    ``time(record)`` is a number (``int``, or ``float`` with ``time_type=float``);
-    ``epoch``: event-time units per dataflow epoch (60 for minutes in hourly epochs);
-    ``lateness``: how far (event-time units) behind the watermark an event may arrive
-    and still be matched; ``event_type`` / ``time_type``: the record and event-time
-    types, for the state's codec; ``report_timeouts``: see :class:`Matcher`;
+    Event time is a number or a ``datetime`` (naive UTC, as ``ts.io.parquet`` gives
+    timestamps; or UTC-aware).  What the source declares
+    (:meth:`~tstate.io.sources.Source.event_time`: ``ts.io.parquet``/``csv``,
+    :func:`apps.cep.source.flight_source`) need not be given again:
+
+    * ``time``: default the source's time field;
+    * ``epoch``: the event time one dataflow epoch covers -- a number of event-time
+      units (60 for minutes in hourly epochs) or a ``timedelta`` (datetime event
+      times); default the source's epoch, else 1 (dataflow time = event time);
+    * ``time_unit``: the duration of 1 of a numeric event time (default the source's,
+      e.g. one minute for ``flight_source``); with it, ``timedelta`` values of
+      ``epoch``, ``lateness`` and the pattern's ``within`` are converted to numbers;
+    * ``lateness``: how far behind the watermark an event may arrive and still be
+      matched (a number of event-time units or a ``timedelta``).
+
+    ``event_type``: the records' type, for the state's codec -- default the source's
+    (:meth:`~tstate.io.sources.Source.record_type`: for ``ts.io.parquet``/``csv`` dict
+    rows a ``TypedDict`` of the file's columns, checked on the first record; for
+    ``flight_source`` ``FlightEvent``); ``time_type``: the event time's type (default
+    ``int`` for numbers, ``datetime`` for datetimes);
+    ``report_timeouts``: see :class:`Matcher`;
     ``keep_idle_keys``: keep a key's state when it becomes empty instead of dropping
     it (faster when a bounded set of keys is active all the time -- the flight app's
     airports: dropping and re-creating the state of a key every epoch costs ~20% of
     the throughput there -- but the state then grows with the number of keys ever
     seen); ``bins``: state bins of the operator; ``name``: the operator's name
-    (default ``"cep"``, made unique).  Returns a :class:`CepStreams`."""
-    if not callable(key) or not callable(time):
-        raise ConfigurationError("cep: key and time must be functions of the record")
-    if not isinstance(epoch, (int, float)) or isinstance(epoch, bool) or epoch <= 0:
-        raise ConfigurationError(f"cep: epoch must be a positive number of event-time units, got {epoch!r}")
-    if not isinstance(lateness, (int, float)) or isinstance(lateness, bool) or lateness < 0:
-        raise ConfigurationError(f"cep: lateness must be a number >= 0, got {lateness!r}")
-    m: Matcher[Any] = Matcher(pattern, event_type=event_type, time_type=time_type, report_timeouts=report_timeouts)
+    (default ``"cep"``, made unique).  Returns a :class:`CepStreams`.  Bad arguments
+    raise :class:`~tstate.errors.ConfigurationError` (or
+    :class:`~apps.cep.errors.PatternError` for the pattern) when the dataflow is built."""
+    if not callable(key):
+        raise ConfigurationError("cep: key must be a function of the record")
+    clock = resolve_clock(stream, pattern, time, epoch, lateness, time_unit, time_type)
+    time = clock.time
+    inferred = event_type is None
+    if inferred:
+        src = stream.origin_source()
+        event_type = src.record_type() if src is not None else None
+        if event_type is None:
+            raise ConfigurationError(
+                "cep: event_type= is needed: the stream does not come from a source that declares the type of "
+                "its records (ts.io.parquet / ts.io.csv: a TypedDict of the columns; flight_source: FlightEvent)"
+            )
+    m: Matcher[Any] = Matcher(
+        pattern, event_type=event_type, time_type=clock.time_type, time_unit=clock.unit,
+        report_timeouts=report_timeouts,
+    )  # fmt: skip
+    if isinstance(m.window, dt.timedelta) != isinstance(clock.epoch, dt.timedelta) and m.window is not None:
+        raise ConfigurationError(
+            f"cep: the pattern's window {pattern.window!r} and the epoch {clock.epoch!r} are not in the same "
+            "terms (both timedeltas for datetime event times, or numbers with time_unit=)"
+        )
+    time_type = clock.time_type
     state_type = CepState[event_type, time_type]  # type: ignore[valid-type]
     process = m.process
     advance = m.advance_time
     window = m.window
     by_time = itemgetter(0)
     drop = not keep_idle_keys
-    E_, L_ = epoch, lateness
+    E_, L_, O_ = clock.epoch, clock.lateness, clock.origin
+    LO_ = O_ - L_  # W(T-1) = T*E + (O - L)
 
     def on_event(s: CepState, rec: Any, ctx: Any) -> None:
         t = time(rec)
-        if t < ctx.time * E_ - L_:  # below the watermark already reached: late
+        try:
+            late = t < ctx.time * E_ + LO_  # below the watermark already reached
+        except TypeError:
+            raise _time_error(rec, t, E_, O_) from None
+        if late:
             ctx.emit((LATE, ctx.key, rec))
             if drop and s.wake is None and s.is_empty():
                 ctx.clear()  # do not keep an empty state for a key seen only late
             return
         s.buffer.append((t, rec))
         w = s.wake
-        if w is None or (t + L_) // E_ < w:  # an earlier timer is needed
-            need = max(int((t + L_) // E_), ctx.time)  # (>= ctx.time but for float rounding)
+        if w is None or (t - O_ + L_) // E_ < w:  # an earlier timer is needed
+            need = max(int((t - O_ + L_) // E_), ctx.time)  # (>= ctx.time but for float rounding)
             ctx.notify_at(need)
             s.wake = need
 
     def on_timer(s: CepState, now: int, ctx: Any) -> None:
-        wm = (now + 1) * E_ - L_
+        wm = O_ + (now + 1) * E_ - L_
         nfa = s.nfa
         buf = s.buffer
         k = ctx.key
@@ -265,9 +412,9 @@ def cep(
         # the next timer: the earliest buffered event, the earliest window to close
         need: Any = None
         if buf:
-            need = (buf[0][0] + L_) // E_
+            need = (buf[0][0] - O_ + L_) // E_
         if window is not None and runs:
-            to = _timeout_epoch(runs[0][2] + window, E_, L_)
+            to = _timeout_epoch(runs[0][2] + window, E_, L_, O_)
             if need is None or to < need:
                 need = to
         if need is None:
@@ -282,14 +429,56 @@ def cep(
             s.wake = need
 
     on_event.__name__ = "cep"  # the operator's default name ("cep", "cep#3", ...)
+    handler = on_event
+    if inferred:  # check the first record against the type inferred from the source
+        handler = _checking_first(on_event, event_type, lambda: op.name)
     flow.record_types(Match, TimedOut)  # the records it emits (they cross Spark exchanges)
-    op = flow.stateful(stream, key=key, state=state_type, bins=bins, name=name)(on_event)
+    op = flow.stateful(stream, key=key, state=state_type, bins=bins, name=name)(handler)
     op.on_notify(on_timer)
     nm = op.name
     matches = op.flat_map(_pick(MATCH), name=f"{nm}.matches")
     timeouts = op.flat_map(_pick(TIMEOUT), name=f"{nm}.timeouts")
     late = op.flat_map(_pick(LATE), name=f"{nm}.late")
-    return CepStreams(matches, timeouts, late, op, m, epoch, lateness)
+    return CepStreams(matches, timeouts, late, op, m, E_, L_)
+
+
+def _checking_first(
+    on_event: Callable[[Any, Any, Any], None], event_type: Any, op_name: Callable[[], str]
+) -> Callable[[Any, Any, Any], None]:
+    """``on_event`` that first checks the first record it sees against ``event_type``
+    (raising :class:`~tstate.errors.StateTypeError` naming the field), then no more."""
+    from tstate.types.check import Mismatch, compile_checker
+    from tstate.types.schema import analyse, root_label
+
+    schema = analyse(event_type)
+    check = compile_checker(schema)
+    pending = [True]
+
+    def on_event_checked(s: Any, rec: Any, ctx: Any) -> None:
+        if pending[0]:
+            try:
+                check(rec)
+            except Mismatch as m:
+                raise StateTypeError(
+                    f"{op_name()}: the record {rec!r} does not match {schema.name}, the type inferred from the "
+                    f"source's columns: {m.error(root_label(schema))} (give event_type= to declare it)"
+                ) from None
+            pending[0] = False
+        on_event(s, rec, ctx)
+
+    on_event_checked.__name__ = "cep"
+    return on_event_checked
+
+
+def _time_error(rec: Any, t: Any, epoch: Any, origin: Any) -> ConfigurationError:
+    kind = "datetimes" if isinstance(epoch, dt.timedelta) else "numbers"
+    hint = ""
+    if isinstance(t, dt.datetime) and isinstance(origin, dt.datetime) and (t.tzinfo is None) != (origin.tzinfo is None):
+        hint = " (naive and UTC-aware datetimes cannot be mixed)"
+    return ConfigurationError(
+        f"cep: record {rec!r} has event time {t!r} ({type(t).__name__}), but the epoch {epoch!r} "
+        f"makes the event times {kind}{hint}"
+    )
 
 
 def _pick(tag: int) -> Callable[[tuple[int, Any, Any]], tuple[tuple[Any, Any], ...]]:

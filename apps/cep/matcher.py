@@ -42,12 +42,14 @@ Contract
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from attrs import define, frozen
 
-from apps.cep.errors import EventFieldError, PatternError
+from apps.cep.durations import resolve
+from apps.cep.errors import AfterMatchSkipError, EventFieldError, PatternError
 from apps.cep.nfa import (
     EMPTY,
     IDENTITY,
@@ -72,15 +74,34 @@ class Match(Mapping):
     stage (oldest first; only stages that accepted events appear, in pattern order),
     with the timestamps of its first and last event.
 
-    An attrs class (``Match(events, first_time, last_time)``), so that matches can
-    cross a Spark exchange (:mod:`tstate.spark.records`)."""
+    ``stages`` are the names of the pattern's positive stages (the matcher fills it):
+    ``m[stage]`` answers ``()`` for one of them that took no event (an optional or
+    ``*`` stage -- Flink's ``getEventsForPattern`` gives an empty list), so code reading a
+    match need not test for it; iteration, ``len`` and ``in`` still cover only the
+    stages that took events, and a name the pattern does not have raises ``KeyError``.
+
+    An attrs class (``Match(events, first_time, last_time, stages=())``), so that
+    matches can cross a Spark exchange (:mod:`tstate.spark.records`)."""
 
     _events: dict[str, tuple[Any, ...]]
     first_time: Any
     last_time: Any
+    stages: tuple[str, ...] = ()
 
     def __getitem__(self, stage: str) -> tuple[Any, ...]:
-        return self._events[stage]
+        try:
+            return self._events[stage]
+        except KeyError:
+            if stage in self.stages:
+                return ()
+            if self.stages:
+                raise KeyError(
+                    f"no stage {stage!r} in the pattern (stages: {', '.join(self.stages)})"
+                ) from None
+            raise
+
+    def __contains__(self, stage: object) -> bool:
+        return stage in self._events
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._events)
@@ -146,38 +167,47 @@ class _Ctx:
     def events(self, stage: str) -> list[Any]:
         """The events accepted so far for ``stage``, oldest first."""
         k = self._stage(stage)
-        nodes = self._nodes
         events = self._events
         out = []
-        nid = self._run[1]
-        while nid >= 0:
-            n = nodes[nid]
+        for n in self._back():
             if n[1] == k:
                 out.append(events[n[0]])
             elif n[1] < k:
                 break
-            nid = n[2]
         out.reverse()
         return out
 
     def last(self, stage: str) -> Any:
         """The latest event accepted for ``stage``, or None."""
         k = self._stage(stage)
-        nodes = self._nodes
-        nid = self._run[1]
-        while nid >= 0:
-            n = nodes[nid]
+        for n in self._back():
             if n[1] == k:
                 return self._events[n[0]]
             if n[1] < k:
                 return None
-            nid = n[2]
         return None
 
     def previous(self) -> Any:
         """The latest event accepted into the partial match (any stage), or None."""
         eid = self._run[4]
         return self._events[eid] if eid >= 0 else None
+
+    def all_events(self) -> list[Any]:
+        """Every event accepted into the partial match so far, oldest first."""
+        events = self._events
+        out = [events[n[0]] for n in self._back()]
+        out.reverse()
+        return out
+
+    def _back(self) -> Iterator[list[Any]]:
+        """The partial match's buffer nodes ``[event id, stage, previous node, refs]``,
+        newest first."""
+        nodes = self._nodes
+        nid = self._run[1]
+        while nid >= 0:
+            n = nodes[nid]
+            yield n
+            nid = n[2]
 
 
 _NO_RUN = (-1, -1, None, -1, -1)
@@ -220,7 +250,12 @@ class Matcher(Generic[E]):
     module docstring for the contract).
 
     ``event_type``/``time_type`` only serve :attr:`state_type`, the concrete type to
-    give cattrs when (un)structuring a state (``KeyState[event_type, time_type]``).
+    give cattrs when (un)structuring a state (``KeyState[event_type, time_type]``;
+    ``time_type`` defaults to ``datetime`` when the window is a ``timedelta`` kept as
+    it is, else ``int``).  ``time_unit`` (a ``timedelta``): the duration of 1 of a
+    numeric timestamp, with which a ``timedelta`` window (``within(timedelta(hours=3))``)
+    is converted to the timestamps' unit (:attr:`window`); without it such a window is
+    kept and the timestamps must be ``datetime`` values.
     ``report_timeouts=False`` drops timed-out partial matches instead of reporting them
     (Flink reports them only to a ``TimedOutPartialMatchHandler``)."""
 
@@ -229,16 +264,28 @@ class Matcher(Generic[E]):
         pattern: Pattern,
         *,
         event_type: Any = Any,
-        time_type: Any = int,
+        time_type: Any = None,
+        time_unit: dt.timedelta | None = None,
         report_timeouts: bool = True,
     ) -> None:
         self.pattern = pattern
         self.report_timeouts = report_timeouts
         self.nfa: NFA = compile_pattern(pattern)
-        self.window = pattern.window
+        if time_unit is not None and not (
+            isinstance(time_unit, dt.timedelta) and time_unit > dt.timedelta(0)
+        ):
+            raise PatternError(
+                f"Matcher: time_unit must be a positive datetime.timedelta, got {time_unit!r}"
+            )
+        self.time_unit = time_unit
+        #: the window in the timestamps' terms (a number, or a timedelta for datetimes)
+        self.window = resolve(pattern.window, time_unit, "within")
         self.skip = pattern.skip
+        if time_type is None:
+            time_type = dt.datetime if isinstance(self.window, dt.timedelta) else int
         self.state_type = KeyState[event_type, time_type]  # type: ignore[valid-type]
         self._names = pattern.names
+        self._positive = tuple(s.name for s in pattern.stages if not s.negative)
         self._index = {n: i for i, n in enumerate(self._names)}
         self._trees = self.nfa.trees
         self._start_tree = self.nfa.start_tree
@@ -299,9 +346,14 @@ class Matcher(Generic[E]):
         out: list[Match] = []
         runs = state.runs
         window = self.window
-        if window is not None and runs and timestamp - runs[0][2] >= window:
-            self._expire(state, timestamp, out)
-            runs = state.runs
+        if window is not None and runs:
+            try:
+                due = timestamp - runs[0][2] >= window
+            except TypeError:
+                raise self._time_error(timestamp) from None
+            if due:
+                self._expire(state, timestamp, out)
+                runs = state.runs
         eid = state.next_event
         state.next_event = eid + 1
         ctx = self._ctx
@@ -548,8 +600,13 @@ class Matcher(Generic[E]):
         ``process`` found and queued)."""
         out: list[Match] = []
         window = self.window
-        if window is not None and state.runs and timestamp - state.runs[0][2] >= window:
-            self._expire(state, timestamp, out)
+        if window is not None and state.runs:
+            try:
+                due = timestamp - state.runs[0][2] >= window
+            except TypeError:
+                raise self._time_error(timestamp) from None
+            if due:
+                self._expire(state, timestamp, out)
         timeouts: list[TimedOut] = []
         if state.expired:
             for node, tt in state.expired:
@@ -608,6 +665,7 @@ class Matcher(Generic[E]):
             {names[k]: tuple(groups[k]) for k in sorted(groups)},
             st.times[chain[0][0]],
             st.times[chain[-1][0]],
+            self._positive,
         )
 
     def _hold(self, st: KeyState, m: tuple[int, Any, int, int]) -> None:
@@ -661,7 +719,7 @@ class Matcher(Generic[E]):
             del held[0]
             chain = self._chain(st, m[0])
             out.append(self._materialize(st, m[0]))
-            pid, inclusive = self._pruning_id(chain)
+            pid, inclusive = self._pruning_id(chain, st)
             if pid is not None:
                 k = 0
                 while k < len(runs) and (
@@ -681,7 +739,7 @@ class Matcher(Generic[E]):
                     del held[:k]
             _release(st, m[0])
 
-    def _pruning_id(self, chain: list[list[int]]) -> tuple[int | None, bool]:
+    def _pruning_id(self, chain: list[list[int]], st: KeyState) -> tuple[int | None, bool]:
         kind = self.skip.kind
         if kind is SkipKind.SKIP_TO_NEXT:
             return chain[0][0], True
@@ -689,11 +747,43 @@ class Matcher(Generic[E]):
             return chain[-1][0], True
         k = self._skip_stage
         ids = [n[0] for n in chain if n[1] == k]
-        if not ids:
-            return None, False
-        return (ids[0] if kind is SkipKind.SKIP_TO_FIRST else ids[-1]), False
+        pid = (ids[0] if kind is SkipKind.SKIP_TO_FIRST else ids[-1]) if ids else None
+        if self.skip.throw_on_miss and (pid is None or pid == chain[0][0]):
+            self._skip_error(chain, st, pid is None)
+        return pid, False
+
+    def _skip_error(self, chain: list[list[int]], st: KeyState, missing: bool) -> None:
+        names = self._names
+        events = st.events
+        match = {}
+        for n in chain:
+            match.setdefault(names[n[1]], []).append(events[n[0]])
+        how = "first" if self.skip.kind is SkipKind.SKIP_TO_FIRST else "last"
+        if missing:
+            raise AfterMatchSkipError(
+                f"after match skip to {how} {self.skip.stage!r}: the match {match!r} has no event for "
+                f"{self.skip.stage!r} (throw_exception_on_miss)"
+            )
+        raise AfterMatchSkipError(
+            f"after match skip to {how} {self.skip.stage!r}: the target is the first event of the match "
+            f"{match!r}, so the next match would start where this one did (throw_exception_on_miss)"
+        )
 
     # ---- errors -----------------------------------------------------------------------------
+    def _time_error(self, timestamp: Any) -> PatternError:
+        w = self.pattern.window
+        if isinstance(self.window, dt.timedelta):
+            how = (
+                "a timedelta window needs datetime timestamps, or the stream's time unit: "
+                "Matcher(..., time_unit=timedelta(minutes=1)) for timestamps in minutes"
+            )
+        else:
+            how = "a numeric window needs numeric timestamps; give datetime timestamps a timedelta window"
+        return PatternError(
+            f"within({w!r}): cannot compare the window with timestamp {timestamp!r} "
+            f"({type(timestamp).__name__}): {how}"
+        )
+
     def _field_error(self, exc: BaseException, pred: Any, event: Any) -> None:
         """Turn an AttributeError/KeyError raised inside condition ``pred`` into an
         EventFieldError naming the stage and the field (else return: re-raised)."""

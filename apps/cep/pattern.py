@@ -30,7 +30,8 @@ Flink's, in snake case:
                             (the default inside is relaxed)
 ``.where(cond)``            AND a condition; ``.or_where(cond)`` ORs one
 ``.until(cond)``            stop condition of a looping stage
-``.within(d)``              the whole match spans less than ``d`` time units
+``.within(d)``              the whole match spans less than ``d`` (a ``timedelta``,
+                            or a number in the unit of the timestamps)
 ==========================  =========================================================
 
 Conditions take ``(event)`` or ``(event, ctx)`` (see :mod:`apps.cep.conditions`).
@@ -41,6 +42,7 @@ can be decided there, otherwise when the pattern is compiled (``Matcher(pattern)
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import numbers
 from collections.abc import Callable
@@ -92,11 +94,16 @@ class AfterMatchSkip:
       (every event belongs to at most one match);
     * ``skip_to_first(stage)`` / ``skip_to_last(stage)``: discard those that started
       before the first / last event the match assigned to ``stage`` (nothing, when the
-      match has no event for ``stage``).
+      match has no event for ``stage``) -- unless :meth:`throw_exception_on_miss` was
+      called: then a match with no event for ``stage``, or whose first / last
+      ``stage`` event is its own first event, raises
+      :class:`~apps.cep.errors.AfterMatchSkipError` when it is emitted (Flink's
+      ``throwExceptionOnMiss``, which MATCH_RECOGNIZE's ``SKIP TO FIRST/LAST`` uses).
     """
 
     kind: SkipKind = SkipKind.NO_SKIP
     stage: str | None = None
+    throw_on_miss: bool = False
 
     @classmethod
     def no_skip(cls) -> AfterMatchSkip:
@@ -125,6 +132,14 @@ class AfterMatchSkip:
                 f"skip_to_last: the stage name must be a non-empty str, got {stage!r}"
             )
         return cls(SkipKind.SKIP_TO_LAST, stage)
+
+    def throw_exception_on_miss(self) -> AfterMatchSkip:
+        """``skip_to_first/last`` that raises instead of pruning nothing (see above)."""
+        if self.stage is None:
+            raise PatternError(
+                f"{self.kind.value}: throw_exception_on_miss applies only to skip_to_first / skip_to_last"
+            )
+        return attrs.evolve(self, throw_on_miss=True)
 
 
 @frozen
@@ -193,7 +208,8 @@ class Pattern:
 
     stages: tuple[Stage, ...]
     skip: AfterMatchSkip = AfterMatchSkip()
-    window: float | None = None
+    #: a number (in the unit of the timestamps) or a ``datetime.timedelta``
+    window: float | dt.timedelta | None = None
 
     # ---- construction -------------------------------------------------------------
     @classmethod
@@ -393,20 +409,37 @@ class Pattern:
         """Non-deterministic relaxed contiguity between the events of a quantified stage."""
         return self._inner("allow_combinations", Contiguity.ANY)
 
-    def within(self, duration: float) -> Pattern:
-        """The first and the last event of a match are less than ``duration`` apart (in
-        the unit of the timestamps).  Partial matches older than that are discarded
-        (and reported as timed out).  Called several times, the smallest window wins."""
+    def within(self, duration: float | dt.timedelta) -> Pattern:
+        """The first and the last event of a match are less than ``duration`` apart.
+        Partial matches older than that are discarded (and reported as timed out).
+
+        ``duration`` is a ``datetime.timedelta`` (``within(timedelta(hours=3))``) or a
+        number in the unit of the timestamps (``within(180)`` for minutes).  A
+        ``timedelta`` works directly with ``datetime`` timestamps; with numeric ones the
+        matcher converts it with the stream's time unit (``Matcher(...,
+        time_unit=timedelta(minutes=1))``; :func:`apps.cep.dataflow.cep` takes the unit
+        from the source).  Called several times, the smallest window wins."""
         where = f"stage {self._last().name!r}: within()"
-        if isinstance(duration, bool) or not isinstance(duration, numbers.Real):
+        if isinstance(duration, dt.timedelta):
+            if duration <= dt.timedelta(0):
+                raise PatternError(f"{where}: the window must be positive, got {duration!r}")
+        elif isinstance(duration, bool) or not isinstance(duration, numbers.Real):
             raise PatternError(
-                f"{where}: the window must be a number, got {duration!r}"
+                f"{where}: the window must be a datetime.timedelta or a number, got {duration!r}"
             )
-        if not duration > 0:
+        elif not duration > 0:
             raise PatternError(
                 f"{where}: the window must be positive, got {duration!r}"
             )
-        w = duration if self.window is None else min(self.window, duration)
+        if self.window is None:
+            w = duration
+        elif isinstance(self.window, dt.timedelta) != isinstance(duration, dt.timedelta):
+            raise PatternError(
+                f"{where}: the pattern already has the window {self.window!r}; give both as "
+                "timedeltas or both as numbers"
+            )
+        else:
+            w = min(self.window, duration)  # type: ignore[type-var]
         return attrs.evolve(self, window=w)
 
     # ---- inspection ---------------------------------------------------------------

@@ -70,6 +70,7 @@ from typing import Any
 from attrs import define
 
 from apps.cep.matcher import Match, TimedOut
+from apps.cep.errors import AfterMatchSkipError
 from apps.cep.pattern import Contiguity, Pattern, SkipKind, StageKind
 
 __all__ = ["RefResult", "reference_run"]
@@ -96,6 +97,9 @@ class _Ctx:
 
     def previous(self) -> Any:
         return self._events[self._prefix[-1][0]] if self._prefix else None
+
+    def all_events(self) -> list[Any]:
+        return [self._events[i] for i, _ in self._prefix]
 
 
 @define
@@ -374,6 +378,7 @@ def reference_run(
             {names[s]: tuple(groups[s]) for s in sorted(groups)},
             times[prefix[0][0]],
             times[prefix[-1][0]],
+            tuple(st.name for st in pattern.stages if not st.negative),
         )
 
     def key(prefix: tuple, seq: int) -> tuple:
@@ -410,6 +415,8 @@ def reference_run(
                 pid, inclusive = ids[-1], True
             else:
                 named = [i for i, s in pre if s == skip_stage]
+                if skip.throw_on_miss and (not named or (named[0] if skip.kind is SkipKind.SKIP_TO_FIRST else named[-1]) == ids[0]):
+                    raise AfterMatchSkipError(f"skip to {skip.stage!r}: no event, or the match's first event")
                 if not named:
                     continue
                 pid = named[0] if skip.kind is SkipKind.SKIP_TO_FIRST else named[-1]

@@ -13,7 +13,10 @@ Parquet) with the columns ``date`` (a timestamp or a date), ``delay`` (integers)
 * a row whose epoch is earlier than the current one (an out-of-order file) is stamped
   with the current epoch; its ``minute`` is unchanged, so the CEP operator sees it late
   (and buffers it, or sends it to the ``late`` side output, see :mod:`apps.cep.dataflow`);
-* the replay position (for checkpoints) is the row offset.
+* the replay position (for checkpoints) is the row offset;
+* it declares its event time (:meth:`FlightSource.event_time`: the ``minute`` field,
+  in minutes, ``epoch_minutes`` per epoch) and record type (``FlightEvent``), so
+  :func:`apps.cep.dataflow.cep` needs neither ``time=``, ``epoch=`` nor ``event_type=``.
 
 Why not ``ts.io.parquet(..., record=FlightEvent, timestamps="int")``: that source builds
 every record through a ``dict`` and ``record(**row)`` (about 4 us a row here, more than
@@ -22,19 +25,21 @@ microseconds.  This one converts whole columns at once (``minute`` and the epoch
 numpy) and calls ``FlightEvent(*columns)`` per row -- 3-4x faster.
 
 Bad input raises :class:`~tstate.errors.SourceError` naming the file and, for a bad
-value, the row and the column: a missing file or required column, a column of the wrong
-type, or a null in a required column (``date``, ``delay``, ``origin``: the event time,
-what the pattern conditions read, and the key).
+value, the row and the column: a missing file or required column, a file without rows
+(a header-only CSV: "no rows"), a column of the wrong type, or a null in a required
+column (``date``, ``delay``, ``origin``: the event time, what the pattern conditions
+read, and the key).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Callable, Iterator
 from typing import Any, Optional, Union
 
 from tstate.errors import ConfigurationError, SourceError
-from tstate.io.sources import Reader, Source
+from tstate.io.sources import EpochUnit, EventTime, Reader, Source
 from tstate.io.tables import parse_epoch
 
 from apps.cep.flights import FlightEvent
@@ -77,6 +82,8 @@ class FlightSource(Source):
             )
         #: minutes per dataflow epoch (the ``epoch`` to give :func:`apps.cep.dataflow.cep`)
         self.epoch_minutes = int(seconds // 60)
+        #: epochs are dates (recorded in checkpoints: ``python -m tstate checkpoints`` shows them)
+        self.epoch_unit = EpochUnit(seconds, dates=True)
         if limit is not None and limit < 0:
             raise ConfigurationError(f"limit must be >= 0, got {limit}")
         self.limit = limit
@@ -84,13 +91,15 @@ class FlightSource(Source):
         self.progress = progress
 
     # -- reading ------------------------------------------------------------------
-    def _check_schema(self, schema: Any) -> list[str]:
+    def _check_schema(self, schema: Any, rows: int) -> list[str]:
         import pyarrow as pa
 
         names = list(schema.names)
         for c in REQUIRED:
             if c not in names:
                 raise SourceError(f"{self.path}: no column {c!r} (columns: {', '.join(names)})")
+        if rows == 0:  # (a header-only CSV has no column types to check)
+            raise SourceError(f"{self.path}: no rows (columns: {', '.join(names)})")
         kinds = {
             "date": (lambda t: pa.types.is_timestamp(t) or pa.types.is_date(t), "timestamps or dates"),
             "delay": (lambda t: pa.types.is_integer(t) or pa.types.is_null(t), "integers"),
@@ -122,13 +131,13 @@ class FlightSource(Source):
                 import pyarrow.csv as pcsv
 
                 table = pcsv.read_csv(self.path)
-                cols = self._check_schema(table.schema)
+                cols = self._check_schema(table.schema, table.num_rows)
                 it: Iterator[Any] = iter(table.select(cols).to_batches(max_chunksize=self.batch_rows))
             else:
                 import pyarrow.parquet as pq
 
                 f = pq.ParquetFile(self.path)
-                cols = self._check_schema(f.schema_arrow)
+                cols = self._check_schema(f.schema_arrow, f.metadata.num_rows)
                 it = f.iter_batches(batch_size=self.batch_rows, columns=cols)
         except SourceError:
             raise
@@ -151,6 +160,14 @@ class FlightSource(Source):
 
     def open(self, position: Any = None, start: Any = None) -> Reader:
         return _FlightReader(self, int(position or 0), start)
+
+    def event_time(self) -> EventTime:
+        """``minute`` (whole minutes since 1970-01-01), ``epoch_minutes`` per epoch: what
+        :func:`apps.cep.dataflow.cep` needs not be told again."""
+        return EventTime("minute", self.epoch_minutes, dt.timedelta(minutes=1), 0)
+
+    def record_type(self) -> Any:
+        return FlightEvent
 
 
 class _FlightReader(Reader):

@@ -117,6 +117,8 @@ def flight_frame(
             raise SourceError(f"{p}: no column {c!r} (columns: {', '.join(types)})")
     for c in FILE_COLUMNS:
         if c in types and types[c] not in _KINDS[c][0]:
+            if df.isEmpty():  # a header-only CSV: every column a string
+                raise SourceError(f"{p}: no rows (columns: {', '.join(types)})")
             raise SourceError(f"{p}: column {c!r} has type {types[c]}, expected {_KINDS[c][1]}")
 
     date = F.col("date")
@@ -156,6 +158,9 @@ def flight_frame(
         df = df.repartition(partitions, "origin").sortWithinPartitions("_row")
     # the window runs once: the null check reads the cached rows, and so do the batches
     df = df.persist()
+    if limit != 0 and df.isEmpty():
+        df.unpersist()
+        raise SourceError(f"{p}: no rows (columns: {', '.join(types)})")
     bad = df.where(" or ".join(f"_null_{c}" for c in REQUIRED)).orderBy("_row").limit(1).collect()
     if bad:
         df.unpersist()

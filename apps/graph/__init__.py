@@ -12,7 +12,8 @@ degrees           undirected                   vertex degrees; degree distributi
 components        undirected                   vertex -> min vertex id of its component;
                                                (count, largest) summary
 pagerank          directed (damping 0.85)      vertex -> rank, within an L1 tolerance of
-                                               the exact vector (default 1e-10)
+                                               the exact vector (default 1e-10); optionally
+                                               only changes above a threshold
 triangles         undirected                   triangles per vertex; the total
 ================  ===========================  ===========================================
 
@@ -47,13 +48,13 @@ the loops are epoch-sequenced iterate scopes whose entrance holds nothing
 dropped) and the consumers' views.
 
 **Migration and recovery.**  Both move or restore bins, so the results do not change:
-every output is identical to a run without migration or crash, except PageRank, whose
-values depend (within ``tol``) on how the vertices are spread over workers.
+every output -- PageRank's floats included -- is identical to a run without migration
+or crash, and on any number of workers.
 
 - *Migration*: ``GraphStream(workers=2, max_workers=8, reconfigure=[(5,
   ts.Rescale(4))])``, or ``g.execution.reconfigure(ts.MoveBins({...}))`` between two
   ``advance`` calls (takes effect at the next epoch).  Operators inside iterate
-  scopes (the per-vertex state of components, PageRank and triangles) move at epoch
+  scopes (the per-vertex state of components and triangles, PageRank's blocks) move at epoch
   boundaries: a bin leaves its old owner once every iteration of the epochs before the
   move is done there.
 - *Checkpoints*: :func:`build` over a replayable source (``ts.io.from_batches(fn)``,

@@ -16,8 +16,10 @@ Input and its bad rows (see :mod:`apps.graph.io` and :mod:`apps.graph.edges`):
 - ``--input`` takes CSV or parquet with ``src,dst[,time][,delta]`` columns (or the
   flight columns ``origin,destination,date``); without a time column every
   ``--rows-per-epoch`` rows are an epoch; ``delta = -k`` retracts an edge explicitly.
+- a file without a source or destination column, or without rows, is an error naming
+  the file and the missing column (exit status 1);
 - vertex ids are strings or integers: a float / bool / date id column is an error
-  (exit status 2); a row with a missing value is skipped and counted (``--strict``:
+  (exit status 1); a row with a missing value is skipped and counted (``--strict``:
   an error naming the row);
 - self-loops are ignored (counted); duplicate edges are one edge of the graph, which
   stays until its last occurrence is retracted or leaves the window; retracting an
@@ -28,14 +30,24 @@ with :class:`tstate.spark.Backend` in batch mode (``--partitions``, ``--master``
 ``--epochs-per-batch``, default 12): the edge file becomes a DataFrame with an epoch
 column, the loops run in rounds within each micro-batch (:mod:`tstate.spark.rounds`),
 and the per-epoch lines are printed from the collected changes after the run -- the
-same lines as the embedded engine's.  The airport graph's loops take ~100 rounds per
-epoch at the default tolerance; their state is small, so each micro-batch runs all of
+same lines as the embedded engine's.  The airport graph's loops take a handful of rounds
+per epoch (PageRank's pushes are passes within one round: ~100 rounds per epoch at the
+default tolerance before that); their state is small, so each micro-batch runs all of
 its rounds in one Spark task (``Backend(local_loops=...)``) and the cost is per
 micro-batch (a dozen Spark stages), hence several epochs per batch.  The last line
 gives the rounds per epoch and the median seconds per epoch (a progress bar per
 micro-batch on stderr meanwhile; ``--no-progress``: none).
 
     python -m apps.graph --backend spark
+
+``--workers N`` runs N *logical* tstate workers in this one process: keys are routed to
+them and their state can migrate between them, and the output is the same on any count
+-- but they share one Python interpreter, so more workers are slower, not faster.  For
+parallel speed use ``--backend spark``.
+
+Exit status (:mod:`apps.cli`; the same for ``python -m apps.cep`` and ``python -m
+tstate``): 0 success, 1 bad input data or a runtime error (``error: ...`` on stderr,
+naming the file, the row and the column), 2 a usage error (a bad option).
 """
 
 from __future__ import annotations
@@ -47,7 +59,9 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
+
+from apps.cli import EXIT_CODES, EXIT_ERROR, WORKERS_HELP
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_INPUT = DATA / "flights-sample.parquet"
@@ -58,16 +72,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m apps.graph",
         description="Streaming graph analytics (components, PageRank, triangles, degrees) on tstate.",
+        epilog=EXIT_CODES,
     )
     p.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="edge list, CSV or parquet (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=1, help="tstate workers (default: 1)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help=WORKERS_HELP)
     p.add_argument("--epochs", type=int, default=None, help="process only the first N epochs")
     p.add_argument("--epoch", default="1h", help="epoch length for timestamp columns (default: 1h)")
     p.add_argument("--epoch-size", type=float, default=1.0, help="epoch length for numeric time columns (default: 1)")
     p.add_argument("--rows-per-epoch", type=int, default=1000, help="epoch size without a time column (default: 1000)")
     p.add_argument("--window", type=int, default=24, help="sliding window in epochs, 0 for none (default: 24)")
     p.add_argument("--top", type=int, default=10, help="how many PageRank vertices to print (default: 10)")
-    p.add_argument("--tol", type=float, default=1e-10, help="PageRank L1 tolerance (default: 1e-10)")
+    p.add_argument("--tol", type=float, default=1e-10, help="PageRank L1 tolerance, >= 1e-12 (default: 1e-10)")
     p.add_argument("--names", type=Path, default=DEFAULT_NAMES, help="CSV with vertex names (iata,name,city,state,...)")
     p.add_argument("--backend", choices=("embedded", "spark"), default="embedded")
     spark = p.add_argument_group("--backend spark")
@@ -86,14 +101,22 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.workers < 1:
         p.error("--workers must be >= 1")
+    from apps.graph.io import parse_duration
+
+    try:
+        parse_duration(args.epoch)
+    except ValueError as exc:
+        p.error(f"--epoch: {exc}")
+    if not args.epoch_size > 0:
+        p.error("--epoch-size must be > 0")
     if args.epochs is not None and args.epochs < 1:
         p.error("--epochs must be >= 1")
     if args.window < 0:
         p.error("--window must be >= 0")
     if args.rows_per_epoch < 1:
         p.error("--rows-per-epoch must be >= 1")
-    if not args.tol > 0:
-        p.error("--tol must be > 0")
+    if not args.tol >= 1e-12:
+        p.error("--tol must be >= 1e-12 (PageRank computes in float64)")
     if args.partitions < 1 or args.epochs_per_batch < 1:
         p.error("--partitions and --epochs-per-batch must be >= 1")
     return args
@@ -119,11 +142,8 @@ def load_names(path: Path) -> dict[str, str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    from tqdm import tqdm
-
-    from apps.graph.edges import GraphInputError
     from apps.graph.io import EdgeFile
-    from apps.graph.stream import GraphStream
+    from tstate.errors import TstateError
 
     try:
         data = EdgeFile(
@@ -133,14 +153,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             rows_per_epoch=args.rows_per_epoch,
             on_invalid="raise" if args.strict else "skip",
         )
-    except (GraphInputError, ValueError, OSError) as exc:
+        names = load_names(args.names)
+        return _run_spark(args, data, names) if args.backend == "spark" else _run(args, data, names)
+    except TstateError as exc:  # EdgeFileError too
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    names = load_names(args.names)
+        return EXIT_ERROR
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _run(args: argparse.Namespace, data: Any, names: dict[str, str]) -> int:
+    """The embedded engine (module docstring)."""
+    from tqdm import tqdm
+
+    from apps.graph.stream import GraphStream
+
     epochs = data.epochs if args.epochs is None else min(args.epochs, data.epochs)
     window = args.window or None
-    if args.backend == "spark":
-        return _run_spark(args, data, epochs, names)
     g = GraphStream(
         workers=args.workers, window=window, horizon=epochs, validate=True, on_invalid="skip", tol=args.tol
     )
@@ -202,7 +234,7 @@ def _epoch_lines(view: object, label: str, args: argparse.Namespace, names: dict
     return "\n".join(lines)
 
 
-def _run_spark(args: argparse.Namespace, data: object, epochs: int, names: dict[str, str]) -> int:
+def _run_spark(args: argparse.Namespace, data: Any, names: dict[str, str]) -> int:
     """The same dataflow on Spark (module docstring)."""
     import tempfile
     from operator import itemgetter
@@ -216,12 +248,13 @@ def _run_spark(args: argparse.Namespace, data: object, epochs: int, names: dict[
         from tstate.spark import Backend, Source, local_session
     except ImportError as exc:  # pragma: no cover - pyspark is a dependency of the test extra
         print(f"error: --backend spark: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     import tstate as ts
     from apps.graph.stream import ALGORITHMS, EpochResult, InputStats, build
     from apps.graph.views import GraphView
 
-    batches = dict(data.batches(limit=epochs))  # type: ignore[attr-defined]
+    epochs = data.epochs if args.epochs is None else min(args.epochs, data.epochs)
+    batches = dict(data.batches(limit=epochs))
     rows = [(e, s, d, k) for e, recs in sorted(batches.items()) for s, d, k in recs]
     ids = {type(x) for r in rows for x in r[1:3]}
     if len(ids) > 1:  # a Spark column has one type: mixed ids become strings
@@ -261,7 +294,7 @@ def _run_spark(args: argparse.Namespace, data: object, epochs: int, names: dict[
         res = EpochResult(e, {name: by_epoch.get(e, {}).get(name, []) for name in sinks})
         view.apply(e, res.changes)
         if not args.quiet:
-            print(_epoch_lines(view, data.label(e), args, names), file=out)  # type: ignore[attr-defined]
+            print(_epoch_lines(view, data.label(e), args, names), file=out)
     m = backend.metrics.batches
     rounds = sum(b.loop_rounds for b in m)
     per_epoch, lo = [], 0  # a batch's seconds over its epochs (the closing batch has none)

@@ -23,9 +23,9 @@ One epoch is one pass of an epoch-sequenced loop (:mod:`apps.graph.loop`), in ph
 3. *self labels* (timer at ``PHASE3``): an unlabelled vertex, or a reset / new vertex
    whose own id is smaller than its label, takes its own id and propagates it.  This
    covers components that lost their root, or whose minimum was reset.
-4. *end* (timer at ``END``): a vertex whose label changed emits
-   ``Change(vertex, old, new)`` (``None`` for absent), and a vertex left without
-   edges is dropped.
+4. *end* (timer at ``END``, set only by vertices whose label or presence may have
+   changed): a vertex whose label changed emits ``Change(vertex, old, new)`` (``None``
+   for absent), and a vertex left without edges is dropped.
 
 Why it is exact: after phase 3 quiesces, every edge has equal labels at both ends (each
 label change is sent to all neighbours; each edge whose ends could differ at a phase
@@ -53,7 +53,7 @@ __all__ = ["CCVertex", "ComponentSizes", "ComponentsSummary", "Components", "com
 
 PHASE2 = 1 << 27  # rounds of epoch e (loop times at(e, round), apps.graph.loop)
 PHASE3 = 1 << 29
-_P2, _P3 = 1, 2  # bits of CCVertex.armed
+_P2, _P3, _END = 1, 2, 4  # bits of CCVertex.armed
 
 
 @define
@@ -74,7 +74,15 @@ class CCVertex:
 def _touch(st: CCVertex, e: int, ctx: Context) -> None:
     st.epoch = e
     st.old = st.label
-    ctx.notify_at(at(e, END))
+
+
+def _arm_end(st: CCVertex, e: int, ctx: Context) -> None:
+    """The vertex's label or presence may change this epoch: emit its net change at the
+    end (a vertex whose label cannot change -- an endpoint of an inserted edge, a
+    proposer -- needs no timer)."""
+    if not st.armed & _END:
+        st.armed |= _END
+        ctx.notify_at(at(e, END))
 
 
 def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
@@ -93,6 +101,7 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
                     st.reset = True
                     st.armed |= _P3
                     ctx.notify_at(at(e, PHASE3))
+                    _arm_end(st, e, ctx)
             else:
                 st.propose.append(w)
                 if not st.armed & _P2:
@@ -100,6 +109,8 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
                     ctx.notify_at(at(e, PHASE2))
         else:
             st.adj.pop(w, None)
+            if not st.adj:
+                _arm_end(st, e, ctx)  # it leaves the graph
             if st.parent == w:
                 ctx.emit((v, w))  # the path to the root is cut here: reset, next round
         return
@@ -114,6 +125,7 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
             st.label = None
             st.parent = None
             st.reset = True
+            _arm_end(st, e, ctx)
             if not st.armed & _P3:
                 st.armed |= _P3
                 ctx.notify_at(at(e, PHASE3))
@@ -136,6 +148,7 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
         frm = rec[2]
         st.label = lab
         st.parent = frm
+        _arm_end(st, e, ctx)
         emit = ctx.emit
         for z in st.adj:
             if z != frm:

@@ -307,6 +307,7 @@ def consolidate(
     validate: bool = False,
     on_invalid: str = "raise",
     stats: Optional[InputStats] = None,
+    undirected: bool = False,
 ) -> EdgeChanges:
     """Occurrence counts per unordered pair (typed state :class:`EdgeCount`, keyed by
     the pair), and the per-epoch topology changes of the directed and the undirected
@@ -322,12 +323,17 @@ def consolidate(
     however wide the window.  Everything pending -- future expiries too -- is typed
     state, carried by checkpoints and migration.  With ``validate`` the updates are
     checked first (:func:`clean`, with ``on_invalid`` and ``stats``); without it they
-    must be valid ``(src, dst, delta)`` tuples without self-loops or zero deltas."""
+    must be valid ``(src, dst, delta)`` tuples without self-loops or zero deltas.
+
+    With ``undirected``, an update ``(a, b, delta)`` is one of the *undirected* edge
+    ``{a, b}``: it counts for both ``a -> b`` and ``b -> a`` (so the directed graph has
+    every edge both ways, and ``(b, a, -1)`` retracts an ``(a, b, +1)``)."""
     if on_invalid not in ("raise", "skip"):
         raise ValueError(f"on_invalid must be 'raise' or 'skip', got {on_invalid!r}")
     if window_width is not None and (not isinstance(window_width, int) or window_width < 1):
         raise ValueError(f"window width must be an int >= 1, got {window_width!r}")
     width = window_width
+    both = undirected
     if validate:
         updates = clean(updates, on_invalid, stats, name=f"{name}.clean")
 
@@ -350,6 +356,8 @@ def consolidate(
         if e is None:
             e = sums[p] = [0, 0]
         e[i] += k
+        if both:
+            e[1 - i] += k
         if width is not None and k > 0:
             x = t + width
             if horizon is None or x < horizon:
@@ -360,6 +368,8 @@ def consolidate(
                 if e is None:
                     e = later[p] = [0, 0]
                 e[i] -= k
+                if both:
+                    e[1 - i] -= k
 
     sums = flow.stateful(updates, key=_bucket, state=PairSums, name=f"{name}.net", bins=bins)(add)
     sums.on_notify(_release)

@@ -7,7 +7,12 @@ Columns are found by name (case-insensitive):
 - time (optional): ``time``, ``date``, ``timestamp``, ``epoch``, ``t``;
 - delta (optional): ``delta`` (``+k`` inserts, ``-k`` retracts; default ``+1``).
 
-A CSV whose header names none of these is read as headerless ``src,dst[,time[,delta]]``.
+A CSV whose first row is not a header is read as headerless ``src,dst[,time[,delta]]``.
+The first row is a header if it names any of these columns, or if a cell of it does not
+parse as the values of its column (``src,weight`` over ``a,1``).  A file (CSV with a
+header, or parquet) without a source or a destination column is a
+:class:`EdgeFileError` naming the file, the missing column and the columns it has;
+a file without rows (a header-only CSV) is one saying "no rows".
 
 **Epochs.**  A timestamp column is cut into epochs of ``epoch`` (``"1h"``, ``"30m"``,
 ``"1d"``...), numbered from the first row's epoch; an integer / float time column is
@@ -15,7 +20,7 @@ A CSV whose header names none of these is read as headerless ``src,dst[,time[,de
 form an epoch.  Rows are delivered in epoch order (stable within an epoch).
 
 **Bad rows.**  Vertex id columns must hold strings or integers; a column of another
-type (float, bool, timestamp...) is a :class:`GraphInputError`.  A row with a missing
+type (float, bool, timestamp...) is a :class:`EdgeFileError`.  A row with a missing
 id, time or delta (null; in a CSV, an empty cell) is *invalid*: skipped and counted
 (``on_invalid="skip"``, the default) or an error naming the row (``"raise"``).  Self-loops are *not* removed here:
 the dataflow ignores them (and counts them, see :class:`~apps.graph.edges.InputStats`).
@@ -33,8 +38,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from apps.graph.edges import GraphInputError
+from tstate.errors import SourceError
 
-__all__ = ["EdgeFile", "read_edges", "parse_duration"]
+__all__ = ["EdgeFile", "EdgeFileError", "read_edges", "parse_duration"]
+
+
+class EdgeFileError(GraphInputError, SourceError):
+    """An edge file that cannot be read as edge updates: the message names the file
+    and, for a bad row or column, the row and the column.  A :class:`GraphInputError`
+    and a :class:`tstate.errors.SourceError`."""
 
 _SRC = ("src", "source", "origin", "from", "u")
 _DST = ("dst", "target", "destination", "to", "v")
@@ -63,7 +75,38 @@ def _find(names: list[str], candidates: tuple[str, ...]) -> Optional[str]:
     return None
 
 
+def _is_header(table: pa.Table) -> bool:
+    """Whether the first row of a CSV, read as its header (``table``), is one: it names a
+    column this reader knows, or one of its cells does not parse as a value of the
+    column under it (pyarrow inferred the column's type from the rows below)."""
+    known = {n for group in (_SRC, _DST, _TIME, _DELTA) for n in group}
+    for name, col in zip(table.column_names, table.columns):
+        if name.strip().lower() in known:
+            return True
+        t = col.type
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t):
+            continue  # any cell parses as a string
+        try:
+            pa.array([name]).cast(t)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return True
+    return False
+
+
+def _missing(path: Path, names: list[str], what: str, candidates: tuple[str, ...]) -> EdgeFileError:
+    return EdgeFileError(
+        f"{path}: no {what} column (one of {', '.join(candidates)}); the file has: {', '.join(names) or 'none'}"
+    )
+
+
 def _read_table(path: Path) -> pa.Table:
+    try:
+        return _read_table_unchecked(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise EdgeFileError(f"{path}: cannot read: {exc}") from None
+
+
+def _read_table_unchecked(path: Path) -> pa.Table:
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
         import pyarrow.parquet as pq
@@ -76,22 +119,22 @@ def _read_table(path: Path) -> pa.Table:
         parse = pcsv.ParseOptions(delimiter=delimiter)
         convert = pcsv.ConvertOptions(strings_can_be_null=True)  # an empty cell is a missing value
         table = pcsv.read_csv(path, parse_options=parse, convert_options=convert)
-        if _find(table.column_names, _SRC) is None or _find(table.column_names, _DST) is None:
+        names = table.column_names
+        if (_find(names, _SRC) is None or _find(names, _DST) is None) and not _is_header(table):
             table = pcsv.read_csv(
                 path,
                 parse_options=parse,
                 convert_options=convert,
                 read_options=pcsv.ReadOptions(autogenerate_column_names=True),
             )
-            names = ["src", "dst", "time", "delta"][: table.num_columns]
             if table.num_columns < 2 or table.num_columns > 4:
-                raise GraphInputError(
+                raise EdgeFileError(
                     f"{path}: no src/dst columns in the header, and {table.num_columns} columns is not a "
                     "headerless src,dst[,time[,delta]] list"
                 )
-            table = table.rename_columns(names)
+            table = table.rename_columns(["src", "dst", "time", "delta"][: table.num_columns])
         return table
-    raise GraphInputError(f"{path}: unknown file type {suffix!r} (use .csv or .parquet)")
+    raise EdgeFileError(f"{path}: unknown file type {suffix!r} (use .csv or .parquet)")
 
 
 def _vertex_column(table: pa.Table, name: str, path: Path) -> pa.ChunkedArray:
@@ -104,7 +147,7 @@ def _vertex_column(table: pa.Table, name: str, path: Path) -> pa.ChunkedArray:
         return col
     if pa.types.is_integer(t):
         return col
-    raise GraphInputError(f"{path}: column {name!r} has type {t}: vertex ids must be strings or integers")
+    raise EdgeFileError(f"{path}: column {name!r} has type {t}: vertex ids must be strings or integers")
 
 
 class EdgeFile:
@@ -122,13 +165,17 @@ class EdgeFile:
             raise ValueError(f"on_invalid must be 'skip' or 'raise', got {on_invalid!r}")
         self.path = Path(path)
         if not self.path.exists():
-            raise GraphInputError(f"{self.path}: no such file")
+            raise EdgeFileError(f"{self.path}: no such file")
         table = _read_table(self.path)
         names = table.column_names
         src = _find(names, _SRC)
         dst = _find(names, _DST)
-        if src is None or dst is None:
-            raise GraphInputError(f"{self.path}: needs a source and a destination column, found {names}")
+        if src is None:
+            raise _missing(self.path, names, "source", _SRC)
+        if dst is None:
+            raise _missing(self.path, names, "destination", _DST)
+        if table.num_rows == 0:
+            raise EdgeFileError(f"{self.path}: no rows (columns: {', '.join(names)})")
         time = _find(names, _TIME)
         delta = _find(names, _DELTA)
         n = table.num_rows
@@ -139,7 +186,7 @@ class EdgeFile:
         if delta is not None:
             k = table.column(delta)
             if not pa.types.is_integer(k.type):
-                raise GraphInputError(f"{self.path}: column {delta!r} has type {k.type}: deltas must be integers")
+                raise EdgeFileError(f"{self.path}: column {delta!r} has type {k.type}: deltas must be integers")
             valid = pc.and_(valid, pc.is_valid(k))
             why["delta"] = pc.is_null(k)
         else:
@@ -155,7 +202,7 @@ class EdgeFile:
         if self.invalid and on_invalid == "raise":
             row = int(np.flatnonzero(~mask)[0])
             bad = [c for c, m in why.items() if m[row].as_py()]
-            raise GraphInputError(f"{self.path}: row {row + 1}: missing {', '.join(bad)}")
+            raise EdgeFileError(f"{self.path}: row {row + 1}: missing {', '.join(bad)}")
         keep = np.flatnonzero(mask)
         self._src = s.take(pa.array(keep))
         self._dst = d.take(pa.array(keep))
@@ -197,7 +244,7 @@ class EdgeFile:
             self._base_num = lo
             self._step_num = epoch_size
             return np.floor((vals - lo) / epoch_size).astype(np.int64)
-        raise GraphInputError(f"{self.path}: time column {name!r} has type {t}: use a timestamp or a number")
+        raise EdgeFileError(f"{self.path}: time column {name!r} has type {t}: use a timestamp or a number")
 
     # -- reading ------------------------------------------------------------------------
     @property

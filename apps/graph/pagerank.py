@@ -1,4 +1,4 @@
-"""PageRank of the directed graph: incremental residual push in an iterate scope.
+"""PageRank of the directed graph: vectorised residual push over blocks of vertices.
 
 **The model** is networkx's ``nx.pagerank(G, alpha)`` on the directed simple graph
 (unweighted; a vertex is in the graph while it has an edge in or out): teleport
@@ -11,102 +11,155 @@ PageRank vector is proportional to the solution ``y`` of the *local* system
 so ``rank(v) = y(v) / sum(y)``.  Nothing in ``y`` depends on ``N`` or on the dangling
 mass, which is what makes it maintainable edge by edge.
 
-**Incremental push.**  Every vertex keeps ``y`` and a residual ``r`` with the invariant
-``r = 1 + alpha P^T y - y``.  When the out-edges of ``u`` change, the residuals of its
-old and new out-neighbours change by ``alpha * y(u) * (1/d_new - 1/d_old)`` terms (and a
-vertex entering the graph gets ``r = 1``).  Then synchronous rounds push: a vertex with
-``|r| > eps`` adds ``r`` to ``y`` and sends ``alpha * r / d`` to each out-neighbour.  The
-epoch starts from the previous epoch's ``y`` (warm start) and stops when no residual
-exceeds ``eps``.
+**Blocks.**  The vertices are spread over ``blocks`` blocks by a stable hash of their
+id (:func:`block_of`); a block is one key of a ``@flow.stateful`` operator whose typed
+state (:class:`PRBlock`) holds its vertices in *slots*: their ids, in-degrees,
+out-degrees, ``y``, residual ``r`` and last emitted rank as numpy arrays (stored as
+``bytes``), and their out-edges as two arrays (source slot, target slot) grouped by
+the target's block.  A block does its work with numpy operations on whole arrays and
+sends one message per other block per round (target slots and amounts).  Blocks are
+the unit of parallelism (and of migration: they live in bins like any key; their keys
+are chosen so that block ``b`` starts on worker ``b % workers``, :func:`block_keys`).
+The default is **one block**: the embedded engine runs all its workers in one process,
+and a single block settles every epoch's pushes in one round; raise ``blocks`` to the
+number of Spark partitions to spread the work there.  ``blocks`` is part of the state's
+layout: a restore must use the same number (otherwise :class:`ConfigurationError`).
 
-**Tolerance.**  A vertex stops pushing when ``|r(v)| <= c y(v)``.  Then with
-``S = sum(y)``: ``|y* - y|_1 <= |r|_1 / (1 - alpha) <= c S / (1 - alpha)``, so
+**Incremental push.**  An epoch starts from the previous epoch's ``y`` (warm start):
+
+0. *round 0*: the edge changes ``(u, v, +1/-1)`` reach ``v``'s block (the in-edge; new
+   vertices get slots, in ascending vertex order) and ``u``'s block (the out-edge);
+   ``v``'s block replies with ``v``'s slot;
+1. *round 1*: ``u``'s block applies its out-edge changes, and every block sends
+   ``alpha * y(u) / d(u)`` along every out-edge;
+2. *round 2*: every block recomputes its residuals from those sums,
+   ``r = 1 + alpha P^T y - y`` (so they are exact at the start of every epoch: no
+   rounding error carries over from one epoch to the next), and the pushing starts;
+3. *pushes*: a vertex with ``|r| > c y`` adds ``r`` to ``y`` and pushes
+   ``alpha * r / d`` to each out-neighbour -- at once (another pass) to the vertices of
+   its own block, summed per edge and sent at the end of the round to the other
+   blocks.  A block keeps passing over its vertices until it is *settled* (its
+   residuals sum to at most ``c`` times its ``y``) or most of what it pushes leaves it
+   (then the others go first: the next round); with one block an epoch's pushes are one
+   round, with ``k`` blocks about one round per factor ``alpha (k - 1) / k`` of decay;
+4. *sum*: every block sends the sum of its ``y`` to every block; then each block
+   emits ``Change(vertex, old_rank, new_rank)`` for its vertices whose rank
+   ``y / sum(y)`` changed by more than ``rank_threshold`` (by anything, with the default
+   0), and ``Change(vertex, old_rank, None)`` for vertices that left the graph.
+
+The cost of an epoch is a handful of rounds and the passes, each a few numpy
+operations over a block's vertices and out-edges; a pass pushes only the vertices above
+the threshold.  (At a tight tolerance on a small-world graph a change reaches most
+vertices within a few passes and takes about ``log(change / tol) / log(1 / alpha)``
+passes to settle, so most epochs touch most vertices: that is what vectorising the
+passes is for.)
+
+**Tolerance.**  A block stops pushing when ``sum |r| <= c sum y`` over its vertices
+(and no vertex with ``|r| <= c y`` ever pushes).  Then with ``S = sum(y)``: ``|y* - y|_1 <= |r|_1 / (1 - alpha) <= c S / (1 - alpha)``, so
 ``sum(y*) >= S (1 - c / (1 - alpha))`` and the ranks ``y / S`` are within
 ``2 c / ((1 - alpha) - c)`` of the exact PageRank in L1.  With
-``c = tol (1 - alpha) / (2 + tol)`` that is ``tol``: the emitted ranks are within
-``tol`` (L1, summed over all vertices) of the exact PageRank -- default
-``tol = 1e-10``.  (A threshold relative to ``y`` is local, and looser than an absolute
-one where ``y`` is large, so fewer rounds are needed for the same guarantee.)
+``c = tol (1 - alpha) / (2 + tol)`` that is ``tol``: the ranks are within ``tol``
+(L1, summed over all vertices) of the exact PageRank -- default ``tol = 1e-10``.  (A
+threshold relative to ``y`` is local, and looser than an absolute one where ``y`` is
+large, so fewer rounds are needed for the same guarantee.)  With ``rank_threshold``
+the ranks a consumer holds (the emitted ones) are moreover each within it of those.
 
-**Arithmetic and workers.**  ``y`` and ``r`` are fixed-point integers (``2**60`` per
-unit, shares rounded half up), so sums never depend on the order messages arrive in,
-and rounding adds at most half a unit (~4e-19) per message.  State ints must fit in
-64 bits (checkpoints, migration) and a hub's ``y`` exceeds 8 units, so stored scores
-are split into ``(units, fraction)`` (``PRVertex.yu``/``yf``, :class:`PRScores`).  Each round's pushes are
-summed per target vertex on each worker (by the loop's gate, before the exchange).  On
-one worker a vertex gets one sum per round and pushes at most once; on ``W`` workers
-it may get up to ``W`` partial sums and push after each, so results on different worker
-counts differ slightly -- each within ``tol`` of the exact vector.  A run is
-reproducible for a given worker count (the engine schedules deterministically).
+**Arithmetic.**  float64, with the rounding kept out of the guarantee: ``y += r`` is
+an error-free transformation (TwoSum: what rounding drops stays in ``r``), the
+residuals are recomputed from ``y`` at every epoch's start with pairwise summation
+(relative error below ``40 * 2**-53`` of the terms), and the threshold uses ``c``
+made 1/8 smaller, which covers that for ``tol >= 1e-12`` (smaller tolerances are
+refused).  Every sum is taken in an order fixed by the data (messages by source
+block, edges in a canonical order), never by arrival: the results are **identical on
+any number of workers**, after migration and after recovery.
 
-**Cost.**  A push round touches the vertices with residual above ``eps``; after a
-change the residual decays by about ``alpha`` per round, so an epoch takes roughly
-``log(change / eps) / log(1 / alpha)`` rounds (about 100 on the airport graph at
-``tol = 1e-10``), each one pass of the loop.
-
-Outputs: ``scores``, ``Change(vertex, old_y, new_y)`` (fixed-point ints) from the loop;
-``ranks``, ``Change(vertex, old_rank, new_rank)`` for every vertex whose rank changed
-(when the sum of ``y`` changes, that is every vertex), from one global key that keeps
-the scores and their sum.
+Output: ``ranks``, ``Change(vertex, old_rank, new_rank)`` (``None``: not in the graph).
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
+import math
+import zlib
+from bisect import insort
 from operator import itemgetter
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
+import numpy as np
 from attrs import define, field
 
 import tstate as ts
-from apps.graph.edges import Vertex
-from apps.graph.loop import END, Change, at, round_of, sequenced_loop
+from apps.graph.edges import Vertex, vertex_rank
+from apps.graph.loop import Change, at, round_of, sequenced_loop
+from tstate.errors import ConfigurationError
+from tstate.keys import bin_of, check_bins, key_hash
 from tstate.progress import Product
 from tstate.state.context import Context
-from tstate.types import Map
 
-__all__ = ["PRVertex", "PRScores", "PageRank", "pagerank", "SCALE"]
+__all__ = ["PRBlock", "PageRank", "pagerank", "block_of", "block_keys", "BLOCKS", "MIN_TOL"]
 
-#: Fixed-point unit of ``y`` and ``r``.
-SCALE = 1 << 60
+#: Default number of blocks: one (the embedded engine runs every worker in one process,
+#: and one block converges every epoch in one round); raise it to spread the work over
+#: Spark partitions.
+BLOCKS = 1
+#: The smallest tolerance float64 arithmetic supports (see the module docstring).
+MIN_TOL = 1e-12
+
+_SUM = 1 << 31  # the round of the sum phase (after any real round; apps.graph.loop.END)
+_F8, _I8 = np.float64, np.int64
 
 
-def _split(y: int) -> tuple[int, int]:
-    """A fixed-point value as ``(units, fraction)``: state ints must fit in 64 bits, and
-    ``y`` does not once it exceeds 8 (hubs do; the sum of ``y`` is about the number of
-    vertices), so stored scores are split (``units * SCALE + fraction``)."""
-    return divmod(y, SCALE)
+
+def block_keys(blocks: int, bins: int) -> list[int]:
+    """The key of each block: the smallest ints whose bins are ``0, 1, 2, ...`` (modulo
+    ``bins``), so that the default assignment (bin ``b`` on worker ``b % workers``)
+    puts block ``b`` on worker ``b % workers`` -- one block per worker when there are
+    as many."""
+    check_bins(bins)
+    keys: list[int] = []
+    want = 0
+    k = 0
+    taken: set[int] = set()
+    while len(keys) < blocks:
+        b = want % bins
+        k = 0
+        while k in taken or bin_of(key_hash(k), bins) != b:
+            k += 1
+        keys.append(k)
+        taken.add(k)
+        want += 1
+    return keys
 
 
-def _join(p: tuple[int, int]) -> int:
-    """The fixed-point value of a :func:`_split` pair."""
-    return p[0] * SCALE + p[1]
+def block_of(v: Vertex, blocks: int) -> int:
+    """The block of vertex ``v``: a hash of its id that is the same in every process
+    (ints by a multiplicative hash, strs by CRC-32)."""
+    if v.__class__ is int:
+        return (((v * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 32) % blocks  # type: ignore[operator]
+    return zlib.crc32(v.encode()) % blocks  # type: ignore[union-attr]
 
 
 @define
-class PRVertex:
-    out: Map[Vertex, int] = field(factory=Map)  # out-neighbour -> epoch the edge appeared
-    targets: tuple[Vertex, ...] = ()  # the keys of `out`, as pushed (rebuilt when `out` changes)
-    indeg: int = 0
-    yu: int = 0  # the fixed-point score y = yu * SCALE + yf (see _split)
-    yf: int = 0
-    r: int = 0  # fixed-point residual (small at the end of every epoch)
-    epoch: int = -1  # the epoch the fields below belong to
-    old: Optional[tuple[int, int]] = None  # y at the start of `epoch`, split (None: absent)
-    was_present: bool = False  # in the graph at the start of `epoch`
-    base: Optional[list[Vertex]] = None  # out-neighbours at the start of `epoch`, if they changed
+class PRBlock:
+    """One block of vertices (see the module docstring).  Arrays are numpy arrays
+    stored as ``bytes`` (``int64`` / ``float64``), one entry per slot or per edge."""
 
-
-def _touch(st: PRVertex, e: int, ctx: Context) -> None:
-    st.epoch = e
-    present = bool(st.out) or st.indeg > 0
-    st.was_present = present
-    st.old = (st.yu, st.yf) if present else None
-    ctx.notify_at(at(e, END))
-
-
-def _endpoints(c: tuple[Vertex, Vertex, int]) -> tuple[tuple[Any, ...], ...]:
-    return ((c[0], "o", c[1], c[2]), (c[1], "i", c[0], c[2]))
+    ids: list[Optional[Union[int, str]]] = field(factory=list)  # slot -> vertex (None: free)
+    slots: dict[Union[int, str], int] = field(factory=dict)  # vertex -> slot
+    free: list[int] = field(factory=list)  # free slots, ascending
+    indeg: bytes = b""  # int64 per slot
+    deg: bytes = b""  # int64 per slot: out-degree
+    y: bytes = b""  # float64 per slot
+    r: bytes = b""  # float64 per slot: residual
+    shown: bytes = b""  # float64 per slot: the rank last emitted (NaN: none)
+    src: bytes = b""  # int64 per edge: source slot
+    tgt: bytes = b""  # int64 per edge: target slot (in its block)
+    starts: list[int] = field(factory=list)  # edges are grouped by target block: where each group starts
+    blocks: int = 0  # the number of blocks the state was built for
+    epoch: int = -1
+    changes: list[tuple[str, Union[int, str], Union[int, str], int]] = field(factory=list)  # round 0
+    outs: list[tuple[int, int, int, int]] = field(factory=list)  # round 1: (source slot, target block, slot, +1/-1)
+    inbox: list[tuple[int, bytes, bytes]] = field(factory=list)  # this round's (source block, slots, amounts)
+    parts: list[tuple[int, float]] = field(factory=list)  # the sum round's (block, sum of y)
 
 
 @define(frozen=True)
@@ -114,18 +167,23 @@ class PageRank:
     """Outputs of :func:`pagerank` (see the module docstring)."""
 
     ranks: ts.Stream
-    scores: ts.Stream
 
 
-@define
-class PRScores:
-    """The global key of the rank view: every vertex's ``y`` and their sum (both
-    ``(units, fraction)``, see :func:`_split`)."""
+def _f8(b: bytes, n: int, fill: float = 0.0) -> np.ndarray:
+    a = np.frombuffer(b, dtype=_F8)
+    if len(a) < n:
+        a = np.concatenate([a, np.full(n - len(a), fill)])
+    return a.copy()
 
-    y: dict[Vertex, tuple[int, int]] = field(factory=dict)
-    total: tuple[int, int] = (0, 0)
-    before_total: Optional[tuple[int, int]] = None  # the sum at the start of the pending epoch
-    before: dict[Vertex, Optional[tuple[int, int]]] = field(factory=dict)  # old y of the vertices changed this epoch
+
+idx0 = np.zeros(0, dtype=np.intp)
+
+
+def _i8(b: bytes, n: Optional[int] = None) -> np.ndarray:
+    a = np.frombuffer(b, dtype=_I8)
+    if n is not None and len(a) < n:
+        a = np.concatenate([a, np.zeros(n - len(a), dtype=_I8)])
+    return a
 
 
 def pagerank(
@@ -135,135 +193,298 @@ def pagerank(
     tol: float = 1e-10,
     name: str = "pagerank",
     bins: int = 256,
+    blocks: int = BLOCKS,
+    rank_threshold: float = 0.0,
 ) -> PageRank:
     """PageRank of the directed graph whose per-epoch edge changes ``(u, v, +1/-1)``
     are ``directed`` (see the module docstring)."""
     flow.record_types(Change)  # the records it emits (they cross Spark exchanges)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0, got {tol!r}")
-    damp = Fraction(alpha).limit_denominator(1 << 20)
-    num, den = damp.numerator, damp.denominator
-    # a vertex stops pushing once |r| <= c * y, c = tol (1 - alpha) / (2 + tol) (made a
-    # little smaller as a fraction, so rounding can only tighten it): see the docstring
-    c = Fraction(tol * (1 - alpha) / (2 + tol) * (1 - 1e-6)).limit_denominator(1 << 40)
-    cnum, cden = c.numerator, c.denominator
+    if not tol >= MIN_TOL:
+        raise ValueError(f"tol must be >= {MIN_TOL} (float64 arithmetic), got {tol!r}")
+    if not (isinstance(blocks, int) and 1 <= blocks <= 1 << 16):
+        raise ValueError(f"blocks must be an int in [1, 65536], got {blocks!r}")
+    if not rank_threshold >= 0:
+        raise ValueError(f"rank_threshold must be >= 0, got {rank_threshold!r}")
+    B = blocks
+    c = tol * (1 - alpha) / (2 + tol) * (7 / 8)  # the stopping threshold (module docstring)
+    KEYS = block_keys(B, bins)
+    INDEX = {k: i for i, k in enumerate(KEYS)}
 
-    def share(r: int, d: int) -> int:
-        """round(alpha * r / d) in fixed point, half up (deterministic for negatives)."""
-        q = den * d
-        return (2 * num * r + q) // (2 * q)
+    def blk(v: Vertex) -> int:
+        return block_of(v, B)
 
-    def step(st: PRVertex, rec: tuple[Any, ...], ctx: Context) -> None:
-        if len(rec) == 2:  # (v, delta r): this round's combined pushes to v
-            r = st.r + rec[1]
-            y = st.yu * SCALE + st.yf
-            if (r if r >= 0 else -r) * cden <= y * cnum:
-                st.r = r
-                return
-            t = ctx.time
-            if st.epoch != t.outer:
-                _touch(st, t.outer, ctx)
-            st.yu, st.yf = divmod(y + r, SCALE)
-            st.r = 0
-            targets = st.targets
-            if targets:
-                ctx.emit((share(r, len(targets)), targets))
-            return
-        # round 0: (v, "o"/"i", w, +1/-1): an out-edge v -> w or an in-edge w -> v changed
-        e = ctx.time.outer
-        if st.epoch != e:
-            _touch(st, e, ctx)
-            ctx.notify_at(at(e, 0))
-        if rec[1] == "o":
-            if st.base is None:
-                st.base = list(st.out)
-            if rec[3] > 0:
-                st.out[rec[2]] = e
-            else:
-                st.out.pop(rec[2], None)
+    def expand(ch: tuple[Vertex, Vertex, int]) -> tuple[tuple[Any, ...], ...]:
+        u, v, d = ch
+        return ((KEYS[blk(v)], "i", v, u, d), (KEYS[blk(u)], "o", u, v, d))
+
+    def announce(e: int) -> list[tuple[Any, ...]]:
+        return [(k, "s") for k in KEYS]  # every block takes part in every epoch with changes
+
+    def step(st: PRBlock, rec: tuple[Any, ...], ctx: Context) -> None:
+        kind = rec[1]
+        if kind == "m":  # a round's pushes from one block
+            st.inbox.append((rec[2], rec[3], rec[4]))
+        elif kind == "i" or kind == "o":
+            st.changes.append((kind, rec[2], rec[3], rec[4]))
+        elif kind == "e":  # round 1: an out-edge change, with the target's block and slot
+            st.outs.append((st.slots[rec[2]], rec[3], rec[4], rec[5]))
+        elif kind == "p":
+            st.parts.append((rec[2], rec[3]))
+        ctx.notify_at(ctx.time)  # once all of this round's records are in (kind "s" too)
+
+    def timer(st: PRBlock, t: Product, ctx: Context) -> None:
+        if st.blocks != B:
+            if st.blocks:
+                raise ConfigurationError(
+                    f"operator {name!r}: block {ctx.key!r} holds state built for {st.blocks} blocks, "
+                    f"but this dataflow has {B} (pagerank(blocks=...) must not change across a restore)"
+                )
+            st.blocks = B
+        k = round_of(t)
+        me = INDEX[ctx.key]
+        if k == 0:
+            _round0(st, t.outer, me, ctx)
+        elif k == 1:
+            _round1(st, me, ctx)
+            ctx.notify_at(at(t.outer, 2))
+        elif k == 2:
+            _refresh(st, me, ctx)
+        elif k == _SUM:
+            _send_sum(st, me, ctx)
+        elif k == _SUM + 1:
+            _emit_ranks(st, ctx)
         else:
-            st.indeg += rec[3]
+            _push_round(st, me, ctx)
 
-    def timer(st: PRVertex, t: Product, ctx: Context) -> None:
-        v = ctx.key
-        if round_of(t) == 0:  # all of the epoch's edge changes of v are in
-            emit = ctx.emit
-            base = st.base
-            if base is not None:
-                st.base = None
-                st.targets = tuple(st.out)
-                y = st.yu * SCALE + st.yf
-                if y and set(base) != set(st.targets):
-                    if base:
-                        emit((-share(y, len(base)), tuple(base)))
-                    if st.targets:
-                        emit((share(y, len(st.targets)), st.targets))
-            if not st.was_present and (st.out or st.indeg > 0):
-                emit((SCALE, (v,)))  # a new vertex: teleport 1
-            return
-        present = bool(st.out) or st.indeg > 0  # END
-        new = st.yu * SCALE + st.yf if present else None
-        old = None if st.old is None else st.old[0] * SCALE + st.old[1]
-        if new != old:
-            ctx.emit(Change(v, old, new))
-        if not present:
+    # -- round 0: slots and in-degrees; tell the sources the targets' slots -----------------
+    def _round0(st: PRBlock, e: int, me: int, ctx: Context) -> None:
+        st.epoch = e
+        changes = sorted(st.changes, key=lambda c: (c[0], vertex_rank(c[1]), vertex_rank(c[2])))
+        st.changes = []
+        slots = st.slots
+        new = sorted({c[1] for c in changes if c[1] not in slots}, key=vertex_rank)
+        n0 = len(st.ids)
+        for v in new:
+            if st.free:
+                s = st.free.pop(0)
+                st.ids[s] = v
+            else:
+                s = len(st.ids)
+                st.ids.append(v)
+            slots[v] = s
+        n = len(st.ids)
+        if n != n0:
+            st.y = _f8(st.y, n).tobytes()
+            st.r = _f8(st.r, n).tobytes()
+            st.shown = _f8(st.shown, n, math.nan).tobytes()
+            st.deg = _i8(st.deg, n).tobytes()
+        indeg = _i8(st.indeg, n).copy()
+        emit = ctx.emit
+        for kind, v, u, d in changes:
+            if kind == "i":
+                s = slots[v]
+                indeg[s] += d
+                emit((KEYS[blk(u)], "e", u, me, s, d))
+        st.indeg = indeg.tobytes()
+        ctx.notify_at(at(e, 1))
+        ctx.notify_at(at(e, _SUM))
+
+    # -- round 1: out-edge changes; send alpha y / d along every edge -----------------------
+    def _round1(st: PRBlock, me: int, ctx: Context) -> None:
+        n = len(st.ids)
+        src, tgt = _i8(st.src), _i8(st.tgt)
+        if st.outs:
+            outs = sorted(st.outs)
+            st.outs = []
+            starts = st.starts or [0] * (B + 1)
+            tblk = np.repeat(np.arange(B, dtype=_I8), np.diff(starts))
+            gone = np.array([(s << 40) | (t << 16) | j for s, j, t, d in outs if d < 0], dtype=_I8)
+            add = np.array([(s, j, t) for s, j, t, d in outs if d > 0], dtype=_I8).reshape(-1, 3)
+            if len(gone):
+                keep = ~np.isin((src << 40) | (tgt << 16) | tblk, gone)
+                src, tgt, tblk = src[keep], tgt[keep], tblk[keep]
+            if len(add):  # appended (in sorted order), then grouped by target block, stably
+                src = np.concatenate([src, add[:, 0]])
+                tblk = np.concatenate([tblk, add[:, 1]])
+                tgt = np.concatenate([tgt, add[:, 2]])
+                order = np.argsort(tblk, kind="stable")
+                src, tgt, tblk = src[order], tgt[order], tblk[order]
+            st.src, st.tgt = src.tobytes(), tgt.tobytes()
+            st.starts = np.searchsorted(tblk, np.arange(B + 1)).tolist()
+            st.deg = np.bincount(src, minlength=n).astype(_I8).tobytes()
+        if len(src):
+            y = _f8(st.y, n)
+            deg = _i8(st.deg, n)
+            share = np.zeros(n)
+            has = deg > 0
+            share[has] = alpha * y[has] / deg[has]
+            amounts = share[src]
+            a, b = st.starts[me], st.starts[me + 1]
+            if b > a:  # our own part of the sums: kept, added at round 2 with the rest
+                st.inbox.append((me, tgt[a:b].tobytes(), amounts[a:b].tobytes()))
+            _send(st, tgt, amounts, me, ctx)
+
+    def _send(st: PRBlock, tgt: np.ndarray, amounts: np.ndarray, me: int, ctx: Context) -> None:
+        """Send the edges' ``amounts`` to the other blocks: one message per block (the
+        non-zero amounts, with their target slots)."""
+        starts = st.starts
+        emit = ctx.emit
+        for j in range(B):
+            a, b = starts[j], starts[j + 1]
+            if b > a and j != me:
+                am = amounts[a:b]
+                nz = np.flatnonzero(am)
+                if len(nz) == b - a:
+                    emit((KEYS[j], "m", me, tgt[a:b].tobytes(), am.tobytes()))
+                elif len(nz):
+                    emit((KEYS[j], "m", me, tgt[a:b][nz].tobytes(), am[nz].tobytes()))
+
+    def _incoming(st: PRBlock) -> tuple[np.ndarray, np.ndarray]:
+        """This round's messages, in source-block order: (slots, amounts)."""
+        inbox = sorted(st.inbox, key=itemgetter(0))
+        st.inbox = []
+        if len(inbox) == 1:
+            return np.frombuffer(inbox[0][1], dtype=_I8), np.frombuffer(inbox[0][2], dtype=_F8)
+        return (
+            np.concatenate([np.frombuffer(m[1], dtype=_I8) for m in inbox]),
+            np.concatenate([np.frombuffer(m[2], dtype=_F8) for m in inbox]),
+        )
+
+    def _present(st: PRBlock, n: int) -> np.ndarray:
+        return (_i8(st.deg, n) > 0) | (_i8(st.indeg, n) > 0)
+
+    # -- round 2: exact residuals from y, then the pushes ----------------------------------
+    def _refresh(st: PRBlock, me: int, ctx: Context) -> None:
+        n = len(st.ids)
+        got = np.zeros(n)
+        if st.inbox:
+            slots, amounts = _incoming(st)
+            order = np.argsort(slots, kind="stable")
+            slots, amounts = slots[order], amounts[order]
+            heads = np.flatnonzero(np.r_[True, slots[1:] != slots[:-1]])
+            got[slots[heads]] = np.add.reduceat(amounts, heads)  # pairwise summation
+        y = _f8(st.y, n)
+        present = _present(st, n)
+        r = np.where(present, 1.0 + got - y, 0.0)
+        _push(st, y, r, present, me, ctx)
+
+    def _push_round(st: PRBlock, me: int, ctx: Context) -> None:
+        n = len(st.ids)
+        y, r = _f8(st.y, n), _f8(st.r, n)
+        if st.inbox:
+            slots, amounts = _incoming(st)
+            r += np.bincount(slots, weights=amounts, minlength=n)
+        _push(st, y, r, _present(st, n), me, ctx)
+
+    def _push(st: PRBlock, y: np.ndarray, r: np.ndarray, present: np.ndarray, me: int, ctx: Context) -> None:
+        """Push until this block is settled or what stays here is small next to what
+        leaves it: every present vertex with ``|r| > c y`` moves ``r`` into ``y``
+        (TwoSum: the rounding stays in ``r``) and pushes ``alpha * r / d`` along its
+        out-edges -- to its own block's vertices at once (another pass), to other
+        blocks summed per edge and sent at the end of the round.  The block counts as
+        settled once its residuals sum to at most ``c`` times its ``y``."""
+        n = len(y)
+        src, tgt = _i8(st.src), _i8(st.tgt)
+        starts = st.starts or [0] * (B + 1)
+        a, b = starts[me], starts[me + 1]
+        whole = a == 0 and b == len(src)  # every edge stays in this block
+        mine = tgt[a:b]
+        deg = _i8(st.deg, n)
+        ainv = np.zeros(n)  # alpha / out-degree (0: dangling)
+        has = deg > 0
+        ainv[has] = alpha / deg[has]
+        cross: Optional[np.ndarray] = None
+        sent = 0.0
+        # (r is 0 off the graph, so whole-array operations need no mask but for sum y)
+        while True:
+            ar = np.abs(r)
+            big = ar > c * y
+            if not big.any() or ar.sum() <= c * y[present].sum():  # (no BLAS: its threads)
+                break
+            rb = r * big  # what moves
+            s = y + rb
+            bp = s - y
+            err = (y - (s - bp)) + (rb - bp)  # TwoSum: y + rb == s + err exactly
+            y = s
+            r = np.where(big, err, r)
+            amounts = ((rb - err) * ainv)[src]
+            if b > a:
+                r += np.bincount(mine, weights=amounts if whole else amounts[a:b], minlength=n)
+            if not whole:
+                if cross is None:
+                    cross = amounts
+                else:
+                    cross += amounts
+                sent += float(np.abs(amounts[:a]).sum()) + float(np.abs(amounts[b:]).sum())
+                if 4 * float(np.abs(r).sum()) < sent:
+                    # most of it leaves: let the other blocks catch up first, and go on
+                    # next round even if nothing comes back
+                    t = ctx.time
+                    ctx.notify_at(Product(t.outer, t.inner + 1))
+                    break
+        if cross is not None:
+            _send(st, tgt, cross, me, ctx)
+        st.y, st.r = y.tobytes(), r.tobytes()
+
+    # -- the sum and the ranks ----------------------------------------------------------------
+    def _send_sum(st: PRBlock, me: int, ctx: Context) -> None:
+        n = len(st.ids)
+        part = float(np.sum(_f8(st.y, n)[_present(st, n)]))
+        emit = ctx.emit
+        for k in KEYS:
+            emit((k, "p", me, part))
+
+    def _emit_ranks(st: PRBlock, ctx: Context) -> None:
+        total = math.fsum(p for _, p in st.parts)  # correctly rounded: no order matters
+        st.parts = []
+        n = len(st.ids)
+        if not n:
             ctx.clear()
             return
-        st.old = None
-
-    def combine(batches: list[list[Any]]) -> list[tuple[Vertex, int]]:
-        """One round's pushes, summed per target vertex (on one worker: one record per
-        vertex and round); the loop's other records (Change) are dropped."""
-        acc: dict[Any, int] = {}
-        get = acc.get
-        for batch in batches:
-            for rec in batch:
-                if rec.__class__ is tuple:  # (amount, targets)
-                    amount = rec[0]
-                    for w in rec[1]:
-                        acc[w] = get(w, 0) + amount
-        return [p for p in acc.items() if p[1]]
+        y = _f8(st.y, n)
+        shown = _f8(st.shown, n, math.nan)
+        present = _present(st, n)
+        rank = np.where(present, y / total if total > 0 else 0.0, math.nan)
+        old = shown
+        if rank_threshold > 0:
+            moved = present & (np.isnan(old) | (np.abs(rank - old) > rank_threshold))
+        else:
+            moved = present & ~(rank == old)
+        left = ~present & ~np.isnan(old)
+        ids = st.ids
+        emit = ctx.emit
+        idx = np.flatnonzero(moved)
+        if len(idx):
+            olds = old[idx].tolist()
+            news = rank[idx].tolist()
+            for i, o, w in zip(idx.tolist(), olds, news):
+                emit(Change(ids[i], None if o != o else o, w))
+            shown[idx] = rank[idx]
+        gone = [i for i in np.flatnonzero(~present).tolist() if ids[i] is not None]
+        if gone:
+            for i in np.flatnonzero(left).tolist():
+                emit(Change(ids[i], float(old[i]), None))
+            y[gone] = 0.0
+            shown[gone] = math.nan
+            r = _f8(st.r, n)
+            r[gone] = 0.0
+            st.r = r.tobytes()
+            for i in gone:
+                del st.slots[ids[i]]  # type: ignore[arg-type]
+                ids[i] = None
+                insort(st.free, i)
+        if not st.slots:
+            ctx.clear()
+            return
+        st.y, st.shown = y.tobytes(), shown.tobytes()
 
     def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
-        vertex = flow.stateful(inputs, key=itemgetter(0), state=PRVertex, name=f"{name}.vertex", bins=bins)(step)
-        vertex.on_notify(timer)
-        results = vertex.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
-        return vertex, results  # the pushes are combined by the loop's gate
+        block = flow.stateful(inputs, key=itemgetter(0), state=PRBlock, name=f"{name}.block", bins=bins)(step)
+        block.on_notify(timer)
+        results = block.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
+        return block, results  # the gate drops the results from the loop
 
-    scores = sequenced_loop(flow, directed, body, name=name, expand=_endpoints, combine=combine)
-
-    def collect(st: PRScores, c: Change, ctx: Context) -> None:
-        if st.before_total is None:
-            st.before_total = st.total
-            ctx.notify_at(ctx.time)
-        v = c.key
-        if v not in st.before:
-            st.before[v] = None if c.old is None else _split(c.old)
-        st.total = _split(_join(st.total) + (c.new or 0) - (c.old or 0))
-        if c.new is None:
-            st.y.pop(v, None)
-        else:
-            st.y[v] = _split(c.new)
-
-    def normalise(st: PRScores, t: int, ctx: Context) -> None:
-        s0 = 0 if st.before_total is None else _join(st.before_total)
-        s1 = _join(st.total)
-        before, ys = st.before, st.y
-        # when the sum moved, every rank moved; otherwise only the changed vertices'
-        for v in list(ys) + [v for v in before if v not in ys] if s0 != s1 else list(before):
-            p = ys.get(v)
-            q = before[v] if v in before else p
-            y1 = None if p is None else _join(p)
-            y0 = None if q is None else _join(q)
-            old = y0 / s0 if y0 is not None and s0 else None
-            new = y1 / s1 if y1 is not None and s1 else None
-            if old != new:
-                ctx.emit(Change(v, old, new))
-        st.before_total = None
-        st.before = {}
-
-    ranks = flow.stateful(scores, key=lambda c: 0, state=PRScores, name=f"{name}.ranks")(collect)
-    ranks.on_notify(normalise)
-    return PageRank(ranks, scores)
+    ranks = sequenced_loop(flow, directed, body, name=name, expand=expand, announce=announce)
+    return PageRank(ranks)

@@ -18,15 +18,17 @@ changes (and keeps a :class:`~apps.graph.views.GraphView` of the current results
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence, Union
+
+import numpy as np
 
 from attrs import define, field
 
 import tstate as ts
 from apps.graph.components import Components, components
 from apps.graph.degrees import Degrees, degrees
-from apps.graph.edges import EdgeChanges, InputStats, consolidate
-from apps.graph.pagerank import PageRank, pagerank
+from apps.graph.edges import EdgeChanges, GraphInputError, InputStats, consolidate
+from apps.graph.pagerank import BLOCKS, PageRank, pagerank
 from apps.graph.triangles import Triangles, triangles
 from apps.graph.views import GraphView
 from tstate.io.sinks import Sink
@@ -57,7 +59,6 @@ class Analytics:
             out["summary"] = self.components.summary
         if self.pagerank is not None:
             out["pagerank"] = self.pagerank.ranks
-            out["scores"] = self.pagerank.scores
         if self.triangles is not None:
             out["triangles"] = self.triangles.per_vertex
             out["triangle_total"] = self.triangles.total
@@ -76,19 +77,25 @@ def build(
     alpha: float = 0.85,
     tol: float = 1e-10,
     bins: int = 256,
+    blocks: int = BLOCKS,
+    rank_threshold: float = 0.0,
+    undirected: bool = False,
 ) -> Analytics:
     """Wire the graph analytics onto ``flow`` (see the module docstring).
 
     ``updates`` carries ``(src, dst[, delta])`` records at integer epochs;
     ``validate=False`` skips the validation for updates already known to be valid
     ``(src, dst, delta)`` tuples without self-loops; ``window_width`` retracts every
-    insertion that many epochs later (expiries at epochs ``>= horizon`` are dropped)."""
+    insertion that many epochs later (expiries at epochs ``>= horizon`` are dropped);
+    ``undirected`` makes every update one of the undirected edge ``{src, dst}`` (PageRank
+    then sees it both ways, :func:`~apps.graph.edges.consolidate`); ``blocks`` and
+    ``rank_threshold`` go to :func:`~apps.graph.pagerank.pagerank`."""
     unknown = set(algorithms) - set(ALGORITHMS)
     if unknown:
         raise ValueError(f"unknown algorithm(s) {sorted(unknown)}; choose from {list(ALGORITHMS)}")
     edges = consolidate(
         flow, updates, bins=bins, window_width=window_width, horizon=horizon, validate=validate,
-        on_invalid=on_invalid, stats=stats,
+        on_invalid=on_invalid, stats=stats, undirected=undirected,
     )
     a = Analytics(edges)
     if "degrees" in algorithms:
@@ -96,7 +103,9 @@ def build(
     if "components" in algorithms:
         a.components = components(flow, edges.undirected, bins=bins)
     if "pagerank" in algorithms:
-        a.pagerank = pagerank(flow, edges.directed, alpha=alpha, tol=tol, bins=bins)
+        a.pagerank = pagerank(
+            flow, edges.directed, alpha=alpha, tol=tol, bins=bins, blocks=blocks, rank_threshold=rank_threshold
+        )
     if "triangles" in algorithms:
         a.triangles = triangles(flow, edges.undirected, bins=bins)
     return a
@@ -119,9 +128,24 @@ class GraphStream:
     """A running graph dataflow driven epoch by epoch (see the module docstring).
 
     Keeps a :class:`~apps.graph.views.GraphView` of the current results (``view``)
-    unless ``keep_view=False``.  ``max_workers`` and ``reconfigure`` go to
+    unless ``keep_view=False``; :meth:`edges` reads the current edge set.
+    ``undirected=True``: every update is one of the undirected edge ``{src, dst}``
+    (PageRank sees it both ways; without it PageRank uses the updates' orientation).
+    ``blocks`` / ``rank_threshold``: see :mod:`apps.graph.pagerank` (with a threshold,
+    a rank change is emitted only once it exceeds it, so the output does not grow with
+    the graph every epoch).  ``max_workers`` and ``reconfigure`` go to
     :meth:`tstate.Dataflow.start` (migration: see :mod:`apps.graph`); ``execution``
-    is the running :class:`tstate.Execution`."""
+    is the running :class:`tstate.Execution`.
+
+    >>> import numpy as np
+    >>> g = GraphStream(undirected=True)
+    >>> _ = g.advance(0, np.array([[1, 2], [2, 3], [3, 1], [4, 4]]))
+    >>> sorted(g.edges())[:3], g.stats.self_loops, g.view.triangle_total
+    ([(1, 2), (1, 3), (2, 1)], 1, 1)
+    >>> _ = g.advance(1, [(2, 1, -1)])  # the undirected edge {1, 2}, either way round
+    >>> (1, 2) in g.edges() or (2, 1) in g.edges()
+    False
+    >>> _ = g.close()"""
 
     def __init__(
         self,
@@ -138,13 +162,18 @@ class GraphStream:
         batch_size: int = 8192,
         max_workers: Optional[int] = None,
         reconfigure: Sequence[tuple[int, Any]] = (),
+        blocks: int = BLOCKS,
+        rank_threshold: float = 0.0,
+        undirected: bool = False,
     ) -> None:
         self.flow = ts.Dataflow("graph")
         self.input = self.flow.input("updates", batch_size=batch_size)
         self.stats = InputStats()
         self.analytics = build(
-            self.flow, self.input, algorithms, window, horizon, validate, on_invalid, self.stats, alpha, tol, bins
+            self.flow, self.input, algorithms, window, horizon, validate, on_invalid, self.stats, alpha, tol, bins,
+            blocks, rank_threshold, undirected,
         )
+        self.undirected = undirected
         self._buffers: dict[str, dict[int, list[Any]]] = {}
         self._probes = []
         for name, stream in self.analytics.outputs().items():
@@ -159,19 +188,55 @@ class GraphStream:
     def _pending(self, t: int) -> bool:
         return any(p.less_equal(t) for p in self._probes)
 
-    def advance(self, epoch: int, updates: Iterable[Any] = ()) -> list[EpochResult]:
+    def advance(self, epoch: int, updates: Union[Iterable[Any], np.ndarray] = ()) -> list[EpochResult]:
         """Send ``updates`` at ``epoch`` (not before the previous call's), run until
         every epoch ``<= epoch`` is complete, and return the results of the epochs
-        completed since the last call that have changes (and always ``epoch``'s)."""
+        completed since the last call that have changes (and always ``epoch``'s).
+
+        ``updates`` is an iterable of ``(src, dst[, delta])``, or a numpy integer array
+        of shape ``(n, 2)`` or ``(n, 3)`` (the fast path for integer ids: converted in
+        bulk, self-loops and zero deltas dropped and counted)."""
         inp = self.input
         if epoch != inp.time:
             inp.advance_to(epoch)
-        recs = updates if isinstance(updates, list) else list(updates)
+        if isinstance(updates, np.ndarray):
+            recs = self._from_array(updates)
+        else:
+            recs = updates if isinstance(updates, list) else list(updates)
         if recs:
             inp.send(recs)
         inp.advance_to(epoch + 1)
         self.execution.step_while(lambda: self._pending(epoch))
         return self._harvest(epoch, always=epoch)
+
+    def _from_array(self, a: np.ndarray) -> list[Any]:
+        if a.ndim != 2 or a.shape[1] not in (2, 3) or not np.issubdtype(a.dtype, np.integer):
+            raise GraphInputError(
+                f"an update array must be integers of shape (n, 2) or (n, 3), got {a.dtype} of shape {a.shape}"
+            )
+        if a.dtype.kind == "u" and len(a) and int(a.max()) > np.iinfo(np.int64).max:
+            raise GraphInputError("vertex ids in an update array must fit in 64 bits")
+        a = a.astype(np.int64, copy=False)
+        loops = a[:, 0] == a[:, 1]
+        zero = a[:, 2] == 0 if a.shape[1] == 3 else np.zeros(len(a), dtype=bool)
+        keep = ~(loops | zero)
+        self.stats.self_loops += int(np.count_nonzero(loops))
+        self.stats.zero += int(np.count_nonzero(zero & ~loops))
+        a = a[keep]
+        if a.shape[1] == 2:
+            return list(zip(a[:, 0].tolist(), a[:, 1].tolist(), [1] * len(a)))
+        return list(zip(a[:, 0].tolist(), a[:, 1].tolist(), a[:, 2].tolist()))
+
+    def edges(self) -> set[tuple[Any, Any]]:
+        """The current directed edge set (with ``undirected``, every edge both ways):
+        the pairs whose occurrence count is positive, after the last completed epoch."""
+        out: set[tuple[Any, Any]] = set()
+        for (a, b), c in self.flow.state(self.analytics.edges.op, format="dict").items():
+            if c.fwd > 0:
+                out.add((a, b))
+            if c.bwd > 0:
+                out.add((b, a))
+        return out
 
     def close(self) -> list[EpochResult]:
         """Close the input, run to the end, and return the remaining epochs' results."""

@@ -14,12 +14,15 @@ triangle that appears or disappears is counted exactly once.
 In an epoch-sequenced loop (:mod:`apps.graph.loop`):
 
 - round 0: the changes update the adjacencies (keyed per vertex, typed state
-  :class:`TriVertex`) and are remembered (``chg``) for the epoch;
-- the smaller endpoint ``u`` of each changed edge ``(u, v)`` sends ``v`` the
-  neighbours ``w`` with ``(u, w)`` in ``G_{i-1}`` (timer at round 0: all changes are in);
-- ``v`` keeps those with ``(v, w)`` in ``G_{i-1}``: ``c`` common neighbours.  ``u`` and
-  ``v`` gain ``s * c`` triangles and every common neighbour ``s``;
-- at ``END`` a vertex emits ``Change(vertex, old, new)`` (``None``: not in the graph).
+  :class:`TriVertex`) and are remembered (``chg``) for the epoch; once all are in (a
+  timer at round 0) each endpoint of a changed edge tells the other its degree;
+- round 1: the endpoint ``u`` of each changed edge ``(u, v)`` with the smaller degree
+  (ties: the smaller id) sends ``v`` the neighbours ``w`` with ``(u, w)`` in
+  ``G_{i-1}`` -- so an edge at a hub costs the other endpoint's degree, not the hub's;
+- round 2: ``v`` keeps those with ``(v, w)`` in ``G_{i-1}``: ``c`` common neighbours.
+  ``u`` and ``v`` gain ``s * c`` triangles and every common neighbour ``s``;
+- at ``END`` a vertex whose count or presence changed emits ``Change(vertex, old,
+  new)`` (``None``: not in the graph); only those set the timer.
 
 The total is one global key: ``Change("triangles", old, new)`` at every epoch where it
 changed (the sum of the per-vertex counts over 3, as ``sum(nx.triangles(G).values()) // 3``).
@@ -49,7 +52,8 @@ class TriVertex:
     epoch: int = -1  # the epoch the fields below belong to
     old: Optional[int] = None  # count at the start of `epoch` (None: absent)
     chg: dict[Vertex, int] = field(factory=dict)  # this epoch's edge changes here: neighbour -> +1/-1
-    owner: bool = False  # the round-0 timer is set (this vertex owns a changed edge)
+    owner: bool = False  # the round-0 timer is set (this vertex has a changed edge)
+    armed: bool = False  # the END timer is set
 
 
 def _rank(v: Vertex) -> tuple[bool, Vertex]:
@@ -71,23 +75,47 @@ def _present(adj: Map, chg: dict[Vertex, int], x: Vertex, z: Vertex, stage: tupl
 def _touch(st: TriVertex, e: int, ctx: Context) -> None:
     st.epoch = e
     st.old = st.count if st.adj else None
-    ctx.notify_at(at(e, END))
+    st.chg.clear()  # (left from an epoch whose END timer this vertex did not need)
+    st.owner = False
+    st.armed = False
+
+
+def _arm_end(st: TriVertex, e: int, ctx: Context) -> None:
+    """The vertex's count or presence changes this epoch: emit it at the end (an
+    endpoint of a changed edge that closes no triangle needs no timer)."""
+    if not st.armed:
+        st.armed = True
+        ctx.notify_at(at(e, END))
+
+
+def _view(adj: Map, chg: dict[Vertex, int], v: Vertex, w: Vertex) -> tuple[Vertex, ...]:
+    """``v``'s neighbours ``z`` with ``(v, z)`` in the graph as it is before the change
+    of edge ``(v, w)`` (see the module docstring)."""
+    stage = _pair_rank(v, w)
+    return tuple(z for z in adj if z != w and (z not in chg or (_pair_rank(v, z) < stage) == (z in adj))) + tuple(
+        z for z in chg if z != w and z not in adj and _pair_rank(v, z) > stage
+    )
 
 
 def _step(st: TriVertex, rec: tuple[Any, ...], ctx: Context) -> None:
     t = ctx.time
     e = t.outer
     v = ctx.key
-    if round_of(t) == 0:  # an edge change (v, w, +1/-1)
+    k = round_of(t)
+    if k == 0:  # an edge change (v, w, +1/-1)
         if st.epoch != e:
             _touch(st, e, ctx)
         w = rec[1]
         if rec[2] > 0:
             st.adj[w] = e
+            if st.old is None:
+                _arm_end(st, e, ctx)  # it enters the graph
         else:
             st.adj.pop(w, None)
+            if not st.adj:
+                _arm_end(st, e, ctx)  # it leaves the graph
         st.chg[w] = rec[2]
-        if not st.owner and vertex_lt(v, w):
+        if not st.owner:
             st.owner = True
             ctx.notify_at(at(e, 0))
         return
@@ -95,10 +123,17 @@ def _step(st: TriVertex, rec: tuple[Any, ...], ctx: Context) -> None:
         if st.epoch != e:
             _touch(st, e, ctx)
         st.count += rec[1]
+        _arm_end(st, e, ctx)
         return
-    # (v, u, s, view): u < v changed edge (u, v) by s; view = u's neighbours before it
+    if k == 1:  # (v, u, degree of u): the endpoint with the smaller degree sends its view
+        u, du = rec[1], rec[2]
+        dv = len(st.adj)
+        if dv < du or (dv == du and vertex_lt(v, u)):
+            ctx.emit((u, v, st.chg[u], _view(st.adj, st.chg, v, u)))
+        return
+    # (v, u, s, view): the changed edge (u, v) by s; view = u's neighbours before it
     u, s, view = rec[1], rec[2], rec[3]
-    stage = (_rank(u), _rank(v))
+    stage = _pair_rank(u, v)
     adj, chg = st.adj, st.chg
     common = [w for w in view if _present(adj, chg, v, w, stage)]
     if common:
@@ -106,6 +141,7 @@ def _step(st: TriVertex, rec: tuple[Any, ...], ctx: Context) -> None:
             _touch(st, e, ctx)
         n = s * len(common)
         st.count += n
+        _arm_end(st, e, ctx)
         emit = ctx.emit
         emit((u, n))
         for w in common:
@@ -114,17 +150,11 @@ def _step(st: TriVertex, rec: tuple[Any, ...], ctx: Context) -> None:
 
 def _timer(st: TriVertex, t: Product, ctx: Context) -> None:
     v = ctx.key
-    if round_of(t) == 0:  # all of this epoch's changes are in: send the views
-        adj, chg = st.adj, st.chg
-        unchanged = [z for z in adj if z not in chg]
-        changed = list(chg)
+    if round_of(t) == 0:  # all of this epoch's changes are in: tell the other ends our degree
+        d = len(st.adj)
         emit = ctx.emit
-        for w, s in chg.items():
-            if not vertex_lt(v, w):
-                continue
-            stage = _pair_rank(v, w)
-            view = unchanged + [z for z in changed if z != w and (z in adj) == (_pair_rank(v, z) < stage)]
-            emit((w, v, s, tuple(view)))
+        for w in st.chg:
+            emit((w, v, d))
         return
     new = st.count if st.adj else None  # END
     if new != st.old:
@@ -134,6 +164,7 @@ def _timer(st: TriVertex, t: Product, ctx: Context) -> None:
         return
     st.chg.clear()
     st.owner = False
+    st.armed = False
     st.old = None
 
 

@@ -60,7 +60,6 @@ class GraphView:
         self.labels = View("components", strict)
         self.summary: Optional[tuple[int, int]] = None
         self.ranks = View("pagerank", strict)
-        self.scores = View("pagerank scores", strict)
         self.triangles = View("triangles", strict)
         self.triangle_total = 0
         self.epoch: Optional[int] = None
@@ -83,8 +82,6 @@ class GraphView:
                 self.summary = tuple(recs[0])  # type: ignore[assignment]
             elif name == "pagerank":
                 self.ranks.apply(recs)
-            elif name == "scores":
-                self.scores.apply(recs)
             elif name == "triangles":
                 self.triangles.apply(recs)
             elif name == "triangle_total":

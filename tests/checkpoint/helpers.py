@@ -73,3 +73,25 @@ def write_raw(root: Any, path: str, data: bytes) -> None:
 def dirs(root: Any, directory: str) -> list[str]:
     """The sub-directories (prefixes) directly in ``directory`` of the store at ``root``."""
     return open_filesystem(os.fspath(root)).list_dirs(directory)
+
+
+def damaged(data: bytes, how: str) -> bytes:
+    """``data`` with one bit flipped in the middle (``"flip"``) or its last 3 bytes cut
+    (``"truncate"``)."""
+    out = bytearray(data)
+    if how == "flip":
+        out[len(out) // 2] ^= 0x40
+        return bytes(out)
+    assert how == "truncate", how
+    return bytes(out[: len(out) - 3])
+
+
+def damage(path: str, how: str) -> None:
+    """Flip, truncate or delete (``"delete"``) the local file ``path``."""
+    if how == "delete":
+        os.unlink(path)
+        return
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(damaged(data, how))

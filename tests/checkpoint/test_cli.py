@@ -129,7 +129,10 @@ def test_state_errors(ckpt, capsys, tmp_path) -> None:
     code, _, err = run(capsys, "checkpoints", ckpt, "--state", "nope")
     assert code == 1 and "checkpoint 2 has no operator 'nope' (it has: count, track)" in err
     code, _, err = run(capsys, "checkpoints", ckpt, "--state", "track", "--at", "9")
-    assert code == 1 and "manifests/ckpt-000009.manifest: missing" in err
+    assert code == 1 and err == (
+        f"error: no checkpoint 9 in {ckpt} (manifests/ckpt-000009.manifest: missing); "
+        "the checkpoints there are 1 (time 10), 2 (time 20)\n"
+    )  # was only "manifests/ckpt-000009.manifest: missing"
     code, _, err = run(capsys, "checkpoints", ckpt, "--at", "1")
     assert code == 2 and "--at needs --state" in err
     code, _, err = run(capsys, "checkpoints", str(tmp_path / "missing"))
@@ -137,11 +140,71 @@ def test_state_errors(ckpt, capsys, tmp_path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     code, _, err = run(capsys, "checkpoints", str(empty), "--state", "track")
+    assert code == 1 and "not a checkpoint directory" in err
+    (empty / "manifests").mkdir()  # a store that never committed
+    code, _, err = run(capsys, "checkpoints", str(empty), "--state", "track")
     assert code == 1 and "no good checkpoint" in err
     code, _, err = run(capsys, "checkpoints", ckpt, "--format", "xml")
     assert code == 2 and "invalid choice" in err
     code, _, _ = run(capsys)
     assert code == 2
+
+
+def test_a_directory_that_is_no_checkpoint_directory(tmp_path, capsys) -> None:
+    """Was "0 checkpoints in DIR", exit 0."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    for extra in ([], ["--verify"]):
+        code, out, err = run(capsys, "checkpoints", str(tmp_path), *extra)
+        assert (code, out) == (1, "")
+        assert err == f"error: {tmp_path}: not a checkpoint directory (it has no manifests/ or data/)\n"
+
+
+def test_times_are_shown_in_the_sources_epoch_unit(tmp_path, capsys) -> None:
+    """A dataflow reading dates in hourly epochs: the checkpoints' times are listed as
+    the hours they stand for (the manifest records the source's epoch unit), with the
+    raw epoch beside them; the state's timers too."""
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import tstate as ts
+
+    start = dt.datetime(2001, 1, 1, 6)
+    rows = [{"date": start + dt.timedelta(minutes=20 * i), "origin": "ATL" if i % 2 else "BOS"} for i in range(30)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "f.parquet")
+    flow = ts.Dataflow("hours")
+    flights = flow.source(ts.io.parquet(str(tmp_path / "f.parquet"), time="date", epoch="1h"), name="flights")
+
+    @flow.stateful(flights, key=lambda r: r["origin"], state=int, name="count")
+    def count(n: int, r: dict, ctx: ts.Context) -> int:
+        ctx.notify_at(ctx.time + 24)
+        return n + 1
+
+    count.on_notify(lambda n, t, ctx: None)
+    ck = str(tmp_path / "ck")
+    flow.run(checkpoint=ts.Checkpoints(ck, every_epochs=4))
+    store = CheckpointStore(ck, readonly=True)
+    assert store.latest().meta["epoch_unit"] == {"size": 3600.0, "dates": True}
+    code, out, _ = run(capsys, "checkpoints", ck)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["id", "time", "epoch", "created", "size", "files", "operators"]
+    epoch = 271758  # 2001-01-01 06:00 in hours since 1970
+    times = [ln.split()[1:4] for ln in lines[2:-1]]
+    assert times and all(t[:2] == ["2001-01-01", f"{int(t[2]) - epoch + 6:02d}:00"] for t in times)
+    code, out, _ = run(capsys, "checkpoints", ck, "--state", "count", "--format", "csv")
+    timers = {json.loads(r["key"]): sorted(json.loads(r["timers"])) for r in csv.DictReader(io.StringIO(out))}
+    due = [f"2001-01-02 {h:02d}:00" for h in range(6, 16)]  # each hour's records set one a day later
+    assert timers == {"ATL": due, "BOS": due}
+
+
+def test_help_gives_the_exit_codes(capsys) -> None:
+    for argv in (["--help"], ["checkpoints", "--help"]):
+        code, out, _ = run(capsys, *argv)
+        text = " ".join(out.split())
+        assert code == 0 and "exit status: 0 success; 1 a problem found, bad data or a runtime error" in text
+        assert "2 a usage error" in text
 
 
 def test_state_of_a_corrupt_file_names_it(ckpt, capsys) -> None:

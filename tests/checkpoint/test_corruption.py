@@ -8,10 +8,10 @@ import pytest
 
 from tstate.checkpoint.delta import apply_chain
 from tstate.checkpoint.manifest import manifest_name
-from tstate.checkpoint.store import CheckpointStore
+from tstate.checkpoint.store import CheckpointStore, unusable_name
 from tstate.errors import CheckpointError
 
-from .helpers import FP, SCHEMA, delta, new_store, snap
+from .helpers import FP, SCHEMA, damage, delta, files_on_disk, new_store, snap
 
 
 def build(path) -> dict[str, str]:
@@ -34,19 +34,6 @@ def build(path) -> dict[str, str]:
     own = {r.kind: r.path for r in m3.files() if r.name.startswith("000003-")}
     own["manifest"] = manifest_name(3)
     return own
-
-
-def damage(path: str, how: str) -> None:
-    if how == "delete":
-        os.unlink(path)
-        return
-    data = bytearray(open(path, "rb").read())
-    if how == "flip":
-        data[len(data) // 2] ^= 0x40
-    else:  # truncate
-        data = data[: len(data) - 3]
-    with open(path, "wb") as f:
-        f.write(bytes(data))
 
 
 @pytest.mark.parametrize("how", ["flip", "truncate", "delete"])
@@ -113,12 +100,25 @@ def test_torn_newest_manifest_then_new_commits_continue(tmp_path) -> None:
     assert w.id == 4  # never re-uses the id of a manifest on disk
     w.put_delta("op", 2, delta(2, {"d": [4]}))
     m = w.commit()
-    # the torn manifest is deleted, the chain continues from checkpoint 2
-    assert not os.path.exists(os.path.join(tmp_path, own["manifest"]))
+    # the chain continues from checkpoint 2; the torn manifest is evidence: kept, and so
+    # is every file up to its id (which ones it names is unknown)
+    assert os.path.exists(os.path.join(tmp_path, own["manifest"]))
+    assert os.path.exists(os.path.join(tmp_path, unusable_name(3)))
+    assert any("kept unreadable manifests/ckpt-000003.manifest" in p for p in store.problems)
     assert apply_chain(store.read_chain(m, "op", 0), FP)["states"] == {"a": [1]}
     assert apply_chain(store.read_chain(m, "op", 2), FP)["states"] == {"c": [0], "d": [4]}
     assert [x.id for x in store.manifests()] == [2, 4] and store.verify(m) == []
-    assert not os.path.exists(os.path.join(tmp_path, own["snap"]))  # the torn checkpoint's files: collected
+    assert os.path.exists(os.path.join(tmp_path, own["snap"]))
+    # once someone removes it, a later full scan collects what only it could have named
+    os.unlink(os.path.join(tmp_path, own["manifest"]))
+    store = new_store(tmp_path, retain=2)
+    w = store.begin(5)
+    w.put_delta("op", 2, delta(2, {"e": [5]}))
+    m5 = w.commit()
+    assert not os.path.exists(os.path.join(tmp_path, own["snap"]))
+    assert not os.path.exists(os.path.join(tmp_path, unusable_name(3)))
+    assert files_on_disk(tmp_path) == {r.path for x in store.manifests() for r in x.files()}
+    assert [x.id for x in store.manifests()] == [4, 5] and store.verify(m5) == []
 
 
 def test_manifest_with_foreign_bytes(tmp_path) -> None:

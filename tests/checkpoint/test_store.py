@@ -445,14 +445,16 @@ def test_out_of_order_commit_refused(where) -> None:
     assert [m.id for m in store.manifests()] == [2]
 
 
-def test_gc_tolerates_unreadable_older_manifest(where) -> None:
+def test_gc_keeps_an_unreadable_older_manifest_as_evidence(where) -> None:
     store = _two_checkpoints(where)
+    before = files_on_disk(where)
     write_raw(where, manifest_name(1), b"garbage")
     w = store.begin(5)
     m = w.commit()
-    assert not exists(where, manifest_name(1))
-    assert any("ckpt-000001.manifest" in p for p in store.problems)
+    assert exists(where, manifest_name(1))  # never deleted automatically
+    assert any("kept unreadable manifests/ckpt-000001.manifest" in p for p in store.problems)
     assert [x.id for x in store.manifests()] == [2, m.id]
+    assert before <= files_on_disk(where)
 
 
 def test_everything_synced_before_the_manifest(tmp_path) -> None:

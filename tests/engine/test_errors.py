@@ -10,6 +10,7 @@ from tstate.errors import (
     CapabilityLeakError,
     GraphError,
     InputClosedError,
+    InputError,
     KeyFunctionError,
     OperatorError,
     ProgressError,
@@ -224,3 +225,59 @@ def test_bad_worker_count():
     flow.input("nums").close()
     with pytest.raises(ts.errors.ConfigurationError, match="workers"):
         flow.run(workers=0)
+
+
+@pytest.mark.parametrize("batch", ["abc", b"abc", bytearray(b"ab"), {"a": 1}, 5])
+def test_send_of_something_that_is_not_a_batch_is_refused(batch):
+    """A str is not a batch of records: it is refused (not split into characters)."""
+    flow = ts.Dataflow("f")
+    inp = flow.input("words")
+    out = inp.collect()
+    with pytest.raises(InputError, match=rf"input 'words': send\(.*\): a {type(batch).__name__} is not a batch of records"):
+        inp.send(batch)
+    inp.send(["abc"])  # one record
+    inp.close()
+    flow.run()
+    assert out.records() == ["abc"]
+
+
+@pytest.mark.parametrize("bad", [2.5, "7", (1, 2), ts.Product(1, 0), True, None])
+def test_times_given_to_an_input_are_int_epochs(bad):
+    flow = ts.Dataflow("f")
+    inp = flow.input("nums")
+    with pytest.raises(InputError, match=rf"input 'nums': advance_to\(.*\): an input's times are int epochs, not {type(bad).__name__}"):
+        inp.advance_to(bad)
+    if bad is not None:  # (None: "the current epoch")
+        with pytest.raises(InputError, match=r"input 'nums': send at time\("):
+            inp.send([1], time=bad)
+    assert inp.time == 0
+    import numpy as np
+
+    inp.advance_to(np.int64(3))  # numpy integers are ints
+    out = inp.collect()
+    inp.send([1], time=np.int32(4))
+    inp.close()
+    flow.run()
+    assert out.by_time() == {4: [1]} and type(inp.time) is int
+
+
+def test_a_source_batch_time_must_be_an_int_epoch():
+    flow = ts.Dataflow("f")
+    flow.source(ts.io.from_batches([(0, [1]), (1.5, [2])]), name="src").collect()
+    with pytest.raises(ts.errors.SourceError, match=r"source 'src': a batch at time 1.5: a source's times are int epochs"):
+        flow.run()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_nan_key_is_refused_naming_the_record(workers):
+    flow = ts.Dataflow("f")
+    inp = flow.input("nums")
+
+    @flow.stateful(inp, key=lambda r: r["x"], state=int)
+    def count(n, r, ctx):
+        return n + 1
+
+    inp.send([{"x": 1.5}, {"x": float("nan")}, {"x": ("a", float("nan"))}])
+    inp.close()
+    with pytest.raises(KeyFunctionError, match=r"operator 'count': record \{'x': nan\} at time 0: key nan: NaN is not equal to itself"):
+        flow.run(workers=workers)

@@ -85,3 +85,86 @@ def test_bad_input(tmp_path):
         read_all(ts.io.parquet(path, time="t"))
     with pytest.raises(ts.errors.ConfigurationError, match="epoch"):
         ts.io.parquet(path, time="t", epoch="fortnight")
+
+
+def test_the_epoch_unit_is_known_once_read(tmp_path) -> None:
+    """A table source says what its epochs are (what checkpoints record for the CLI):
+    dates for a timestamp or date column, the column's numbers otherwise."""
+    import doctest
+
+    from tstate.io import sources
+    from tstate.io.sources import EpochUnit
+
+    assert doctest.testmod(sources).failed == 0
+    dated = ts.io.parquet(
+        write(tmp_path, [{"t": dt.datetime(2001, 1, 1, 6, 30), "v": 1}], "d.parquet"), time="t", epoch="30min"
+    )
+    numbered = ts.io.csv(write(tmp_path, [{"t": 7.5, "v": 1}], "n.csv"), time="t", epoch=2.5)
+    assert dated.epoch_unit is None and ts.io.from_batches([]).epoch_unit is None
+    for src, unit, first in ((dated, EpochUnit(1800.0, True), "2001-01-01 06:30"), (numbered, EpochUnit(2.5, False), "7.5")):
+        (t,) = read_all(src)  # {epoch: records}
+        assert src.epoch_unit == unit and unit.label(t) == first
+    assert EpochUnit(86400, True).label(11323) == "2001-01-01" and EpochUnit(90, True).label(1) == "1970-01-01 00:01:30"
+    assert EpochUnit.from_builtins(unit.to_builtins()) == unit and EpochUnit.from_builtins({"size": 0}) is None
+
+
+def test_the_source_declares_its_event_time(tmp_path):
+    # what an operator downstream (apps.cep's cep) reads instead of being told again
+    base = dt.datetime(2001, 1, 1)
+    rows = [{"date": base, "minute": 5, "v": 1}]
+    p = write(tmp_path, rows)
+    et = ts.io.parquet(p, time="date", epoch="15min").event_time()
+    assert (et.field, et.epoch, et.unit, et.origin) == ("date", dt.timedelta(minutes=15), None, dt.datetime(1970, 1, 1))
+    et = ts.io.parquet(p, time="date", epoch="1h", timestamps="int").event_time()  # microseconds
+    assert (et.epoch, et.unit, et.origin) == (3_600_000_000, dt.timedelta(microseconds=1), 0)
+    et = ts.io.parquet(p, time="minute", epoch=60).event_time()  # a number in the column's unit
+    assert (et.field, et.epoch, et.unit) == ("minute", 60, None)
+    aware = write(tmp_path, [{"date": base.replace(tzinfo=dt.timezone.utc)}], "aware.parquet")
+    assert ts.io.parquet(aware, time="date", epoch="1h").event_time().origin.tzinfo is dt.timezone.utc
+    csv = write(tmp_path, rows, "t.csv")
+    assert ts.io.csv(csv, time="date", epoch="1h").event_time().epoch == dt.timedelta(hours=1)
+    assert ts.io.from_batches([(0, [1])]).event_time() is None
+    with pytest.raises(SourceError, match="no column 'when'"):
+        ts.io.parquet(p, time="when").event_time()
+
+
+def test_a_stream_knows_the_source_it_carries(tmp_path):
+    flow = ts.Dataflow("origin")
+    src = ts.io.parquet(write(tmp_path, [{"date": dt.datetime(2001, 1, 1)}]), time="date")
+    s = flow.source(src)
+    assert s.origin_source() is src
+    assert s.filter(bool).exchange(lambda r: 0).inspect(print).origin_source() is src  # records unchanged
+    assert s.map(lambda r: r).origin_source() is None  # records may differ
+    assert flow.input("in").origin_source() is None
+
+
+def test_the_source_declares_its_record_type(tmp_path):
+    from typing import Optional
+
+    from tstate.types import StateCodec
+
+    base = dt.datetime(2001, 1, 1)
+    table = pa.table(
+        {"date": [base], "n": pa.array([1], pa.int32()), "x": [1.5], "s": ["a"], "tags": [["p", None]],
+         "pos": [{"lat": 1.0, "lon": None}]}
+    )  # fmt: skip
+    p = tmp_path / "r.parquet"
+    pq.write_table(table, p)
+    rt = ts.io.parquet(p, time="date").record_type()
+    hints = rt.__annotations__
+    assert hints["date"] == Optional[dt.datetime] and hints["n"] == Optional[int] and hints["s"] == Optional[str]
+    assert hints["tags"] == Optional[list[Optional[str]]]
+    rows = table.to_pylist()
+    codec = StateCodec(list[rt])
+    assert codec.decode(codec.encode(rows)) == rows  # the rows the source gives are values of it
+    assert ts.io.parquet(p, time="date", timestamps="int").record_type().__annotations__["date"] == Optional[int]
+    assert ts.io.parquet(p, time="date", columns=["n"]).record_type().__annotations__.keys() == {"n", "date"}
+
+    @frozen
+    class Rec:
+        date: dt.datetime
+
+    assert ts.io.parquet(p, time="date", columns=["date"], record=Rec).record_type() is Rec
+    dec = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"date": [base], "d": pa.array([1], pa.decimal128(5, 2))}), dec)
+    assert ts.io.parquet(dec, time="date").record_type() is None  # no Python state type for decimals

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tstate as ts
-from tstate.errors import KeyFunctionError, OperatorError, StateTypeError
+from tstate.errors import KeyFunctionError, OperatorError, ProgressError, StateTypeError
 
 keys = st.sampled_from(["a", "b", "c", "d", 1, 2, (3, "x")])
 record = st.tuples(keys, st.integers(-3, 9))
@@ -214,6 +214,7 @@ def test_timer_before_current_time_is_an_error():
     @flow.stateful(inp, key=lambda r: r, state=int, name="early")
     def early(s, r, ctx):
         ctx.notify_at(ctx.time - 1)
+        return s
 
     early.on_notify(lambda s, t, ctx: None)
     inp.advance_to(3)
@@ -231,3 +232,42 @@ def test_timer_without_handler_is_an_error():
     inp.close()
     with pytest.raises(ts.errors.GraphError, match="on_notify handler"):
         flow.run()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_timer_rearmed_at_its_own_time_is_refused(workers):
+    """A timer fires once per (key, time): ``ctx.notify_at(ctx.time)`` inside
+    ``on_notify`` would fire forever; it is refused, naming the operator, key and time.
+    A later time is fine."""
+    def build(again):
+        flow = ts.Dataflow("rearm")
+        inp = flow.input("in")
+
+        @flow.stateful(inp, key=lambda r: r, state=int)
+        def count(n, r, ctx):
+            ctx.notify_at(ctx.time)
+            return n + 1
+
+        fired = []
+
+        @count.on_notify
+        def tick(n, t, ctx):
+            fired.append(t)
+            if len(fired) > 100:
+                raise RuntimeError("the timer fires forever")
+            ctx.emit((ctx.key, t))
+            if t < 3:
+                ctx.notify_at(again(t))
+            return n
+
+        out = count.collect()
+        inp.send(["k"])
+        inp.close()
+        return flow, out
+
+    flow, out = build(lambda t: t)
+    with pytest.raises(ProgressError, match=r"operator 'count': on_notify for key 'k' at time 0 set a timer at that same time"):
+        flow.run(workers=workers)
+    flow, out = build(lambda t: t + 1)
+    flow.run(workers=workers)
+    assert out.records() == [("k", 0), ("k", 1), ("k", 2), ("k", 3)]

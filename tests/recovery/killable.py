@@ -4,6 +4,7 @@ exactly-once file output it leaves (shared by the crash tests)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,5 +41,6 @@ def outputs(directory: Path) -> dict[str, list[str]]:
         if name.endswith(".jsonl"):
             out[name] = sorted((directory / name).read_text().splitlines())
         else:
-            assert ".tmp-" in name, f"unexpected file {name}"  # a write the kill interrupted
+            # a half-written epoch file of a killed run: epoch-<t>.jsonl.tmp-<token>
+            assert re.search(r"\.jsonl\.tmp(-[0-9a-f]+)?$", name), f"unexpected file {name}"
     return out

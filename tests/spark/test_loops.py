@@ -184,8 +184,7 @@ def _embedded_graph(upd: list, epochs: int, workers: int, algos: list[str], **op
 
 def test_graph_app_on_spark_equals_the_embedded_engine(spark: Any, tmp_path: Any) -> None:
     """apps/graph (sliding window, epoch-sequenced loops, frontier operators) on Spark:
-    every algorithm's changes equal the embedded engine's; PageRank exactly on one
-    partition (partial sums group per worker: see apps.graph.pagerank)."""
+    every algorithm's changes equal the embedded engine's, PageRank's floats too."""
     import random
 
     rng = random.Random(7)
@@ -201,9 +200,9 @@ def test_graph_app_on_spark_equals_the_embedded_engine(spark: Any, tmp_path: Any
             a, b = present.pop(rng.randrange(len(present)))
             upd.append((e, a, b, -1))
 
-    for algos, workers in ((["degrees", "components", "triangles"], 2), (["pagerank"], 1)):
-        ref, _ = _embedded_graph(upd, 3, workers, algos, window_width=2, tol=1e-3)
-        f, _u, outs = _graph_flow(algos, window_width=2, tol=1e-3)
+    for algos, workers in ((["degrees", "components", "triangles"], 2), (["pagerank"], 2)):
+        ref, _ = _embedded_graph(upd, 3, 1, algos, window_width=2, tol=1e-3, blocks=2)
+        f, _u, outs = _graph_flow(algos, window_width=2, tol=1e-3, blocks=2)
         df = spark.createDataFrame(upd, "t long, src long, dst long, delta long")
         Backend(spark, checkpoint=str(tmp_path / algos[0]), partitions=workers).run(f, {"updates": Source(df, time="t", record="tuple")})
         assert {n: sorted(c.items, key=repr) for n, c in outs.items()} == ref
@@ -297,22 +296,19 @@ def test_nested_loops_are_refused() -> None:
 
 @pytest.mark.parametrize("local", [True, False], ids=["one-task", "spread"])
 def test_pagerank_of_a_hub_on_spark(spark: Any, tmp_path: Any, local: bool) -> None:
-    """A hub's score exceeds 64 bits in fixed point (y > 16): the state written after
+    """PageRank in two blocks over 2 partitions: a hub, its blocks' state written after
     every round (spread) or at the end of the batch (one task), in the middle of an
-    epoch or between epochs, still encodes; the changes equal the embedded engine's on
-    one worker (rounds spread over 2 partitions would sum a round's pushes per partition:
-    see apps.graph.pagerank)."""
-    from apps.graph.pagerank import SCALE
-
+    epoch or between epochs; the changes equal the embedded engine's exactly (PageRank
+    sums in an order fixed by the data: the same on any number of workers)."""
     upd = [(0, i, 0, 1) for i in range(1, 40)] + [(0, 0, 99, 1)]
     upd += [(1, i, 0, 1) for i in range(40, 50)] + [(1, 99, 1, 1)]
 
-    ref, outs = _embedded_graph(upd, 2, 1, ["pagerank"], tol=1e-6)
-    assert max(c.new for _t, c in outs["scores"].items if c.new is not None) > 40 * SCALE
-    f, _u, outs = _graph_flow(["pagerank"], tol=1e-6)
+    ref, outs = _embedded_graph(upd, 2, 1, ["pagerank"], tol=1e-6, blocks=2)
+    assert max(c.new for _t, c in outs["pagerank"].items if c.new is not None) > 0.3
+    f, _u, outs = _graph_flow(["pagerank"], tol=1e-6, blocks=2)
     df = spark.createDataFrame(upd, "t long, src long, dst long, delta long")
     # one epoch per batch: the second batch's epoch starts from the hub's stored score
-    Backend(spark, checkpoint=str(tmp_path), partitions=2 if local else 1, local_loops=(64 << 20) if local else 0).run(
+    Backend(spark, checkpoint=str(tmp_path), partitions=2, local_loops=(64 << 20) if local else 0).run(
         f, {"updates": Source(df, time="t", record="tuple")}
     )
     assert {n: sorted(c.items, key=repr) for n, c in outs.items()} == ref

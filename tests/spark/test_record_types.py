@@ -196,7 +196,15 @@ def test_a_crafted_held_back_records_file_is_refused_without_importing(spark: An
     # the attacker rewrites the file (the checksum is not a secret) with a record naming
     # an attrs class in a module that has a side effect on import
     evil = msgpack.packb([[7, msgpack.ExtType(7, msgpack.packb([f"{EVIL}:Payload", ["rm -rf /"]]))]])
-    _write_held(backend.store.fs, held, [evil if isinstance(e, bytes) else e for e in entries])
+    head = backend.store.latest()
+    assert [r.path for r in head.attached] == [held]
+    ref = _write_held(backend.store.fs, held, [evil if isinstance(e, bytes) else e for e in entries])
+    # ... and the manifest that names it with its size and checksum (no secret either)
+    import attrs
+
+    from tstate.checkpoint.manifest import encode_manifest
+
+    backend.store.fs.write_atomic(head.name, encode_manifest(attrs.evolve(head, attached=(ref,))))
     write_files(src, [[{"k": "c", "v": 0, "t": 15}]], start=1)
     backend2 = Backend(spark, checkpoint=ck, partitions=2)
     q2 = backend2.start(build(), {"events": Source(stream(spark, src), time="t", lateness=2)}, trigger={"availableNow": True})

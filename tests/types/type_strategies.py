@@ -1,10 +1,10 @@
 """Hypothesis strategies of *state types* (not values): nested lists, dicts, sets,
-Optionals, tuples, tracked containers and attrs classes made on the fly."""
+Optionals, tuples, tracked containers, attrs classes and TypedDicts made on the fly."""
 
 import datetime as dt
 import enum
 import itertools
-from typing import Any, Optional
+from typing import Any, NotRequired, Optional, TypedDict
 
 import attrs
 from hypothesis import strategies as st
@@ -38,6 +38,16 @@ def make_struct(field_types: list[Any], frozen: bool = False) -> type:
     )
 
 
+def make_record(field_types: list[Any]) -> type:
+    """A TypedDict with keys ``k0, k1, ...`` of the given types; the last one may be
+    absent (``NotRequired``) when there are several."""
+    fields = {f"k{i}": t for i, t in enumerate(field_types)}
+    if len(field_types) > 1:
+        last = f"k{len(field_types) - 1}"
+        fields[last] = NotRequired[fields[last]]
+    return TypedDict(f"R{next(_names)}", fields)  # type: ignore[operator]
+
+
 _hashable_base = st.sampled_from(HASHABLE_SCALARS)
 #: Types that can be set elements and dict keys.
 HASHABLE_TYPES = st.one_of(
@@ -62,6 +72,7 @@ def _extend(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         children.map(lambda t: Array[t]),
         st.tuples(HASHABLE_TYPES, children).map(lambda kv: Map[kv[0], kv[1]]),
         st.lists(children, min_size=1, max_size=4).map(make_struct),
+        st.lists(children, min_size=1, max_size=4).map(make_record),
     )
 
 

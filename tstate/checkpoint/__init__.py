@@ -1,7 +1,8 @@
 """Checkpoint storage: incremental, checksummed, atomically committed bin checkpoints.
 
 - :mod:`~tstate.checkpoint.store`: :class:`CheckpointStore` (a directory of
-  checkpoints: begin / latest / verify / read / garbage collection) and
+  checkpoints: begin / latest / recover / verify / read / garbage collection that never
+  deletes evidence) and
   :class:`CheckpointWriter` (one checkpoint being written);
 - :mod:`~tstate.checkpoint.manifest`: :class:`Manifest`, :class:`OperatorEntry`,
   :class:`FileRef` and the manifest file encoding;
@@ -21,9 +22,10 @@ from tstate.checkpoint.delta import apply_chain, encode_delta, restore_bin
 from tstate.checkpoint.fs import FileSystem, LocalFS
 from tstate.checkpoint.manifest import FileRef, Manifest, OperatorEntry
 from tstate.checkpoint.schema_check import check_compatible
-from tstate.checkpoint.store import CheckpointStore, CheckpointWriter
+from tstate.checkpoint.store import CheckpointSkippedWarning, CheckpointStore, CheckpointWriter
 
 __all__ = [
+    "CheckpointSkippedWarning",
     "CheckpointStore",
     "CheckpointWriter",
     "FileRef",

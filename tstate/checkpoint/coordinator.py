@@ -115,8 +115,17 @@ class Checkpoints:
     and write on a background thread), ``"fork"`` (in a forked snapshot process) or
     ``"sync"`` (all on the processing path); ``retain``: how many
     committed checkpoints to keep; ``compact_after``: deltas per bin before a full
-    snapshot is written; ``resume``: start from the latest committed checkpoint if
-    there is one."""
+    snapshot is written; ``resume``: start from the latest usable checkpoint if there
+    is one (``False``: start from empty state, ignoring the directory's checkpoints).
+
+    Resuming never starts from empty state by surprise: newer checkpoints that are
+    unusable (torn, corrupt, missing files) are skipped with a
+    :class:`~tstate.checkpoint.store.CheckpointSkippedWarning` naming each and why; if
+    checkpoints exist but none is usable, the run stops with a
+    :class:`~tstate.errors.CheckpointError` listing them, unless
+    ``fresh_if_unusable=True`` (then it starts from empty state, with the warning).
+    Unusable checkpoints are never deleted automatically (evidence; see
+    :mod:`tstate.checkpoint.store`)."""
 
     directory: str = field(converter=str)
     every_epochs: Optional[int] = field(default=10, validator=_positive)
@@ -125,6 +134,7 @@ class Checkpoints:
     retain: int = 3
     compact_after: int = 8
     resume: bool = True
+    fresh_if_unusable: bool = False
 
 
 @frozen
@@ -301,7 +311,8 @@ class Coordinator:
         if not self.cfg.resume:
             return None
         start = _time.perf_counter()
-        manifest = self.store.latest()
+        # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)
+        manifest = self.store.recover(fresh_if_unusable=self.cfg.fresh_if_unusable)
         if manifest is None:
             return None
         from tstate.checkpoint.manifest import check_format
@@ -429,11 +440,17 @@ class Coordinator:
         return snapshot
 
     def _meta_at(self, t: int) -> dict[str, Any]:
-        """The checkpoint's metadata (source positions at ``t``, workers, time)."""
+        """The checkpoint's metadata (source positions at ``t``, workers, time, and the
+        sources' epoch unit when they declare one)."""
         positions = {op.name: op.position_at(t) for op in self._sources()}
         for op in self._sources():
             op.forget_before(t)
-        return {"sources": positions, "workers": self.exe.workers, "time": t}
+        meta: dict[str, Any] = {"sources": positions, "workers": self.exe.workers, "time": t}
+        # what an epoch is, if the sources agree (tstate.io.sources.EpochUnit): the CLI shows dates
+        units = {u for u in (getattr(getattr(op, "source", None), "epoch_unit", None) for op in self._sources()) if u}
+        if len(units) == 1:
+            meta["epoch_unit"] = units.pop().to_builtins()
+        return meta
 
     def _release(self, t: int) -> None:
         """The checkpoint at ``t`` is captured: processing continues past it."""
@@ -461,6 +478,7 @@ class Coordinator:
 
         start = _time.perf_counter()
         work: list[BinWork] = []
+        drops: list[list[Any]] = []  # bins emptied since the last checkpoint: their chains go
         schemas: dict[str, tuple[Any, int]] = {}
         for op in self._stateful():
             name = op.name
@@ -470,7 +488,12 @@ class Coordinator:
                 op.cow.drain()
             frozen = Frozen(codec, name)
             for b in op.bins.values():
-                if not (b.full or b.dirty or b.removed):
+                if not b.changed():
+                    continue
+                if b.is_empty():  # every key cleared, no timer: the checkpoint has no chain for it
+                    drops.append([name, b.index, True, None, 0, None])
+                    self._chains[name, b.index] = 0
+                    b.reset_changes()
                     continue
                 snapshot = self._wants_snapshot(name, b.index, b.full)
                 if snapshot:
@@ -481,15 +504,14 @@ class Coordinator:
                         keys.update(b.removed)
                 frozen.freeze(b, keys)
                 work.append(BinWork(name, codec, frozen, b, snapshot, wire_timers(b.timers), len(keys)))
-                b.dirty = {}
-                b.removed = {}
-                b.full = False
+                b.reset_changes()
             op.cow = frozen if frozen.pending else None
         meta = self._meta_at(t)
         writer = self.store.begin(t, full=self._fresh)  # a fresh run ignores older checkpoints
         self._fresh = False
         job = Job(work, writer.id, writer.token, self._sink())
         pending = _Pending(t, writer, Future(), schemas=schemas, meta=meta, job=job)
+        pending.files = drops
         self._uncommitted.append(pending)
         # the barrier is down: processing continues while the job is encoded and written
         self._release(t)
@@ -572,17 +594,20 @@ class Coordinator:
         from tstate.state.bin import Bin
 
         start = _time.perf_counter()
-        work: list[tuple[str, Any, list[tuple[Bin, dict[Any, None], dict[Any, None], bool]]]] = []
+        # per changed bin: (bin, dirty, removed, snapshot?) -- None: empty, dropped
+        work: list[tuple[str, Any, list[tuple[Bin, dict[Any, None], dict[Any, None], Optional[bool]]]]] = []
         schemas: dict[str, tuple[Any, int]] = {}
         for op in self._stateful():
             schemas.setdefault(op.name, self._schema_of(op))
-            changed = []
+            changed: list[tuple[Bin, dict[Any, None], dict[Any, None], Optional[bool]]] = []
             for b in op.bins.values():
-                if b.full or b.dirty or b.removed:
-                    changed.append((b, b.dirty, b.removed, self._wants_snapshot(op.name, b.index, b.full)))
-                    b.dirty = {}
-                    b.removed = {}
-                    b.full = False
+                if b.changed():
+                    if b.is_empty():  # every key cleared, no timer: the checkpoint drops its chain
+                        self._chains[op.name, b.index] = 0
+                        changed.append((b, b.dirty, b.removed, None))
+                    else:
+                        changed.append((b, b.dirty, b.removed, self._wants_snapshot(op.name, b.index, b.full)))
+                    b.reset_changes()
             if changed:
                 work.append((op.name, op.codec, changed))
         meta = self._meta_at(t)
@@ -598,6 +623,9 @@ class Coordinator:
             try:
                 for name, codec, changed in work:
                     for b, dirty, removed, snapshot in changed:
+                        if snapshot is None:  # an empty bin: dropped
+                            files.append([name, b.index, True, None, 0, None])
+                            continue
                         view = Bin(b.index)
                         view.states, view.timers, view.dirty, view.removed = b.states, b.timers, dirty, removed
                         data = encode_change(view, codec, snapshot=snapshot, operator=name)
@@ -607,7 +635,8 @@ class Coordinator:
                         total += ref.size
             except BaseException:
                 for f in files:  # a failed checkpoint leaves no files behind
-                    fs.delete(f[3])
+                    if f[3] is not None:
+                        fs.delete(f[3])
                 raise
             return {"files": files, "bytes": total}
 
@@ -675,7 +704,8 @@ class Coordinator:
         """Delete what an abandoned checkpoint wrote."""
         p.writer.abort()
         for f in _files_of(p):  # reported by its snapshot process or encoded by its job (adopted or not)
-            self.store.fs.delete(f[3])
+            if f[3] is not None:
+                self.store.fs.delete(f[3])
 
     def _sinks_past(self, t: int) -> bool:
         """Every sink has *acted on* a frontier past every time before ``t`` (it has
@@ -744,7 +774,10 @@ class Coordinator:
             for name, (schema, bins) in p.schemas.items():
                 writer.put_operator_schema(name, schema, bins)
             for name, b, snap, path, size, xxh64 in _files_of(p):
-                writer.adopt(name, b, [FileRef(path, size, xxh64)], replace=snap)
+                if path is None:  # an empty bin
+                    writer.drop_bin(name, b)
+                else:
+                    writer.adopt(name, b, [FileRef(path, size, xxh64)], replace=snap)
             for k, v in p.meta.items():
                 writer.put_meta(k, v)
             return writer.commit()
@@ -780,8 +813,9 @@ class Coordinator:
 
 
 def _files_of(p: _Pending) -> list[list[Any]]:
-    """``[operator, bin, snapshot, path, size, xxh64]`` of the files a checkpoint wrote."""
-    return p.job.files if p.job is not None else p.files
+    """``[operator, bin, snapshot, path, size, xxh64]`` of the files a checkpoint wrote
+    (``path`` ``None``: a bin emptied since the last checkpoint, whose chain it drops)."""
+    return p.files + p.job.files if p.job is not None else p.files
 
 
 def _write_batch(fs: Any, batch: Any) -> None:

@@ -11,8 +11,10 @@ only these operations:
                        a reader sees the old file or the new one, never a part
 ``list(d)``            the names of the files directly in directory ``d`` ([] if missing)
 ``list_dirs(d)``       the names of the sub-directories of ``d`` ([] if missing)
-``delete(p)``          remove a file (no error if it is already gone)
-``remove_dir(d)``      remove a directory if it is empty (no error otherwise)
+``delete(p)``          remove a file (no error if it is already gone); never *through* a
+                       symlink: ``OSError`` if a directory on the way resolves elsewhere
+``remove_dir(d)``      remove a directory if it is empty (no error otherwise; never
+                       through or at a symlink)
 ``exists(p)``          whether a file exists
 ``size(p)``            a file's size in bytes
 ``fsync_dir(d)``       make the renames / deletions in ``d`` durable
@@ -43,6 +45,7 @@ False
 from __future__ import annotations
 
 import builtins
+import errno
 import os
 import secrets
 from typing import Protocol, runtime_checkable
@@ -98,11 +101,29 @@ class LocalFS:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = os.fspath(root)
+        self._real_root: str | None = None
 
     def _abs(self, path: str) -> str:
         if path.startswith("/") or ".." in path.split("/"):
             raise ValueError(f"not a relative path inside the store: {path!r}")
         return os.path.join(self.root, *path.split("/")) if path else self.root
+
+    def _no_symlink(self, directory: str) -> None:
+        """Refuse (``PermissionError`` naming the path) unless ``directory`` (relative)
+        resolves to itself below the root: no component of it is a symlink, so what is
+        deleted in it is inside the store.  (The root itself may be a symlink: it is
+        resolved once, as the user named it.)"""
+        if self._real_root is None:
+            self._real_root = os.path.realpath(self.root)
+        parts = [p for p in directory.split("/") if p]
+        expected = os.path.join(self._real_root, *parts) if parts else self._real_root
+        real = os.path.realpath(os.path.join(self.root, *parts) if parts else self.root)
+        if real != expected:
+            raise PermissionError(
+                errno.EPERM,
+                f"{self._abs(directory) or '.'} resolves to {real}, outside the store's own directories "
+                "(a symlink: nothing is deleted through one)",
+            )
 
     def describe(self, path: str) -> str:
         return self._abs(path)
@@ -155,14 +176,21 @@ class LocalFS:
             return []
 
     def delete(self, path: str) -> None:
+        full = self._abs(path)
+        self._no_symlink(path.rsplit("/", 1)[0] if "/" in path else "")
         try:
-            os.unlink(self._abs(path))
+            os.unlink(full)  # (a symlink itself is unlinked, never what it points to)
         except FileNotFoundError:
             pass
 
     def remove_dir(self, directory: str) -> None:
+        full = self._abs(directory)
         try:
-            os.rmdir(self._abs(directory))
+            self._no_symlink(directory)
+        except PermissionError:
+            return  # a symlink (or a way through one): not ours to remove
+        try:
+            os.rmdir(full)
         except OSError:  # not empty, or gone already
             pass
 

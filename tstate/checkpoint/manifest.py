@@ -12,12 +12,15 @@ the previous checkpoint keeps the very same chain.
     b"TSTCKPT1" + msgpack(body) + xxh64(b"TSTCKPT1" + msgpack(body)) as 8 bytes big-endian
 
 where ``body`` is ``{"id", "time", "created", "format", "operators": {name: {"schema",
-"bins", "chains": {bin: [[path, size, xxh64], ...]}}}, "meta"}``.  ``format`` is the
+"bins", "chains": {bin: [[path, size, xxh64], ...]}}}, "meta", "attached": [[path, size,
+xxh64], ...]}``.  ``format`` is the
 checkpoint format of the data files the checkpoint wrote (2: msgspec, see
 :mod:`tstate.types.wire`); a manifest without one was written before formats were
 recorded (format 1).  Files shared with older checkpoints keep their own format (each
 file's envelope names it); this version reads formats 1 and 2 and refuses to resume
-from a newer one (:func:`check_format`).  The trailing checksum makes a
+from a newer one (:func:`check_format`).  ``attached``: files outside ``data/`` that this
+checkpoint alone needs, such as the Spark backend's held-back records under ``held/``;
+absent in manifests written before it existed.  The trailing checksum makes a
 torn (truncated) or bit-flipped manifest detectable: :func:`decode_manifest` raises
 :class:`~tstate.errors.CheckpointError` for it.  No pickle: a manifest is data only.
 
@@ -119,6 +122,10 @@ class OperatorEntry:
         return Schema.from_builtins(self.schema).fingerprint
 
 
+def _tuple_of_refs(refs: Any) -> tuple[FileRef, ...]:
+    return tuple(refs)
+
+
 @frozen(repr=False)
 class Manifest:
     """One committed checkpoint (see the module docstring).
@@ -136,6 +143,9 @@ class Manifest:
     operators: Mapping[str, OperatorEntry] = field(converter=lambda d: MappingProxyType(dict(sorted(d.items()))))
     meta: Mapping[str, Any] = field(factory=dict, converter=lambda d: MappingProxyType(dict(d)))
     format: int = FORMAT
+    #: files outside ``data/`` that belong to this checkpoint only (``held/...``): verified
+    #: with the data files, deleted with the manifest
+    attached: tuple[FileRef, ...] = field(default=(), converter=_tuple_of_refs)
 
     def __repr__(self) -> str:
         ops = ", ".join(f"{n}: {len(e.chains)}/{e.bins} bins" for n, e in self.operators.items())
@@ -150,7 +160,8 @@ class Manifest:
         return manifest_name(self.id)
 
     def files(self) -> Iterator[FileRef]:
-        """Every data file referenced, once each (chains may share files)."""
+        """Every file referenced (data files, then :attr:`attached` ones), once each
+        (chains may share files)."""
         seen: set[str] = set()
         for entry in self.operators.values():
             for chain in entry.chains.values():
@@ -158,6 +169,10 @@ class Manifest:
                     if ref.path not in seen:
                         seen.add(ref.path)
                         yield ref
+        for ref in self.attached:
+            if ref.path not in seen:
+                seen.add(ref.path)
+                yield ref
 
     @property
     def file_count(self) -> int:
@@ -194,6 +209,8 @@ def encode_manifest(m: Manifest) -> bytes:
         },
         "meta": dict(m.meta),
     }
+    if m.attached:
+        body["attached"] = [[r.path, r.size, r.xxh64] for r in m.attached]
     data = MAGIC + msgpack.packb(body, use_bin_type=True)
     return data + xxhash.xxh64_digest(data)
 
@@ -202,6 +219,18 @@ def _data_path(p: Any) -> str:
     """A data file path from a manifest: relative, below ``data/``, no ``..``."""
     if type(p) is not str or not p.startswith("data/") or ".." in p.split("/") or "\\" in p:
         raise ValueError(f"data file path {p!r} outside data/")
+    return p
+
+
+#: the directories an attached file may live in
+ATTACHED_DIRS = ("held/",)
+
+
+def _attached_path(p: Any) -> str:
+    """An attached file path from a manifest: relative, below one of
+    :data:`ATTACHED_DIRS`, no ``..``."""
+    if type(p) is not str or not p.startswith(ATTACHED_DIRS) or ".." in p.split("/") or "\\" in p:
+        raise ValueError(f"attached file path {p!r} outside {', '.join(ATTACHED_DIRS)}")
     return p
 
 
@@ -232,7 +261,8 @@ def decode_manifest(data: bytes) -> Manifest:
             raise TypeError("malformed header")
         if type(fmt) is not int or fmt < 1:
             raise TypeError(f"malformed format {fmt!r}")
-        return Manifest(obj["id"], decode_time(obj["time"]), created, operators, obj["meta"], fmt)
+        attached = tuple(FileRef(_attached_path(p), int(s), str(h)) for p, s, h in obj.get("attached", ()))
+        return Manifest(obj["id"], decode_time(obj["time"]), created, operators, obj["meta"], fmt, attached)
     except (KeyError, TypeError, ValueError, AttributeError, msgpack.UnpackException) as exc:
         raise CheckpointError(f"malformed manifest ({exc})") from None
 

@@ -29,6 +29,15 @@ are orphans), after it a complete one.  A manifest ends with a checksum of itsel
 torn one is detected and skipped, like a checkpoint with a missing, truncated or
 corrupt data file: :meth:`~CheckpointStore.latest` then uses the previous good one.
 
+**Recovery never starts from empty state by surprise.**  :meth:`~CheckpointStore.recover`
+(what the embedded engine and the Spark backend resume with) resumes from the newest
+usable checkpoint, with a :class:`CheckpointSkippedWarning` naming every newer one it
+skipped and why; if checkpoints exist but none is usable (one damaged snapshot that
+every retained checkpoint shares does that) it raises
+:class:`~tstate.errors.CheckpointError` listing each checkpoint and why, unless the
+caller passed ``fresh_if_unusable=True``.  An unusable checkpoint is marked
+(``manifests/ckpt-000042.unusable``) and kept with its files as evidence.
+
 **In an object store** (``CheckpointStore("s3://bucket/prefix")``, also ``gs://``,
 ``abfs://``, ``hdfs://``: :mod:`tstate.checkpoint.objectfs`) the layout and the format are
 the same; a file is written by one PUT (atomic there), nothing is fsynced, and the
@@ -40,16 +49,19 @@ is verified, as on disk.  A store that stays unreachable fails the call with a
 :class:`~tstate.errors.CheckpointError` naming the URL after retries; a commit whose
 manifest PUT failed committed nothing.
 
-**Garbage collection** runs after each commit: it keeps the newest ``retain``
-readable manifests, deletes the others (and unreadable ones), then deletes every data
-file no longer referenced by a kept manifest -- except files written by a checkpoint
-that is still being written: those of this store's open writers, and any file whose
-checkpoint id is greater than the one just committed (an open writer of another
-process).  Usually only the files of the manifests deleted are looked at (cheap with
-many bins); the first commit of a store (after a restart), every ``gc_scan_every``-th
-commit and a commit that deletes an unreadable manifest scan all of ``data/``, which
-removes leftover temporary files and the orphans of a crashed or never-aborted writer
-(their ids are not above the committed one).
+**Garbage collection** runs after each commit: it keeps the newest ``retain`` usable
+manifests, deletes the other usable ones, then deletes every file no longer referenced
+by a kept manifest -- except files written by a checkpoint that is still being
+written: those of this store's open writers, and any file whose checkpoint id is
+greater than the one just committed (an open writer of another process).  It **never
+deletes evidence**: an unusable checkpoint (marked, or skipped by this store) is kept
+with its files, an unreadable manifest is kept with every file of a checkpoint up to
+its id (which files it names is unknown), until someone removes them by hand; and it
+never deletes through a symlink (every path is checked to stay in the store).  Usually
+only the files of the manifests deleted are looked at (cheap with many bins); the first
+commit of a store (after a restart) and every ``gc_scan_every``-th commit scan all of
+``data/`` and ``held/``, which removes leftover temporary files and the orphans of a
+crashed or never-aborted writer (their ids are not above the committed one).
 
 **One writing process per directory.**  Several writers of one store may be open at
 once (the engine may begin checkpoint *n+1* while *n* is still being written); they get
@@ -82,6 +94,7 @@ import re
 import secrets
 import threading
 import time as _time
+import warnings
 from typing import Any, Iterator
 
 import msgpack
@@ -101,12 +114,44 @@ from tstate.checkpoint.manifest import (
 )
 from tstate.state.payload import encode_time
 
-__all__ = ["CheckpointStore", "CheckpointWriter", "operator_dir", "parse_data_name", "write_data_file", "data_file_path", "file_ref"]
+__all__ = [
+    "CheckpointSkippedWarning",
+    "CheckpointStore",
+    "CheckpointWriter",
+    "data_file_path",
+    "file_ref",
+    "operator_dir",
+    "parse_attached_name",
+    "parse_data_name",
+    "unusable_name",
+    "write_data_file",
+]
 
 _MANIFESTS = "manifests"
 _DATA = "data"
 _DATA_NAME = re.compile(r"^(\d+)-([0-9a-f]+)-(snap|delta\d*)\.bin(?:" + re.escape(TMP_MARK) + r"[0-9a-f]+)?$")
+_ATTACHED_NAME = re.compile(r"^(\d+)-([0-9a-f]+)\.[a-z]+(?:" + re.escape(TMP_MARK) + r"[0-9a-f]+)?$")
+_UNUSABLE = re.compile(r"^ckpt-(\d+)\.unusable$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+class CheckpointSkippedWarning(RuntimeWarning):
+    """Recovery skipped unusable checkpoints (torn, corrupt, missing files): it resumed
+    from an older one, or (``fresh_if_unusable=True``) from empty state.  The message
+    names each skipped checkpoint and why; they are kept on disk as evidence."""
+
+
+def unusable_name(checkpoint_id: int) -> str:
+    """The marker of a checkpoint found unusable: ``manifests/ckpt-000042.unusable``
+    (text: when and why).  Garbage collection never deletes a marked checkpoint."""
+    return f"{_MANIFESTS}/ckpt-{checkpoint_id:06d}.unusable"
+
+
+def parse_attached_name(name: str) -> tuple[int, str] | None:
+    """``(checkpoint id, writer token)`` of an attached file's (or its temporary's)
+    name, ``<id>-<token>.<ext>`` (``000042-a1b2c3d4.msgpack``), else None."""
+    m = _ATTACHED_NAME.match(name)
+    return (int(m.group(1)), m.group(2)) if m else None
 
 
 def operator_dir(operator: str) -> str:
@@ -228,7 +273,7 @@ class CheckpointStore:
         self._gc_thread: threading.Thread | None = None
         self.fsync = fsync
         self.readonly = readonly
-        where = f"checkpoint {'location' if remote else 'directory'} {self.directory}"
+        where = self._where = f"checkpoint {'location' if remote else 'directory'} {self.directory}"
         if remote:
             fs = open_filesystem(self.directory)
         elif fs is None:
@@ -249,11 +294,14 @@ class CheckpointStore:
             except OSError as exc:
                 raise CheckpointError(f"{where}: not writable ({exc.strerror or exc})") from None
         self.problems: list[str] = []
+        #: what the last :meth:`latest` skipped: checkpoint id -> why (each line names a file)
+        self.skipped: dict[int, list[str]] = {}
         self._lock = threading.RLock()
         self._head: Manifest | None = None
         self._head_known = False
         self._active: dict[str, CheckpointWriter] = {}
-        self._bad_ids: set[int] = set()
+        self._bad_ids: set[int] = set()  # checkpoints latest() found unusable (kept as evidence)
+        self._refused: set[str] = set()  # paths garbage collection refused to delete (warned once)
         self._scanned = False  # has a commit of this store scanned data/ for garbage yet
         self._commits_since_scan = 0
 
@@ -340,29 +388,91 @@ class CheckpointStore:
         return [self.read(r) for r in self.bin_chain(manifest, operator, bin)]
 
     def latest(self) -> Manifest | None:
-        """The newest committed checkpoint whose manifest parses and whose every data
-        file verifies (size and xxh64), or ``None`` if there is none.  Each newer
-        checkpoint skipped is explained in ``problems`` (naming the file).  It also
-        becomes the base the next :meth:`begin` builds on (what the engine restored)."""
+        """The newest committed checkpoint whose manifest parses and whose every file
+        verifies (size and xxh64), or ``None`` if there is none.  Each newer
+        checkpoint skipped is explained in ``problems`` (naming the file) and in
+        :attr:`skipped`; a store that may write marks it unusable on disk
+        (``manifests/ckpt-000042.unusable``, the reasons as text), so garbage collection
+        keeps it as evidence in every later process too.  It also becomes the base the
+        next :meth:`begin` builds on (what the engine restored).  Recovery uses
+        :meth:`recover`, which refuses to start from empty state when checkpoints exist
+        but none is usable."""
         with self._lock:
             self.problems = []
+            self.skipped = {}
             found: Manifest | None = None
             for i in reversed(self._manifest_ids()):
                 try:
                     m = self._load(i)
                 except CheckpointError as exc:
-                    self.problems.append(f"checkpoint {i} skipped: {exc}")
-                    self._bad_ids.add(i)
+                    self._skip(i, [str(exc)])
                     continue
                 bad = self.verify(m)
                 if bad:
-                    self.problems.extend(f"checkpoint {i} skipped: {p}" for p in bad)
-                    self._bad_ids.add(i)
+                    self._skip(i, bad)
                     continue
                 found = m
                 break
             self._head, self._head_known = found, True
             return found
+
+    def _skip(self, checkpoint_id: int, reasons: list[str]) -> None:
+        """``latest`` found checkpoint ``checkpoint_id`` unusable: note why, and (when
+        this store may write) mark it on disk so no garbage collection deletes it."""
+        self.problems.extend(f"checkpoint {checkpoint_id} skipped: {p}" for p in reasons)
+        self.skipped[checkpoint_id] = list(reasons)
+        self._bad_ids.add(checkpoint_id)
+        if self.readonly:
+            return
+        marker = unusable_name(checkpoint_id)
+        try:
+            if not self.fs.exists(marker):
+                text = f"checkpoint {checkpoint_id} found unusable at {_time.strftime('%Y-%m-%d %H:%M:%S')}:\n"
+                self.fs.write_atomic(marker, (text + "".join(f"  {r}\n" for r in reasons)).encode(), fsync=False)
+        except OSError as exc:  # the in-memory note still protects it in this process
+            self.problems.append(f"{marker}: cannot be written ({exc})")
+
+    def recover(self, *, fresh_if_unusable: bool = False) -> Manifest | None:
+        """The checkpoint to resume from: :meth:`latest`, but never an empty start by
+        surprise.
+
+        - No checkpoint at all: ``None`` (a first run).
+        - A usable one, with newer ones skipped: it, after a
+          :class:`CheckpointSkippedWarning` naming each skipped checkpoint and why.
+        - Checkpoints, none usable: :class:`~tstate.errors.CheckpointError` listing each
+          one and why it is unusable, unless ``fresh_if_unusable`` (then ``None`` after a
+          :class:`CheckpointSkippedWarning`: the run starts from empty state).
+
+        Nothing is deleted either way: unusable checkpoints stay as evidence (garbage
+        collection keeps them and their files) until someone removes their manifests."""
+        m = self.latest()
+        skipped = dict(self.skipped)
+        if not skipped:
+            return m
+        where = self._where
+        lines = "; ".join(f"checkpoint {i}: {', '.join(r)}" for i, r in sorted(skipped.items(), reverse=True))
+        if m is None:
+            what = (
+                f"{where} holds "
+                f"{len(skipped)} checkpoint{'s' if len(skipped) > 1 else ''} and none is usable ({lines}); "
+                "nothing was deleted"
+            )
+            if not fresh_if_unusable:
+                raise CheckpointError(
+                    f"{what}. Resuming would start from empty state: repair or remove the unusable checkpoints "
+                    f"(`python -m tstate checkpoints {self.directory} --verify` lists them), or pass "
+                    "fresh_if_unusable=True to start from empty state and keep them"
+                )
+            warnings.warn(CheckpointSkippedWarning(f"{what}; starting from empty state (fresh_if_unusable=True)"), stacklevel=2)
+            return None
+        warnings.warn(
+            CheckpointSkippedWarning(
+                f"{where}: resuming from "
+                f"checkpoint {m.id} (time {m.time!r}); newer checkpoints are unusable and kept as evidence: {lines}"
+            ),
+            stacklevel=2,
+        )
+        return m
 
     @property
     def head(self) -> Manifest | None:
@@ -427,7 +537,7 @@ class CheckpointStore:
             operators = w._build(base)
             meta = {} if base is None or w.full else dict(base.meta)
             meta.update(w._meta)
-            manifest = Manifest(w.id, w.time, _time.time(), operators, meta)
+            manifest = Manifest(w.id, w.time, _time.time(), operators, meta, attached=tuple(w._attached))
             if self.fsync:
                 # the data files, their renames and new directories are durable before
                 # the manifest: one sync for all (a per-file fsync costs a journal commit
@@ -478,80 +588,143 @@ class CheckpointStore:
         with self._lock:
             self._active.pop(w.token, None)
 
+    def _delete(self, path: str) -> None:
+        """Delete one file for garbage collection; a refusal (a path through a symlink)
+        or an error is noted in ``problems`` and the file left alone (with a
+        ``RuntimeWarning`` the first time a path is refused)."""
+        try:
+            self.fs.delete(path)
+        except (OSError, ValueError) as exc:
+            problem = f"{path}: not deleted ({exc})"
+            self.problems.append(problem)
+            if path not in self._refused:
+                self._refused.add(path)
+                warnings.warn(f"{self._where}: garbage collection: {problem}", RuntimeWarning, stacklevel=2)
+
     def _collect(self, new: Manifest) -> None:
-        """Delete manifests beyond ``retain`` and unreferenced data files (module docs).
+        """Delete manifests beyond ``retain`` and files nothing kept references (module
+        docs) -- never evidence of a failure:
+
+        - an *unusable* checkpoint (one :meth:`latest` skipped, in this process or --
+          marked ``ckpt-N.unusable`` -- in an earlier one) is kept with all its files,
+          and does not count towards ``retain``;
+        - an *unreadable* manifest (torn, corrupt) is kept, and since which files it
+          names is unknown, so is every file of a checkpoint up to its id.
 
         Usually *incremental*: only the files of the manifests deleted now are candidates,
-        which costs nothing per untouched bin.  A *full scan* of ``data/`` (which also
-        finds orphans and temporaries of crashed writers) runs on this store's first
-        commit, every ``gc_scan_every`` commits, and whenever a deleted manifest could
-        not be read (its files are unknown)."""
+        which costs nothing per untouched bin.  A *full scan* of ``data/`` and of the
+        attached files' directories (which also finds orphans and temporaries of crashed
+        writers) runs on this store's first commit and every ``gc_scan_every`` commits.
+        Every deletion checks its path stays in the store (no symlink on the way:
+        :meth:`tstate.checkpoint.fs.LocalFS.delete`); a refused one is noted in
+        ``problems``."""
+        from tstate.checkpoint.manifest import ATTACHED_DIRS
+
         fs = self.fs
         kept: list[Manifest] = [new]
+        evidence: list[Manifest] = []
         doomed: list[Manifest] = []
-        doomed_names: list[str] = []
+        unreadable: list[int] = []
         scan = not self._scanned or self._commits_since_scan + 1 >= self.gc_scan_every
-        for i in reversed(self._manifest_ids()):
+        names = fs.list(_MANIFESTS)
+        marked = {int(um.group(1)) for n in names if (um := _UNUSABLE.match(n))}
+        ids = sorted(i for i in (parse_manifest_name(n) for n in names) if i is not None)
+        for i in reversed(ids):
             if i >= new.id:  # new itself, or another process committed meanwhile: not ours to judge
                 continue
-            known_bad = i in self._bad_ids
             try:
                 m = self._load(i)
             except CheckpointError as exc:
-                self.problems.append(f"deleted unreadable {exc}")
-                doomed_names.append(manifest_name(i))
-                scan = True
+                self.problems.append(f"kept unreadable {exc} (evidence: garbage collection never deletes it)")
+                unreadable.append(i)
                 continue
-            if known_bad or len(kept) >= self.retain:
+            if i in self._bad_ids or i in marked:
+                evidence.append(m)
+                self.problems.append(f"kept unusable checkpoint {i} (evidence: garbage collection never deletes it)")
+            elif len(kept) >= self.retain:
                 doomed.append(m)
-                doomed_names.append(m.name)
             else:
                 kept.append(m)
-        for name in doomed_names:
-            fs.delete(name)
-        if doomed_names and self.fsync:
+        for m in doomed:
+            self._delete(m.name)
+        if doomed and self.fsync:
             fs.fsync_dir(_MANIFESTS)  # manifests are gone for good before their files go
-        self._bad_ids = {i for i in self._bad_ids if i > new.id}
-        referenced = {r.path for m in kept for r in m.files()}
+        # files of checkpoints up to an unreadable manifest: it may name any of them
+        protect = max(unreadable, default=0)
+        referenced = {r.path for m in (*kept, *evidence) for r in m.files()}
+        # a manifest from before attached files were listed names its held file only in
+        # its metadata: that keeps it too
+        referenced |= {p for m in (*kept, *evidence) for p in _attached_in(m.meta, ATTACHED_DIRS)}
+
+        def owner(path: str) -> int | None:
+            name = path.rsplit("/", 1)[-1]
+            parsed = parse_data_name(name) if path.startswith(_DATA + "/") else parse_attached_name(name)
+            return parsed[0] if parsed is not None else None
+
         if not scan:
             self._commits_since_scan += 1
             dirs: set[str] = set()
             for m in doomed:
                 for ref in m.files():
-                    if ref.path not in referenced:
-                        fs.delete(ref.path)
+                    o = owner(ref.path)
+                    if ref.path in referenced or o is None or o <= protect:
+                        continue
+                    self._delete(ref.path)
+                    if ref.path.startswith(_DATA + "/"):
                         dirs.add(ref.path.rsplit("/", 1)[0])
             for d in sorted(dirs):
                 fs.remove_dir(d)
                 fs.remove_dir(d.rsplit("/", 1)[0])
             return
         self._scanned, self._commits_since_scan = True, 0
-        for name in fs.list(_MANIFESTS):
+        manifest_ids = set(ids)
+        for name in names:
             if TMP_MARK in name:
-                owner = parse_manifest_name(name.split(TMP_MARK, 1)[0])
-                if owner is not None and owner <= new.id:
-                    fs.delete(f"{_MANIFESTS}/{name}")
+                tmp_owner = parse_manifest_name(name.split(TMP_MARK, 1)[0])
+                if tmp_owner is not None and tmp_owner <= new.id:
+                    self._delete(f"{_MANIFESTS}/{name}")
+            elif (u := _UNUSABLE.match(name)) and int(u.group(1)) not in manifest_ids and int(u.group(1)) <= new.id:
+                self._delete(f"{_MANIFESTS}/{name}")  # its checkpoint was removed (by hand): the marker goes too
         active = set(self._active)
+
+        def garbage(path: str, parsed: tuple[int, str] | None) -> bool:
+            if path in referenced or parsed is None:  # None: not a name this store writes, leave it alone
+                return False
+            o, token = parsed
+            if any(token.startswith(a) for a in active) or o > new.id:  # a checkpoint still being written
+                return False
+            return o > protect
+
         for op in fs.list_dirs(_DATA):
             op_path = f"{_DATA}/{op}"
             for b in fs.list_dirs(op_path):
                 bin_path = f"{op_path}/{b}"
                 for name in fs.list(bin_path):
                     path = f"{bin_path}/{name}"
-                    if path in referenced:
-                        continue
-                    parsed = parse_data_name(name)
-                    if parsed is None:  # not a name this store writes: leave it alone
-                        continue
-                    owner, token = parsed
-                    if token in active or owner > new.id:  # a checkpoint still being written
-                        continue
-                    fs.delete(path)
+                    if garbage(path, parse_data_name(name)):
+                        self._delete(path)
                 fs.remove_dir(bin_path)
             fs.remove_dir(op_path)
+        for d in ATTACHED_DIRS:
+            d = d.rstrip("/")
+            for name in fs.list(d):
+                path = f"{d}/{name}"
+                if garbage(path, parse_attached_name(name)):
+                    self._delete(path)
         for name in fs.list(""):
             if name.startswith(".probe" + TMP_MARK):
-                fs.delete(name)
+                self._delete(name)
+
+
+def _attached_in(value: Any, dirs: tuple[str, ...], depth: int = 0) -> Iterator[str]:
+    """Strings naming a file of ``dirs`` anywhere in metadata ``value``."""
+    if isinstance(value, str):
+        if value.startswith(dirs):
+            yield value
+    elif depth < 4 and (isinstance(value, (list, tuple)) or hasattr(value, "values")):
+        items = value.values() if hasattr(value, "values") else value
+        for v in items:
+            yield from _attached_in(v, dirs, depth + 1)
 
 
 @define
@@ -596,6 +769,7 @@ class CheckpointWriter:
         self._schemas: dict[str, tuple[dict[str, Any], int]] = {}
         self._dropped_ops: set[str] = set()
         self._meta: dict[str, Any] = {}
+        self._attached: list[FileRef] = []
         self._dirs: set[str] = set()
 
     def __repr__(self) -> str:
@@ -666,12 +840,7 @@ class CheckpointWriter:
             for ref in refs:
                 if not ref.path.startswith(prefix):
                     raise CheckpointError(f"{ref.path}: not a file of checkpoint {self.id} (expected {prefix}...)")
-                try:
-                    size = self.store.fs.size(ref.path)
-                except OSError:
-                    size = -1
-                if size != ref.size:
-                    raise CheckpointError(f"{ref.path}: missing or {size} bytes, expected {ref.size}")
+                self._check_size(ref)
             if replace:
                 self._bins.pop((operator, bin), None)
                 self._bins[operator, bin] = _BinOps(True, list(refs))
@@ -681,6 +850,42 @@ class CheckpointWriter:
                     ops = self._bins[operator, bin] = _BinOps(False)
                 ops.files.extend(refs)
             self._dirs.add(f"{_DATA}/{operator_dir(operator)}/{bin}")
+
+    def attach(self, ref: FileRef) -> None:
+        """Make a file outside ``data/`` part of this checkpoint only (the Spark
+        backend's held-back records): its size and xxh64 are verified with the data
+        files (a checkpoint whose attached file is damaged is skipped by
+        :meth:`CheckpointStore.latest`), and it is deleted with the manifest.  It must
+        exist with its size, live in one of ``held/`` and be named
+        ``<id>-<token>.<ext>`` with this writer's id and a token extending its own."""
+        from tstate.checkpoint.manifest import ATTACHED_DIRS
+
+        with self._lock:
+            self._check_open()
+            name = ref.path.rsplit("/", 1)[-1]
+            parsed = parse_attached_name(name)
+            if (
+                not ref.path.startswith(ATTACHED_DIRS)
+                or ref.path.count("/") != 1
+                or parsed is None
+                or parsed[0] != self.id
+                or not parsed[1].startswith(self.token)
+            ):
+                raise CheckpointError(
+                    f"{ref.path}: not an attached file of checkpoint {self.id} "
+                    f"(expected {ATTACHED_DIRS[0]}{self.id:06d}-{self.token}....)"
+                )
+            self._check_size(ref)
+            self._attached.append(ref)
+
+    def _check_size(self, ref: FileRef) -> None:
+        """The file exists with the size ``ref`` says (a write that did not finish)."""
+        try:
+            size = self.store.fs.size(ref.path)
+        except OSError:
+            size = -1
+        if size != ref.size:
+            raise CheckpointError(f"{ref.path}: missing or {size} bytes, expected {ref.size}")
 
     def drop_bin(self, operator: str, bin: int) -> None:
         """The bin is empty now (no keys, no timers): the checkpoint has no chain for it."""
@@ -802,10 +1007,14 @@ class CheckpointWriter:
             self.state = "aborted"
             for ops in self._bins.values():
                 self._discard(ops)
+            for ref in self._attached:
+                self.store.fs.delete(ref.path)
             self._bins.clear()
+            self._attached.clear()
             self.store._forget(self)
 
     def written(self) -> Iterator[FileRef]:
-        """The data files this writer has written (and not discarded) so far."""
+        """The files this writer has written or attached (and not discarded) so far."""
         for ops in self._bins.values():
             yield from ops.files
+        yield from self._attached

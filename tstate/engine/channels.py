@@ -63,6 +63,7 @@ class ExchangeRouter:
         key = self.key
         bin_of = self.bins.bin_uncached
         memo = self.bins._memo
+        r: Any = None
         try:
             for r in records:
                 k = key(r)
@@ -71,7 +72,7 @@ class ExchangeRouter:
                     b = bin_of(k)
                 parts[owners[b]].append(r)
         except KeyFunctionError as exc:
-            raise KeyFunctionError(f"operator {self.operator!r} at time {time!r}: {exc}") from None
+            raise KeyFunctionError(f"operator {self.operator!r}: record {r!r} at time {time!r}: {exc}") from None
         except Exception as exc:
             bad = _first_failing(records, key)
             raise KeyFunctionError(

@@ -2,9 +2,13 @@
 
 Every worker has its own instance of every operator.  A *step* visits the workers in
 order and, on each, the operators in graph order, activating those with queued input,
-a moved input frontier, or a pending request; after each activation its pointstamp
-changes are propagated through the reachability tracker, and operators whose input
-frontier moved are flagged on every worker.  Scheduling is deterministic: the same
+a moved input frontier, or a pending request.  Pointstamp changes are propagated
+through the reachability tracker in front of every operator that reads its frontier
+(so it sees every change made before it) and at the end of the step; operators whose
+input frontier moved are flagged on every worker.  Operators that never read a
+frontier (stateless ones, scope boundaries, inputs, probes) run on without a
+propagation in between: their changes are applied together, and changes that cancel
+(a batch passed on at the same time) cost the tracker nothing.  Scheduling is deterministic: the same
 dataflow and inputs give the same run, batch for batch.
 
 :meth:`Execution.run` steps until nothing is left to do.  If pointstamps remain then, the
@@ -33,6 +37,11 @@ __all__ = ["Execution"]
 class Execution:
     """A running dataflow (see the module docstring).  Create with
     :meth:`tstate.Dataflow.start`."""
+
+    #: propagate after every activation, as tstate did before propagating only in front
+    #: of frontier readers (the same results, more tracker work; ``benchmarks.loops``
+    #: compares the two)
+    eager_propagation = False
 
     def __init__(
         self, flow: "Dataflow", workers: int, max_workers: Optional[int] = None, checkpoint: Any = None
@@ -82,6 +91,8 @@ class Execution:
                     if spec.kind == "sink":
                         spec.options["sink"].restore(t)
         self.steps = 0
+        #: operator activations so far
+        self.activations = 0
         for w in range(self.workers):
             for op in self.operators[w]:
                 op.on_start()
@@ -89,6 +100,10 @@ class Execution:
 
     # -- construction -------------------------------------------------------------
     def _build_tracker(self) -> Tracker:
+        return self._graph().build()
+
+    def _graph(self) -> GraphBuilder:
+        """The dataflow's operators and edges, for a progress tracker to be built from."""
         b = GraphBuilder()
         for spec in self.flow._nodes:
             b.add_node(
@@ -99,7 +114,7 @@ class Execution:
             for port, src in enumerate(spec.inputs):
                 if src is not None:
                     b.add_edge(src, (spec.index, port))
-        return b.build()
+        return b
 
     def _wire(self) -> None:
         specs = self.flow._nodes
@@ -141,13 +156,18 @@ class Execution:
             return False
         self._observe_inputs()
         did = False
+        tracker = self.tracker
+        eager = self.eager_propagation
         for ops in self.operators:
             for op in ops:
+                if op.reads_frontier and tracker.has_pending():
+                    self._propagate()  # it sees every change made before it
                 if op.needs_activation():
                     op.woke_by_frontier = op.frontier_changed
                     op.frontier_changed = False
                     op.requested = False
                     did = True
+                    self.activations += 1
                     try:
                         op.activate()
                     except TstateError:
@@ -157,7 +177,9 @@ class Execution:
                             f"operator {op.name!r} on worker {op.worker} at time {op.current_time!r} raised "
                             f"{type(exc).__name__}: {exc}"
                         ) from exc
-                    self._propagate()
+                    if eager:
+                        self._propagate()
+        self._propagate()
         self.steps += 1
         self._observe_outputs()
         if self.coordinator is not None:

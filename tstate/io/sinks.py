@@ -15,7 +15,7 @@ delivers nowhere (read its output with ``Backend.output(stream)``).
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Iterable, Optional, TextIO
+from typing import Any, Callable, Iterable, Iterator, Optional, TextIO
 
 from tstate.progress.frontier import Antichain
 
@@ -112,13 +112,24 @@ class FileSink(Sink):
     temporary file, fsync, rename: a reader never sees half an epoch).  After recovery
     from a checkpoint at ``T``, epochs ``>= T`` are recomputed and their files replaced,
     so the directory ends up as after an uninterrupted run: no duplicates, no gaps.
-    Records must be JSON-encodable (tuples become lists).  Integer epochs only.
+    Records must be JSON-encodable (tuples become lists).  Integer epochs only.  Other
+    files in ``DIR`` are never touched (a recovery deletes only ``epoch-<digits>.jsonl``).
+
+    **Deterministic bytes.**  Within a file the lines are sorted (by their JSON text), so
+    an epoch's file depends only on the epoch's records -- not on how many workers
+    produced them, in which order they were scheduled, or whether the run resumed from
+    a checkpoint (restored state may fire timers in another order): a resumed or re-run
+    job rewrites byte-identical files, on either engine.  An epoch with more than
+    ``sort_run_chars`` characters of JSON is sorted in runs spilled to temporary files
+    and merged, so its records need not fit in memory.
 
     On Spark the records never reach the driver: a Spark task per completed epoch
     writes its file from the micro-batch's committed output (:meth:`commit_epoch`), so
     ``DIR`` must be reachable from the executors at the same path."""
 
     on_driver = False
+    #: the JSON characters of an epoch sorted in memory at once (larger epochs: merged runs)
+    sort_run_chars = 64 << 20
 
     def __init__(self, directory: str) -> None:
         import os
@@ -129,12 +140,22 @@ class FileSink(Sink):
         self._done_upto: Any = None
 
     def restore(self, time: Any) -> None:
-        """Recovery from a checkpoint at ``time``: files of epochs ``>= time`` will be redone."""
+        """Recovery from a checkpoint at ``time``: files of epochs ``>= time`` will be
+        redone, so they are deleted, with the temporaries of a writer that crashed.
+        Only names this sink writes (``epoch-<digits>.jsonl``, and
+        ``epoch-<digits>.jsonl.tmp-<hex>`` while writing) are looked at: any other file
+        in the directory (``epoch-backup.jsonl``, ``notes.txt``) is left alone."""
         import os
+        import re
 
+        ours = re.compile(r"^epoch-(\d+)\.jsonl(\.tmp-[0-9a-f]+)?$")
         for name in os.listdir(self.directory):
-            if name.startswith("epoch-") and name.endswith(".jsonl") and int(name[6:-6]) >= time:
-                os.remove(os.path.join(self.directory, name))
+            m = ours.match(name)
+            if m is not None and (m.group(2) is not None or int(m.group(1)) >= time):
+                try:
+                    os.remove(os.path.join(self.directory, name))
+                except FileNotFoundError:
+                    pass
 
     def write(self, worker: int, time: Any, records: list[Any]) -> None:
         self._buffers.setdefault(time, []).extend(records)
@@ -148,18 +169,21 @@ class FileSink(Sink):
         self.commit_epoch(time, records)
 
     def commit_epoch(self, time: Any, records: Iterable[Any]) -> None:
-        """Write epoch ``time``'s file (replacing it atomically) from ``records``,
-        streamed: the records need not fit in memory."""
+        """Write epoch ``time``'s file (replacing it atomically) from ``records``, one
+        JSON line each, the lines sorted (see the class docstring); ``records`` are
+        streamed: they need not fit in memory."""
         import json
         import os
         import secrets
 
         path = os.path.join(self.directory, f"epoch-{time:012d}.jsonl")
         tmp = f"{path}.tmp-{secrets.token_hex(4)}"  # two attempts at one epoch (a Spark retry) never share one
+        lines = (json.dumps(r, separators=(",", ":")) for r in records)
         try:
             with open(tmp, "w") as f:
-                for r in records:
-                    f.write(json.dumps(r, separators=(",", ":")) + "\n")
+                for line in sorted_lines(lines, self.sort_run_chars):
+                    f.write(line)
+                    f.write("\n")
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -171,6 +195,38 @@ class FileSink(Sink):
     def close(self, worker: int) -> None:
         for t in sorted(self._buffers):
             self._commit(t, self._buffers.pop(t))
+
+
+def sorted_lines(lines: Iterable[str], run_chars: int) -> Iterator[str]:
+    """``lines`` (strings without a newline) in sorted order, holding at most about
+    ``run_chars`` characters in memory: longer inputs are sorted in runs written to
+    anonymous temporary files, then merged."""
+    import heapq
+    import tempfile
+
+    runs: list[TextIO] = []
+    chunk: list[str] = []
+    size = 0
+    try:
+        for line in lines:
+            chunk.append(line)
+            size += len(line) + 1
+            if size >= run_chars:
+                chunk.sort()
+                run = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogatepass", newline="\n")
+                run.writelines(x + "\n" for x in chunk)
+                run.seek(0)
+                runs.append(run)
+                chunk, size = [], 0
+        chunk.sort()
+        if not runs:
+            yield from chunk
+            return
+        readers = [(x[:-1] for x in run) for run in runs]
+        yield from heapq.merge(*readers, iter(chunk))
+    finally:
+        for spilled in runs:
+            spilled.close()
 
 
 def files(directory: str) -> FileSink:

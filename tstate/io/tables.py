@@ -15,6 +15,14 @@ several times faster to read.  The position (for checkpoints) is the row offset.
 
 A missing file or column, a null or unreadable time value raise
 :class:`~tstate.errors.SourceError` naming the file, the row and the column.
+
+:meth:`TableSource.event_time` tells operators downstream (e.g. ``apps.cep``'s
+``cep``) the time column and the epoch, so they need not be given again: for a
+timestamp column, datetimes with a ``timedelta`` epoch (integers in the column's unit
+with ``timestamps="int"``); for a numeric column, numbers with ``epoch`` in the
+column's unit.  :meth:`TableSource.record_type` gives the records' type (a ``TypedDict``
+of the columns, for dict records).  Both read the file's schema (Parquet metadata, or a
+CSV's first block).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import os
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 from tstate.errors import SourceError
-from tstate.io.sources import Reader, Source
+from tstate.io.sources import UNIX_EPOCH, EpochUnit, EventTime, Reader, Source
 
 __all__ = ["parquet", "csv", "TableSource", "parse_epoch"]
 
@@ -126,6 +134,61 @@ class TableSource(Source):
     def open(self, position: Any = None, start: Any = None) -> Reader:
         return _TableReader(self, int(position or 0), start)
 
+    def arrow_schema(self) -> Any:
+        """The file's Arrow schema (the columns read, when ``columns`` is given)."""
+        import pyarrow as pa
+
+        if not os.path.exists(self.path):
+            raise SourceError(f"{self.path}: no such file")
+        try:
+            if self.kind == "parquet":
+                import pyarrow.parquet as pq
+
+                schema = pq.read_schema(self.path)
+            else:
+                import pyarrow.csv as pcsv
+
+                with pcsv.open_csv(self.path) as reader:
+                    schema = reader.schema
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise SourceError(f"{self.path}: cannot read: {exc}") from None
+        self._check_columns(schema.names)
+        if self.columns is not None:
+            schema = pa.schema([schema.field(c) for c in self.columns])
+        return schema
+
+    def record_type(self) -> Any:
+        """The type of the records: ``record`` if it is a class, else the ``TypedDict``
+        of the rows (:func:`tstate.types.arrow.record_type` of the file's columns;
+        ``None`` if a column has no Python state type, or ``record`` is a function)."""
+        if self.record is not None:
+            return self.record if isinstance(self.record, type) else None
+        from tstate.types.arrow import record_type
+
+        return record_type(self.arrow_schema(), "Row", timestamps=self.timestamps)
+
+    def event_time(self) -> Optional[EventTime]:
+        """The time column as event time (see the module docstring); None for a date
+        column or nanosecond integers (no ``timedelta`` unit)."""
+        import pyarrow as pa
+
+        tp = self.arrow_schema().field(self.time).type
+        if pa.types.is_timestamp(tp):
+            if self.timestamps == "datetime":
+                origin = UNIX_EPOCH if tp.tz is None else UNIX_EPOCH.replace(tzinfo=_dt.timezone.utc)
+                return EventTime(self.time, _dt.timedelta(seconds=self.seconds), None, origin)
+            per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[tp.unit]
+            if per_second > 1_000_000:
+                return None
+            epoch = self.seconds * per_second
+            return EventTime(
+                self.time, int(epoch) if epoch == int(epoch) else epoch,
+                _dt.timedelta(microseconds=1_000_000 // per_second), 0,
+            )  # fmt: skip
+        if pa.types.is_integer(tp) or pa.types.is_floating(tp):
+            return EventTime(self.time, int(self.seconds) if self.seconds == int(self.seconds) else self.seconds)
+        return None
+
 
 class _TableReader(Reader):
     def __init__(self, src: TableSource, offset: int, start: Any) -> None:
@@ -183,6 +246,9 @@ class _TableReader(Reader):
             bad = next(i for i, v in enumerate(col.is_null().to_pylist()) if v)
             raise SourceError(f"{self.src.path}: row {self.offset + bad}: column {self.src.time!r} is null")
         secs = self.src.seconds
+        if self.src.epoch_unit is None:  # dates, or the column's numbers (see tstate.io.sources)
+            dated = pa.types.is_timestamp(col.type) or pa.types.is_date(col.type)
+            self.src.epoch_unit = EpochUnit(secs, dated)
         if pa.types.is_timestamp(col.type):
             unit = {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}[col.type.unit]
             ints = col.cast(pa.int64()).to_pylist()

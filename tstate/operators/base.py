@@ -27,6 +27,12 @@ __all__ = ["OperatorRuntime"]
 class OperatorRuntime:
     """Base class of operator instances; subclasses implement :meth:`activate`."""
 
+    #: whether :meth:`activate` reads an input frontier (or needs its frontier-change
+    #: activations); an operator that does not (stateless operators, scope boundaries,
+    #: inputs, probes) may run with pointstamp changes not yet propagated, so the
+    #: engine propagates only in front of the operators that do
+    reads_frontier = True
+
     def __init__(self, exe: "Execution", spec: "NodeSpec", worker: int) -> None:
         self.exe = exe
         self.spec = spec

@@ -9,6 +9,7 @@ per activation (so a large file never sits in memory at once).
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Optional
 
 from tstate.capability import Capability
@@ -19,6 +20,8 @@ from tstate.progress.timestamp import less_equal
 
 class InputRuntime(OperatorRuntime):
     """Feeds an :class:`~tstate.dataflow.InputStream` (lives on worker 0 only)."""
+
+    reads_frontier = False
 
     def on_start(self) -> None:
         self.handle = self.spec.options["handle"]
@@ -59,6 +62,8 @@ class InputRuntime(OperatorRuntime):
 
 class SourceRuntime(OperatorRuntime):
     """Reads a :class:`~tstate.io.sources.Source` one batch per activation (worker 0)."""
+
+    reads_frontier = False
 
     def on_start(self) -> None:
         self.cap: Optional[Capability] = None
@@ -102,6 +107,13 @@ class SourceRuntime(OperatorRuntime):
             self.reader.close()
             return
         t, recs = item
+        if type(t) is not int:
+            if isinstance(t, numbers.Integral) and not isinstance(t, bool):
+                t = int(t)
+            else:
+                raise SourceError(
+                    f"source {self.name!r}: a batch at time {t!r}: a source's times are int epochs, not {type(t).__name__}"
+                )
         if not self.marks or self.marks[-1][0] != t:
             self.marks.append((t, before))
         if not less_equal(self.cap.time, t):

@@ -34,7 +34,10 @@ class SinkRuntime(OperatorRuntime):
 
 
 class ProbeRuntime(OperatorRuntime):
-    """Consumes and discards; the probe reads this operator's input frontier."""
+    """Consumes and discards; the probe reads this operator's input frontier (from
+    outside, between steps: the engine propagates at the end of every step)."""
+
+    reads_frontier = False
 
     def activate(self) -> None:
         box = self.inboxes[0]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from sortedcontainers import SortedDict
 
 from tstate.capability import Capability
-from tstate.errors import GraphError, KeyFunctionError, OperatorError, TstateError
+from tstate.errors import GraphError, KeyFunctionError, OperatorError, StateReturnError, TstateError
 from tstate.keys import KeyRouter
 from tstate.operators.base import OperatorRuntime
 from tstate.progress.timestamp import epoch, less_equal
@@ -58,7 +58,11 @@ class StatefulRuntime(OperatorRuntime):
         self.key: Callable[[Any], Any] = o["key"]
         self.new_state: Callable[[], Any] = o["new_state"]
         self.fold: bool = o.get("fold", False)
-        self.keys = KeyRouter(o["bins"])
+        #: 0: ``fn`` may return None (mutable state); 1: it must return the new state;
+        #: 2: it must when the state is None (``Optional[T]``; see returns_required)
+        self.must_return: int = {"never": 0, "always": 1, "when None": 2}[o.get("returns", "never")]
+        # a small memo: keys this worker holds are in _key_bin already
+        self.keys = KeyRouter(o["bins"], limit=1 << 12)
         self.bins: dict[int, Bin] = {}
         self._key_bin: dict[Any, Bin] = {}
         self._key_states: dict[Any, dict[Any, Any]] = {}  # key -> its bin's states (hot path)
@@ -214,13 +218,16 @@ class StatefulRuntime(OperatorRuntime):
                 cap.drop()
 
     def clear_key(self, key: Any) -> None:
-        """Drop ``key``'s state now (``ctx.clear()``)."""
-        b = self._key_bin.get(key) or self.bin_for(key, None, None)
+        """Drop ``key``'s state now (``ctx.clear()``): nothing of it stays in memory (its
+        bin, key -> bin and key -> states entries go; its timers stay), and the next
+        checkpoint deletes it only if an earlier one may hold it."""
+        b = self._key_bin.pop(key, None) or self.bin_for(key, None, None)
         assert b is not None  # the current key's bin is here
+        self._key_states.pop(key, None)
         fz = b.frozen
         if fz is not None and fz.get(key, 0) is None:  # frozen by a checkpoint, not copied yet
             self.cow.before_write(b, key)
-        b.clear_key(key)
+        b.clear_key(key, self.track_dirty)
 
     def _index_timer(self, t: Any, bin_index: int) -> None:
         owners = self.timer_times.get(t)
@@ -233,12 +240,15 @@ class StatefulRuntime(OperatorRuntime):
     def _add_timer(self, key: Any, t: Any) -> None:
         if "on_notify" not in self.handlers:
             raise GraphError(f"operator {self.name!r}: ctx.notify_at needs an @{self.name}.on_notify handler")
-        b = self._key_bin.get(key) or self.bin_for(key, None, t)
-        assert b is not None  # the current key's bin is here
-        b.add_timer(t, key)
+        b = self._key_bin.get(key)
+        if b is None:
+            b = self.bin_for(key, None, t)
+            assert b is not None  # the current key's bin is here
+        if b.add_timer(t, key):  # the bin's first timer at t: index it (else it is)
+            self._index_timer(t, b.index)
         if self.track_dirty:
             b.dirty[key] = None
-        self._index_timer(t, b.index)
+            b.timers_changed = True  # (clear() may drop the key from dirty: the timer stays)
 
     # -- activation -----------------------------------------------------------------
     def activate(self) -> None:
@@ -319,6 +329,7 @@ class StatefulRuntime(OperatorRuntime):
         key = self.key
         key_bin = self._key_bin
         new_state = self.new_state
+        must_return = self.must_return
         r: Any = None
         cow = self.cow
         try:
@@ -338,6 +349,7 @@ class StatefulRuntime(OperatorRuntime):
                     s = states.get(k, _MISSING)
                     if s is _MISSING:
                         s = states[k] = new_state()
+                        b.added[k] = None
                     ctx.key = k
                     ns = fn(s, r, ctx)
                     if ctx._cleared:  # clear() already removed the state
@@ -345,6 +357,8 @@ class StatefulRuntime(OperatorRuntime):
                     else:
                         if ns is not None:
                             states[k] = ns
+                        elif must_return and (must_return == 1 or s is None):
+                            raise self._no_return(k, s, r, t)
                         b.dirty[k] = None
             else:  # the hot path: no checkpoint bookkeeping
                 key_states = self._key_states
@@ -370,6 +384,8 @@ class StatefulRuntime(OperatorRuntime):
                             st[k] = ns
                     elif ctx._cleared:
                         ctx._cleared = False
+                    elif must_return and (must_return == 1 or s is None):
+                        raise self._no_return(k, s, r, t)
         except TstateError:
             raise
         except Exception as exc:
@@ -444,11 +460,24 @@ class StatefulRuntime(OperatorRuntime):
         handler = self.handlers["on_notify"]
         new_state = self.new_state
         track = self.track_dirty
+        ctx._firing = True
+        try:
+            self._fire_bins(t, bin_indexes, handler, new_state, track)
+        finally:
+            ctx._firing = False
+        if ctx._out:
+            out, ctx._out = ctx._out, []
+            self.outputs[0].push(t, out)
+
+    def _fire_bins(self, t: Any, bin_indexes: dict[int, None], handler: Any, new_state: Any, track: bool) -> None:
+        ctx = self.ctx
         for bi in bin_indexes:
             b = self.bins[bi]
             keys = b.timers.pop(t, None)
             if not keys:
                 continue
+            if track:
+                b.timers_changed = True
             states = b.states
             cow = self.cow
             fz = b.frozen
@@ -458,6 +487,8 @@ class StatefulRuntime(OperatorRuntime):
                 s = states.get(k, _MISSING)
                 if s is _MISSING:
                     s = states[k] = new_state()
+                    if track:
+                        b.added[k] = None
                 ctx.key = k
                 try:
                     ns = handler(s, t, ctx)
@@ -475,9 +506,15 @@ class StatefulRuntime(OperatorRuntime):
                     states[k] = ns
                 if track:
                     b.dirty[k] = None
-        if ctx._out:
-            out, ctx._out = ctx._out, []
-            self.outputs[0].push(t, out)
+
+    def _no_return(self, k: Any, s: Any, record: Any, t: Any) -> StateReturnError:
+        why = "its state is None, which" if s is None else f"its state type {self.spec.options['schema'].name}"
+        fn = getattr(self.fn, "__qualname__", repr(self.fn))
+        return StateReturnError(
+            f"operator {self.name!r} on worker {self.worker} at time {t!r}: {fn} returned None for key {k!r} "
+            f"(record {record!r}), but {why} cannot change in place: return the new state "
+            "(return the old one to keep it), or call ctx.clear()"
+        )
 
     def _error(self, exc: Exception, record: Any, t: Any) -> TstateError:
         try:

@@ -10,6 +10,8 @@ from tstate.operators.base import OperatorRuntime
 
 
 class MapRuntime(OperatorRuntime):
+    reads_frontier = False
+
     def activate(self) -> None:
         box = self.inboxes[0]
         fn = self.spec.options["fn"]
@@ -20,6 +22,8 @@ class MapRuntime(OperatorRuntime):
 
 
 class FilterRuntime(OperatorRuntime):
+    reads_frontier = False
+
     def activate(self) -> None:
         box = self.inboxes[0]
         fn = self.spec.options["fn"]
@@ -30,6 +34,8 @@ class FilterRuntime(OperatorRuntime):
 
 
 class FlatMapRuntime(OperatorRuntime):
+    reads_frontier = False
+
     def activate(self) -> None:
         box = self.inboxes[0]
         fn = self.spec.options["fn"]
@@ -40,6 +46,8 @@ class FlatMapRuntime(OperatorRuntime):
 
 
 class InspectRuntime(OperatorRuntime):
+    reads_frontier = False
+
     def activate(self) -> None:
         box = self.inboxes[0]
         fn = self.spec.options["fn"]
@@ -53,6 +61,8 @@ class InspectRuntime(OperatorRuntime):
 
 class PassRuntime(OperatorRuntime):
     """Passes batches on unchanged (the routing happens on its input channel)."""
+    reads_frontier = False
+
 
     def activate(self) -> None:
         box = self.inboxes[0]
@@ -63,6 +73,8 @@ class PassRuntime(OperatorRuntime):
 
 
 class ConcatRuntime(OperatorRuntime):
+    reads_frontier = False
+
     def activate(self) -> None:
         push = self.outputs[0].push
         for port, box in enumerate(self.inboxes):

@@ -5,7 +5,8 @@ the reachability tracker.  One concept per module:
 - :mod:`~tstate.progress.summary` — :class:`PathSummary`;
 - :mod:`~tstate.progress.frontier` — :class:`Antichain`, :class:`MutableAntichain`;
 - :mod:`~tstate.progress.change_batch` — :class:`ChangeBatch`;
-- :mod:`~tstate.progress.reachability` — :class:`GraphBuilder`, :class:`Tracker`.
+- :mod:`~tstate.progress.reachability` — :class:`GraphBuilder`, :class:`Tracker`;
+- :mod:`~tstate.progress.reference` — the all-pairs tracker the tests compare with.
 """
 
 from tstate.progress.change_batch import ChangeBatch

@@ -178,6 +178,57 @@ class MutableAntichain:
         """The count of exactly ``t``."""
         return self._counts.get(t, 0)
 
+    def update_one(self, t: Any, d: int) -> list[tuple[Any, int]]:
+        """Apply one count change; return the changes to the frontier (unsorted).  The
+        common cases cost a dictionary update: a count added at or above the frontier,
+        or removed where others remain."""
+        counts = self._counts
+        c = counts.get(t, 0) + d
+        if c > 0:
+            counts[t] = c
+            if d < 0:
+                return []
+            frontier = self._frontier
+            if type(t) is int:
+                for e in frontier:
+                    if e <= t:
+                        return []
+                out = [(e, -1) for e in frontier]
+                self._frontier = [t]
+                out.append((t, 1))
+                return out
+            for e in frontier:
+                if less_equal(e, t):
+                    return []
+            # t is new and minimal: it enters, the elements above it leave
+            keep = []
+            out = []
+            for e in frontier:
+                if less_equal(t, e):
+                    out.append((e, -1))
+                else:
+                    keep.append(e)
+            keep.append(t)
+            self._frontier = keep
+            out.append((t, 1))
+            return out
+        if c < 0:
+            raise ProgressError(f"progress accounting went negative at time {t!r} (count {c})")
+        if not d:
+            return []
+        del counts[t]
+        old = self._frontier
+        if t not in old:
+            return []
+        if not counts:
+            self._frontier = []
+            return [(e, -1) for e in old]
+        new = list(counts) if len(counts) == 1 else minimal_elements(counts)
+        self._frontier = new
+        out = [(e, -1) for e in old if e not in new]
+        out.extend((e, 1) for e in new if e not in old)
+        return out
+
     def update_iter(self, updates: Iterable[tuple[Any, int]]) -> list[tuple[Any, int]]:
         """Apply count changes; return the changes to the frontier, sorted by time."""
         counts = self._counts

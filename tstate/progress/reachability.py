@@ -12,10 +12,28 @@ the antichain of minimal ``s(t)`` over every location ``L`` holding a positive c
 ``t`` and every path summary ``s`` from ``L`` to ``T`` (including ``T`` itself with the
 identity).  No time not ``>=`` some frontier element can ever arrive at ``T``.
 
-Summaries between all pairs of locations are computed once when the tracker is built,
-so an update costs a few dictionary operations per reachable input.  Building rejects
-a cycle whose summary does not strictly advance time (a loop without a feedback edge)
-with a :class:`GraphError` naming the operators on it.
+**How** (Timely Dataflow's worklist tracker).  Every location keeps two
+multisets of times (:class:`~tstate.progress.frontier.MutableAntichain`): its *pointstamps* (the counts
+recorded there) and its *implications* (the frontier elements of its own pointstamps
+and of its predecessors' implications, each moved along the one step between them).
+:meth:`Tracker.propagate` first applies the buffered count changes to the pointstamps;
+only a change of a location's pointstamp *frontier* goes on, as ``(time, location,
++1/-1)`` into a worklist ordered by time.  Popping the worklist (equal entries summed
+first) updates that location's implications, and only a change of *their* frontier is
+pushed on to its immediate successors -- along the node's internal summaries from a
+target, along the edges from a source.  So a pointstamp change travels exactly as far
+as it moves some frontier: a batch at a time already in the frontier, or a capability
+downgraded behind another one, stops at its own location, and an activation whose
+changes cancel out costs a dictionary update per change.  Processing in time order
+makes a retraction catch up with what it retracts before either goes around a loop
+again, and every cycle strictly advances time, so the worklist empties.
+
+Building the tracker checks the graph: every input connected, edges within a scope
+depth, and every cycle strictly advancing time (a loop without a feedback edge is a
+:class:`GraphError` naming the operators on it); the check computes the summaries
+between all pairs of locations once.  :mod:`tstate.progress.reference` keeps the
+previous tracker, which applies every count change to every reachable input through
+those all-pairs summaries: the tests compare the two, ``benchmarks.loops`` times them.
 
 >>> b = GraphBuilder()
 >>> b.add_node(0, "input", inputs=0, outputs=1)
@@ -32,14 +50,15 @@ Antichain([5])
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Optional, Sequence
+from heapq import heappop, heappush
+from typing import Any, Callable, Optional, Sequence
 
 from attrs import frozen
 
 from tstate.errors import GraphError
-from tstate.progress.change_batch import ChangeBatch
 from tstate.progress.frontier import Antichain, MutableAntichain
 from tstate.progress.summary import PathSummary
+from tstate.progress.timestamp import TIME_MAX, Product, to_vector
 
 __all__ = ["Location", "GraphBuilder", "Tracker"]
 
@@ -98,7 +117,20 @@ class GraphBuilder:
         self._edges.append((source, target))
 
     def build(self) -> "Tracker":
-        """Check the graph and compute all-pairs path summaries."""
+        """Check the graph (see the module docstring) and return its worklist tracker."""
+        self._check()
+        return Tracker(self._nodes, self._edges)
+
+    def build_all_pairs(self) -> Any:
+        """Check the graph and return the all-pairs reference tracker
+        (:class:`tstate.progress.reference.AllPairsTracker`)."""
+        from tstate.progress.reference import AllPairsTracker
+
+        return AllPairsTracker(self._nodes, self._check())
+
+    def _check(self) -> dict[tuple[str, int, int], dict[tuple[int, int], list[PathSummary]]]:
+        """Check the graph; return the path summaries from every location to every
+        target reachable from it."""
         nodes = self._nodes
         out_edges: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
         connected: set[tuple[int, int]] = set()
@@ -163,107 +195,172 @@ class GraphBuilder:
                     ac = [ident] + [s for s in ac if not ident.less_equal(s)]
                     per_target[(loc[1], loc[2])] = sorted(ac, key=lambda s: (s.add, s.tail))
             reach[start] = per_target
-        return Tracker(nodes, reach)
+        return reach
+
+
+def _compile(s: PathSummary) -> Optional[Callable[[Any], Any]]:
+    """A summary as a function of a time (``None``: the identity), with fast paths for
+    the summaries of plain loops: a delay or feedback at depth 0 or 1, entering and
+    leaving a scope at depth 0."""
+    if s.is_identity():
+        return None
+    add, tail = s.add, s.tail
+    if s.src == s.dst == 0 and not tail:
+        k0 = add[0]
+        return lambda t: t + k0 if t + k0 <= TIME_MAX else None
+    if s.src == s.dst == 1 and not tail and add[0] == 0:
+        k1 = add[1]
+        return lambda t: Product(t.outer, t.inner + k1) if t.inner + k1 <= TIME_MAX else None
+    if s.src == 0 and s.dst == 1 and add == (0,) and tail == (0,):
+        return lambda t: Product(t, 0)
+    if s.src == 1 and s.dst == 0 and add == (0,) and not tail:
+        return lambda t: t.outer
+    return s.results_in
+
+
+def _key_fn(depth: int) -> Callable[[Any], tuple[int, ...]]:
+    """The worklist's order of times at ``depth``: their coordinate vectors,
+    lexicographically (a linear extension of the product order; vectors of different
+    depths compare too)."""
+    if depth == 0:
+        return lambda t: (t,)
+    if depth == 1:
+        return lambda t: (t.outer, t.inner)
+    return to_vector
 
 
 class Tracker:
-    """Maintains the frontier at every input port from pointstamp count changes.
+    """Maintains the frontier at every input port from pointstamp count changes (the
+    worklist algorithm of the module docstring).
 
     Record changes with :meth:`update_source` / :meth:`update_target` (cheap, buffered),
     then call :meth:`propagate` to apply them; it returns the inputs whose frontier
     changed."""
 
-    def __init__(
-        self,
-        nodes: dict[int, _Node],
-        reach: dict[tuple[str, int, int], dict[tuple[int, int], list[PathSummary]]],
-    ) -> None:
+    def __init__(self, nodes: dict[int, _Node], edges: list[tuple[tuple[int, int], tuple[int, int]]]) -> None:
         self._nodes = nodes
-        self._frontiers: dict[tuple[int, int], MutableAntichain] = {
-            (n.index, i): MutableAntichain() for n in nodes.values() for i in range(n.inputs)
-        }
-        # (kind, node, port) -> [(target, None for identity else summary.results_in)]
-        self._reach: dict[tuple[str, int, int], list[tuple[tuple[int, int], Any]]] = {}
-        for loc, per_target in reach.items():
-            lst: list[tuple[tuple[int, int], Any]] = []
-            for tgt, summaries in per_target.items():
-                for s in summaries:
-                    lst.append((tgt, None if s.is_identity() else s.results_in))
-            self._reach[loc] = lst
-        self._pending: dict[tuple[str, int, int], ChangeBatch] = {}
-        self._counts: dict[tuple[str, int, int], dict[Any, int]] = defaultdict(dict)
+        #: location id -> (kind, node, port); targets first, then sources
+        self._locs: list[tuple[str, int, int]] = []
+        self._tid: dict[int, list[int]] = {}
+        self._sid: dict[int, list[int]] = {}
+        for n in sorted(nodes):
+            node = nodes[n]
+            self._tid[n] = [self._add_loc(("target", n, i)) for i in range(node.inputs)]
+        for n in sorted(nodes):
+            node = nodes[n]
+            self._sid[n] = [self._add_loc(("source", n, o)) for o in range(node.outputs)]
+        count = len(self._locs)
+        self._is_target = [k == "target" for k, _, _ in self._locs]
+        depth = [
+            nodes[n].input_depth[p] if k == "target" else nodes[n].output_depth[p] for k, n, p in self._locs
+        ]
+        self._key = [_key_fn(d) for d in depth]
+        # successors: a target's are (source, summary fn) pairs, a source's are targets
+        self._succ: list[list[Any]] = [[] for _ in range(count)]
+        for n, node in nodes.items():
+            for i in range(node.inputs):
+                lst = self._succ[self._tid[n][i]]
+                for o in range(node.outputs):
+                    for s in node.summary[i][o]:
+                        lst.append((self._sid[n][o], _compile(s)))
+        for (sn, sp), (tn, tp) in edges:
+            self._succ[self._sid[sn][sp]].append(self._tid[tn][tp])
+        self._points = [MutableAntichain() for _ in range(count)]
+        self._impl = [MutableAntichain() for _ in range(count)]
+        self._pending: list[tuple[int, Any, int]] = []
+        self._total = 0  # the sum of the sizes of the pointstamp frontiers: 0 iff no count anywhere
+        #: worklist entries processed so far (a measure of the tracker's work)
+        self.work_done = 0
+
+    def _add_loc(self, loc: tuple[str, int, int]) -> int:
+        self._locs.append(loc)
+        return len(self._locs) - 1
 
     def update_source(self, node: int, port: int, time: Any, delta: int) -> None:
         """A capability count change at output port ``(node, port)``."""
-        self._update(("source", node, port), time, delta)
+        self._pending.append((self._sid[node][port], time, delta))
 
     def update_target(self, node: int, port: int, time: Any, delta: int) -> None:
         """A records-in-flight count change at input port ``(node, port)``."""
-        self._update(("target", node, port), time, delta)
+        self._pending.append((self._tid[node][port], time, delta))
 
-    def _update(self, loc: tuple[str, int, int], time: Any, delta: int) -> None:
-        b = self._pending.get(loc)
-        if b is None:
-            b = self._pending[loc] = ChangeBatch()
-        b.update(time, delta)
+    def has_pending(self) -> bool:
+        """Whether count changes wait for :meth:`propagate`."""
+        return bool(self._pending)
 
     def propagate(self) -> list[tuple[int, int]]:
         """Apply buffered changes; return the input ports whose frontier changed."""
         if not self._pending:
             return []
-        pending, self._pending = self._pending, {}
-        per_target: dict[tuple[int, int], list[tuple[Any, int]]] = defaultdict(list)
-        for loc, batch in pending.items():
-            changes = batch.drain()
-            if not changes:
+        pending, self._pending = self._pending, []
+        net: dict[tuple[int, Any], int]
+        if len(pending) == 1:
+            net = {(pending[0][0], pending[0][1]): pending[0][2]}
+        else:
+            net = {}
+            get = net.get
+            for lid, t, d in pending:
+                net[(lid, t)] = get((lid, t), 0) + d
+        keys, points = self._key, self._points
+        work: list[tuple[tuple[int, ...], int, int, Any]] = []
+        for (lid, t), d in net.items():
+            if d:
+                for t2, d2 in points[lid].update_one(t, d):
+                    self._total += d2
+                    heappush(work, (keys[lid](t2), lid, d2, t2))
+        if not work:
+            return []
+        is_target, succ, impl = self._is_target, self._succ, self._impl
+        before: dict[int, list[Any]] = {}
+        self.work_done += len(work)
+        while work:
+            k, lid, d, t = heappop(work)
+            while work and work[0][1] == lid and work[0][0] == k:
+                d += heappop(work)[2]
+            if not d:
                 continue
-            counts = self._counts[loc]
-            for t, d in changes:
-                c = counts.get(t, 0) + d
-                if c:
-                    counts[t] = c
-                else:
-                    del counts[t]
-            for tgt, fn in self._reach[loc]:
-                acc = per_target[tgt]
-                if fn is None:
-                    acc.extend(changes)
-                else:
-                    for t, d in changes:
-                        r = fn(t)
+            if is_target[lid]:
+                mine = impl[lid]
+                if lid not in before:
+                    before[lid] = list(mine._frontier)
+                for t2, d2 in mine.update_one(t, d):
+                    for src, fn in succ[lid]:
+                        r = t2 if fn is None else fn(t2)
                         if r is not None:
-                            acc.append((r, d))
-        changed = []
-        for tgt, ups in per_target.items():
-            if ups and self._frontiers[tgt].update_iter(_consolidate(ups)):
-                changed.append(tgt)
+                            heappush(work, (keys[src](r), src, d2, r))
+                            self.work_done += 1
+            else:
+                for t2, d2 in impl[lid].update_one(t, d):
+                    k2 = keys[lid](t2)
+                    for tgt in succ[lid]:
+                        heappush(work, (k2, tgt, d2, t2))
+                    self.work_done += len(succ[lid])
+        locs = self._locs
+        changed = [
+            (locs[lid][1], locs[lid][2]) for lid, old in before.items() if set(old) != set(impl[lid]._frontier)
+        ]
         changed.sort()
         return changed
 
     def frontier(self, node: int, port: int) -> Antichain:
         """The frontier at input port ``(node, port)``."""
-        return self._frontiers[(node, port)].frontier
+        return self._impl[self._tid[node][port]].frontier
 
     def mutable_frontier(self, node: int, port: int) -> MutableAntichain:
         """The live frontier object at an input (read-only use)."""
-        return self._frontiers[(node, port)]
+        return self._impl[self._tid[node][port]]
 
     def pointstamps(self) -> dict[tuple[str, int, int], dict[Any, int]]:
         """Non-zero pointstamp counts per location (for diagnostics)."""
-        return {loc: dict(c) for loc, c in self._counts.items() if c}
+        out = {}
+        for lid, p in enumerate(self._points):
+            if p._counts:
+                out[self._locs[lid]] = dict(p._counts)
+        return out
 
     def node_name(self, node: int) -> str:
         return self._nodes[node].name
 
     def is_idle(self) -> bool:
         """True when no pointstamp is held anywhere (everything is complete)."""
-        return not self._pending and not any(self._counts.values())
-
-
-def _consolidate(ups: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
-    if len(ups) <= 1:
-        return ups
-    acc: dict[Any, int] = {}
-    for t, d in ups:
-        acc[t] = acc.get(t, 0) + d
-    return [(t, d) for t, d in acc.items() if d]
+        return not self._pending and self._total == 0

@@ -23,6 +23,10 @@ from typing import Any, Union
 from attrs import frozen
 
 __all__ = [
+    "MAX_SEQUENCED_EPOCH",
+    "SEQUENCE_SPAN",
+    "sequenced",
+    "sequenced_round",
     "Product",
     "Timestamp",
     "TIME_MAX",
@@ -38,8 +42,16 @@ __all__ = [
 #: and the record it would apply to is dropped (as Timely's ``results_in`` → ``None``).
 TIME_MAX = (1 << 63) - 1
 
+#: In an epoch-sequenced iterate scope (``flow.iterate(..., sequenced=True)``) round
+#: ``k`` of epoch ``e`` is ``Product(e, e * SEQUENCE_SPAN + k)``, ``0 <= k < SEQUENCE_SPAN``:
+#: every time of epoch ``e - 1`` is then ``<=`` every time of epoch ``e`` in the product
+#: order, so whatever applies times in order finishes an epoch before it starts the next.
+SEQUENCE_SPAN = 1 << 32
+#: The largest epoch a sequenced scope accepts (its inner times must stay below ``TIME_MAX``).
+MAX_SEQUENCED_EPOCH = (TIME_MAX - SEQUENCE_SPAN) // SEQUENCE_SPAN
 
-@frozen(order=False)
+
+@frozen(order=False, cache_hash=True)  # times are dict keys everywhere: hash once
 class Product:
     """A time inside an iterate scope: ``outer`` is the enclosing scope's time,
     ``inner`` the iteration count.  Ordered by the product partial order (see the
@@ -74,10 +86,26 @@ class Product:
 
     def less_equal(self, other: "Product") -> bool:
         """``self <= other`` in the product partial order."""
-        return self.inner <= other.inner and less_equal(self.outer, other.outer)
+        if self.inner > other.inner:
+            return False
+        o = self.outer
+        if type(o) is int:
+            return o <= other.outer  # type: ignore[no-any-return]
+        return o.less_equal(other.outer)  # type: ignore[no-any-return]
 
 
 Timestamp = Union[int, Product]
+
+
+def sequenced(epoch: int, round: int = 0) -> "Product":
+    """The time of ``round`` of ``epoch`` in an epoch-sequenced scope (see
+    :data:`SEQUENCE_SPAN`)."""
+    return Product(epoch, epoch * SEQUENCE_SPAN + round)
+
+
+def sequenced_round(t: "Product") -> int:
+    """The round of its epoch that the time ``t`` of a sequenced scope is."""
+    return t.inner - t.outer * SEQUENCE_SPAN  # type: ignore[no-any-return]
 
 
 def less_equal(a: Any, b: Any) -> bool:

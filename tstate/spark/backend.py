@@ -50,12 +50,13 @@ owner did not change usually comes from the executor's cache
 from __future__ import annotations
 
 import os
+import re
 import time as _time
 from typing import TYPE_CHECKING, Any, Optional
 
 from attrs import define, field
 
-from tstate.errors import ConfigurationError, SparkError
+from tstate.errors import CheckpointError, ConfigurationError, SparkError
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.dataflow import Dataflow, Stream
@@ -152,7 +153,13 @@ class Backend:
     :class:`~tstate.errors.CheckpointError` here, before anything runs.
     ``partitions``: Spark partitions (= tstate workers) the bins are spread over
     (default: Spark's default parallelism).  ``resume``: continue from the latest
-    committed batch of the directory.  ``progress``: ``True`` draws a bar per
+    usable committed batch of the directory: newer unusable ones (a damaged state or
+    held-records file, a torn manifest) are skipped with a
+    :class:`~tstate.checkpoint.store.CheckpointSkippedWarning`; if checkpoints exist but
+    none is usable, :class:`~tstate.errors.CheckpointError` lists them, unless
+    ``fresh_if_unusable=True`` (start from empty state).  A streaming query whose
+    Spark checkpoint has moved past the batch tstate resumes from (it fell back over an
+    unusable one) is refused: the batches in between would be lost.  ``progress``: ``True`` draws a bar per
     micro-batch on stderr, ``None`` (default) prints only whether the run resumed,
     ``False`` nothing (:mod:`tstate.spark.progress`).  ``local_loops``: an iterate scope
     whose operators' stored state is at most this many bytes runs all its rounds of a
@@ -171,6 +178,7 @@ class Backend:
         resume: bool = True,
         progress: Optional[bool] = None,
         local_loops: int = 64 << 20,
+        fresh_if_unusable: bool = False,
     ) -> None:
         from tstate.checkpoint.location import resolve
         from tstate.checkpoint.store import CheckpointStore
@@ -188,6 +196,7 @@ class Backend:
         self.sources = dict(sources or {})
         self.compact_after = compact_after
         self.resume = resume
+        self.fresh_if_unusable = fresh_if_unusable
         self.local_loops = local_loops
         self.store = CheckpointStore(self.directory, retain=retain, compact_after=compact_after, background_gc=True)
         self.metrics = _Metrics()
@@ -238,7 +247,8 @@ class Backend:
         self._plan, self._flow = plan, flow
         self._owners = {b: balanced_map(plan.nodes[b].bins, self.partitions) for b in plan.boundaries}
         self._late = self.spark.sparkContext.accumulator(0)
-        head = self.store.latest() if self.resume else None
+        # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)
+        head = self.store.recover(fresh_if_unusable=self.fresh_if_unusable) if self.resume else None
         if head is not None:
             meta = head.meta.get("spark")
             if meta is None:  # an embedded run's checkpoint: continue from its time
@@ -264,7 +274,7 @@ class Backend:
             self._frontier = meta["frontier"]
             self._timers = {op: {int(b): t for b, t in bins.items()} for op, bins in meta.get("timers", {}).items()}
             self._newest = meta.get("newest")
-            self._held = meta.get("held")
+            self._held = _held_path(meta.get("held"), head.id)
             self._output_index = meta.get("output")
             self._pending = [Part.from_builtins(p) for p in meta.get("output_pending", [])]
             if self._frontier is not None:  # (None: the run finished; its output is complete)
@@ -488,6 +498,18 @@ class Backend:
             if batch_id <= self._last_batch:
                 self.metrics.skipped.append(batch_id)  # committed before a restart
                 return
+            if batch_id > self._last_batch + 1 and not self._fresh:
+                # Spark committed batches tstate's state does not include (it resumed from
+                # an older checkpoint, the newer ones being unusable): their rows will not
+                # come again, so going on would lose them
+                raise CheckpointError(
+                    f"{self.directory}: Spark's streaming query is at micro-batch {batch_id}, but the tstate "
+                    f"checkpoint it resumed from holds batches up to {self._last_batch}; the input of batches "
+                    f"{self._last_batch + 1}..{batch_id - 1} is committed in Spark's query checkpoint "
+                    f"(spark-query/) and will not be replayed, so resuming would lose it (exactly-once). "
+                    "Repair the newer tstate checkpoints (python -m tstate checkpoints DIR --verify) or "
+                    "start the query afresh"
+                )
             lo = self._frontier
             if src.time is None:
                 hi: Optional[int] = max(lo, batch_id) + 1
@@ -704,7 +726,9 @@ class Backend:
             held_cells.extend(keep)
             if held_cells:
                 held = f"held/{writer.id:06d}-{writer.token}.msgpack"
-                _write_held(self.store.fs, held, held_cells)
+                # attached: verified with the checkpoint's files (a damaged one makes
+                # recovery fall back to the previous checkpoint), deleted with its manifest
+                writer.attach(_write_held(self.store.fs, held, held_cells))
             writer.put_meta(
                 "spark",
                 {
@@ -722,11 +746,8 @@ class Backend:
         finally:
             for df in persisted:
                 df.unpersist()
-        if self._held is not None and self._held != held:  # consumed: the new manifest no longer needs it
-            try:
-                self.store.fs.delete(self._held)
-            except OSError:  # the batch is committed; a leftover file is harmless
-                pass
+        # (the previous held file stays: its checkpoint is retained, and recovery may fall
+        # back to it; garbage collection deletes it with that checkpoint's manifest)
         self._held = held
         self._fresh = False
         self._last_batch = batch
@@ -923,15 +944,35 @@ def _cuts(
     return out
 
 
-def _write_held(fs: Any, path: str, cells: list[Any]) -> None:
+def _write_held(fs: Any, path: str, cells: list[Any]) -> Any:
     """The held-back records of a batch, durable before its manifest commits (one file
-    per batch, written atomically by the store's filesystem and checksummed like every
-    checkpoint file)."""
+    per batch, written atomically by the store's filesystem, checksummed inside and
+    referenced by the manifest with its size and xxh64 like every checkpoint file);
+    returns its :class:`~tstate.checkpoint.manifest.FileRef`."""
     import msgpack
     import xxhash
 
+    from tstate.checkpoint.manifest import FileRef
+
     body = msgpack.packb(cells, use_bin_type=True)
-    fs.write_atomic(path, msgpack.packb([xxhash.xxh64(body).hexdigest(), body], use_bin_type=True), fsync=True)
+    data = msgpack.packb([xxhash.xxh64(body).hexdigest(), body], use_bin_type=True)
+    fs.write_atomic(path, data, fsync=True)
+    return FileRef(path, len(data), xxhash.xxh64_hexdigest(data))
+
+
+_HELD = re.compile(r"^held/\d+-[0-9a-f]+\.msgpack$")
+
+
+def _held_path(path: Any, checkpoint_id: int) -> Optional[str]:
+    """The held file named in checkpoint ``checkpoint_id``'s metadata, checked to be a
+    name the backend writes (in ``held/``, no other directory, no ``..``)."""
+    from tstate.errors import CheckpointError
+
+    if path is None:
+        return None
+    if type(path) is not str or not _HELD.match(path):
+        raise CheckpointError(f"checkpoint {checkpoint_id}: held-back records path {path!r} is not a file of held/")
+    return path
 
 
 def _read_held(fs: Any, path: str) -> list[Any]:

@@ -103,7 +103,7 @@ def read(directory: str, refs: Any, codec: Any, fingerprint: str) -> Bin:
 
 def give(directory: str, operator: str, b: Bin, version: str) -> None:
     """Keep ``b`` for the next batch, as of ``version`` (the last file written for it)."""
-    b.dirty, b.removed, b.full = {}, {}, False
+    b.reset_changes()
     with _lock:
         _bins[directory, operator, b.index] = (version, b)
 

@@ -48,7 +48,8 @@ from attrs import define, field
 
 from tstate.errors import SparkError
 from tstate.keys import KeyRouter
-from tstate.progress.timestamp import TIME_MAX, Product
+from tstate.operators.scope import enter_time
+from tstate.progress.timestamp import SEQUENCE_SPAN, TIME_MAX, Product
 from tstate.spark.record_types import BUILTIN, RecordTypes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -165,7 +166,9 @@ class Plan:
             if s.kind in ("map", "filter", "flat_map", "inspect"):
                 n.fn = o["fn"]
             elif s.kind == "feedback":
-                n.options = {"step": o["step"], "max_iterations": o["max_iterations"]}
+                n.options = {"step": o["step"], "max_iterations": o["max_iterations"], "sequenced": o.get("sequenced")}
+            elif s.kind == "enter":
+                n.options = {"sequenced": o.get("sequenced")}
             elif s.kind in FRONTIER:
                 if any(p is not None for p in s.pacts):
                     raise SparkError(
@@ -316,13 +319,14 @@ class Plan:
             elif kind == "concat":
                 self._push(c, t, recs, routed, sinks)
             elif kind == "enter":
-                self._push(c, Product(t, 0), recs, routed, sinks)
+                self._push(c, enter_time(n.options, t, n.name), recs, routed, sinks)
             elif kind == "leave":
                 self._push(c, t.outer, recs, routed, sinks)
             elif kind == "feedback":
                 inner = t.inner + n.options["step"]
                 limit = n.options["max_iterations"]
-                if inner <= (TIME_MAX if limit is None else limit):  # past the limit: dropped
+                k = inner - t.outer * SEQUENCE_SPAN if n.options["sequenced"] else inner
+                if inner <= TIME_MAX and k <= (TIME_MAX if limit is None else limit):  # past the limit: dropped
                     self._push(c, Product(t.outer, inner), recs, routed, sinks)
             elif kind in FRONTIER:
                 for t2, out in self._fused_op(n).run(port, t, recs).items():

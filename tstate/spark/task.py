@@ -478,7 +478,7 @@ def write_bins(
     for b, bin_ in loaded.items():
         refs = binstore.chain(m, pn.name, b)
         version = refs[-1].path if refs else ""
-        if bin_.full or bin_.dirty or bin_.removed:
+        if bin_.changed():
             if bin_.is_empty():
                 if refs:  # the bin had state: the checkpoint drops its chain
                     rows.append((FILE, 0, node, b, 0, msgpack.packb([None, 0, None, "drop", None])))

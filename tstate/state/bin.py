@@ -6,7 +6,11 @@ hash (see :mod:`tstate.keys`).  A bin holds
 - ``states``: key → state value;
 - ``timers``: time → keys with a timer at that time (insertion-ordered, deterministic);
 - ``dirty``: keys changed since the last checkpoint (insertion-ordered), ``removed``:
-  keys cleared since then, ``full``: the next checkpoint must write the whole bin;
+  keys cleared since then that the last checkpoint may hold (its next delta deletes
+  them), ``added``: keys created since then (clearing one of those needs no
+  tombstone: no checkpoint holds it), ``timers_changed``: a timer was set or fired
+  since then (a delta carries the whole timer set), ``full``: the next checkpoint must
+  write the whole bin (all these are kept only while checkpointing);
 - ``frozen``: while a checkpoint that captured this bin has not read it yet, the keys
   whose state at the checkpoint's time it still needs (``None`` otherwise): the
   copy-on-write set of :mod:`tstate.checkpoint.freeze`;
@@ -26,14 +30,16 @@ __all__ = ["Bin"]
 class Bin:
     """The state of one bin (see the module docstring)."""
 
-    __slots__ = ("index", "states", "timers", "dirty", "removed", "full", "frozen")
+    __slots__ = ("index", "states", "timers", "dirty", "removed", "added", "timers_changed", "full", "frozen")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.states: dict[Any, Any] = {}
         self.timers: dict[Any, dict[Any, None]] = {}
         self.dirty: dict[Any, None] = {}
-        self.removed: dict[Any, None] = {}  # keys cleared since the last checkpoint
+        self.removed: dict[Any, None] = {}  # keys cleared since the last checkpoint (tombstones)
+        self.added: dict[Any, None] = {}  # keys created since the last checkpoint
+        self.timers_changed = False  # a timer set or fired since the last checkpoint
         self.full = False  # the next checkpoint writes the whole bin (e.g. it just moved here)
         self.frozen: dict[Any, None] | None = None  # keys an in-flight checkpoint still reads
 
@@ -76,11 +82,26 @@ class Bin:
     def timer_times(self) -> list[Any]:
         return sorted(self.timers)
 
-    def clear_key(self, key: Any) -> None:
-        """Drop a key's state (its timers stay: they fire with a fresh state)."""
+    def clear_key(self, key: Any, track: bool = True) -> None:
+        """Drop a key's state (its timers stay: they fire with a fresh state).  With
+        ``track`` (checkpointing), the next delta deletes it -- unless it was created
+        since the last checkpoint, which then never held it: no tombstone."""
         if self.states.pop(key, _MISSING) is not _MISSING:
-            self.removed[key] = None
             self.dirty.pop(key, None)
+            if self.added.pop(key, _MISSING) is _MISSING and track:
+                self.removed[key] = None
+
+    def changed(self) -> bool:
+        """Whether the next checkpoint must write something for this bin."""
+        return bool(self.full or self.dirty or self.removed or self.timers_changed)
+
+    def reset_changes(self) -> None:
+        """A checkpoint captured the bin: nothing changed since."""
+        self.dirty = {}
+        self.removed = {}
+        self.added = {}
+        self.timers_changed = False
+        self.full = False
 
     def __repr__(self) -> str:
         return f"Bin({self.index}, keys={len(self.states)}, timers={sum(len(k) for k in self.timers.values())})"

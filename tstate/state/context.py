@@ -35,13 +35,18 @@ class Context:
     - ``ctx.emit(x)``: output ``x`` at ``ctx.time``;
     - ``ctx.notify_at(t)``: a timer for this key at ``t >= ctx.time``; it fires (calling
       the ``on_notify`` handler with this key's state) once the input frontier passed
-      ``t``, i.e. after every record at ``t``; timers fire in time order, once per
-      (key, time), and survive checkpoints and migration;
+      ``t``, i.e. after every record at ``t`` and before any later one -- a tumbling
+      window ``[start, start + width)`` sets it at ``start + width - 1`` (see
+      :meth:`notify_at`); timers fire in time order, once per (key, time), and survive
+      checkpoints and migration.  Inside ``on_notify`` the timer must be *later* than
+      the one firing (``t > ctx.time``): re-arming a timer at its own time is refused
+      with a :class:`~tstate.errors.ProgressError` (it would fire again and again at
+      one time; set it at a later time);
     - ``ctx.clear()``: drop this key's state (a value returned by the call is discarded;
       timers stay);
     - ``ctx.worker`` / ``ctx.workers``."""
 
-    __slots__ = ("_op", "time", "key", "_out", "_cleared")
+    __slots__ = ("_op", "time", "key", "_out", "_cleared", "_firing")
 
     def __init__(self, op: "StatefulRuntime") -> None:
         self._op = op
@@ -49,16 +54,53 @@ class Context:
         self.key: Any = None
         self._out: list[Any] = []
         self._cleared = False
+        self._firing = False  # inside on_notify: the timer at ``time`` is firing
 
     def emit(self, record: Any) -> None:
         """Send ``record`` downstream at ``ctx.time``."""
         self._out.append(record)
 
     def notify_at(self, time: Any) -> None:
-        """Set a timer for the current key at ``time`` (``>= ctx.time``)."""
+        """Set a timer for the current key at ``time`` (``>= ctx.time``; inside
+        ``on_notify``, ``> ctx.time``: a timer fires once per key and time).
+
+        **When it fires.**  Once the input frontier has passed ``time``: *after every
+        record at* ``time`` has been applied to the key, and before any record at a
+        later time is.  So for a tumbling window ``[start, start + width)`` of epochs,
+        put the timer at the window's **last** epoch, ``start + width - 1``: it fires
+        after the window's last records and before the next window's first.  (A timer
+        at ``start + width`` would fire only after the records at ``start + width`` --
+        the next window's first -- were applied.)  The handler runs at that time, so
+        what it emits is at ``start + width - 1``.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("windows")
+        >>> events = flow.input("events")
+        >>> WIDTH = 3                                  # windows [0, 3), [3, 6), ...
+        >>> @flow.stateful(events, key=lambda e: e, state=int)
+        ... def count(n: int, e: str, ctx: ts.Context) -> int:
+        ...     start = ctx.time - ctx.time % WIDTH
+        ...     ctx.notify_at(start + WIDTH - 1)       # the window's last epoch
+        ...     return n + 1
+        >>> @count.on_notify
+        ... def close(n: int, time: int, ctx: ts.Context) -> int:
+        ...     ctx.emit((ctx.key, time - WIDTH + 1, n))   # (key, window start, count)
+        ...     return 0                               # the next window starts from 0
+        >>> out = count.collect()
+        >>> for t in range(5):
+        ...     events.advance_to(t); events.send(["x"] * (t + 1))
+        >>> events.close(); flow.run()
+        >>> out.by_time()                               # 1+2+3 in [0, 3), 4+5 in [3, 6)
+        {2: [('x', 0, 6)], 5: [('x', 3, 9)]}
+        """
         if not less_equal(self.time, time):
             raise ProgressError(
                 f"operator {self._op.name!r}: timer at {time!r} for key {self.key!r} is before the current time {self.time!r}"
+            )
+        if self._firing and time == self.time:
+            raise ProgressError(
+                f"operator {self._op.name!r}: on_notify for key {self.key!r} at time {time!r} set a timer at that same "
+                "time; a timer fires once per key and time, so it would fire again and again: set it at a later time"
             )
         self._op._add_timer(self.key, time)
 

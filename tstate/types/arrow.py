@@ -7,14 +7,14 @@
   ... (flat, so they can be filtered and joined directly).  With ``key_type`` given,
   the key columns are typed from it; otherwise their types are inferred from the keys
   (``key`` is of type null when there are no rows).  ``key_name`` renames the prefix.
-* **The value**: a struct state's fields become top-level columns; any other state type
-  is one column named ``value``.
+* **The value**: a struct state's fields (or a ``TypedDict`` record's keys) become
+  top-level columns; any other state type is one column named ``value``.
 
 Types: ``int`` int64, ``float`` float64, ``str`` string, ``bytes`` binary, ``bool``,
 ``None`` null, ``datetime`` timestamp[us] (aware ones converted to UTC), ``date``
 date32, enums by value (int64 or string), nested structs as Arrow structs, ``list`` /
 ``tuple[T, ...]`` / ``set`` / ``frozenset`` / ``Array`` as lists, ``dict`` / ``Map`` as
-maps, a fixed tuple as a struct with fields ``_1``, ``_2``, ... (as Spark names tuple
+maps, a ``TypedDict`` record as a struct (a key it may lack nullable), a fixed tuple as a struct with fields ``_1``, ``_2``, ... (as Spark names tuple
 fields), a union of scalars as the string of the value.  Only ``Optional`` types (and
 ``None``) are nullable.  Values are checked against the declaration first, so the
 table always agrees with its schema.  Reading state for a query never marks tracked
@@ -34,8 +34,10 @@ containers changed.  pyarrow is imported on first use.
 
 from __future__ import annotations
 
+import datetime as _dt
 import enum
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+import typing
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from tstate.errors import StateTypeError
 from tstate.types.check import Mismatch, compile_checker
@@ -44,7 +46,7 @@ from tstate.types.schema import Kind, Schema, analyse, root_label
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["arrow_type", "arrow_schema", "to_arrow"]
+__all__ = ["arrow_type", "arrow_schema", "python_type", "record_type", "to_arrow"]
 
 Convert = Callable[[Any], Any]
 
@@ -82,13 +84,18 @@ def arrow_type(schema: Schema | Any) -> pa.DataType:
         return pa.map_(arrow_type(s.args[0]), _field("value", s.args[1]))
     if k is Kind.FIXED_TUPLE:
         return pa.struct([_field(f"_{i + 1}", a) for i, a in enumerate(s.args)])
-    if k is Kind.STRUCT:
+    if k is Kind.STRUCT or k is Kind.RECORD:
         return pa.struct([_field(f.name, f.schema) for f in s.fields])
     raise AssertionError(f"no Arrow type for {k}")  # pragma: no cover
 
 
 def _nullable(s: Schema) -> bool:
     return s.kind is Kind.OPTIONAL or s.kind is Kind.NONE
+
+
+def _nullable_field(parent: Schema, f: Any) -> bool:
+    """A field's column is nullable when its type is, or when a record may lack the key."""
+    return _nullable(f.schema) or (parent.kind is Kind.RECORD and f.has_default)
 
 
 def _field(name: str, s: Schema) -> pa.Field:
@@ -100,6 +107,10 @@ def _field(name: str, s: Schema) -> pa.Field:
 def _value_fields(s: Schema) -> list[pa.Field]:
     if s.kind is Kind.STRUCT:
         return [_field(f.name, f.schema) for f in s.fields]
+    if s.kind is Kind.RECORD:
+        import pyarrow as pa
+
+        return [pa.field(f.name, arrow_type(f.schema), nullable=_nullable_field(s, f)) for f in s.fields]
     return [_field("value", s)]
 
 
@@ -168,6 +179,9 @@ def _converter(s: Schema) -> Convert:
     if k is Kind.STRUCT:
         fields = [(f.name, _converter(f.schema)) for f in s.fields]
         return lambda v: {name: fn(getattr(v, name)) for name, fn in fields}
+    if k is Kind.RECORD:
+        rfields = [(f.name, _converter(f.schema)) for f in s.fields]
+        return lambda v: {name: None if (x := v.get(name)) is None else fn(x) for name, fn in rfields}
     raise AssertionError(f"no converter for {k}")  # pragma: no cover
 
 
@@ -216,6 +230,10 @@ def to_arrow(
         convs = [_converter(f.schema) for f in s.fields]
         names = [f.name for f in s.fields]
         value_cols = [[fn(getattr(v, name)) for _, v in rows] for name, fn in zip(names, convs)]
+    elif s.kind is Kind.RECORD:
+        convs = [_converter(f.schema) for f in s.fields]
+        names = [f.name for f in s.fields]
+        value_cols = [[None if (x := v.get(name)) is None else fn(x) for _, v in rows] for name, fn in zip(names, convs)]
     else:
         conv = _converter(s)
         value_cols = [[conv(v) for _, v in rows]]
@@ -248,3 +266,61 @@ def _infer_keys(keys: list[Any], key_name: str) -> tuple[list[pa.Field], list[pa
         arrays = [_array([_infer_key(k) for k in keys], None, key_name)]
     fields = [pa.field(n, a.type, nullable=a.null_count > 0 or a.type == pa.null()) for n, a in zip(names, arrays)]
     return fields, arrays
+
+
+# ---------------------------------------------------------------------- Arrow -> Python
+
+
+def python_type(tp: pa.DataType, *, timestamps: str = "datetime") -> Any:
+    """The Python type of the values ``to_pylist()`` gives for Arrow type ``tp`` (a
+    state type), or ``None`` when there is none: ``int64`` ``int``, ``double``
+    ``float``, ``string`` ``str``, ``timestamp`` ``datetime`` (``int`` with
+    ``timestamps="int"``), ``date32`` ``date``, ``list<T>`` ``list[T]``, a struct a
+    ``TypedDict``, dictionary-encoded as its values (decimals, durations, ...: None)."""
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_dictionary(tp):
+        return python_type(tp.value_type, timestamps=timestamps)
+    if t.is_boolean(tp):
+        return bool
+    if t.is_integer(tp):
+        return int
+    if t.is_floating(tp):
+        return float
+    if t.is_string(tp) or t.is_large_string(tp):
+        return str
+    if t.is_binary(tp) or t.is_large_binary(tp) or t.is_fixed_size_binary(tp):
+        return bytes
+    if t.is_timestamp(tp):
+        return int if timestamps == "int" else _dt.datetime
+    if t.is_date(tp):
+        return _dt.date
+    if t.is_null(tp):
+        return type(None)
+    if t.is_list(tp) or t.is_large_list(tp):
+        item = python_type(tp.value_type, timestamps=timestamps)
+        if item is None:
+            return None
+        inner = Optional[item] if tp.value_field.nullable and item is not type(None) else item
+        return list[inner]  # type: ignore[valid-type]
+    if t.is_struct(tp):
+        fields = [tp.field(i) for i in range(tp.num_fields)]
+        return record_type(pa.schema(fields), "Struct", timestamps=timestamps)
+    return None
+
+
+def record_type(schema: pa.Schema, name: str = "Row", *, timestamps: str = "datetime") -> Any:
+    """A ``TypedDict`` of the rows ``to_pylist()`` gives for an Arrow ``schema``: one key
+    per column, ``Optional`` when the column is nullable; ``None`` when a column has
+    no Python state type (see :func:`python_type`).  The class is named ``name`` in
+    module ``tstate.types.arrow``, so equal schemas give equal state fingerprints."""
+    fields: dict[str, Any] = {}
+    for f in schema:
+        py = python_type(f.type, timestamps=timestamps)
+        if py is None:
+            return None
+        fields[f.name] = Optional[py] if f.nullable and py is not type(None) else py
+    td = typing.TypedDict(name, fields)  # type: ignore[misc]
+    td.__module__ = __name__
+    return td

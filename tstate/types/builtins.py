@@ -52,6 +52,10 @@ def _is_mapping(tp: Any) -> bool:
     return typing.get_origin(tp) in (dict, Map)
 
 
+def _is_record(tp: Any) -> bool:
+    return typing.is_typeddict(tp)
+
+
 def _is_array(tp: Any) -> bool:
     return typing.get_origin(tp) is Array
 
@@ -146,6 +150,23 @@ def _make_converter(pairs: bool) -> cattrs.Converter:
         as_list = c.get_structure_hook(list[item_tp])  # type: ignore[valid-type]
         return lambda obj, _: Array._clean(as_list(obj, list[item_tp]))  # type: ignore[valid-type]
 
+    def unstructure_record(tp: Any) -> Callable[[Any], Any]:
+        hooks = {k: c.get_unstructure_hook(h) for k, h in typing.get_type_hints(tp).items()}
+        if all(h is identity for h in hooks.values()):
+            return dict
+        return lambda d: {k: hooks[k](v) for k, v in d.items()}
+
+    def structure_record(tp: Any) -> Callable[[Any, Any], Any]:
+        hints = typing.get_type_hints(tp)
+        hooks = {k: (c.get_structure_hook(h), h) for k, h in hints.items()}
+
+        def structure(obj: Any, _: Any) -> Any:
+            return {k: hooks[k][0](v, hooks[k][1]) for k, v in obj.items()}
+
+        return structure
+
+    c.register_unstructure_hook_factory(_is_record, unstructure_record)
+    c.register_structure_hook_factory(_is_record, structure_record)
     c.register_unstructure_hook_factory(_is_union, unstructure_union)
     c.register_structure_hook_factory(_is_union, structure_union)
     c.register_unstructure_hook_factory(_is_mapping, unstructure_mapping)
@@ -196,4 +217,6 @@ def plain_for_decode(schema: Schema) -> bool:
         return schema.args[0].kind is Kind.STR and plain_for_decode(schema.args[1])
     if k is Kind.UNION:
         return all(a.kind is not Kind.FLOAT for a in schema.args)
+    if k is Kind.RECORD:
+        return all(plain_for_decode(f.schema) for f in schema.fields)
     return False

@@ -188,6 +188,8 @@ def _compile(schema: Schema, ranges: bool) -> Checker:
         return _mapping(schema, ranges)
     if k is Kind.STRUCT:
         return _struct(schema, ranges)
+    if k is Kind.RECORD:
+        return _record(schema, ranges)
     raise AssertionError(f"no checker for {k}")  # pragma: no cover
 
 
@@ -331,6 +333,39 @@ def _struct(schema: Schema, ranges: bool) -> Checker:
     exec(compile("\n".join(lines), f"<tstate check {schema.name}>", "exec"), ns)
     fn: Checker = ns["check_struct"]
     return fn
+
+
+def _record(schema: Schema, ranges: bool) -> Checker:
+    """A TypedDict: a ``dict`` with the required keys, no unknown key, each value of its
+    key's type (segment ``{'key'}``)."""
+    fields = [(f.name, exact_types(f.schema, ranges), compile_checker(f.schema, ranges)) for f in schema.fields]
+    required = frozenset(f.name for f in schema.fields if not f.has_default)
+    known = frozenset(f.name for f in schema.fields)
+    expected = schema.name
+
+    def check_record(v: Any) -> None:
+        if type(v) is not dict:
+            raise Mismatch(expected, v)
+        keys = v.keys()
+        if not (required <= keys and keys <= known):
+            missing = sorted(required - v.keys())
+            if missing:
+                raise Mismatch(f"{expected} with key {missing[0]!r}", v)
+            extra = sorted((k for k in v if k not in known), key=repr)
+            if extra:
+                raise Mismatch(f"{expected} without key {extra[0]!r} (its keys: {', '.join(sorted(known))})", v)
+        for name, exact, fn in fields:
+            if name not in v:
+                continue
+            x = v[name]
+            if type(x) in exact:
+                continue
+            try:
+                fn(x)
+            except Mismatch as m:
+                raise m.at(f"{{{name!r}}}") from None
+
+    return check_record
 
 
 # ---------------------------------------------------------------------- many values at once

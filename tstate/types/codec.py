@@ -95,11 +95,19 @@ def _cleaner(schema: Schema) -> Callable[[Any], None] | None:
     """A function marking every tracked container inside a value clean, or ``None``
     when the type holds no tracked container."""
     k = schema.kind
-    if k is Kind.STRUCT:
+    if k is Kind.STRUCT or k is Kind.RECORD:
         parts = [(f.name, _cleaner(f.schema)) for f in schema.fields]
         fields = [(name, fn) for name, fn in parts if fn is not None]
         if not fields:
             return None
+        if k is Kind.RECORD:
+
+            def clean_record(v: Any) -> None:
+                for name, fn in fields:
+                    if name in v:
+                        fn(v[name])
+
+            return clean_record
 
         def clean_struct(v: Any) -> None:
             for name, fn in fields:

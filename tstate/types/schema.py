@@ -7,7 +7,9 @@ when the dataflow is built, with :class:`~tstate.errors.StateTypeError` naming t
 ``Array`` element, ``{}`` for a dict / ``Map`` value and ``{key}`` for its key, ``[0]``
 for the first item of a fixed tuple.  The root is the struct's name, or ``state``.
 
-Supported: attrs classes (structs, also generic ones: ``Box[int]``), ``list[T]``,
+Supported: attrs classes (structs, also generic ones: ``Box[int]``), ``TypedDict``
+classes (records: plain ``dict`` values with known keys, e.g. rows of a table;
+``NotRequired`` keys may be absent), ``list[T]``,
 ``tuple[T, ...]``, ``tuple[A, B]``, ``dict[K, V]``, ``set[T]``, ``frozenset[T]``,
 ``int``, ``float``, ``str``, ``bytes``, ``bool``, ``None``, ``Optional[T]`` / ``T | None``,
 unions of distinct scalars (``int | str``), ``datetime.datetime``, ``datetime.date``,
@@ -35,7 +37,7 @@ Route
 >>> analyse(list[object])
 Traceback (most recent call last):
 ...
-tstate.errors.StateTypeError: state[]: type object is not encodable (a state type is built from attrs classes, list, tuple, dict, set, frozenset, int, float, str, bytes, bool, None, Optional, datetime, date, Enum, Map and Array)
+tstate.errors.StateTypeError: state[]: type object is not encodable (a state type is built from attrs classes, list, tuple, dict, set, frozenset, int, float, str, bytes, bool, None, Optional, datetime, date, Enum, Map, Array and TypedDict)
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ __all__ = ["Kind", "Schema", "FieldSchema", "analyse", "describe", "root_label"]
 
 _SUPPORTED = (
     "a state type is built from attrs classes, list, tuple, dict, set, frozenset, int, "
-    "float, str, bytes, bool, None, Optional, datetime, date, Enum, Map and Array"
+    "float, str, bytes, bool, None, Optional, datetime, date, Enum, Map, Array and TypedDict"
 )
 
 
@@ -82,6 +84,7 @@ class Kind(enum.Enum):
     OPTIONAL = "optional"
     UNION = "union"  # of distinct scalars
     STRUCT = "struct"
+    RECORD = "record"  # a TypedDict: a dict with known keys
     MAP = "map"  # tracked Map[K, V]
     ARRAY = "array"  # tracked Array[T]
 
@@ -165,9 +168,9 @@ class Schema:
             return k.value
         if k is Kind.ENUM:
             return f"enum {self.ref}(" + ",".join(f"{n}={v!r}" for n, v in self.members) + ")"
-        if k is Kind.STRUCT:
-            body = ";".join(f"{f.name}:{f.schema.canonical}" for f in self.fields)
-            return f"struct {self.ref}{{{body}}}"
+        if k is Kind.STRUCT or k is Kind.RECORD:
+            body = ";".join(f"{f.name}:{f.schema.canonical}{'?' if k is Kind.RECORD and f.has_default else ''}" for f in self.fields)
+            return f"{k.value} {self.ref}{{{body}}}"
         if k is Kind.TUPLE:
             return f"tuple[{a[0]},...]"
         if k is Kind.FIXED_TUPLE:
@@ -224,10 +227,11 @@ class Schema:
         lines = [self.name]
 
         def visit(node: Schema, path: str) -> None:
-            if node.kind is Kind.STRUCT:
+            if node.kind is Kind.STRUCT or node.kind is Kind.RECORD:
                 for f in node.fields:
                     p = f"{path}.{f.name}" if path else f.name
-                    lines.append(f"  {p}: {f.schema.name}{' = ...' if f.has_default else ''}")
+                    mark = (" (may be absent)" if node.kind is Kind.RECORD else " = ...") if f.has_default else ""
+                    lines.append(f"  {p}: {f.schema.name}{mark}")
                     visit(f.schema, p)
             else:
                 for seg, child in zip(node._segments(), node.args):
@@ -314,10 +318,16 @@ class Schema:
 
 
 def root_label(schema: Schema) -> str:
-    """How field paths of ``schema`` start: the struct's name, or ``state``."""
-    if schema.kind is Kind.STRUCT:
+    """How field paths of ``schema`` start: the struct's (or record's) name, or ``state``."""
+    if schema.kind is Kind.STRUCT or schema.kind is Kind.RECORD:
         return schema.name
     return "state"
+
+
+def field_segment(schema: Schema, name: str) -> str:
+    """The path segment of field ``name``: ``.name`` in a struct, ``{'name'}`` in a
+    record (a dict)."""
+    return f"{{{name!r}}}" if schema.kind is Kind.RECORD else f".{name}"
 
 
 def describe(tp: Any) -> str:
@@ -333,19 +343,20 @@ def _diff(a: Schema, b: Schema, path: str) -> str | None:
         return None
     if a.kind is not b.kind or a.ref != b.ref or a.members != b.members or len(a.args) != len(b.args):
         return path
-    if a.kind is Kind.STRUCT:
+    if a.kind is Kind.STRUCT or a.kind is Kind.RECORD:
         b_fields = {f.name: f for f in b.fields}
         for f in a.fields:
             g = b_fields.get(f.name)
-            if g is None:
-                return f"{path}.{f.name}"
-            sub = _diff(f.schema, g.schema, f"{path}.{f.name}")
+            seg = path + field_segment(a, f.name)
+            if g is None or g.has_default != f.has_default:
+                return seg
+            sub = _diff(f.schema, g.schema, seg)
             if sub is not None:
                 return sub
         a_names = {f.name for f in a.fields}
         for g in b.fields:
             if g.name not in a_names:
-                return f"{path}.{g.name}"
+                return path + field_segment(a, g.name)
         return path  # same fields in another order
     for seg, x, y in zip(a._segments(), a.args, b.args):
         sub = _diff(x, y, path + seg)
@@ -372,19 +383,25 @@ def _compatible(new: Schema, old: Schema, path: str) -> str | None:
         if missing:
             return f"{path}: enum value {missing[0]!r} of {old.name} no longer exists in {new.name}"
         return None
-    if new.kind is Kind.STRUCT:
+    if new.kind is Kind.STRUCT or new.kind is Kind.RECORD:
         new_fields = {f.name: f for f in new.fields}
         old_names = {f.name for f in old.fields}
         for f in old.fields:
             g = new_fields.get(f.name)
+            seg = path + field_segment(new, f.name)
             if g is None:
-                return f"{path}.{f.name}: field removed (state written with it cannot be read without it)"
-            sub = _compatible(g.schema, f.schema, f"{path}.{f.name}")
+                if new.kind is Kind.RECORD:  # a dict with an unknown key fails the check
+                    return f"{seg}: key removed (state written with it cannot be read without it)"
+                return f"{seg}: field removed (state written with it cannot be read without it)"
+            if new.kind is Kind.RECORD and f.has_default and not g.has_default:
+                return f"{seg}: key became required (state written before may lack it)"
+            sub = _compatible(g.schema, f.schema, seg)
             if sub is not None:
                 return sub
         for g in new.fields:
             if g.name not in old_names and not g.has_default:
-                return f"{path}.{g.name}: field added without a default (state written before has no value for it)"
+                what = "key added as required" if new.kind is Kind.RECORD else "field added without a default"
+                return f"{path}{field_segment(new, g.name)}: {what} (state written before has no value for it)"
         return None
     if new.kind is Kind.UNION:
         new_members = {a.fingerprint for a in new.args}
@@ -417,13 +434,18 @@ def analyse(tp: Any) -> Schema:
     >>> analyse(dict[str, typing.Any])
     Traceback (most recent call last):
     ...
-    tstate.errors.StateTypeError: state{}: type Any is not encodable (a state type is built from attrs classes, list, tuple, dict, set, frozenset, int, float, str, bytes, bool, None, Optional, datetime, date, Enum, Map and Array)
+    tstate.errors.StateTypeError: state{}: type Any is not encodable (a state type is built from attrs classes, list, tuple, dict, set, frozenset, int, float, str, bytes, bool, None, Optional, datetime, date, Enum, Map, Array and TypedDict)
     """
     try:
         return _CACHE[tp]
     except (KeyError, TypeError):
         pass
-    label = _struct_name(tp) if _struct_origin(tp) is not None else "state"
+    if _struct_origin(tp) is not None:
+        label = _struct_name(tp)
+    elif typing.is_typeddict(tp):
+        label = str(tp.__qualname__)
+    else:
+        label = "state"
     schema = _Analyser().node(tp, label, {})
     try:
         _CACHE[tp] = schema
@@ -465,6 +487,32 @@ def _reject(path: str, tp: Any, why: str | None = None) -> StateTypeError:
     return StateTypeError(f"{path}: type {_type_name(tp)} is not encodable ({why or _SUPPORTED})")
 
 
+def _record(self: "_Analyser", tp: Any, path: str, tvars: dict[Any, Any]) -> Schema:
+    if tp in self.stack:
+        raise StateTypeError(f"{path}: type {tp.__qualname__} is recursive; recursive state types are not supported")
+    try:
+        hints = typing.get_type_hints(tp, include_extras=True)
+    except Exception as exc:  # NameError for a forward reference, ...
+        raise StateTypeError(f"{path}: cannot resolve the annotations of {tp.__qualname__}: {exc}") from None
+    # NotRequired[...] / Required[...] read from the hints too: with string annotations
+    # (from __future__ import annotations) __required_keys__ cannot see them
+    required = set(getattr(tp, "__required_keys__", frozenset(hints)))
+    for name, hint in list(hints.items()):
+        while typing.get_origin(hint) in (typing.NotRequired, typing.Required):
+            (required.discard if typing.get_origin(hint) is typing.NotRequired else required.add)(name)
+            hint = typing.get_args(hint)[0]
+        hints[name] = hint
+    self.stack.append(tp)
+    try:
+        fields = tuple(
+            FieldSchema(name, self.node(hint, f"{path}{{{name!r}}}", tvars), name not in required, name)
+            for name, hint in hints.items()
+        )
+    finally:
+        self.stack.pop()
+    return Schema(Kind.RECORD, str(tp.__qualname__), fields=fields, ref=_ref(tp), py_type=dict, tp=tp)
+
+
 class _Analyser:
     """One analysis: keeps the structs on the current path to reject recursive types."""
 
@@ -501,6 +549,8 @@ class _Analyser:
             return self.enum(tp, path)
         if _struct_origin(tp) is not None:
             return self.struct(tp, path, tvars)
+        if typing.is_typeddict(tp):
+            return self.record(tp, path, tvars)
         if origin is typing.Union or origin is types.UnionType:
             return self.union(tp, args, path, tvars)
         if origin is list or origin is Array:
@@ -566,6 +616,8 @@ class _Analyser:
         members.sort(key=lambda m: m.canonical)
         name = " | ".join(m.name for m in members)
         return Schema(Kind.UNION, name, tuple(members), py_type=None, tp=tp)
+
+    record = _record
 
     def struct(self, tp: Any, path: str, tvars: dict[Any, Any]) -> Schema:
         cls = _struct_origin(tp)

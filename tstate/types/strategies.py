@@ -84,4 +84,9 @@ def _strategy(s: Schema, n: int) -> SearchStrategy[Any]:
         return st.dictionaries(subs[0], subs[1], max_size=n).map(Map)
     if k is Kind.STRUCT:
         return st.builds(s.py_type, **{f.alias: _strategy(f.schema, n) for f in s.fields})
+    if k is Kind.RECORD:
+        return st.fixed_dictionaries(
+            {f.name: _strategy(f.schema, n) for f in s.fields if not f.has_default},
+            optional={f.name: _strategy(f.schema, n) for f in s.fields if f.has_default},
+        )
     raise AssertionError(f"no strategy for {k}")  # pragma: no cover

@@ -156,6 +156,8 @@ def encodes_natively(schema: Schema) -> bool:
         if any(f.name.startswith("_") for f in schema.fields):
             return False
         return all(encodes_natively(f.schema) for f in schema.fields)
+    if k is Kind.RECORD:  # a TypedDict: a dict, its values encoded as they are
+        return all(encodes_natively(f.schema) for f in schema.fields)
     if k in (Kind.DICT, Kind.MAP) and has_struct(schema.args[0]):
         return False
     return all(encodes_natively(a) for a in schema.args)
@@ -170,7 +172,7 @@ def decodes_natively(schema: Schema) -> bool:
         return not {Kind.STR, Kind.BYTES} <= kinds
     if k in _SCALARS or k is Kind.DATETIME:
         return True
-    if k is Kind.STRUCT:
+    if k is Kind.STRUCT or k is Kind.RECORD:  # msgspec decodes TypedDicts typed too
         return all(decodes_natively(f.schema) for f in schema.fields)
     if k in (Kind.DICT, Kind.MAP) and has_struct(schema.args[0]):
         return False  # pairs

@@ -6,6 +6,8 @@ bad input fails cleanly with the documented exit codes.  (``--backend spark``:
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from pathlib import Path
 
@@ -20,13 +22,15 @@ from apps.cep.source import flight_source
 
 
 def summary(out: str) -> dict[str, tuple[int, int, int, int]]:
-    """pattern -> (matches, timeouts, late events, events) from the summary table."""
+    """pattern -> (matches, timeouts, late events, events) from the summary table and
+    the line below it (both patterns are matched in one pass: one event count)."""
     rows = {}
     for line in out.splitlines():
-        m = re.match(r"\| (delay_cascade|recovery)\s*\|\s*([\d,]+) \|\s*([\d,]+) \|\s*([\d,]+) \|\s*([\d,]+) \|", line)
+        m = re.match(r"\| (delay_cascade|recovery)\s*\|\s*([\d,]+) \|\s*([\d,]+) \|\s*([\d,]+) \|$", line)
         if m:
             rows[m.group(1)] = tuple(int(g.replace(",", "")) for g in m.groups()[1:])
-    return rows
+    (events,) = re.findall(r"^both patterns in one pass: ([\d,]+) events in [\d.]+ s \([\d,]+ events/s\)$", out, re.M)
+    return {k: (*v, int(events.replace(",", ""))) for k, v in rows.items()}
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -111,6 +115,19 @@ def test_resume_from_a_checkpoint(tmp_path, capsys) -> None:
     assert summary(out)["recovery"][3] < 9000  # only the rest of the input was read
 
 
+def test_checkpoints_list_the_hours_they_stand_for(tmp_path, capsys) -> None:
+    """The flight source records its epoch unit in the checkpoints: ``python -m tstate
+    checkpoints`` shows ``2001-01-01 08:00`` for epoch 271760 (was the raw epoch only)."""
+    from tstate.__main__ import main as cli
+
+    ck = tmp_path / "ck"
+    assert main(["--limit", "6000", "--checkpoint", str(ck), "--every", "4", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli(["checkpoints", str(ck), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert rows and all(r["time"] == f"2001-01-01 {int(r['epoch']) - 271752:02d}:00" for r in rows)
+
+
 def write_table(path: Path, columns: dict) -> Path:
     table = pa.table(columns)
     if path.suffix == ".csv":
@@ -146,6 +163,14 @@ BAD_INPUTS = [
         {"date": pa.array([0, None, 2], pa.timestamp("s")), "delay": [1, 2, 3], "origin": ["A", "A", "B"]},
         r"nodate\.parquet: row 1: column 'date' is null",
     ),
+    *(  # a header-only CSV (was "column 'date' has type null") or an empty parquet file
+        (
+            f"empty.{ext}",
+            {"date": pa.array([], pa.timestamp("s")), "delay": pa.array([], pa.int64()), "origin": pa.array([], pa.string())},
+            rf"empty\.{ext}: no rows \(columns: date, delay, origin\)",
+        )
+        for ext in ("csv", "parquet")
+    ),
 ]
 
 
@@ -172,6 +197,42 @@ def test_usage_errors_exit_2(capsys) -> None:
         main(["--workers", "0"])
     assert exc.value.code == 2
     assert "--workers must be >= 1" in capsys.readouterr().err
+    for bad in ("90s", "soon"):  # a bad option value is a usage error too (was exit 1)
+        with pytest.raises(SystemExit) as exc:
+            main(["--epoch", bad])
+        assert exc.value.code == 2
+        assert f"--epoch: epoch '{bad}'" in capsys.readouterr().err
+
+
+def test_help_says_what_workers_are_for_and_the_exit_codes(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "logical tstate workers, all in this one process" in text
+    assert "same results on any count" in text and "for parallel speed use --backend spark" in text
+    assert "exit status: 0 success; 1 bad input data or a runtime error" in text and "2 a usage error" in text
+
+
+def test_the_summary_times_one_pass_not_each_pattern(capsys) -> None:
+    """Both patterns run in one dataflow over one pass of the input: the summary gives
+    one time and rate for the run, not the same figures repeated per pattern."""
+    code, out, _ = run(capsys, "--limit", "3000", "--no-progress")
+    assert code == 0
+    header = next(line for line in out.splitlines() if line.startswith("| pattern"))
+    assert [c.strip() for c in header.strip("|").split("|")] == ["pattern", "matches", "timeouts", "late events"]
+    assert len(re.findall(r"events/s", out)) == 1
+    assert summary(out)["recovery"][3] == 3000
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_file_without_rows_says_no_rows(tmp_path, capsys, suffix) -> None:
+    path = tmp_path / f"empty{suffix}"
+    table = pq.read_table(DEFAULT_INPUT).slice(0, 0)
+    pcsv.write_csv(table, path) if suffix == ".csv" else pq.write_table(table, path)
+    code, out, err = run(capsys, "--input", str(path), "--no-progress")
+    assert code == 1  # was "column 'date' has type null" for the CSV
+    assert err == f"error: {path}: no rows (columns: date, delay, distance, origin, destination)\n"
 
 
 def test_ensure_sample_writes_the_first_two_days(tmp_path) -> None:
@@ -185,13 +246,31 @@ def test_ensure_sample_writes_the_first_two_days(tmp_path) -> None:
     assert ensure_sample(out, source=tmp_path / "absent.parquet") == out  # present: kept
 
 
-def output_files(directory: Path) -> dict[str, list[str]]:
-    """Every committed output file (relative path -> its lines, sorted: workers may
-    interleave the records of an epoch); half-written ``.tmp`` files are ignored."""
-    out = {}
-    for f in sorted(directory.rglob("*.jsonl")):
-        out[str(f.relative_to(directory))] = sorted(f.read_text().splitlines())
-    return out
+def output_files(directory: Path) -> dict[str, bytes]:
+    """Every committed output file (relative path -> its bytes: ``ts.io.files`` sorts
+    an epoch's lines, so they do not depend on workers or resumes); half-written
+    ``.tmp`` files are ignored."""
+    return {str(f.relative_to(directory)): f.read_bytes() for f in sorted(directory.rglob("*.jsonl"))}
+
+
+def test_rerun_from_a_finished_checkpoint_rewrites_byte_identical_files(tmp_path, capsys) -> None:
+    """Re-running ``--checkpoint ck --output out`` after it finished resumes from its
+    last checkpoint and rewrites the epochs after it (timeouts fired from restored
+    state, in another order than the first run's): the files stay byte-identical, and
+    equal those of a run on 3 workers."""
+    args = ["--limit", "20000", "--every", "4", "--no-progress", "--output", str(tmp_path / "out")]
+    assert main([*args, "--checkpoint", str(tmp_path / "ck")]) == 0
+    first = output_files(tmp_path / "out")
+    assert len(first) > 50
+    stamps = {f: f.stat().st_mtime_ns for f in (tmp_path / "out").rglob("*.jsonl")}
+    assert main([*args, "--checkpoint", str(tmp_path / "ck")]) == 0
+    assert "resumed from checkpoint" in capsys.readouterr().out
+    rewritten = [f for f, ns in stamps.items() if f.stat().st_mtime_ns != ns]
+    assert len(rewritten) >= 2  # the epochs after the last checkpoint were written again
+    assert output_files(tmp_path / "out") == first
+    args[-1] = str(tmp_path / "out3")
+    assert main([*args, "--workers", "3"]) == 0
+    assert output_files(tmp_path / "out3") == first
 
 
 @pytest.mark.parametrize("delay", [0.05, 0.7])

@@ -162,3 +162,55 @@ def test_matcher_helpers() -> None:
     assert m.next_timeout(st) == 13 and not st.is_empty()
     assert st.size()["runs"] == 1
     assert "take" in m.nfa.describe()
+
+
+def test_match_answers_an_empty_tuple_for_a_stage_without_events() -> None:
+    # a b? c: the optional stage took nothing -> m["b"] == (), as Flink's
+    # getEventsForPattern gives an empty list; a name the pattern lacks is still an error
+    p = (
+        Pattern.begin("a").where(lambda e: e == "a")
+        .next("b").where(lambda e: e == "b").optional()
+        .next("c").where(lambda e: e == "c")
+    )  # fmt: skip
+    m = Matcher(p)
+    st = m.new_state()
+    assert m.process(st, "a", 0) == []
+    (match,) = m.process(st, "c", 1)
+    assert match["b"] == () and match.get("b") == ()
+    assert match["a"] == ("a",) and list(match) == ["a", "c"] and "b" not in match
+    assert match.stages == ("a", "b", "c")
+    with pytest.raises(KeyError, match="no stage 'x'.*a, b, c"):
+        match["x"]
+    # a match built without the pattern's stages behaves as before
+    with pytest.raises(KeyError):
+        Match({"a": (1,)}, 0, 0)["b"]
+
+
+def test_skip_to_first_or_last_throw_exception_on_miss() -> None:
+    from apps.cep import AfterMatchSkipError
+
+    def pattern(skip: AfterMatchSkip) -> Pattern:
+        # a b? c (strict): "b" may be empty
+        return (
+            Pattern.begin("a", skip=skip).where(lambda e: e == "a")
+            .next("b").where(lambda e: e == "b").optional()
+            .next("c").where(lambda e: e == "c")
+        )  # fmt: skip
+
+    def run(skip: AfterMatchSkip, events: str) -> list:
+        m = Matcher(pattern(skip))
+        st = m.new_state()
+        return [x.to_dict() for t, e in enumerate(events.split()) for x in m.process(st, e, t)]
+
+    # without throw_exception_on_miss an empty "b" prunes nothing (Flink's default) ...
+    assert run(AfterMatchSkip.skip_to_last("b"), "a c") == [{"a": ["a"], "c": ["c"]}]
+    assert run(AfterMatchSkip.skip_to_last("b").throw_exception_on_miss(), "a b c") == [
+        {"a": ["a"], "b": ["b"], "c": ["c"]}
+    ]
+    # ... with it, a match without "b" is an error, as is skipping to the match's first event
+    with pytest.raises(AfterMatchSkipError, match="has no event for 'b'"):
+        run(AfterMatchSkip.skip_to_last("b").throw_exception_on_miss(), "a c")
+    with pytest.raises(AfterMatchSkipError, match="first event of the match"):
+        run(AfterMatchSkip.skip_to_first("a").throw_exception_on_miss(), "a c")
+    with pytest.raises(PatternError, match="only to skip_to_first / skip_to_last"):
+        AfterMatchSkip.skip_to_next().throw_exception_on_miss()

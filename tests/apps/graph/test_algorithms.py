@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 from apps.graph.stream import ALGORITHMS
 from tests.apps.graph.helpers import (
     exact_changes,
+    pagerank_close,
     real_graphs,
     run_all_at_once,
     run_checked,
     stream_of,
 )
-from tests.apps.graph.oracle import PR_TOL
+from tests.apps.graph.oracle import PR_TOL, EdgeMultiset
 
 GRAPHS = real_graphs()
 
@@ -40,18 +41,73 @@ def test_real_graphs_through_a_sliding_window(name):
     run_checked(epochs, workers=2, window=3, algorithms=("components", "triangles", "degrees"))
 
 
-def test_same_results_on_1_to_8_workers():
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_same_results_on_1_to_8_workers(blocks):
+    """Every output, PageRank's floats included, is identical on any number of workers
+    (PageRank sums in an order fixed by the data, not by arrival)."""
     rng = random.Random(8)
     epochs = stream_of(list(GRAPHS["florentine"].edges()), rng, epochs=5)
-    base = run_checked(epochs, workers=1, tol=1e-7)
+    base = run_checked(epochs, workers=1, tol=1e-7, blocks=blocks)
     for workers in (2, 3, 8):
-        other = run_checked(epochs, workers=workers, tol=1e-7)
-        assert exact_changes(other) == exact_changes(base)
-        for a, b in zip(base, other):  # PageRank: both within the tolerance of the exact vector
-            ra = {c.key: c.new for c in a.changes["pagerank"]}
-            rb = {c.key: c.new for c in b.changes["pagerank"]}
-            assert ra.keys() == rb.keys()
-            assert sum(abs((ra[v] or 0) - (rb[v] or 0)) for v in ra) <= 2e-7
+        other = run_checked(epochs, workers=workers, tol=1e-7, blocks=blocks)
+        assert [r.sorted() for r in other] == [r.sorted() for r in base]
+
+
+def test_pagerank_blocks_change_only_the_rounding():
+    """The same stream with 1, 2 and 5 blocks: each within tol of the exact vector, so
+    within 2 tol of each other; more blocks take more rounds (one per exchange)."""
+    rng = random.Random(5)
+    epochs = stream_of(list(GRAPHS["les_miserables"].edges()), rng, epochs=4)
+    runs = {b: run_checked(epochs, workers=2, tol=1e-9, algorithms=("pagerank",), blocks=b) for b in (1, 2, 5)}
+    for b in (2, 5):
+        pagerank_close(runs[1], runs[b], tol=2e-9)
+
+
+def test_pagerank_block_with_work_left_and_nothing_coming_back():
+    """A block that stops its passes because most of what it pushes leaves it must go on
+    in the next round even when no other block sends it anything (here: b loses its
+    in-edge and pushes its loss to 1's block, whose 1 then has no out-edge; 2 -> 4 is
+    new in b's block)."""
+    epochs = [(0, [(1, "b", 1)]), (1, [("b", 1, 1)]), (2, [(2, 4, 1)])]
+    run_checked(epochs, workers=1, window=2, tol=1e-7, blocks=3, algorithms=("pagerank",))
+
+
+def test_pagerank_is_within_tol_of_the_exact_vector():
+    import networkx as nx
+
+    from apps.graph.stream import GraphStream
+
+    rng = random.Random(11)
+    g = GraphStream(("pagerank",), tol=1e-10, blocks=2)
+    ref = EdgeMultiset()
+    for t, ups in stream_of(list(GRAPHS["les_miserables"].edges()), rng, epochs=5):
+        ref.epoch(t, ups)
+        g.advance(t, ups)
+        exact = nx.pagerank(ref.digraph(), tol=1e-16, max_iter=10_000)
+        assert sum(abs(g.view.ranks.data[v] - exact[v]) for v in exact) <= 1e-10
+    g.close()
+
+
+def test_rank_changes_below_the_threshold_are_not_emitted():
+    """With rank_threshold, a vertex's rank is emitted when it moved by more than the
+    threshold since it was last emitted: the view is within it of the exact ranks, and
+    a small change elsewhere in a big graph emits a few changes, not every vertex."""
+    import networkx as nx
+
+    from apps.graph.stream import GraphStream
+
+    edges = list(nx.powerlaw_cluster_graph(400, 3, 0.1, seed=3).edges())
+    g = GraphStream(("pagerank",), rank_threshold=1e-4)
+    g.advance(0, [(u, v, 1) for u, v in edges] + [(v, u, 1) for u, v in edges])
+    (r,) = g.advance(1, [(edges[0][0], edges[0][1], -1)])
+    assert 0 < len(r.changes["pagerank"]) < 40
+    exact = nx.pagerank(nx.DiGraph(edges[1:] + [(v, u) for u, v in edges]), tol=1e-14)
+    assert max(abs(g.view.ranks.data[v] - exact[v]) for v in exact) <= 1e-4 + 1e-10
+    g.close()
+    with pytest.raises(ValueError, match="rank_threshold"):
+        GraphStream(("pagerank",), rank_threshold=-1)
+    with pytest.raises(ValueError, match="tol"):
+        GraphStream(("pagerank",), tol=1e-13)
 
 
 def test_epochs_sent_all_at_once_are_still_sequenced():
@@ -88,9 +144,12 @@ updates = st.lists(st.tuples(vertices, vertices, st.sampled_from([1, 1, 1, 2, -1
 
 
 @settings(max_examples=25)
-@given(st.lists(updates, min_size=1, max_size=5), st.integers(1, 8), st.sampled_from([None, 1, 2]))
-def test_random_graphs_equal_networkx(epochs, workers, window):
-    run_checked(list(enumerate(epochs)), workers=workers, window=window, tol=1e-7)
+@given(
+    st.lists(updates, min_size=1, max_size=5), st.integers(1, 8), st.sampled_from([None, 1, 2]),
+    st.sampled_from([1, 2, 3, 8]),
+)
+def test_random_graphs_equal_networkx(epochs, workers, window, blocks):
+    run_checked(list(enumerate(epochs)), workers=workers, window=window, tol=1e-7, blocks=blocks)
 
 
 @settings(max_examples=15)
@@ -123,3 +182,24 @@ def test_unknown_algorithm_is_rejected():
     with pytest.raises(ValueError, match="unknown algorithm"):
         build(flow, flow.input(), ("pagerank", "betweenness"))
     assert set(ALGORITHMS) == {"degrees", "components", "pagerank", "triangles"}
+
+
+def test_rounds_per_epoch_are_in_the_metrics():
+    """An epoch-sequenced loop counts its rounds per epoch: PageRank in one block settles
+    every epoch in a handful (its pushes are passes within a round: the exchanges are
+    the rounds), where a round per push took ~log(change / tol) / log(1 / alpha)."""
+    from apps.graph.stream import GraphStream
+
+    rng = random.Random(2)
+    epochs = stream_of(list(GRAPHS["les_miserables"].edges()), rng, epochs=4)
+    rounds = {}
+    for blocks in (1, 4):
+        g = GraphStream(("pagerank", "components"), tol=1e-10, blocks=blocks)
+        for t, ups in epochs:
+            g.advance(t, ups)
+        rounds[blocks] = g.execution.metrics.rounds("pagerank")
+        assert set(rounds[blocks]) == {t for t, _ in epochs}
+        assert g.execution.metrics.rounds("components")  # every loop is counted
+        g.close()
+    assert max(rounds[1].values()) <= 6
+    assert all(rounds[4][t] > rounds[1][t] for t in rounds[1])  # more blocks: more exchanges

@@ -91,11 +91,82 @@ def test_app_default_run_for_a_few_epochs(capsys):
 def test_app_quiet_and_errors(tmp_path, capsys):
     assert main(["--epochs", "2", "--quiet"]) == 0
     assert capsys.readouterr().out.count("\n") == 1
-    assert main(["--input", str(tmp_path / "none.parquet")]) == 2
+    assert main(["--input", str(tmp_path / "none.parquet")]) == 1  # bad data: 1
     assert "no such file" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as e:
+    with pytest.raises(SystemExit) as e:  # a usage error: 2
         main(["--workers", "0"])
     assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        main(["--epoch", "soon"])
+    assert e.value.code == 2 and "--epoch: bad duration 'soon'" in capsys.readouterr().err
+
+
+def _flights_csv(path: Path, columns: list[str], rows: int = 20) -> Path:
+    import pyarrow.csv as pcsv
+
+    pcsv.write_csv(pq.read_table(DEFAULT_INPUT, columns=columns).slice(0, rows), path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "text, missing, has",
+    [
+        ("src,weight\na,1\nb,2\n", "destination", "src, weight"),  # was read as 3 headerless edges
+        ("weight,dst\n1,a\n", "source", "weight, dst"),
+        ("foo,bar\n1,2\n3,4\n", "source", "foo, bar"),  # a header: 'foo' is no integer
+        (None, "destination", "date, delay, distance, origin"),  # was "column 'delta' has type string"
+    ],
+)
+def test_an_unknown_layout_names_the_file_and_the_missing_column(tmp_path, capsys, text, missing, has):
+    p = tmp_path / "in.csv"
+    if text is None:
+        _flights_csv(p, ["date", "delay", "distance", "origin"])
+    else:
+        p.write_text(text)
+    with pytest.raises(GraphInputError) as e:
+        EdgeFile(p)
+    assert str(e.value) == (
+        f"{p}: no {missing} column (one of "
+        + ("src, source, origin, from, u" if missing == "source" else "dst, target, destination, to, v")
+        + f"); the file has: {has}"
+    )
+    assert main(["--input", str(p), "--no-progress"]) == 1
+    cap = capsys.readouterr()
+    assert cap.err == f"error: {e.value}\n" and cap.out == ""
+
+
+def test_headerless_lists_are_still_read(tmp_path):
+    p = tmp_path / "e.csv"
+    p.write_text("a,b\nb,c\n")  # strings: no cell tells a header
+    assert list(EdgeFile(p).batches()) == [(0, [("a", "b", 1), ("b", "c", 1)])]
+    p.write_text("1,2,5\n2,3,7\n")  # numbers under numbers: data
+    assert list(EdgeFile(p).batches()) == [(0, [(1, 2, 1)]), (2, [(2, 3, 1)])]
+
+
+@pytest.mark.parametrize("kind", ["header-only csv", "flights header-only csv", "empty parquet"])
+def test_a_file_without_rows_says_so(tmp_path, capsys, kind):
+    if kind == "header-only csv":
+        p = tmp_path / "e.csv"
+        p.write_text("src,dst,time\n")
+    elif kind == "flights header-only csv":
+        p = _flights_csv(tmp_path / "f.csv", ["date", "delay", "distance", "origin", "destination"], rows=0)
+    else:
+        p = tmp_path / "e.parquet"
+        pq.write_table(pq.read_table(DEFAULT_INPUT).slice(0, 0), p)
+    with pytest.raises(GraphInputError, match=f"^{p}: no rows "):  # was "column 'src' has type null"
+        EdgeFile(p)
+    assert main(["--input", str(p), "--no-progress"]) == 1
+    assert f"{p}: no rows" in capsys.readouterr().err
+
+
+def test_help_says_what_workers_are_for_and_the_exit_codes(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "logical tstate workers, all in this one process" in text
+    assert "same results on any count" in text and "for parallel speed use --backend spark" in text
+    assert "exit status: 0 success; 1 bad input data or a runtime error" in text and "2 a usage error" in text
 
 
 def test_spark_backend_prints_the_same_epochs_as_the_embedded_engine(spark, capsys):

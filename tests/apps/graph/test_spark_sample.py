@@ -55,5 +55,7 @@ def test_whole_sample_on_spark_equals_the_embedded_engine(spark: Any, tmp_path: 
     assert {name for _e, name, _r in ref} == set(sinks)  # every output has changes
     m = backend.metrics.batches
     rounds = sum(b.loop_rounds for b in m)
-    assert rounds > 30 * epochs  # PageRank at tol 1e-10: ~100 rounds per epoch
+    # every epoch loops, but PageRank (one block) settles each in a few rounds: with a
+    # round per push it took ~100 per epoch at tol 1e-10
+    assert epochs <= rounds < 10 * epochs
     assert sum(b.loop_stages for b in m) <= len(m)  # the loops' rounds ran in one task per batch

@@ -125,7 +125,11 @@ class Checkpoints:
     :class:`~tstate.errors.CheckpointError` listing them, unless
     ``fresh_if_unusable=True`` (then it starts from empty state, with the warning).
     Unusable checkpoints are never deleted automatically (evidence; see
-    :mod:`tstate.checkpoint.store`)."""
+    :mod:`tstate.checkpoint.store`).
+
+    ``replica``: a second directory or URL that receives a copy of every committed
+    checkpoint, for a store that is not replicated itself; recovery reads whichever copy
+    is reachable and intact and repairs the other (see :mod:`tstate.checkpoint.store`)."""
 
     directory: str = field(converter=str)
     every_epochs: Optional[int] = field(default=10, validator=_positive)
@@ -135,6 +139,7 @@ class Checkpoints:
     compact_after: int = 8
     resume: bool = True
     fresh_if_unusable: bool = False
+    replica: Optional[str] = field(default=None, converter=lambda v: None if v is None else str(v))
 
 
 @frozen
@@ -209,7 +214,9 @@ class Coordinator:
 
         self.exe = exe
         self.cfg = cfg if isinstance(cfg, Checkpoints) else Checkpoints(cfg)
-        self.store = CheckpointStore(self.cfg.directory, retain=self.cfg.retain, compact_after=self.cfg.compact_after)
+        self.store = CheckpointStore(
+            self.cfg.directory, retain=self.cfg.retain, compact_after=self.cfg.compact_after, replica=self.cfg.replica
+        )
         self.barrier: Optional[int] = None
         self.last_time: Optional[int] = None
         self._last_wall = _time.perf_counter()
@@ -262,6 +269,7 @@ class Coordinator:
         self.snapshot_seconds: list[float] = []  # fork mode: fork to report, per snapshot process
         self.lost: list[tuple[int, str]] = []  # fork mode: (time, why) of checkpoints lost
         self.skipped: list[int] = []  # async mode: checkpoint times skipped (the previous one was being encoded)
+        self._deferred = False  # the next barrier waited for an encoding to finish
         self.slice_seconds: list[float] = []  # async mode: each slice of encoding on the processing path
 
     @property
@@ -354,6 +362,7 @@ class Coordinator:
         """Called by the execution after every step."""
         if self._active is not None:
             self._slice()
+            self._deferred = True  # a barrier due now waits for the encoding to finish
         if self.barrier is None and self._active is None:
             self._maybe_set_barrier()
         if self.barrier is not None and all(op.complete_before(self.barrier) for op in self._stateful()):
@@ -392,7 +401,10 @@ class Coordinator:
         """Report the checkpoints that were due before ``t`` while the previous one was
         still being encoded (async mode defers the next barrier until it is done)."""
         cfg, last = self.cfg, self.last_time
-        if last is None:
+        deferred, self._deferred = self._deferred, False
+        if last is None or not deferred:
+            # (without a deferral, times passed over were never consistent cuts: the
+            # dataflow moved past them in one step -- nothing was skipped)
             return
         missed: list[int] = []
         if cfg.every_epochs is not None:

@@ -21,9 +21,12 @@ sends one message per other block per round (target slots and amounts).  Blocks 
 the unit of parallelism (and of migration: they live in bins like any key; their keys
 are chosen so that block ``b`` starts on worker ``b % workers``, :func:`block_keys`).
 The default is **one block**: the embedded engine runs all its workers in one process,
-and a single block settles every epoch's pushes in one round; raise ``blocks`` to the
-number of Spark partitions to spread the work there.  ``blocks`` is part of the state's
-layout: a restore must use the same number (otherwise :class:`ConfigurationError`).
+and with a single block every message is for itself, so there is no loop at all: one
+timer per epoch runs the rounds below one after another (a root-scope operator, like
+the other algorithms' one-block layout); raise ``blocks`` to the number of Spark
+partitions to spread the work there (an epoch-sequenced loop, one round per exchange).
+``blocks`` is part of the state's layout: a restore must use the same number
+(otherwise :class:`ConfigurationError`).
 
 **Incremental push.**  An epoch starts from the previous epoch's ``y`` (warm start):
 

@@ -142,9 +142,10 @@ class GraphStream:
     unless ``keep_view=False``; :meth:`edges` reads the current edge set.
     ``undirected=True``: every update is one of the undirected edge ``{src, dst}``
     (PageRank sees it both ways; without it PageRank uses the updates' orientation).
-    ``blocks`` / ``rank_threshold``: see :mod:`apps.graph.pagerank` (with a threshold,
-    a rank change is emitted only once it exceeds it, so the output does not grow with
-    the graph every epoch).  ``max_workers`` and ``reconfigure`` go to
+    ``blocks``: the layout (:func:`build`; 1, the default, is the fastest on the
+    embedded engine); ``rank_threshold``: see :mod:`apps.graph.pagerank` (with a
+    threshold, a rank change is emitted only once it exceeds it, so the output does not
+    grow with the graph every epoch).  ``max_workers`` and ``reconfigure`` go to
     :meth:`tstate.Dataflow.start` (migration: see :mod:`apps.graph`); ``execution``
     is the running :class:`tstate.Execution`.
 

@@ -90,24 +90,28 @@ def _block_step(st: TriBlock, rec: tuple[list[Any], list[tuple[Vertex, Vertex, i
     total = 0
     for a, b, s in changes:
         sa = apeek(a)
-        if sa is None:
-            if a not in old:
-                old[a] = None
-            sa = set()
-            adj[a] = sa
-            count[a] = 0
         sb = apeek(b)
-        if sb is None:
-            if b not in old:
-                old[b] = None
-            sb = set()
-            adj[b] = sb
-            count[b] = 0
         if s > 0:
+            if sa is not None and b in sa:  # (present already: consolidate never sends that)
+                continue
+            if sa is None:
+                if a not in old:
+                    old[a] = None
+                sa = set()
+                adj[a] = sa
+                count[a] = 0
+            if sb is None:
+                if b not in old:
+                    old[b] = None
+                sb = set()
+                adj[b] = sb
+                count[b] = 0
             common = sa & sb
             sa.add(b)
             sb.add(a)
         else:
+            if sa is None or sb is None or b not in sa:  # (absent: likewise)
+                continue
             sa.discard(b)
             sb.discard(a)
             common = sa & sb

@@ -212,7 +212,7 @@ class CCBlock:
     start of every vertex it touched, and the epoch whose timer is set."""
 
     adj: Map[Vertex, set[Vertex]] = field(factory=Map)
-    tree: Map[Vertex, tuple[Vertex, Vertex, int]] = field(factory=Map)
+    tree: Map[Vertex, list[Vertex]] = field(factory=Map)  # [label, parent, level]
     sizes: Map[Vertex, int] = field(factory=Map)
     hist: dict[int, int] = field(factory=dict)
     touched: dict[Vertex, Optional[Vertex]] = field(factory=dict)

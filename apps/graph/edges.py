@@ -225,13 +225,16 @@ BUCKETS = 64
 @define
 class EdgeBucket:
     """One bucket of unordered pairs ``(a, b)`` (``a < b``): the occurrence counts
-    ``(fwd, bwd)`` of ``a -> b`` and ``b -> a`` of every pair present (a pair with both
+    ``[fwd, bwd]`` of ``a -> b`` and ``b -> a`` of every pair present (a pair with both
     zero has no entry), and the pending net deltas per epoch, ``epoch -> (a, b) ->
     [d_ab, d_ba]``: the updates of the current epoch and, with a window, the expiries of
     earlier insertions.  The bucket has a timer at its earliest pending epoch; a bucket
     with nothing in it holds no state."""
 
-    counts: Map[tuple[Vertex, Vertex], tuple[int, int]] = field(factory=Map)
+    # (lists, not tuples: a dict holding only tuples of ints is untracked by every
+    # garbage collection and tracked again, as new, by the next tuple put in it -- so each
+    # epoch's first young-generation collection would walk all the pairs)
+    counts: Map[tuple[Vertex, Vertex], list[int]] = field(factory=Map)
     due: dict[int, dict[tuple[Vertex, Vertex], list[int]]] = field(factory=dict)
     buckets: int = 0  # the number of buckets the state was built for (0: not yet set)
 
@@ -412,7 +415,10 @@ def consolidate(
                 if not (df or db):
                     continue
                 c = peek(p)
-                f0, b0 = c if c is not None else (0, 0)
+                if c is None:
+                    f0 = b0 = 0
+                else:
+                    f0, b0 = c
                 f1 = f0 + df
                 b1 = b0 + db
                 if f1 < 0:
@@ -427,9 +433,13 @@ def consolidate(
                 if (b0 > 0) != (b1 > 0):
                     dch.append((b, a, 1 if b1 else -1))
                 if f1 or b1:
-                    counts[p] = (f1, b1)
-                    if not (f0 or b0):
+                    if c is None:
+                        counts[p] = [f1, b1]
                         uch.append((a, b, 1))
+                    else:
+                        c[0] = f1
+                        c[1] = b1
+                        counts.touch(p)
                 else:
                     del counts[p]
                     uch.append((a, b, -1))

@@ -5,8 +5,10 @@ insertions and deletions, every vertex's **label** -- the smallest vertex id of 
 component (:func:`~apps.graph.edges.vertex_lt` order) -- and a spanning tree of every
 component, rooted at that smallest vertex.  It works on two tracked maps (so the state
 it lives in checkpoints as deltas): ``adj`` (vertex -> set of neighbours; a vertex is in
-the graph while it has one) and ``tree`` (vertex -> ``(label, parent, level)``; the
-root is its own parent).
+the graph while it has one) and ``tree`` (vertex -> ``[label, parent, level]``; the
+root is its own parent; lists, not tuples: a dict holding only tuples of atomic values
+is untracked by every garbage collection and tracked again, as new, by the next tuple
+put in it, so each epoch's first young-generation collection would walk it whole).
 
 **Levels.**  Along every tree path the levels strictly increase away from the root:
 ``level(v) > level(parent(v))`` (they are spaced :data:`GAP` apart when a tree is
@@ -60,7 +62,7 @@ class SpanningForest:
     def __init__(
         self,
         adj: Map[Vertex, set[Vertex]],
-        tree: Map[Vertex, tuple[Vertex, Vertex, int]],
+        tree: Map[Vertex, list[Vertex]],
         touched: Optional[dict[Vertex, Optional[Vertex]]] = None,
     ) -> None:
         self.adj = adj
@@ -89,7 +91,7 @@ class SpanningForest:
             self._touch(a)
             sa = set()
             adj[a] = sa
-            tree[a] = (a, a, 0)
+            tree[a] = [a, a, 0]
         elif b in sa:
             return
         sb = adj.peek(b)
@@ -97,7 +99,7 @@ class SpanningForest:
             self._touch(b)
             sb = set()
             adj[b] = sb
-            tree[b] = (b, b, 0)
+            tree[b] = [b, b, 0]
         sa.add(b)
         sb.add(a)
         adj.touch(a)
@@ -118,14 +120,14 @@ class SpanningForest:
         old = tree.peek(x)[0]
         touch(x)
         lv = tree.peek(via)[2] + GAP
-        tree[x] = (label, via, lv)
+        tree[x] = [label, via, lv]
         queue = [(x, lv)]
         for z, lz in queue:
             nl = lz + GAP
             for w in adj.peek(z):
                 if tree.peek(w)[0] == old:
                     touch(w)
-                    tree[w] = (label, z, nl)
+                    tree[w] = [label, z, nl]
                     queue.append((w, nl))
 
     # -- deletions -------------------------------------------------------------------
@@ -171,7 +173,7 @@ class SpanningForest:
                 nl = bl + GAP
             else:
                 nl = (bl + m) // 2
-            tree[x] = (label, best, nl)
+            tree[x] = [label, best, nl]
             self.repairs += 1
             return
         self._search(x, label)
@@ -214,7 +216,7 @@ class SpanningForest:
             if z in done:
                 continue
             done.add(z)
-            tree[z] = (label, p, lz)
+            tree[z] = [label, p, lz]
             nl = lz + GAP
             for w in apeek(z):
                 if w in inside and w not in done:
@@ -229,7 +231,7 @@ class SpanningForest:
         root = min(sub, key=vertex_rank)
         for z in sub:
             touch(z)
-        tree[root] = (root, root, 0)
+        tree[root] = [root, root, 0]
         seen = {root}
         queue = [(root, 0)]
         for z, lz in queue:
@@ -237,5 +239,5 @@ class SpanningForest:
             for w in apeek(z):
                 if w not in seen:
                     seen.add(w)
-                    tree[w] = (root, z, nl)
+                    tree[w] = [root, z, nl]
                     queue.append((w, nl))

@@ -133,7 +133,7 @@ def test_edge_state_is_typed_and_queryable(buckets):
     flow, op, _, _ = _changes([(0, [(1, "b", 2), ("b", 1, 1), (2, 3, 1)])], workers=3, buckets=buckets)
     state = flow.state(op, format="dict")
     counts = {p: c for bucket in state.values() for p, c in bucket.counts.items()}
-    assert counts == {(1, "b"): (2, 1), (2, 3): (1, 0)}
+    assert counts == {(1, "b"): [2, 1], (2, 3): [1, 0]}
     for k, bucket in state.items():
         assert bucket.buckets == buckets and not bucket.due
         assert all(_bucket((a, b), buckets) == k for a, b in bucket.counts)

@@ -117,4 +117,4 @@ def test_deletions_mostly_repair_in_place_and_stay_exact():
 @define
 class SpanningForestState:
     adj: Map[Vertex, set[Vertex]]
-    tree: Map[Vertex, tuple[Vertex, Vertex, int]]
+    tree: Map[Vertex, list[Vertex]]

@@ -21,11 +21,11 @@ from tstate.types import Map, StateCodec
 
 def _states():
     return [
-        EdgeBucket(counts=Map({(1, "a"): (2, 0), ("a", "b"): (0, 1)}), due={7: {(1, "a"): [1, -2]}, 9: {("a", "b"): [0, -1]}}, buckets=64),
+        EdgeBucket(counts=Map({(1, "a"): [2, 0], ("a", "b"): [0, 1]}), due={7: {(1, "a"): [1, -2]}, 9: {("a", "b"): [0, -1]}}, buckets=64),
         DegreeState(degree=3, old=2, pending=True),
         DegreeBlock(deg=Map({1: 2, "a": 1}), hist={2: 1, 1: 1}, delta={"a": -1}),
         CCBlock(
-            adj=Map({1: {"a", 2}, "a": {1}, 2: {1}}), tree=Map({1: (1, 1, 0), "a": (1, 1, 1 << 20), 2: (1, 1, 7)}),
+            adj=Map({1: {"a", 2}, "a": {1}, 2: {1}}), tree=Map({1: [1, 1, 0], "a": [1, 1, 1 << 20], 2: [1, 1, 7]}),
             sizes=Map({1: 3}), hist={3: 1}, touched={"a": None, 2: 5}, armed=4,
         ),
         TriBlock(adj=Map({1: {2, 3}, 2: {1, 3}, 3: {1, 2}}), count=Map({1: 1, 2: 1, 3: 1}), sum3=3, old={1: None}, before=0, armed=2),
@@ -117,9 +117,9 @@ def test_root_scope_state_is_queryable_as_arrow_and_dict():
     g.advance(0, [("a", "b"), ("b", "c"), ("c", "a"), ("c", "a")])
     edges = g.flow.state(g.analytics.edges.op, format="dict")
     assert {p: c for b in edges.values() for p, c in b.counts.items()} == {
-        ("a", "b"): (1, 0),
-        ("a", "c"): (0, 2),
-        ("b", "c"): (1, 0),
+        ("a", "b"): [1, 0],
+        ("a", "c"): [0, 2],
+        ("b", "c"): [1, 0],
     }
     table = g.flow.state(g.analytics.edges.op, format="arrow")
     assert table.num_rows == 1 and "counts" in table.column_names  # one bucket (blocks=1)

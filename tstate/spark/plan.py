@@ -48,8 +48,6 @@ from attrs import define, field
 
 from tstate.errors import SparkError
 from tstate.keys import KeyRouter
-from tstate.operators.scope import enter_time
-from tstate.progress.timestamp import SEQUENCE_SPAN, TIME_MAX, Product
 from tstate.spark.record_types import BUILTIN, RecordTypes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,6 +84,8 @@ class PlanNode:
     options: dict[str, Any] = field(factory=dict)
     #: the iterate scope the operator is in (None: the root), by its enter nodes' first index
     loop: Optional[int] = None
+    #: the plan node (tstate.plan): its per-batch rule
+    spec: Any = None
 
 
 @define
@@ -156,7 +156,7 @@ class Plan:
                     "one level of iterate scopes"
                 )
             o = s.options
-            n = PlanNode(s.index, s.name, s.kind)
+            n = PlanNode(s.index, s.name, s.kind, spec=s.spec)
             if depth == 1:
                 lid = loop_of.get(id(s.scope))
                 if lid is None:
@@ -319,15 +319,13 @@ class Plan:
             elif kind == "concat":
                 self._push(c, t, recs, routed, sinks)
             elif kind == "enter":
-                self._push(c, enter_time(n.options, t, n.name), recs, routed, sinks)
+                self._push(c, n.spec.time_inside(t), recs, routed, sinks)
             elif kind == "leave":
                 self._push(c, t.outer, recs, routed, sinks)
             elif kind == "feedback":
-                inner = t.inner + n.options["step"]
-                limit = n.options["max_iterations"]
-                k = inner - t.outer * SEQUENCE_SPAN if n.options["sequenced"] else inner
-                if inner <= TIME_MAX and k <= (TIME_MAX if limit is None else limit):  # past the limit: dropped
-                    self._push(c, Product(t.outer, inner), recs, routed, sinks)
+                t2 = n.spec.next_time(t)
+                if t2 is not None:  # past the limit: dropped
+                    self._push(c, t2, recs, routed, sinks)
             elif kind in FRONTIER:
                 for t2, out in self._fused_op(n).run(port, t, recs).items():
                     self._push(c, t2, out, routed, sinks)
@@ -401,29 +399,10 @@ def _apply(n: PlanNode, t: int, recs: list[Any]) -> list[Any]:
     :class:`~tstate.errors.OperatorError` naming the operator, time and record."""
     from tstate.errors import OperatorError
 
-    fn = n.fn
-    assert fn is not None
-    kind = n.kind
     try:
-        if kind == "map":
-            return [fn(r) for r in recs]
-        if kind == "filter":
-            return [r for r in recs if fn(r)]
-        if kind == "flat_map":
-            return [x for r in recs for x in fn(r)]
-        for r in recs:  # inspect
-            fn(t, r)
-        return recs
+        return n.spec.apply(t, recs)  # type: ignore[no-any-return]
     except Exception as exc:
-        bad = next((r for r in recs if _raises(n, t, r)), None)
+        bad = n.spec.failing_record(t, recs)
         raise OperatorError(
-            f"operator {n.name!r} ({kind}) at time {t!r} raised {type(exc).__name__}: {exc} (record {bad!r})"
+            f"operator {n.name!r} ({n.kind}) at time {t!r} raised {type(exc).__name__}: {exc} (record {bad!r})"
         ) from exc
-
-
-def _raises(n: PlanNode, t: int, r: Any) -> bool:
-    try:
-        _apply(n, t, [r])
-    except Exception:
-        return True
-    return False

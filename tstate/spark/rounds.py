@@ -263,12 +263,13 @@ def _mini(plan: "Plan", node: int, frontier: list[Product]) -> tuple[Any, Any, A
                         c.drop()
 
         st = mini._stateful(place, o["key"], o["state_type"], o["new_state"], o["bins"], pn.name, o["fold"])(o["fn"])
-        mini._nodes[st.node].options["handlers"] = dict(o["handlers"])
+        if o["handlers"].get("on_notify") is not None:
+            st.on_notify(o["handlers"]["on_notify"])
         ops.append(st.node)
         return st.inspect(lambda t, r: captured.append((t, r)))
 
     mini.iterate(inp, name="loop")(body)
-    exe = Execution(mini, 1)
+    exe = Execution(mini.graph, 1)
     op = exe.operators[0][ops[0]]
     assert isinstance(op, StatefulRuntime)
     op.track_dirty = True

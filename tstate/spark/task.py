@@ -516,10 +516,11 @@ def _stateful(
     mini = ts.Dataflow(f"{plan.name}/{pn.name}")
     inp = mini.input("in", batch_size=1 << 30)
     stream = mini._stateful(inp, o["key"], o["state_type"], o["new_state"], o["bins"], pn.name, o["fold"])(o["fn"])
-    mini._nodes[stream.node].options["handlers"] = dict(o["handlers"])
+    if o["handlers"].get("on_notify") is not None:
+        stream.on_notify(o["handlers"]["on_notify"])
     produced: dict[Any, list[Any]] = {}  # time -> output records, in arrival order
     stream.sink(lambda t, recs: produced.setdefault(t, []).extend(recs))
-    exe = Execution(mini, 1)
+    exe = Execution(mini.graph, 1)
     op = exe.operators[0][stream.node]
     assert isinstance(op, StatefulRuntime)
     op.track_dirty = True

@@ -9,8 +9,9 @@ in its own process, one after the other, on the same workload and epochs:
 
 - ``none``: no checkpoints (the reference);
 - ``sync``: encoding and writing on the processing path (the baseline);
-- ``thread``: ``mode="thread"``, encoding and writing on a background thread (what
-  ``mode="async"``, the default, uses);
+- ``async``: ``mode="async"``, the default: a copy-on-write freeze at the checkpoint,
+  encoding in paced slices between steps, files written by a helper process;
+- ``thread``: ``mode="thread"``, encoding and writing on a background thread;
 - ``fork``: ``mode="fork"``, a forked snapshot process encodes and writes.
 
 Besides latency it reports, per mode, the minor page faults per epoch (the fork mode's
@@ -24,8 +25,11 @@ writes ``benchmarks/results/checkpoints.png``.
 
     python -m benchmarks.checkpoints [--keys N] [--touch 0.01] [--every 10] [--epochs 60]
 
-Targets (issue 5): asynchronous p99 <= 1.2x the no-checkpoint p99; incremental
-checkpoint <= 5% of a full one when 1% of the keys changed.
+Targets (issues 5, 15): asynchronous p99 <= 1.2x the no-checkpoint p99 with the
+default mode; incremental checkpoint <= 5% of a full one when 1% of the keys changed.
+For the async mode it also reports the slices (their count and length) and the
+checkpoints skipped.  The last line is JSON with the ratios: ``async_p99_over_none``
+(the default mode), and ``<mode>_p99_over_none`` for every mode run.
 """
 
 from __future__ import annotations
@@ -115,6 +119,8 @@ def one(mode: str, keys: int, touch: float, every: int, epochs: int, directory: 
         result["written"] = list(coord.written_bytes)
         result["committed"] = list(coord.committed)
         result["lost"] = list(coord.lost)
+        result["skipped"] = list(coord.skipped)
+        result["slice_seconds"] = list(coord.slice_seconds)
     return result
 
 
@@ -148,8 +154,8 @@ def restore(directory: str, workers: int) -> float:
     return took
 
 
-MODES = ("none", "sync", "thread", "fork")
-LABELS = {"none": "none", "sync": "sync", "thread": "async: thread (default)", "fork": "async: fork"}
+MODES = ("none", "sync", "async", "thread", "fork")
+LABELS = {"none": "none", "sync": "sync", "async": "async: slices (default)", "thread": "async: thread", "fork": "async: fork"}
 
 
 def _sub(*args: str) -> dict:
@@ -205,10 +211,13 @@ def main(argv: list[str] | None = None) -> None:
     load_after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     rows = []
     base_p99 = None
+    ratios: dict[str, float] = {}
     for mode, r in results.items():
         lats = sorted(s for _, s in r["latency"])
         p99 = statistics.quantiles(lats, n=100)[98]
         base_p99 = base_p99 or p99
+        if mode != "none":
+            ratios[f"{mode}_p99_over_none"] = round(p99 / base_p99, 3)
         rows.append((LABELS.get(mode, mode), f"{statistics.median(lats) * 1000:.1f}", f"{p99 * 1000:.1f}",
                      f"{max(lats) * 1000:.1f}", f"{p99 / base_p99:.2f}", len(r.get("committed", [])),
                      f"{statistics.median(r['faults']):,.0f}", _ms(r.get("capture_seconds", []))))
@@ -232,6 +241,12 @@ def main(argv: list[str] | None = None) -> None:
               f"{statistics.median(fo) if fo else float('nan'):,.0f} minor faults; the others "
               f"{statistics.median(outside) * 1000 if outside else float('nan'):.1f} ms, "
               f"{statistics.median(fn) if fn else float('nan'):,.0f} minor faults")
+    a = results.get("async")
+    if a is not None and a.get("slice_seconds"):
+        sl = a["slice_seconds"]
+        print(f"async mode: {len(sl)} slices of encoding between steps, median {statistics.median(sl) * 1000:.2f} ms, "
+              f"max {max(sl) * 1000:.2f} ms; checkpoints skipped (the previous one still being encoded): "
+              f"{len(a.get('skipped', []))}")
     src = results[recovered_from]
     print(f"checkpoint directory after the {recovered_from} run: {ckpt_bytes / 1e6:.1f} MB; "
           f"data referenced by the retained manifests: {[round(s / 1e6, 2) for s in src.get('manifest_sizes', [])]} MB")
@@ -253,6 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     plot_latency({LABELS.get(m, m): r["latency"] for m, r in results.items()}, args.png,
                  title=f"epoch latency with checkpoints every {args.every} epochs ({args.keys:,} keys)")
     print(f"plot: {args.png}")
+    print(json.dumps(ratios))
 
 
 if __name__ == "__main__":

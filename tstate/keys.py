@@ -24,11 +24,12 @@ import enum
 from typing import Any, Hashable, Iterable
 
 import msgpack
+import msgspec
 import xxhash
 
 from tstate.errors import KeyFunctionError
 
-__all__ = ["canonical_key", "key_bytes", "key_hash", "bin_of", "check_bins", "encode_key", "decode_key"]
+__all__ = ["canonical_key", "key_bytes", "key_hash", "bin_of", "check_bins", "encode_key", "encode_keys", "decode_key", "ext_hook"]
 
 _MAX_BINS = 1 << 16
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1  # what msgpack encodes natively
@@ -184,15 +185,21 @@ class KeyRouter:
 
 # -- keys inside payloads (checkpoints, migration) ----------------------------------------
 # Keys must come back equal to what they were: tuples as tuples, datetimes as datetimes.
-# Lists never are keys (unhashable), so an encoded list always means a tuple.
+# Lists never are keys (unhashable), so an encoded list always means a tuple.  Payloads
+# are written by msgspec (tstate.types.wire), so the extension types are msgspec's
+# ``Ext``; payloads of format 1 (msgpack-python) carried the same codes and data.
 _EXT_DATETIME, _EXT_DATE, _EXT_FROZENSET, _EXT_BIGINT = 1, 2, 3, 4
+_Ext = msgspec.msgpack.Ext
+_wire_pack = msgspec.msgpack.Encoder().encode
+#: key types that are their own encoding (ints only within msgpack's range)
+_PLAIN_KEY_TYPES = frozenset({str, int, bytes, float, bool, type(None)})
 
 
 def encode_key(key: Any) -> Any:
-    """A key as msgpack-ready data that :func:`decode_key` turns back into an equal key."""
+    """A key as msgspec-ready data that :func:`decode_key` turns back into an equal key."""
     t = type(key)
     if t is int and not _INT_MIN <= key <= _INT_MAX:
-        return msgpack.ExtType(_EXT_BIGINT, str(key).encode())
+        return _Ext(_EXT_BIGINT, str(key).encode())
     if t is str or t is int or t is bytes or t is float or t is bool or key is None:
         return key
     if t is tuple:
@@ -201,27 +208,52 @@ def encode_key(key: Any) -> Any:
         canonical_key(key)  # rejects plain enums
         return key.value
     if isinstance(key, _dt.datetime):
-        return msgpack.ExtType(_EXT_DATETIME, key.isoformat().encode())
+        return _Ext(_EXT_DATETIME, key.isoformat().encode())
     if isinstance(key, _dt.date):
-        return msgpack.ExtType(_EXT_DATE, key.isoformat().encode())
+        return _Ext(_EXT_DATE, key.isoformat().encode())
     if isinstance(key, frozenset):
-        return msgpack.ExtType(_EXT_FROZENSET, _pack([encode_key(k) for k in key]))
+        return _Ext(_EXT_FROZENSET, _wire_pack([encode_key(k) for k in key]))
     if isinstance(key, (str, int, bytes, float)):
         return _base_value(key)
     raise KeyFunctionError(f"key {key!r} of type {t.__qualname__} cannot be stored")
 
 
+def encode_keys(keys: Any) -> list[Any]:
+    """``[encode_key(k) for k in keys]``, without a call per key when every key is a
+    plain ``str`` / ``int`` / ``bytes`` / ``float`` / ``bool`` / ``None`` (the common
+    case: checked in C, then the keys are their own encoding)."""
+    keys = keys if type(keys) is list else list(keys)
+    types = set(map(type, keys))
+    if types <= _PLAIN_KEY_TYPES and (int not in types or _ints_in_range(keys, types)):
+        return keys
+    return [encode_key(k) for k in keys]
+
+
+def _ints_in_range(keys: list[Any], types: set[type]) -> bool:
+    ints = keys if len(types) == 1 else [k for k in keys if type(k) is int]
+    return not ints or (_INT_MIN <= min(ints) and max(ints) <= _INT_MAX)
+
+
 def decode_key(obj: Any) -> Any:
-    """Inverse of :func:`encode_key`."""
+    """Inverse of :func:`encode_key` (also of format 1's ``msgpack.ExtType``s, and the
+    identity on keys :func:`ext_hook` decoded already)."""
     if type(obj) is list:
         return tuple(decode_key(k) for k in obj)
-    if isinstance(obj, msgpack.ExtType):
-        if obj.code == _EXT_DATETIME:
-            return _dt.datetime.fromisoformat(obj.data.decode())
-        if obj.code == _EXT_DATE:
-            return _dt.date.fromisoformat(obj.data.decode())
-        if obj.code == _EXT_FROZENSET:
-            return frozenset(decode_key(k) for k in msgpack.unpackb(obj.data))
-        if obj.code == _EXT_BIGINT:
-            return int(obj.data.decode())
+    if isinstance(obj, (_Ext, msgpack.ExtType)):
+        return ext_hook(obj.code, obj.data)
     return obj
+
+
+def ext_hook(code: int, data: Any) -> Any:
+    """The key an extension type of :func:`encode_key` stands for (msgspec's decoders
+    call it while decoding a payload)."""
+    data = bytes(data)
+    if code == _EXT_DATETIME:
+        return _dt.datetime.fromisoformat(data.decode())
+    if code == _EXT_DATE:
+        return _dt.date.fromisoformat(data.decode())
+    if code == _EXT_FROZENSET:
+        return frozenset(decode_key(k) for k in msgspec.msgpack.decode(data, ext_hook=ext_hook))
+    if code == _EXT_BIGINT:
+        return int(data.decode())
+    return _Ext(code, data)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from apps.cep.baseline import CascadeBaseline, RecoveryBaseline
@@ -40,7 +41,7 @@ from apps.cep.matcher import Matcher
 def _nfa(
     pattern_fn: Callable, flights: list, times: list, *, report: bool, advance: bool
 ) -> tuple[float, list]:
-    m = Matcher(pattern_fn(), report_timeouts=report)
+    m: Matcher[Any] = Matcher(pattern_fn(), report_timeouts=report)
     proc = m.process
     adv = m.advance_time
     new = m.new_state
@@ -100,23 +101,10 @@ def main(argv: list[str] | None = None) -> None:
     ):
         runs: dict[str, tuple[float, list]] = {}
         configs: list[tuple[str, Callable[[], tuple[float, list]]]] = [
-            (
-                "process",
-                lambda p=pattern_fn: _nfa(
-                    p, flights, times, report=False, advance=False
-                ),
-            ),
-            (
-                "advance+process",
-                lambda p=pattern_fn: _nfa(
-                    p, flights, times, report=False, advance=True
-                ),
-            ),
-            (
-                "+timeouts",
-                lambda p=pattern_fn: _nfa(p, flights, times, report=True, advance=True),
-            ),
-            ("baseline", lambda c=cls: _baseline(c, flights, times)),
+            ("process", partial(_nfa, pattern_fn, flights, times, report=False, advance=False)),
+            ("advance+process", partial(_nfa, pattern_fn, flights, times, report=False, advance=True)),
+            ("+timeouts", partial(_nfa, pattern_fn, flights, times, report=True, advance=True)),
+            ("baseline", partial(_baseline, cls, flights, times)),
         ]
         for label, fn in configs:
             best = min((fn() for _ in range(args.repeat)), key=lambda r: r[0])

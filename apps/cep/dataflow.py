@@ -429,7 +429,7 @@ def cep(
             s.wake = need
 
     on_event.__name__ = "cep"  # the operator's default name ("cep", "cep#3", ...)
-    handler = on_event
+    handler: Callable[[Any, Any, Any], None] = on_event
     if inferred:  # check the first record against the type inferred from the source
         handler = _checking_first(on_event, event_type, lambda: op.name)
     flow.record_types(Match, TimedOut)  # the records it emits (they cross Spark exchanges)

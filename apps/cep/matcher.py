@@ -344,7 +344,9 @@ class Matcher(Generic[E]):
         """Feed one event of the key; return the matches it completes (see the module
         docstring).  Events must come in timestamp order."""
         out: list[Match] = []
-        runs = state.runs
+        # list[Any]: in phase 2 a slot of ``runs`` briefly holds None (the partial match
+        # died) or a list of the partial matches it turned into, until the reshape
+        runs: list[Any] = state.runs
         window = self.window
         if window is not None and runs:
             try:
@@ -453,7 +455,7 @@ class Matcher(Generic[E]):
                     if len(produced) == 1:
                         runs[i] = produced[0]
                     else:
-                        runs[i] = produced if produced else None  # type: ignore[call-overload]
+                        runs[i] = produced if produced else None
                         reshape = True
             if reshape:
                 new_runs = []
@@ -582,9 +584,9 @@ class Matcher(Generic[E]):
                 _release(st, r[1])
             produced = []
         for nn in created:  # a node nothing refers to (cannot happen; be safe)
-            rec = nodes.get(nn)
-            if rec is not None and rec[3] == 0:
-                rec[3] = 1
+            made = nodes.get(nn)
+            if made is not None and made[3] == 0:
+                made[3] = 1
                 _release(st, nn)
         if node >= 0:
             _release(st, node)
@@ -755,7 +757,7 @@ class Matcher(Generic[E]):
     def _skip_error(self, chain: list[list[int]], st: KeyState, missing: bool) -> None:
         names = self._names
         events = st.events
-        match = {}
+        match: dict[str, list[Any]] = {}
         for n in chain:
             match.setdefault(names[n[1]], []).append(events[n[0]])
         how = "first" if self.skip.kind is SkipKind.SKIP_TO_FIRST else "last"

@@ -27,6 +27,7 @@ pure: which of them run, and how often, is an implementation detail.)
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from attrs import define, field
@@ -160,9 +161,12 @@ class NFA:
     final: NState
     predicates: list[Predicate]
     trees: list[Tree] = field(factory=list)
-    start_tree: Tree = None
+    # set by the compiler once the NFA exists (a tree refers to it); until then a leaf
+    # with no ops (no partial match starts)
+    start_tree: Tree = field(factory=lambda: Leaf((), False, False, EMPTY))
     kinds: list[str] = field(factory=list)
-    window: float | None = None
+    # the pattern's window as given (the Matcher converts a timedelta to the timestamps' unit)
+    window: float | dt.timedelta | None = None
     stage_names: tuple[str, ...] = ()
 
     def describe(self) -> str:
@@ -252,10 +256,11 @@ class _Compiler:
         return self._ignore(i, self.stages[i].contiguity)
 
     # ---- negations -------------------------------------------------------------
-    def current_nots(self, i: int) -> list[tuple[int, str]]:
+    def current_nots(self, i: int) -> list[tuple[Expr, str]]:
         """not_followed_by stages that still constrain stage ``i``: walking back over
-        optional and not_followed_by stages (Flink's ``getCurrentNotCondition``)."""
-        out = []
+        optional and not_followed_by stages (Flink's ``getCurrentNotCondition``), as
+        (condition, stage name); the condition is None for a stage without one."""
+        out: list[tuple[Expr, str]] = []
         j = i
         while j - 1 >= 0 and (
             (self.stages[j - 1].optional and not self.stages[j - 1].negative)
@@ -551,11 +556,11 @@ def _leaf(nfa: NFA, state: NState, is_start: bool, assign: dict[int, bool]) -> L
 
 
 def _same(a: Tree, b: Tree) -> bool:
-    if a.__class__ is tuple or b.__class__ is tuple:
-        if a.__class__ is not tuple or b.__class__ is not tuple:
-            return False
+    if isinstance(a, tuple) and isinstance(b, tuple):
         return a[2] is b[2] and _same(a[3], b[3]) and _same(a[4], b[4])
-    return a.ops == b.ops and a.stop == b.stop
+    if isinstance(a, Leaf) and isinstance(b, Leaf):
+        return a.ops == b.ops and a.stop == b.stop
+    return False
 
 
 def _tree(nfa: NFA, state: NState, is_start: bool) -> Tree:

@@ -431,15 +431,18 @@ class Pattern:
             raise PatternError(
                 f"{where}: the window must be positive, got {duration!r}"
             )
+        w: float | dt.timedelta
         if self.window is None:
             w = duration
-        elif isinstance(self.window, dt.timedelta) != isinstance(duration, dt.timedelta):
+        elif isinstance(self.window, dt.timedelta) and isinstance(duration, dt.timedelta):
+            w = min(self.window, duration)
+        elif not isinstance(self.window, dt.timedelta) and not isinstance(duration, dt.timedelta):
+            w = min(self.window, duration)
+        else:
             raise PatternError(
                 f"{where}: the pattern already has the window {self.window!r}; give both as "
                 "timedeltas or both as numbers"
             )
-        else:
-            w = min(self.window, duration)  # type: ignore[type-var]
         return attrs.evolve(self, window=w)
 
     # ---- inspection ---------------------------------------------------------------

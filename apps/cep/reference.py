@@ -180,7 +180,7 @@ def reference_run(
         nexts = [k for k in range(s + 1, len(stages)) if not stages[k].negative]
         direct = not any(
             stages[k].kind is StageKind.NOT_NEXT for k in negatives_after(s)
-        ) and (t is None or (nexts and nexts[0] == t and not stages[t].optional))
+        ) and (t is None or (bool(nexts) and nexts[0] == t and not stages[t].optional))
         return direct and any(T(s, g, prefix) for g in range(p + 2, upto + 1))
 
     def nn_kills(s: int, k: int, p: int, prefix: tuple) -> bool:

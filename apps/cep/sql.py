@@ -125,7 +125,8 @@ def _parse_error(text: str, exc: Any) -> SqlError:
             lines = text.splitlines() or [""]
             line, column = len(lines), len(lines[-1]) + 1
     elif isinstance(exc, lark.exceptions.UnexpectedCharacters):
-        what = repr(text[exc.pos_in_stream]) if exc.pos_in_stream < len(text) else "end of the query"
+        pos = exc.pos_in_stream  # lark types it Optional; UnexpectedCharacters always sets it
+        what = repr(text[pos]) if pos is not None and pos < len(text) else "end of the query"
     else:
         what = "end of the query"
         lines = text.splitlines() or [""]

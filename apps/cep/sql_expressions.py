@@ -402,7 +402,8 @@ class ExprCompiler:
             if len(fns) != 1:
                 raise self.error(node, f"{fname} takes one argument, got {len(fns)}")
             f0 = fns[0]
-            op: Callable[[Any], Any] = {"ABS": abs, "UPPER": str.upper, "LOWER": str.lower}[fname]
+            scalars: dict[str, Callable[[Any], Any]] = {"ABS": abs, "UPPER": str.upper, "LOWER": str.lower}
+            op = scalars[fname]
             return Compiled(lambda e, c: None if (v := f0(e, c)) is None else op(v), uses)
         raise self.error(
             node,

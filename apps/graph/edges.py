@@ -377,7 +377,7 @@ def consolidate(
     directed = counted.filter(lambda c: c[0] == "d", name=f"{name}.directed").map(
         lambda c: (c[1], c[2], c[3]), name=f"{name}.directed.strip"
     )
-    undirected = counted.filter(lambda c: c[0] == "u", name=f"{name}.undirected").map(
+    undirected_changes = counted.filter(lambda c: c[0] == "u", name=f"{name}.undirected").map(
         lambda c: (c[1], c[2], c[3]), name=f"{name}.undirected.strip"
     )
-    return EdgeChanges(directed, undirected, counted)
+    return EdgeChanges(directed, undirected_changes, counted)

@@ -99,8 +99,21 @@ def main(argv: list[str] | None = None) -> None:
 
         if args.crash_commit:
             store.CheckpointWriter.commit = crashing("commit", args.crash_commit, store.CheckpointWriter.commit)
-        if args.crash_write:
-            store.CheckpointWriter.put_delta = crashing("write", args.crash_write, store.CheckpointWriter.put_delta)
+        if args.crash_write:  # the N-th delta file written (sync and thread modes write them here)
+            from tstate.checkpoint import coordinator
+
+            write_batch = coordinator._write_batch
+
+            def crashing_batch(fs, batch):
+                for path, data in batch:
+                    if "-delta" in path:
+                        counts["write"] += 1
+                        if counts["write"] == args.crash_write:
+                            sys.stdout.flush()
+                            os._exit(9)
+                    write_batch(fs, [(path, data)])
+
+            coordinator._write_batch = crashing_batch
     flow = build(args.out, args.seed, args.epochs, args.per_epoch)
     flow.run(workers=args.workers, checkpoint=Checkpoints(args.ckpt, every_epochs=args.every, mode=args.mode))
     r = flow.execution.restored

@@ -15,12 +15,22 @@ previous checkpoint are written as a *delta*; a bin that moved here, or whose ch
 deltas grew long (``compact_after``), is written whole (a *snapshot*); untouched bins
 keep their files.
 
-**Asynchronous.**  ``mode="async"`` (the default, the same as ``mode="thread"``) keeps
-encoding and writing off the processing path on a background thread; ``mode="fork"``
-does it in a forked *snapshot process* (:mod:`tstate.checkpoint.forked`; a thread where
-the platform cannot fork safely): a lower p99 for large states, a higher median (see
-``benchmarks/results/checkpoints.txt``).  With ``mode="sync"`` all of it happens on the
-processing path (the baseline).
+**Asynchronous.**  ``mode="async"`` (the default) keeps encoding and writing off the
+processing path: at the checkpoint the processing path only freezes what changed
+(copy-on-write, :mod:`tstate.checkpoint.freeze`: one dict handed over per changed bin);
+the bins are then encoded in bounded *slices* between steps
+(:mod:`tstate.checkpoint.slices`), paced to take a small share of the time until the
+next checkpoint, and their files written by a helper process
+(:mod:`tstate.checkpoint.writer`; a thread for object stores) that never holds the
+processing thread's interpreter lock.  No step absorbs the whole checkpoint.  If a
+checkpoint is due while the previous one is still being encoded, it is **skipped**
+(its changes go into the next one; ``skipped`` lists it and a
+:class:`CheckpointSkippedWarning` reports it), never piled onto the processing path.
+``mode="thread"`` encodes and writes on a background thread instead (it competes for the
+interpreter lock); ``mode="fork"`` does it in a forked *snapshot process*
+(:mod:`tstate.checkpoint.forked`; a thread where the platform cannot fork safely); with
+``mode="sync"`` all of it happens on the processing path (the baseline).  See
+``benchmarks/results/checkpoints.txt``.
 
 - *fork*: at the checkpoint the processing path hands each changed bin's change sets
   (``dirty``, ``removed``) to the capture and resets them, then forks: the fork *is*
@@ -38,10 +48,9 @@ processing path (the baseline).
   child lives writes to every object, so copies the whole heap: keep long-lived state
   out of the collector's reach with :func:`gc.freeze` (the benchmarks' driver does, as
   does :meth:`Coordinator.restore`).
-- *thread*: the processing path only *freezes* what changed: it notes which keys the
-  checkpoint must read, copy-on-write per key (:mod:`tstate.checkpoint.freeze`), and a
+- *thread*: the processing path freezes what changed, like ``async``, and a
   background thread encodes, writes and commits.  The thread competes with the
-  processing path for the GIL.
+  processing path for the interpreter lock.
 
 **Committed after the sinks.**  The manifest of ``T`` is committed only once every sink
 has committed every epoch before ``T`` and the data files are durable, so recovery from
@@ -52,6 +61,7 @@ overwrite.
 from __future__ import annotations
 
 import gc
+import threading
 import time as _time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -65,9 +75,10 @@ from tstate.progress.timestamp import epoch
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.checkpoint.forked import Snapshot
+    from tstate.checkpoint.slices import Job
     from tstate.engine.execution import Execution
 
-__all__ = ["Checkpoints", "CheckpointLostWarning", "Coordinator", "Restored", "MODES"]
+__all__ = ["Checkpoints", "CheckpointLostWarning", "CheckpointSkippedWarning", "Coordinator", "Restored", "MODES"]
 
 #: the checkpoint modes (see the module docstring)
 MODES = ("async", "fork", "thread", "sync")
@@ -100,9 +111,10 @@ class Checkpoints:
     :mod:`tstate.checkpoint.location`; ``mode="fork"`` writes from a thread there);
     ``every_epochs`` /
     ``every_seconds``: how often (either or both; default every 10 epochs);
-    ``mode``: ``"async"`` = ``"thread"`` (encode and write off the processing path, on a
-    background thread), ``"fork"`` (in a forked snapshot process: lower p99, higher
-    median for large states) or ``"sync"`` (all on the processing path); ``retain``: how many
+    ``mode``: ``"async"`` (freeze on the processing path, encode in paced slices between
+    steps, write from a helper process: see the module docstring), ``"thread"`` (encode
+    and write on a background thread), ``"fork"`` (in a forked snapshot process) or
+    ``"sync"`` (all on the processing path); ``retain``: how many
     committed checkpoints to keep; ``compact_after``: deltas per bin before a full
     snapshot is written; ``resume``: start from the latest usable checkpoint if there
     is one (``False``: start from empty state, ignoring the directory's checkpoints).
@@ -114,7 +126,11 @@ class Checkpoints:
     :class:`~tstate.errors.CheckpointError` listing them, unless
     ``fresh_if_unusable=True`` (then it starts from empty state, with the warning).
     Unusable checkpoints are never deleted automatically (evidence; see
-    :mod:`tstate.checkpoint.store`)."""
+    :mod:`tstate.checkpoint.store`).
+
+    ``replica``: a second directory or URL that receives a copy of every committed
+    checkpoint, for a store that is not replicated itself; recovery reads whichever copy
+    is reachable and intact and repairs the other (see :mod:`tstate.checkpoint.store`)."""
 
     directory: str = field(converter=str)
     every_epochs: Optional[int] = field(default=10, validator=_positive)
@@ -124,6 +140,7 @@ class Checkpoints:
     compact_after: int = 8
     resume: bool = True
     fresh_if_unusable: bool = False
+    replica: Optional[str] = field(default=None, converter=lambda v: None if v is None else str(v))
 
 
 @frozen
@@ -142,13 +159,18 @@ class CheckpointLostWarning(RuntimeWarning):
     the next checkpoint writes every bin whole)."""
 
 
+class CheckpointSkippedWarning(RuntimeWarning):
+    """A checkpoint was due while the previous one was still being encoded: it was
+    skipped (the next one holds its changes)."""
+
+
 class _Pending:
     """A checkpoint captured and not committed yet: its ``writer``, the job writing its
     data (``written``: bytes written, or the job's error), the commit job once the
     sinks passed its time; in fork mode its snapshot process, the files it reported,
     and the operator schemas and metadata the commit records."""
 
-    __slots__ = ("time", "writer", "written", "commit", "snapshot", "files", "schemas", "meta")
+    __slots__ = ("time", "writer", "written", "commit", "snapshot", "files", "schemas", "meta", "job", "captured")
 
     def __init__(
         self,
@@ -158,6 +180,7 @@ class _Pending:
         snapshot: "Optional[Snapshot]" = None,
         schemas: Optional[dict[str, tuple[Any, int]]] = None,
         meta: Optional[dict[str, Any]] = None,
+        job: "Optional[Job]" = None,
     ) -> None:
         self.time = time
         self.writer = writer
@@ -167,18 +190,20 @@ class _Pending:
         self.files: list[list[Any]] = []
         self.schemas = schemas or {}
         self.meta = meta or {}
+        self.job = job  # async / thread / sync: the encoding job (its files are adopted)
+        self.captured = _time.perf_counter()
 
 
 def _resolve_mode(mode: str) -> str:
-    # "async" is the background thread: on the 1M-key benchmark it keeps the median
-    # epoch at the no-checkpoint one (fork triples it: page faults after every fork)
-    # at the price of a p99 spike at checkpoints; "fork" is the opposite trade
+    # "async": paced slices on the processing thread and a writer process; on the
+    # 1M-key benchmark it keeps every epoch within a few percent of the no-checkpoint
+    # one ("thread" and "fork" spike: the lock, the fork and its page faults)
     if mode == "fork":
         from tstate.checkpoint.forked import fork_available
 
         if not fork_available():
             return "thread"
-    return "thread" if mode == "async" else mode
+    return mode
 
 
 class Coordinator:
@@ -190,11 +215,13 @@ class Coordinator:
 
         self.exe = exe
         self.cfg = cfg if isinstance(cfg, Checkpoints) else Checkpoints(cfg)
-        self.store = CheckpointStore(self.cfg.directory, retain=self.cfg.retain, compact_after=self.cfg.compact_after)
+        self.store = CheckpointStore(
+            self.cfg.directory, retain=self.cfg.retain, compact_after=self.cfg.compact_after, replica=self.cfg.replica
+        )
         self.barrier: Optional[int] = None
         self.last_time: Optional[int] = None
         self._last_wall = _time.perf_counter()
-        #: the mode in effect: "fork", "thread" or "sync" ("async" resolved)
+        #: the mode in effect: "async", "fork", "thread" or "sync"
         self.mode = _resolve_mode(self.cfg.mode)
         if self.mode == "fork" and not isinstance(self.store.fs, LocalFS):
             # an object store's client (an event loop thread, pooled connections) does
@@ -204,8 +231,22 @@ class Coordinator:
         # commits (a sync, the manifest), each in checkpoint order, so a slow sync
         # never holds up the next checkpoint's reads; fork mode: commits only
         self._pool: Optional[ThreadPoolExecutor] = (
-            ThreadPoolExecutor(1, thread_name_prefix="tstate-checkpoint-write") if self.mode == "thread" else None
+            ThreadPoolExecutor(1, thread_name_prefix="tstate-checkpoint-write") if self.mode in ("thread", "async") else None
         )
+        # async mode: the data files of a local store are written by a helper process
+        self._files: Any = None
+        if self.mode == "async" and isinstance(self.store.fs, LocalFS):
+            from tstate.checkpoint.writer import FileWriter
+
+            try:
+                self._files = FileWriter(self.store.fs.root)
+            except OSError:  # pragma: no cover - no subprocess here: a thread writes them
+                self._files = None
+        self._active: Optional[_Pending] = None  # async: the checkpoint being encoded in slices
+        from tstate.checkpoint.slices import Pacer
+
+        self.pacer = Pacer()
+        self._interval: Optional[float] = None  # wall seconds between captures (moving average)
         self._commits: Optional[ThreadPoolExecutor] = (
             ThreadPoolExecutor(1, thread_name_prefix="tstate-checkpoint-commit") if self.mode != "sync" else None
         )
@@ -228,6 +269,9 @@ class Coordinator:
         self.fork_seconds: list[float] = []  # fork mode: the fork() itself, per checkpoint
         self.snapshot_seconds: list[float] = []  # fork mode: fork to report, per snapshot process
         self.lost: list[tuple[int, str]] = []  # fork mode: (time, why) of checkpoints lost
+        self.skipped: list[int] = []  # async mode: checkpoint times skipped (the previous one was being encoded)
+        self._deferred = False  # the next barrier waited for an encoding to finish
+        self.slice_seconds: list[float] = []  # async mode: each slice of encoding on the processing path
 
     @property
     def writing(self) -> int:
@@ -271,6 +315,7 @@ class Coordinator:
         from tstate.checkpoint.delta import restore_bin
         from tstate.checkpoint.schema_check import check_compatible
         from tstate.types.schema import Schema
+        from tstate.types.wire import FORMAT
 
         if not self.cfg.resume:
             return None
@@ -279,6 +324,9 @@ class Coordinator:
         manifest = self.store.recover(fresh_if_unusable=self.cfg.fresh_if_unusable)
         if manifest is None:
             return None
+        from tstate.checkpoint.manifest import check_format
+
+        check_format(manifest, self.cfg.directory)
         self._fresh = False
         exe = self.exe
         for index, spec in exe.graph.of_type(Stateful):
@@ -297,7 +345,8 @@ class Coordinator:
             stored = Schema.from_builtins(entry.schema).fingerprint
             for bin_index, chain in sorted(entry.chains.items()):
                 b = restore_bin([self.store.read(ref) for ref in chain], codec, fingerprint=stored)
-                b.full = stored != codec.fingerprint  # rewrite it under the new schema
+                # rewrite it under the new schema, or in the current format
+                b.full = stored != codec.fingerprint or manifest.format < FORMAT
                 if b.index != bin_index:
                     raise CheckpointError(f"checkpoint {manifest.id}: operator {spec.name!r} bin {bin_index} holds bin {b.index}")
                 exe.operators[owners[bin_index]][index].install_bin(b)  # type: ignore[attr-defined]
@@ -310,7 +359,10 @@ class Coordinator:
     # -- the checkpoint cycle ---------------------------------------------------------
     def after_step(self) -> None:
         """Called by the execution after every step."""
-        if self.barrier is None:
+        if self._active is not None:
+            self._slice()
+            self._deferred = True  # a barrier due now waits for the encoding to finish
+        if self.barrier is None and self._active is None:
             self._maybe_set_barrier()
         if self.barrier is not None and all(op.complete_before(self.barrier) for op in self._stateful()):
             if self._sources_past(self.barrier):
@@ -339,9 +391,35 @@ class Coordinator:
             t = floor if t is None else min(t, floor)
         if t is None:
             return
+        self._note_skipped(t)
         self.barrier = t
         for op in self._stateful():
             op.barrier = t
+
+    def _note_skipped(self, t: int) -> None:
+        """Report the checkpoints that were due before ``t`` while the previous one was
+        still being encoded (async mode defers the next barrier until it is done)."""
+        cfg, last = self.cfg, self.last_time
+        deferred, self._deferred = self._deferred, False
+        if last is None or not deferred:
+            # (without a deferral, times passed over were never consistent cuts: the
+            # dataflow moved past them in one step -- nothing was skipped)
+            return
+        missed: list[int] = []
+        if cfg.every_epochs is not None:
+            n = cfg.every_epochs
+            missed = list(range((last // n + 1) * n, t, n))
+        elif cfg.every_seconds is not None and _time.perf_counter() - self._last_wall >= 2 * cfg.every_seconds:
+            missed = [t]
+        if missed:
+            self.skipped.extend(missed)
+            warnings.warn(
+                CheckpointSkippedWarning(
+                    f"checkpoint{'s' if len(missed) > 1 else ''} at {', '.join(map(str, missed))} skipped: the "
+                    f"checkpoint at {last} was still being encoded (the next one, at {t}, holds their changes)"
+                ),
+                stacklevel=3,
+            )
 
     def _sources_past(self, t: int) -> bool:
         for op in self._sources():
@@ -387,65 +465,136 @@ class Coordinator:
 
     def _release(self, t: int) -> None:
         """The checkpoint at ``t`` is captured: processing continues past it."""
+        now = _time.perf_counter()
+        if self.last_time is not None:  # how long checkpoints are apart (the pacer spreads work over it)
+            gap = now - self._last_wall
+            self._interval = gap if self._interval is None else 0.5 * self._interval + 0.5 * gap
         self.last_time = t
-        self._last_wall = _time.perf_counter()
+        self._last_wall = now
         self.barrier = None
         for op in self._stateful():
             op.release_barrier()
 
     def _capture(self, t: int) -> None:
         """Capture every changed bin at ``t`` and hand the checkpoint to its writer: a
-        snapshot process (fork mode), the writer thread after a copy-on-write freeze
-        (thread mode, see :mod:`tstate.checkpoint.freeze`), or right here (sync)."""
+        snapshot process (fork mode), or -- after a copy-on-write freeze (see
+        :mod:`tstate.checkpoint.freeze`) -- slices between steps (async), the writer
+        thread (thread mode), or right here (sync)."""
         if self.mode == "fork":
             self._capture_forked(t)
             return
         from tstate.checkpoint.freeze import Frozen
-        from tstate.keys import encode_key
-        from tstate.state.payload import encode_time
+        from tstate.checkpoint.slices import BinWork, Job
+        from tstate.state.payload import wire_timers
 
         start = _time.perf_counter()
-        items: list[tuple[str, Any, int, str, list[Any], list[Any], list[Any], str]] = []
+        work: list[BinWork] = []
+        drops: list[list[Any]] = []  # bins emptied since the last checkpoint: their chains go
         schemas: dict[str, tuple[Any, int]] = {}
         for op in self._stateful():
             name = op.name
             codec = op.codec
             schemas.setdefault(name, self._schema_of(op))
-            if op.cow is not None:  # the previous checkpoint is still being read: finish it here
+            if op.cow is not None and op.cow.pending:  # thread mode: the previous one is still being read
                 op.cow.drain()
             frozen = Frozen(codec, name)
             for b in op.bins.values():
                 if not b.changed():
                     continue
                 if b.is_empty():  # every key cleared, no timer: the checkpoint has no chain for it
-                    items.append((name, frozen, b.index, "drop", [], [], [], codec.fingerprint))
+                    drops.append([name, b.index, True, None, 0, None])
                     self._chains[name, b.index] = 0
                     b.reset_changes()
                     continue
-                timers = [[encode_time(tt), [encode_key(k) for k in keys]] for tt, keys in b.timers.items()]
-                if self._wants_snapshot(name, b.index, b.full):
-                    keys = list(b.states)
-                    items.append((name, frozen, b.index, "snapshot", keys, [], timers, codec.fingerprint))
+                snapshot = self._wants_snapshot(name, b.index, b.full)
+                if snapshot:
+                    keys = dict.fromkeys(b.states)
                 else:
-                    keys = [k for k in b.dirty if k in b.states]
-                    deletes = [encode_key(k) for k in b.removed if k not in b.states]
-                    items.append((name, frozen, b.index, "delta", keys, deletes, timers, codec.fingerprint))
+                    keys = b.dirty  # handed over: the bin starts a fresh one below
+                    if b.removed:
+                        keys.update(b.removed)
                 frozen.freeze(b, keys)
+                work.append(BinWork(name, codec, frozen, b, snapshot, wire_timers(b.timers), len(keys)))
                 b.reset_changes()
             op.cow = frozen if frozen.pending else None
         meta = self._meta_at(t)
         writer = self.store.begin(t, full=self._fresh)  # a fresh run ignores older checkpoints
         self._fresh = False
-        job = (writer, items, schemas, meta)
-        # the barrier is down: processing continues while the writer reads and writes
+        job = Job(work, writer.id, writer.token, self._sink())
+        pending = _Pending(t, writer, Future(), schemas=schemas, meta=meta, job=job)
+        pending.files = drops
+        self._uncommitted.append(pending)
+        # the barrier is down: processing continues while the job is encoded and written
         self._release(t)
-        if self._pool is not None:
-            self._uncommitted.append(_Pending(t, writer, self._pool.submit(_write, job)))
+        if self.mode == "sync":
+            job.run(float("inf"))
+            _finish_when_written(pending)
+        elif self.mode == "thread":
+            assert self._pool is not None
+            self._pool.submit(_run_job, pending)
         else:
-            done: Future[Any] = Future()
-            done.set_result(_write(job))
-            self._uncommitted.append(_Pending(t, writer, done))
+            self._active = pending
         self.capture_seconds.append(_time.perf_counter() - start)
+
+    def _sink(self) -> Any:
+        """Where a job's batches of files go: the writer process (async, local), a
+        thread (async, object store), or written right away (thread and sync modes)."""
+        if self.mode == "async":
+            if self._files is not None and self._files.alive:
+                return self._files.write
+            assert self._pool is not None
+            pool, fs = self._pool, self.store.fs
+            return lambda batch: pool.submit(_write_batch, fs, batch)
+        fs = self.store.fs
+
+        def now(batch: Any) -> Future[None]:
+            done: Future[None] = Future()
+            try:
+                _write_batch(fs, batch)
+                done.set_result(None)
+            except BaseException as exc:
+                done.set_exception(exc)
+            return done
+
+        return now
+
+    def _slice(self) -> None:
+        """Async mode: encode the active checkpoint for as long as the pacer allows."""
+        p = self._active
+        assert p is not None and p.job is not None
+        job = p.job
+        now = _time.perf_counter()
+        budget = self.pacer.budget(job, now - p.captured, self._interval)
+        if budget <= 0:
+            return
+        keys = job.keys_left
+        try:
+            done = job.run(budget)
+        except BaseException as exc:
+            self._active = None
+            job.release()
+            p.written.set_exception(exc)
+            raise
+        took = _time.perf_counter() - now
+        self.slice_seconds.append(took)
+        self.pacer.learn(job, keys - job.keys_left, took)
+        if done:
+            self._active = None
+            _finish_when_written(p)
+
+    def _finish_active(self) -> None:
+        """Encode what is left of the active checkpoint now (the execution is ending)."""
+        p = self._active
+        if p is not None:
+            self._active = None
+            assert p.job is not None
+            try:
+                p.job.run(float("inf"))
+            except BaseException as exc:
+                p.job.release()
+                p.written.set_exception(exc)
+                raise
+            _finish_when_written(p)
 
     def _capture_forked(self, t: int) -> None:
         """Fork mode: take each changed bin's change sets (resetting them), fork a
@@ -565,7 +714,7 @@ class Coordinator:
     def _discard(self, p: _Pending) -> None:
         """Delete what an abandoned checkpoint wrote."""
         p.writer.abort()
-        for f in p.files:  # reported by its snapshot process (adopted or not)
+        for f in _files_of(p):  # reported by its snapshot process or encoded by its job (adopted or not)
             if f[3] is not None:
                 self.store.fs.delete(f[3])
 
@@ -593,7 +742,7 @@ class Coordinator:
             else:
                 p.written.result()
                 done: Future[Any] = Future()
-                done.set_result(p.writer.commit())
+                done.set_result(self._commit_in_order(p))
                 p.commit = done
         while self._uncommitted:
             p = self._uncommitted[0]
@@ -609,6 +758,7 @@ class Coordinator:
 
     def finish(self) -> None:
         """The execution completed: commit what is pending, stop the writer."""
+        self._finish_active()
         self._maybe_commit(wait=True)
         self._shutdown()
 
@@ -616,29 +766,31 @@ class Coordinator:
         for pool in (self._pool, self._commits):
             if pool is not None:
                 pool.shutdown(wait=True)
+        if self._files is not None:
+            self._files.close()
+            self._files = None
 
     def _commit_in_order(self, p: _Pending) -> Any:
         """Writer thread: commit ``p`` unless its data or an earlier checkpoint failed
         (then a later checkpoint, built incrementally on it, would be wrong).  In fork
-        mode it first adopts the files the snapshot process wrote."""
+        mode it first adopts the files the job or the snapshot process wrote."""
         writer, written = p.writer, p.written
         if self._broken or written.cancelled() or written.exception() is not None:
             self._broken = True
             writer.abort()
             raise CheckpointError(f"checkpoint at {writer.time!r} abandoned: an earlier write or commit failed")
         try:
-            if p.snapshot is not None:
-                from tstate.checkpoint.manifest import FileRef
+            from tstate.checkpoint.manifest import FileRef
 
-                for name, (schema, bins) in p.schemas.items():
-                    writer.put_operator_schema(name, schema, bins)
-                for name, b, snap, path, size, xxh64 in p.files:
-                    if path is None:  # an empty bin
-                        writer.drop_bin(name, b)
-                    else:
-                        writer.adopt(name, b, [FileRef(path, size, xxh64)], replace=snap)
-                for k, v in p.meta.items():
-                    writer.put_meta(k, v)
+            for name, (schema, bins) in p.schemas.items():
+                writer.put_operator_schema(name, schema, bins)
+            for name, b, snap, path, size, xxh64 in _files_of(p):
+                if path is None:  # an empty bin
+                    writer.drop_bin(name, b)
+                else:
+                    writer.adopt(name, b, [FileRef(path, size, xxh64)], replace=snap)
+            for k, v in p.meta.items():
+                writer.put_meta(k, v)
             return writer.commit()
         except BaseException:
             self._broken = True
@@ -648,6 +800,11 @@ class Coordinator:
         """The execution failed: uncommitted checkpoints are abandoned (snapshot
         processes killed and reaped, what they wrote deleted)."""
         self._broken = True  # a commit starting from now on abandons itself
+        active, self._active = self._active, None
+        if active is not None and active.job is not None:
+            active.job.release()
+            if not active.written.done():
+                active.written.set_exception(CheckpointError(f"checkpoint at {active.time!r} abandoned"))
         for p in self._uncommitted:
             if p.snapshot is not None and not p.snapshot.done:
                 p.snapshot.kill()
@@ -666,36 +823,55 @@ class Coordinator:
         self._shutdown()
 
 
-def _write(job: tuple[Any, list[Any], dict[str, tuple[Any, int]], dict[str, Any]]) -> int:
-    """Read the frozen states, encode and write one checkpoint's files (the background
-    part); returns the bytes written."""
-    from tstate.checkpoint.delta import encode_delta
-    from tstate.checkpoint.freeze import MISSING
-    from tstate.keys import encode_key
-    from tstate.types.codec import encode_envelope
+def _files_of(p: _Pending) -> list[list[Any]]:
+    """``[operator, bin, snapshot, path, size, xxh64]`` of the files a checkpoint wrote
+    (``path`` ``None``: a bin emptied since the last checkpoint, whose chain it drops)."""
+    return p.files + p.job.files if p.job is not None else p.files
 
-    writer, items, schemas, meta = job
-    for name, (schema, bins) in schemas.items():
-        writer.put_operator_schema(name, schema, bins)
-    total = 0
-    chunk = 256
-    for name, fz, bin_index, kind, keys, deletes, timers, fp in items:
-        if kind == "drop":
-            writer.drop_bin(name, bin_index)
-            continue
-        pairs: list[tuple[Any, Any]] = []
-        for i in range(0, len(keys), chunk):
-            part = keys[i : i + chunk]
-            for k, v in zip(part, fz.read(part)):
-                if v is not MISSING:
-                    pairs.append((encode_key(k), v))
-        if kind == "snapshot":
-            blob = encode_envelope(fp, {"bin": bin_index, "states": pairs, "timers": timers})
-            writer.put_snapshot(name, bin_index, blob)
-        else:
-            blob = encode_delta(bin_index, pairs, deletes, timers, fp)
-            writer.put_delta(name, bin_index, blob)
-        total += len(blob)
-    for k, v in meta.items():
-        writer.put_meta(k, v)
-    return total
+
+def _write_batch(fs: Any, batch: Any) -> None:
+    """Write a batch of data files (no fsync: the commit syncs once)."""
+    for path, data in batch:
+        try:
+            fs.write_atomic(path, data, fsync=False)
+        except OSError as exc:
+            raise CheckpointError(f"{path}: cannot be written ({exc})") from None
+
+
+def _finish_when_written(p: _Pending) -> None:
+    """Complete ``p.written`` (with the bytes written, or the first write error) once
+    every batch of its encoded job is written."""
+    job = p.job
+    assert job is not None
+    batches = list(job.batches)
+    left = [len(batches)]
+    lock = threading.Lock()
+
+    def one_done(_f: Any) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last and not p.written.done():
+            try:
+                p.written.set_result(job.wait())
+            except BaseException as exc:
+                p.written.set_exception(exc)
+
+    if not batches:
+        p.written.set_result(0)
+        return
+    for f in batches:
+        f.add_done_callback(one_done)
+
+
+def _run_job(p: _Pending) -> None:
+    """Thread mode: encode and write the whole job on the writer thread."""
+    job = p.job
+    assert job is not None
+    try:
+        job.run(float("inf"))
+    except BaseException as exc:
+        job.release()
+        p.written.set_exception(exc)
+        return
+    _finish_when_written(p)

@@ -3,23 +3,28 @@
 A checkpoint stores each bin as a **chain** of files.  The first is usually a
 **snapshot**: :func:`tstate.state.payload.encode_bin` bytes, an envelope (schema
 fingerprint + payload, :func:`tstate.types.codec.encode_envelope`) whose payload is
-``{"bin", "states": [[key, state], ...], "timers": [[time, [key, ...]], ...]}``.  The
-next ones are **deltas**: envelopes whose payload is::
+``{"bin", "keys": [key, ...], "states": [state, ...], "timers": [[time, [key, ...]],
+...]}``.  The next ones are **deltas**: envelopes whose payload is::
 
     {"bin": int,
-     "upserts": [[key, state_builtins], ...],   # keys whose state is new or changed
-     "deletes": [key, ...],                      # keys whose state was cleared
-     "timers":  [[time, [key, ...]], ...]}       # the bin's FULL timer set (replaces it)
+     "keys": [key, ...],                   # keys whose state is new or changed
+     "upserts": [state, ...],              # their states (upserts[i] of keys[i])
+     "deletes": [key, ...],                # keys whose state was cleared
+     "timers":  [[time, [key, ...]], ...]} # the bin's FULL timer set (replaces it)
+
+(Format 1 had no ``"keys"``: ``"states"`` / ``"upserts"`` held ``[key, state]`` pairs.)
 
 Keys are encoded with :func:`tstate.keys.encode_key`, times with
-:func:`tstate.state.payload.encode_time`, states are ``StateCodec.to_builtins`` values.
+:func:`tstate.state.payload.encode_time`, states as the codec encodes them (format 2:
+msgspec, :mod:`tstate.types.wire`; format 1: their builtins form, still read).
 Applying a delta removes ``deletes`` first, then sets ``upserts`` (so a key cleared and
 set again in the same interval ends up set), then replaces the timers.  A chain may
 also start with a delta, which then applies to an empty bin.
 
 :func:`apply_chain` turns a chain's bytes into builtins (what the inspection CLI
 prints, no Python state type needed); :func:`restore_bin` into a
-:class:`~tstate.state.bin.Bin` of typed values (what the engine restores).
+:class:`~tstate.state.bin.Bin` of typed values (what the engine restores), each file
+decoded typed in one call (:func:`tstate.state.payload.decode_payload`).
 
 >>> from tstate.types.codec import StateCodec
 >>> codec = StateCodec(int)
@@ -40,14 +45,15 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 import msgpack
+import msgspec
 
 from tstate.errors import CheckpointError, StateTypeError
-from tstate.keys import decode_key, encode_key
+from tstate.keys import decode_key, encode_key, encode_keys
 from tstate.state.bin import Bin
-from tstate.state.payload import decode_time, encode_time
-from tstate.types.codec import decode_envelope, encode_envelope
+from tstate.state.payload import decode_payload, decode_time, encode_time, raise_bad_state, state_pairs, wire_states, wire_timers
+from tstate.types.codec import decode_envelope, encode_envelope, open_envelope
 
-__all__ = ["encode_delta", "encode_change", "decode_delta", "apply_chain", "restore_bin", "catch_up", "envelope_fingerprint", "Timers"]
+__all__ = ["encode_delta", "encode_delta_parts", "encode_change", "decode_delta", "apply_chain", "restore_bin", "catch_up", "envelope_fingerprint", "Timers"]
 
 #: Timers as accepted by :func:`encode_delta`: ``{time: keys}`` (like ``Bin.timers``) or
 #: ``[(time, keys), ...]``.
@@ -62,9 +68,12 @@ def _timer_items(timers: Timers) -> Iterable[tuple[Any, Iterable[Any]]]:
 
 def _key(k: Any) -> Any:
     """``encode_key(k)``, or ``k`` itself if it is encoded already (a list or an
-    ``ExtType``: neither can be a key, lists are unhashable)."""
-    if type(k) is list or type(k) is msgpack.ExtType:
+    extension type: neither can be a key, lists are unhashable)."""
+    t = type(k)
+    if t is list or t is msgspec.msgpack.Ext:
         return k
+    if t is msgpack.ExtType:
+        return msgspec.msgpack.Ext(k.code, k.data)
     return encode_key(k)
 
 
@@ -77,12 +86,13 @@ def encode_delta(
 ) -> bytes:
     """The bytes of one bin delta (see the module docstring).
 
-    ``upserts``: ``(key, state_builtins)`` pairs (states already turned into builtins,
-    e.g. by ``StateCodec.to_builtins`` on the processing path); ``deletes``: keys;
+    ``upserts``: ``(key, state)`` pairs, each state checked and ready for the encoder
+    (:meth:`StateCodec.to_wire`, ``msgspec.Raw`` of :meth:`StateCodec.encode` bytes, or
+    the builtins form of ``to_builtins``, which is read too); ``deletes``: keys;
     ``timers``: the bin's full timer set, ``{time: keys}`` or ``[(time, keys), ...]``;
     ``fingerprint``: the schema fingerprint of the states (``StateCodec.fingerprint``).
     Keys may be given as they are or already encoded by :func:`tstate.keys.encode_key`
-    (a list or ``msgpack.ExtType`` is taken as encoded), times as they are or encoded by
+    (a list or an extension type is taken as encoded), times as they are or encoded by
     :func:`~tstate.state.payload.encode_time`.
 
     >>> from tstate.types.codec import StateCodec
@@ -90,13 +100,23 @@ def encode_delta(
     >>> decode_delta(encode_delta(0, [(("k", 1), "x")], ["gone"], [], fp), fp)
     {'bin': 0, 'upserts': [[['k', 1], 'x']], 'deletes': ['gone'], 'timers': []}
     """
-    payload = {
-        "bin": bin_index,
-        "upserts": [[_key(k), v] for k, v in upserts],
-        "deletes": [_key(k) for k in deletes],
-        "timers": [[encode_time(t), [_key(k) for k in keys]] for t, keys in _timer_items(timers)],
-    }
+    pairs = upserts if isinstance(upserts, list) else list(upserts)
+    return encode_delta_parts(bin_index, [_key(k) for k, _ in pairs], [v for _, v in pairs],
+                              [_key(k) for k in deletes], _timers(timers), fingerprint)
+
+
+def encode_delta_parts(
+    bin_index: int, keys: list[Any], states: list[Any], deletes: list[Any], timers: list[Any], fingerprint: str
+) -> bytes:
+    """:func:`encode_delta` from its parts, already encoded: ``keys`` and ``deletes``
+    by :func:`tstate.keys.encode_keys`, ``states`` ready for the encoder (``states[i]``
+    is the state of ``keys[i]``), ``timers`` by :func:`tstate.state.payload.wire_timers`."""
+    payload = {"bin": bin_index, "keys": keys, "upserts": states, "deletes": deletes, "timers": timers}
     return encode_envelope(fingerprint, payload)
+
+
+def _timers(timers: Timers) -> list[Any]:
+    return [[encode_time(t), [_key(k) for k in keys]] for t, keys in _timer_items(timers)]
 
 
 def encode_change(b: Bin, codec: Any, *, snapshot: bool, operator: str | None = None) -> bytes:
@@ -115,27 +135,31 @@ def encode_change(b: Bin, codec: Any, *, snapshot: bool, operator: str | None = 
         from tstate.state.payload import encode_bin
 
         return encode_bin(b, codec, operator)
-    to_b = codec.to_builtins
     states = b.states
-    upserts = []
-    for k in b.dirty:
-        if k in states:
-            try:
-                upserts.append((k, to_b(states[k])))
-            except StateTypeError as exc:
-                where = f"operator {operator!r}, " if operator else ""
-                raise StateTypeError(f"{where}key {k!r}: {exc}") from None
-    deletes = [k for k in b.removed if k not in states]
-    return encode_delta(b.index, upserts, deletes, b.timers, codec.fingerprint)
+    keys = [k for k in b.dirty if k in states]
+    values = [states[k] for k in keys]
+    wkeys, wvalues = wire_states(keys, values, codec, operator)
+    deletes = encode_keys([k for k in b.removed if k not in states])
+    try:
+        return encode_delta_parts(b.index, wkeys, wvalues, deletes, wire_timers(b.timers), codec.fingerprint)
+    except (OverflowError, TypeError):  # an int beyond 64 bits, a str subclass... in a state
+        raise_bad_state(zip(keys, values), codec, operator)
+        raise
 
 
 def decode_delta(data: bytes, fingerprint: str) -> dict[str, Any]:
-    """The payload of :func:`encode_delta` bytes (keys and times still encoded); a
-    different ``fingerprint`` raises :class:`~tstate.errors.SchemaMismatchError`."""
+    """The payload of :func:`encode_delta` bytes, untyped (keys and times still
+    encoded), as ``{"bin", "upserts": [[key, state], ...], "deletes", "timers"}`` (the
+    upserts paired with their keys, as format 1 stored them); a different
+    ``fingerprint`` raises :class:`~tstate.errors.SchemaMismatchError`."""
     payload = decode_envelope(data, fingerprint)
     if not isinstance(payload, dict) or "upserts" not in payload:
         raise StateTypeError("not a bin delta")
-    return payload
+    try:
+        pairs = state_pairs(payload)
+    except TypeError as exc:
+        raise StateTypeError(f"not a bin delta ({exc})") from None
+    return {"bin": payload.get("bin"), "upserts": pairs, "deletes": payload.get("deletes"), "timers": payload.get("timers")}
 
 
 def envelope_fingerprint(data: bytes) -> str:
@@ -144,13 +168,7 @@ def envelope_fingerprint(data: bytes) -> str:
     >>> envelope_fingerprint(encode_delta(0, [], [], [], "abc"))
     'abc'
     """
-    try:
-        obj = msgpack.unpackb(data, strict_map_key=False)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise StateTypeError(f"cannot decode state: not valid msgpack ({exc})") from None
-    if type(obj) is not list or len(obj) != 3 or type(obj[1]) is not str:
-        raise StateTypeError("cannot decode state: not a tstate state envelope")
-    return obj[1]
+    return open_envelope(data, None)[1]
 
 
 def apply_chain(chain_bytes: Sequence[bytes], fingerprint: str | None) -> dict[str, Any]:
@@ -183,15 +201,16 @@ def apply_chain(chain_bytes: Sequence[bytes], fingerprint: str | None) -> dict[s
         elif payload["bin"] != bin_index:
             raise CheckpointError(f"chain file {i}: belongs to bin {payload['bin']}, not bin {bin_index}")
         try:
+            pairs = state_pairs(payload)
+            if pairs is None:
+                raise CheckpointError(f"chain file {i}: neither a snapshot nor a delta")
             if "states" in payload:
-                states = {decode_key(k): v for k, v in payload["states"]}
-            elif "upserts" in payload:
+                states = {decode_key(k): v for k, v in pairs}
+            else:
                 for k in payload["deletes"]:
                     states.pop(decode_key(k), None)
-                for k, v in payload["upserts"]:
+                for k, v in pairs:
                     states[decode_key(k)] = v
-            else:
-                raise CheckpointError(f"chain file {i}: neither a snapshot nor a delta")
             timers = {decode_time(t): [decode_key(k) for k in keys] for t, keys in payload["timers"]}
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"chain file {i}: malformed bin payload ({exc!r})") from None
@@ -201,21 +220,23 @@ def apply_chain(chain_bytes: Sequence[bytes], fingerprint: str | None) -> dict[s
 def restore_bin(
     chain_bytes: Sequence[bytes], codec: Any, fingerprint: str | None = None, index: int | None = None
 ) -> Bin:
-    """The :class:`~tstate.state.bin.Bin` a chain decodes to, states built with
-    ``codec.from_builtins`` (a :class:`~tstate.types.StateCodec`).
+    """The :class:`~tstate.state.bin.Bin` a chain decodes to, states decoded typed by
+    ``codec`` (a :class:`~tstate.types.StateCodec`; see
+    :func:`tstate.state.payload.decode_payload`).
 
     ``fingerprint`` is the schema fingerprint the files were written with (the stored
     schema's, ``OperatorEntry.fingerprint``), by default ``codec.fingerprint``.  After
     a compatible schema change (checked by
     :func:`tstate.checkpoint.schema_check.check_compatible`) pass the stored one: the
-    builtins are then read with the current codec.  ``index`` is the bin's index for an
+    files are then read with the current codec.  ``index`` is the bin's index for an
     empty chain (else taken from the files).  The bin comes back clean (nothing dirty).
     """
-    out = apply_chain(chain_bytes, codec.fingerprint if fingerprint is None else fingerprint)
-    b = Bin(out["bin"] if out["bin"] is not None else (index if index is not None else 0))
-    from_b = codec.from_builtins
-    b.states = {k: from_b(v) for k, v in out["states"].items()}
-    b.timers = {t: {k: None for k in keys} for t, keys in out["timers"].items()}
+    b = Bin(index if index is not None else 0)
+    if chain_bytes:
+        first = _decode(chain_bytes[0], codec, fingerprint, 0)
+        b.index = first.bin
+        _apply(b, first)
+        _catch_up(b, chain_bytes[1:], codec, fingerprint, 1)
     return b
 
 
@@ -231,22 +252,31 @@ def catch_up(b: Bin, deltas: Sequence[bytes], codec: Any, fingerprint: str | Non
     >>> catch_up(b, [d], codec).states, b.timers
     ({'a': 5}, {12: {'a': None}})
     """
-    fp = codec.fingerprint if fingerprint is None else fingerprint
-    from_b = codec.from_builtins
-    for i, data in enumerate(deltas):
-        payload = decode_envelope(data, fp)
-        if not isinstance(payload, dict) or payload.get("bin") != b.index:
-            raise CheckpointError(f"chain file {i}: not a payload of bin {b.index}")
-        try:
-            if "states" in payload:
-                b.states = {decode_key(k): from_b(v) for k, v in payload["states"]}
-            else:
-                states = b.states
-                for k in payload["deletes"]:
-                    states.pop(decode_key(k), None)
-                for k, v in payload["upserts"]:
-                    states[decode_key(k)] = from_b(v)
-            b.timers = {decode_time(t): {decode_key(k): None for k in keys} for t, keys in payload["timers"]}
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CheckpointError(f"chain file {i}: malformed bin payload ({exc!r})") from None
+    return _catch_up(b, deltas, codec, fingerprint, 0)
+
+
+def _decode(data: bytes, codec: Any, fingerprint: str | None, i: int) -> Any:
+    try:
+        return decode_payload(data, codec, fingerprint)
+    except CheckpointError as exc:
+        raise CheckpointError(f"chain file {i}: {exc}") from None
+
+
+def _apply(b: Bin, p: Any) -> None:
+    if p.states is not None:
+        b.states = p.states
+    else:
+        states = b.states
+        for k in p.deletes:
+            states.pop(k, None)
+        states.update(p.upserts)
+    b.timers = p.timers
+
+
+def _catch_up(b: Bin, files: Sequence[bytes], codec: Any, fingerprint: str | None, first: int) -> Bin:
+    for i, data in enumerate(files, first):
+        p = _decode(data, codec, fingerprint, i)
+        if p.bin != b.index:
+            raise CheckpointError(f"chain file {i}: belongs to bin {p.bin}, not bin {b.index}")
+        _apply(b, p)
     return b

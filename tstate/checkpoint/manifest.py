@@ -11,11 +11,16 @@ the previous checkpoint keeps the very same chain.
 
     b"TSTCKPT1" + msgpack(body) + xxh64(b"TSTCKPT1" + msgpack(body)) as 8 bytes big-endian
 
-where ``body`` is ``{"id", "time", "created", "operators": {name: {"schema", "bins",
-"chains": {bin: [[path, size, xxh64], ...]}}}, "meta", "attached": [[path, size, xxh64],
-...]}`` (``attached``: files outside ``data/`` that this checkpoint alone needs, such as the
-Spark backend's held-back records under ``held/``; absent in manifests written before it
-existed).  The trailing checksum makes a
+where ``body`` is ``{"id", "time", "created", "format", "operators": {name: {"schema",
+"bins", "chains": {bin: [[path, size, xxh64], ...]}}}, "meta", "attached": [[path, size,
+xxh64], ...]}``.  ``format`` is the
+checkpoint format of the data files the checkpoint wrote (2: msgspec, see
+:mod:`tstate.types.wire`); a manifest without one was written before formats were
+recorded (format 1).  Files shared with older checkpoints keep their own format (each
+file's envelope names it); this version reads formats 1 and 2 and refuses to resume
+from a newer one (:func:`check_format`).  ``attached``: files outside ``data/`` that this
+checkpoint alone needs, such as the Spark backend's held-back records under ``held/``;
+absent in manifests written before it existed.  The trailing checksum makes a
 torn (truncated) or bit-flipped manifest detectable: :func:`decode_manifest` raises
 :class:`~tstate.errors.CheckpointError` for it.  No pickle: a manifest is data only.
 
@@ -23,8 +28,8 @@ torn (truncated) or bit-flipped manifest detectable: :func:`decode_manifest` rai
 >>> m = Manifest(1, 5, 0.0, {"op": OperatorEntry({"kind": "int", "name": "int"}, 1, {0: (ref,)})}, {"k": 1})
 >>> decode_manifest(encode_manifest(m)) == m
 True
->>> m.file_count, m.total_size, ref.kind
-(1, 10, 'snap')
+>>> m.file_count, m.total_size, ref.kind, m.format
+(1, 10, 'snap', 2)
 >>> decode_manifest(encode_manifest(m)[:-1])
 Traceback (most recent call last):
 ...
@@ -44,6 +49,7 @@ from attrs import field, frozen
 
 from tstate.errors import CheckpointError
 from tstate.state.payload import decode_time, encode_time
+from tstate.types.wire import FORMAT
 
 __all__ = [
     "FileRef",
@@ -53,6 +59,8 @@ __all__ = [
     "decode_manifest",
     "manifest_name",
     "parse_manifest_name",
+    "check_format",
+    "FORMAT",
 ]
 
 MAGIC = b"TSTCKPT1"
@@ -126,13 +134,15 @@ class Manifest:
     state of every bin after all times ``< time``); ``created`` the wall-clock unix time
     of the commit; ``operators`` name → :class:`OperatorEntry`; ``meta`` the engine's
     metadata (source positions, sink progress, worker count...) as msgpack returns it
-    (tuples come back as lists)."""
+    (tuples come back as lists); ``format`` the checkpoint format of the files it wrote
+    (see the module docstring)."""
 
     id: int
     time: Any
     created: float
     operators: Mapping[str, OperatorEntry] = field(converter=lambda d: MappingProxyType(dict(sorted(d.items()))))
     meta: Mapping[str, Any] = field(factory=dict, converter=lambda d: MappingProxyType(dict(d)))
+    format: int = FORMAT
     #: files outside ``data/`` that belong to this checkpoint only (``held/...``): verified
     #: with the data files, deleted with the manifest
     attached: tuple[FileRef, ...] = field(default=(), converter=_tuple_of_refs)
@@ -188,6 +198,7 @@ def encode_manifest(m: Manifest) -> bytes:
         "id": m.id,
         "time": encode_time(m.time),
         "created": m.created,
+        "format": m.format,
         "operators": {
             name: {
                 "schema": dict(e.schema),
@@ -245,9 +256,22 @@ def decode_manifest(data: bytes) -> Manifest:
                 raise TypeError("malformed operator entry")
             operators[name] = OperatorEntry(e["schema"], bins, chains)
         created = float(obj["created"])
+        fmt = obj.get("format", 1)
         if type(obj["id"]) is not int or not math.isfinite(created) or type(obj["meta"]) is not dict:
             raise TypeError("malformed header")
+        if type(fmt) is not int or fmt < 1:
+            raise TypeError(f"malformed format {fmt!r}")
         attached = tuple(FileRef(_attached_path(p), int(s), str(h)) for p, s, h in obj.get("attached", ()))
-        return Manifest(obj["id"], decode_time(obj["time"]), created, operators, obj["meta"], attached)
+        return Manifest(obj["id"], decode_time(obj["time"]), created, operators, obj["meta"], fmt, attached)
     except (KeyError, TypeError, ValueError, AttributeError, msgpack.UnpackException) as exc:
         raise CheckpointError(f"malformed manifest ({exc})") from None
+
+
+def check_format(m: Manifest, where: str) -> None:
+    """Refuse to resume from a checkpoint written in a newer format than this version
+    reads (:class:`~tstate.errors.CheckpointError` naming it and ``where`` it is)."""
+    if m.format > FORMAT:
+        raise CheckpointError(
+            f"checkpoint {m.id} in {where} was written in checkpoint format {m.format} by a newer tstate; "
+            f"this one reads formats 1 to {FORMAT}: resume with that version, or start without it"
+        )

@@ -49,6 +49,19 @@ is verified, as on disk.  A store that stays unreachable fails the call with a
 :class:`~tstate.errors.CheckpointError` naming the URL after retries; a commit whose
 manifest PUT failed committed nothing.
 
+**A replica** (``CheckpointStore(dir, replica="other dir or URL")``, for a store that is
+not replicated itself: a local disk, one bucket) gets a copy of every committed
+checkpoint: after each commit the files the replica does not hold yet are copied from
+this store, then the manifest (last, so a replica checkpoint is complete or absent), and
+the replica is garbage-collected by the same rules.  A copy that fails (replica
+unreachable, full) leaves the commit committed, is noted in ``problems`` with a
+:class:`CheckpointReplicaWarning`, and the next commit copies whatever is missing.
+Recovery reads from whichever copy is reachable and intact: the checkpoints of both are
+candidates, a manifest or data file that is missing, torn or corrupt here is read from
+the replica (and the other way round), and the bad copy is repaired from the good one
+(:class:`CheckpointRepairedWarning` names each file; ``repaired`` lists them).  A
+checkpoint is unusable only if some file is bad in both copies.
+
 **Garbage collection** runs after each commit: it keeps the newest ``retain`` usable
 manifests, deletes the other usable ones, then deletes every file no longer referenced
 by a kept manifest -- except files written by a checkpoint that is still being
@@ -115,9 +128,13 @@ from tstate.checkpoint.manifest import (
 from tstate.state.payload import encode_time
 
 __all__ = [
+    "CheckpointRepairedWarning",
+    "CheckpointReplicaWarning",
     "CheckpointSkippedWarning",
     "CheckpointStore",
     "CheckpointWriter",
+    "data_file_path",
+    "file_ref",
     "operator_dir",
     "parse_attached_name",
     "parse_data_name",
@@ -137,6 +154,16 @@ class CheckpointSkippedWarning(RuntimeWarning):
     """Recovery skipped unusable checkpoints (torn, corrupt, missing files): it resumed
     from an older one, or (``fresh_if_unusable=True``) from empty state.  The message
     names each skipped checkpoint and why; they are kept on disk as evidence."""
+
+
+class CheckpointRepairedWarning(RuntimeWarning):
+    """Recovery found files missing or corrupt in one copy of a replicated store and
+    rewrote them from the other copy (the message names each file and which copy)."""
+
+
+class CheckpointReplicaWarning(RuntimeWarning):
+    """A committed checkpoint could not be copied to the store's replica (the message
+    says why); the next commit copies what is missing."""
 
 
 def unusable_name(checkpoint_id: int) -> str:
@@ -172,15 +199,25 @@ def parse_data_name(name: str) -> tuple[int, str] | None:
     return (int(m.group(1)), m.group(2)) if m else None
 
 
+def data_file_path(operator: str, bin: int, checkpoint_id: int, token: str, kind: str) -> str:
+    """The path of a data file of checkpoint ``checkpoint_id`` (see the layout above)."""
+    if not token or any(c not in "0123456789abcdef" for c in token):
+        raise CheckpointError(f"file token must be lowercase hex, got {token!r}")
+    return f"{_DATA}/{operator_dir(operator)}/{bin}/{checkpoint_id:06d}-{token}-{kind}.bin"
+
+
+def file_ref(path: str, data: bytes) -> FileRef:
+    """The reference of a data file holding ``data`` (its size and xxh64)."""
+    return FileRef(path, len(data), _checksum(data))
+
+
 def write_data_file(fs: FileSystem, operator: str, bin: int, checkpoint_id: int, token: str, kind: str, data: bytes) -> FileRef:
     """Write one data file of checkpoint ``checkpoint_id`` (temporary name, rename; no
     fsync: the commit syncs once) and return its reference.  ``token`` (hex) must be
     unique per writer: :class:`CheckpointWriter` uses its own; processes writing files
     for a writer elsewhere (Spark tasks) extend it, and the writer :meth:`adopts
     <CheckpointWriter.adopt>` the references."""
-    if not token or any(c not in "0123456789abcdef" for c in token):
-        raise CheckpointError(f"file token must be lowercase hex, got {token!r}")
-    path = f"{_DATA}/{operator_dir(operator)}/{bin}/{checkpoint_id:06d}-{token}-{kind}.bin"
+    path = data_file_path(operator, bin, checkpoint_id, token, kind)
     data = bytes(data)
     try:
         fs.write_atomic(path, data, fsync=False)
@@ -246,6 +283,8 @@ class CheckpointStore:
         fs: FileSystem | None = None,
         gc_scan_every: int = 16,
         background_gc: bool = False,
+        replica: str | os.PathLike[str] | CheckpointStore | None = None,
+        mirror_dirs: tuple[str, ...] = (),
     ) -> None:
         for name, value in (("retain", retain), ("compact_after", compact_after), ("gc_scan_every", gc_scan_every)):
             if type(value) is not int or value < 1:
@@ -292,6 +331,22 @@ class CheckpointStore:
         self._refused: set[str] = set()  # paths garbage collection refused to delete (warned once)
         self._scanned = False  # has a commit of this store scanned data/ for garbage yet
         self._commits_since_scan = 0
+        #: the second copy (see the module docstring), itself a store without a replica
+        self.replica: CheckpointStore | None = None
+        if isinstance(replica, CheckpointStore):
+            self.replica = replica
+        elif replica is not None:
+            self.replica = CheckpointStore(
+                replica, retain=retain, compact_after=compact_after, fsync=fsync, create=create, readonly=readonly
+            )
+        if self.replica is not None and self.replica.replica is not None:
+            raise ConfigurationError(f"{where}: a replica cannot have a replica of its own")
+        #: directories outside ``data/`` whose files follow the checkpoints to the replica
+        #: (:meth:`CheckpointWriter.mirror`; recovery copies what either copy lacks)
+        self.mirror_dirs = tuple(d if d.endswith("/") else d + "/" for d in mirror_dirs)
+        #: files recovery rewrote from the other copy: ``"<path> (in <directory>)"``
+        self.repaired: list[str] = []
+        self._replicated: set[str] = set()  # paths known to be in the replica
 
     def __repr__(self) -> str:
         return f"CheckpointStore({self.directory!r}, retain={self.retain}, compact_after={self.compact_after})"
@@ -305,6 +360,60 @@ class CheckpointStore:
             raise CheckpointError(f"{self.fs.describe(_MANIFESTS)}: cannot be listed ({exc})") from None
         ids = (parse_manifest_name(n) for n in names)
         return sorted(i for i in ids if i is not None)
+
+    def _candidate_ids(self) -> list[int]:
+        """The checkpoint ids of this store and of its replica (either may be
+        unreachable, not both)."""
+        if self.replica is None:
+            return self._manifest_ids()
+        try:
+            mine = self._manifest_ids()
+        except CheckpointError as exc:
+            try:
+                theirs = self.replica._manifest_ids()
+            except CheckpointError:
+                raise exc from None
+            self.problems.append(f"{exc}: reading the replica's checkpoints")
+            return theirs
+        try:
+            return sorted(set(mine) | set(self.replica._manifest_ids()))
+        except CheckpointError as exc:
+            self.problems.append(f"replica: {exc}")
+            return mine
+
+    def _load_either(self, checkpoint_id: int) -> Manifest:
+        """:meth:`_load`, from the replica when this copy of the manifest is missing or
+        bad (then repaired here, unless read-only)."""
+        try:
+            return self._load(checkpoint_id)
+        except CheckpointError as exc:
+            if self.replica is None:
+                raise
+            try:
+                m = self.replica._load(checkpoint_id)
+            except CheckpointError as other:
+                raise CheckpointError(f"{exc}; replica: {other}") from None
+            self._repair(self, m.name, encode_manifest(m), str(exc))
+            return m
+
+    def _repair(self, target: CheckpointStore, path: str, data: bytes, why: str, *, warn: bool = True) -> None:
+        """Rewrite ``path`` in ``target`` (this store or its replica) with good bytes
+        from the other copy."""
+        if target.readonly:
+            return
+        try:
+            target.fs.write_atomic(path, data, fsync=target.fsync)
+        except OSError as exc:
+            self.problems.append(f"{target.fs.describe(path)}: not repaired ({exc})")
+            return
+        note = f"{path} (in {target.directory})"
+        self.repaired.append(note)
+        if not warn:
+            return
+        warnings.warn(
+            CheckpointRepairedWarning(f"{target.fs.describe(path)} was bad ({why}): rewritten from the other copy"),
+            stacklevel=3,
+        )
 
     def _load(self, checkpoint_id: int) -> Manifest:
         """The manifest of ``checkpoint_id``; CheckpointError naming the file if it is
@@ -356,7 +465,22 @@ class CheckpointStore:
 
     def read(self, ref: FileRef) -> bytes:
         """The bytes of a data file, after checking its size and checksum
-        (:class:`~tstate.errors.CheckpointError` naming the file otherwise)."""
+        (:class:`~tstate.errors.CheckpointError` naming the file otherwise).  With a
+        replica, a copy that is bad here is read from the replica and repaired here."""
+        try:
+            return self._read_here(ref)
+        except CheckpointError as exc:
+            if self.replica is None:
+                raise
+            try:
+                data = self.replica._read_here(ref)
+            except CheckpointError as other:
+                raise CheckpointError(f"{exc}; replica: {other}") from None
+            self._repair(self, ref.path, data, str(exc))
+            return data
+
+    def _read_here(self, ref: FileRef) -> bytes:
+        """:meth:`read` from this copy only."""
         try:
             data = self.fs.read_bytes(ref.path)
         except FileNotFoundError:
@@ -389,9 +513,9 @@ class CheckpointStore:
             self.problems = []
             self.skipped = {}
             found: Manifest | None = None
-            for i in reversed(self._manifest_ids()):
+            for i in reversed(self._candidate_ids()):
                 try:
-                    m = self._load(i)
+                    m = self._load_either(i)
                 except CheckpointError as exc:
                     self._skip(i, [str(exc)])
                     continue
@@ -401,8 +525,61 @@ class CheckpointStore:
                     continue
                 found = m
                 break
+            if found is not None and self.replica is not None and not self.readonly:
+                self._check_replica(found)
             self._head, self._head_known = found, True
             return found
+
+    def _sync_dir(self, directory: str) -> None:
+        """Copy every file under ``directory`` that one copy lacks from the other (the
+        mirrored directories at recovery: their files are written once, never changed)."""
+        replica = self.replica
+        assert replica is not None
+
+        def walk(fs: FileSystem, d: str) -> set[str]:
+            try:
+                found = {f"{d}/{n}" for n in fs.list(d) if TMP_MARK not in n}
+                for sub in fs.list_dirs(d):
+                    found |= walk(fs, f"{d}/{sub}")
+            except FileNotFoundError:
+                return set()
+            return found
+
+        mine, theirs = walk(self.fs, directory), walk(replica.fs, directory)
+        for path in sorted(theirs - mine):
+            self._repair(self, path, replica.fs.read_bytes(path), "missing", warn=False)
+        for path in sorted(mine - theirs):
+            self._repair(replica, path, self.fs.read_bytes(path), "missing", warn=False)
+        for target, n in ((self, len(theirs - mine)), (replica, len(mine - theirs))):
+            if n and not target.readonly:
+                warnings.warn(
+                    CheckpointRepairedWarning(
+                        f"{target.fs.describe(directory)}: {n} file{'s' if n > 1 else ''} missing, copied from the other copy"
+                    ),
+                    stacklevel=4,
+                )
+
+    def _check_replica(self, m: Manifest) -> None:
+        """Make the replica's copy of checkpoint ``m`` whole: each file that is missing
+        or bad there is rewritten from this copy (verified), then the manifest."""
+        replica = self.replica
+        assert replica is not None
+        try:
+            for ref in m.files():
+                try:
+                    replica._read_here(ref)
+                except CheckpointError as exc:
+                    self._repair(replica, ref.path, self._read_here(ref), str(exc))
+                self._replicated.add(ref.path)
+            try:
+                replica._load(m.id)
+            except CheckpointError as exc:
+                self._repair(replica, m.name, encode_manifest(m), str(exc))
+            for d in self.mirror_dirs:
+                self._sync_dir(d.rstrip("/"))
+        except (OSError, CheckpointError) as exc:
+            self._replicated.clear()
+            self.problems.append(f"replica {replica.directory}: not checked ({exc})")
 
     def _skip(self, checkpoint_id: int, reasons: list[str]) -> None:
         """``latest`` found checkpoint ``checkpoint_id`` unusable: note why, and (when
@@ -525,7 +702,7 @@ class CheckpointStore:
             operators = w._build(base)
             meta = {} if base is None or w.full else dict(base.meta)
             meta.update(w._meta)
-            manifest = Manifest(w.id, w.time, _time.time(), operators, meta, tuple(w._attached))
+            manifest = Manifest(w.id, w.time, _time.time(), operators, meta, attached=tuple(w._attached))
             if self.fsync:
                 # the data files, their renames and new directories are durable before
                 # the manifest: one sync for all (a per-file fsync costs a journal commit
@@ -551,20 +728,62 @@ class CheckpointStore:
             self._head, self._head_known = manifest, True
             self.problems = []
             if self.background_gc:  # off the committing thread (it may delete thousands of files)
+                previous = self._gc_thread
                 self._gc_thread = threading.Thread(
-                    target=self._collect_guarded, args=(manifest,), name="tstate-checkpoint-gc", daemon=True
+                    target=self._collect_guarded,
+                    args=(manifest, previous, tuple(w._mirrored)),
+                    name="tstate-checkpoint-gc",
+                    daemon=True,
                 )
                 self._gc_thread.start()
             else:
-                self._collect_guarded(manifest)
+                self._collect_guarded(manifest, None, tuple(w._mirrored))
             return manifest
 
-    def _collect_guarded(self, manifest: Manifest) -> None:
+    def _collect_guarded(self, manifest: Manifest, after: threading.Thread | None = None, mirrored: tuple[str, ...] = ()) -> None:
+        if after is not None:
+            after.join()  # copies and collections run in commit order
         with self._lock:
+            if self.replica is not None:
+                self._replicate(manifest, mirrored)
             try:
                 self._collect(manifest)
             except (OSError, CheckpointError) as exc:  # the checkpoint is committed; garbage stays for the next commit
                 self.problems.append(f"garbage collection after checkpoint {manifest.id} failed: {exc}")
+
+    def _replicate(self, m: Manifest, mirrored: tuple[str, ...] = ()) -> None:
+        """Copy committed checkpoint ``m`` to the replica: the files it does not hold
+        yet and the ``mirrored`` ones, then the manifest, then the replica's garbage
+        collection.  A failure is
+        reported (``problems``, :class:`CheckpointReplicaWarning`), never raised: ``m``
+        is committed here; the next commit copies what is still missing."""
+        replica = self.replica
+        assert replica is not None
+        rfs = replica.fs
+        try:
+            for ref in m.files():
+                if ref.path in self._replicated:
+                    continue
+                if not (rfs.exists(ref.path) and rfs.size(ref.path) == ref.size):
+                    rfs.write_atomic(ref.path, self._read_here(ref), fsync=False)
+                self._replicated.add(ref.path)
+            for path in mirrored:
+                rfs.write_atomic(path, self.fs.read_bytes(path), fsync=False)
+            if replica.fsync:
+                rfs.sync_all()
+            rfs.write_atomic(m.name, encode_manifest(m), fsync=replica.fsync)
+            if replica.fsync:
+                rfs.fsync_dir(_MANIFESTS)
+        except (OSError, CheckpointError) as exc:
+            self._replicated.clear()  # re-check on the next copy
+            problem = f"checkpoint {m.id} not copied to the replica {replica.directory} ({exc})"
+            self.problems.append(problem)
+            warnings.warn(CheckpointReplicaWarning(f"{self._where}: {problem}; the next commit copies it"), stacklevel=2)
+            return
+        replica._collect_guarded(m)
+        self.problems.extend(f"replica: {p}" for p in replica.problems)
+        # what later checkpoints can name of what is there: m's files (they build on m)
+        self._replicated = {r.path for r in m.files()}
 
     def wait_gc(self) -> None:
         """Wait for a garbage collection running in the background (``background_gc``)."""
@@ -758,6 +977,7 @@ class CheckpointWriter:
         self._dropped_ops: set[str] = set()
         self._meta: dict[str, Any] = {}
         self._attached: list[FileRef] = []
+        self._mirrored: list[str] = []
         self._dirs: set[str] = set()
 
     def __repr__(self) -> str:
@@ -838,6 +1058,18 @@ class CheckpointWriter:
                     ops = self._bins[operator, bin] = _BinOps(False)
                 ops.files.extend(refs)
             self._dirs.add(f"{_DATA}/{operator_dir(operator)}/{bin}")
+
+    def mirror(self, path: str) -> None:
+        """Copy ``path`` (a file outside ``data/`` written through the store's
+        filesystem, under one of the store's ``mirror_dirs``: the Spark backend's output
+        parts and index) to the store's replica with this checkpoint.  Unlike an
+        attached file it is neither verified nor deleted with the manifest: it only
+        follows the checkpoint to the replica.  Without a replica it is a no-op."""
+        with self._lock:
+            self._check_open()
+            if not path.startswith(self.store.mirror_dirs):
+                raise CheckpointError(f"{path}: not under the store's mirrored directories {self.store.mirror_dirs}")
+            self._mirrored.append(path)
 
     def attach(self, ref: FileRef) -> None:
         """Make a file outside ``data/`` part of this checkpoint only (the Spark

@@ -72,7 +72,8 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         self.track_dirty = bool(exe.checkpointing)
         #: checkpoint barrier: nothing at a time >= it is applied until it is captured
         self.barrier: Any = None
-        #: keys an in-flight checkpoint has still to read (copy-on-write before writing them)
+        #: the in-flight checkpoint's frozen bins (copy-on-write before writing a key of
+        #: ``bin.frozen``: tstate.checkpoint.freeze)
         self.cow: Any = None
         self.max_applied: Any = None
         # ownership (migration): bins this worker holds, records waiting for bins
@@ -231,10 +232,10 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         checkpoint deletes it only if an earlier one may hold it."""
         b = self._key_bin.pop(key, None) or self.bin_for(key, None, None)
         assert b is not None  # the current key's bin is here
-        self._key_bin.pop(key, None)
         self._key_states.pop(key, None)
-        if self.cow is not None and key in self.cow.pending:
-            self.cow.before_write(key)
+        fz = b.frozen
+        if fz is not None and fz.get(key, 0) is None:  # frozen by a checkpoint, not copied yet
+            self.cow.before_write(b, key)
         b.clear_key(key, self.track_dirty)
 
     def _index_timer(self, t: Any, bin_index: int) -> None:
@@ -350,8 +351,9 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                         if b is None:
                             self._pend(k, r, t)
                             continue
-                    if cow is not None and k in cow.pending:
-                        cow.before_write(k)
+                    fz = b.frozen
+                    if fz is not None and fz.get(k, 0) is None:  # frozen by a checkpoint, not copied yet
+                        cow.before_write(b, k)
                     states = b.states
                     s = states.get(k, _MISSING)
                     if s is _MISSING:
@@ -413,7 +415,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         else:
             self._group_fold(t, recs, groups)
         for b, rs in groups.values():
-            if self.cow is not None:
+            if b.frozen is not None:
                 self.cow.before_write_bin(b)
             ctx.key = None
             try:
@@ -487,9 +489,10 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                 b.timers_changed = True
             states = b.states
             cow = self.cow
+            fz = b.frozen
             for k in keys:
-                if cow is not None and k in cow.pending:
-                    cow.before_write(k)
+                if fz is not None and fz.get(k, 0) is None:  # frozen by a checkpoint, not copied yet
+                    cow.before_write(b, k)
                 s = states.get(k, _MISSING)
                 if s is _MISSING:
                     s = states[k] = new_state()

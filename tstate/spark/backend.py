@@ -164,7 +164,10 @@ class Backend:
     ``False`` nothing (:mod:`tstate.spark.progress`).  ``local_loops``: an iterate scope
     whose operators' stored state is at most this many bytes runs all its rounds of a
     batch in one task (one Spark stage instead of one per round; 0: always spread, see
-    :mod:`tstate.spark.rounds`)."""
+    :mod:`tstate.spark.rounds`).  ``replica``: a second location that receives a copy
+    of every committed batch's checkpoint (copied by the driver after the commit); a
+    restart reads whichever copy is intact and repairs the other before executors read
+    state (:mod:`tstate.checkpoint.store`)."""
 
     def __init__(
         self,
@@ -179,6 +182,7 @@ class Backend:
         progress: Optional[bool] = None,
         local_loops: int = 64 << 20,
         fresh_if_unusable: bool = False,
+        replica: Optional[str] = None,
     ) -> None:
         from tstate.checkpoint.location import resolve
         from tstate.checkpoint.store import CheckpointStore
@@ -198,7 +202,11 @@ class Backend:
         self.resume = resume
         self.fresh_if_unusable = fresh_if_unusable
         self.local_loops = local_loops
-        self.store = CheckpointStore(self.directory, retain=retain, compact_after=compact_after, background_gc=True)
+        # with a replica, the driver copies each committed checkpoint there and, when it
+        # resumes, repairs either copy from the other before any executor reads a bin
+        self.store = CheckpointStore(
+            self.directory, retain=retain, compact_after=compact_after, background_gc=True, replica=replica
+        )
         self.metrics = _Metrics()
         self._plan: Any = None
         self._flow: Any = None

@@ -11,6 +11,9 @@ hash (see :mod:`tstate.keys`).  A bin holds
   tombstone: no checkpoint holds it), ``timers_changed``: a timer was set or fired
   since then (a delta carries the whole timer set), ``full``: the next checkpoint must
   write the whole bin (all these are kept only while checkpointing);
+- ``frozen``: while a checkpoint that captured this bin has not read it yet, the keys
+  whose state at the checkpoint's time it still needs (``None`` otherwise): the
+  copy-on-write set of :mod:`tstate.checkpoint.freeze`;
 
 and is what moves between workers and what a checkpoint writes (encoded by
 :mod:`tstate.state.payload`: the same bytes for a checkpoint file and a migration
@@ -27,7 +30,7 @@ __all__ = ["Bin"]
 class Bin:
     """The state of one bin (see the module docstring)."""
 
-    __slots__ = ("index", "states", "timers", "dirty", "removed", "added", "timers_changed", "full")
+    __slots__ = ("index", "states", "timers", "dirty", "removed", "added", "timers_changed", "full", "frozen")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -38,6 +41,7 @@ class Bin:
         self.added: dict[Any, None] = {}  # keys created since the last checkpoint
         self.timers_changed = False  # a timer set or fired since the last checkpoint
         self.full = False  # the next checkpoint writes the whole bin (e.g. it just moved here)
+        self.frozen: dict[Any, None] | None = None  # keys an in-flight checkpoint still reads
 
     def __len__(self) -> int:
         return len(self.states)

@@ -120,7 +120,8 @@ def snapshot(exe: Queryable, op: _Operator, at: Any = None, format: str = "arrow
     codec = StateCodec(state_type)
     rows = [(k, v) for r in rts for b in sorted(r.bins.values(), key=lambda b: b.index) for k, v in b.states.items()]
     if format == "dict":
-        return {k: codec.from_builtins(codec.to_builtins(v)) for k, v in rows}
+        copy = codec.copy
+        return {k: copy(v) for k, v in rows}
     from tstate.types import to_arrow
 
     table = to_arrow(rows, state_type)
@@ -141,5 +142,5 @@ def point_read(exe: Queryable, op: _Operator, key: Any) -> Any:
         b = r.bins.get(bi)
         if b is not None and key in b.states:
             codec = r.codec
-            return codec.from_builtins(codec.to_builtins(b.states[key]))
+            return codec.copy(b.states[key])
     return None

@@ -19,13 +19,17 @@ tstate.errors.StateTypeError: Route.by_name{'a'}[2]: expected int, got str 'x'
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from itertools import chain
+from operator import attrgetter, itemgetter
+from typing import Any, Callable, Iterable
+
+from msgspec import ValidationError, convert
 
 from tstate.errors import StateTypeError
 from tstate.types.schema import Kind, Schema, root_label
 from tstate.types.tracked import Array, Map
 
-__all__ = ["Mismatch", "Checker", "compile_checker", "check", "INT_MIN", "INT_MAX"]
+__all__ = ["Mismatch", "Checker", "VectorChecker", "compile_checker", "compile_vector_checker", "check", "INT_MIN", "INT_MAX"]
 
 #: The range of integers msgpack can encode.
 INT_MIN = -(1 << 63)
@@ -234,6 +238,8 @@ def _sequence(schema: Schema, ranges: bool) -> Checker:
                     raise m.at(where(items, x)) from None
             return  # pragma: no cover - the fast test failed, so one item fails
         if exact:
+            if set(map(type, items)) <= exact:  # in C; then find the culprit
+                return
             for x in items:
                 if type(x) not in exact:
                     raise Mismatch(item.name, x).at(where(items, x))
@@ -360,3 +366,168 @@ def _record(schema: Schema, ranges: bool) -> Checker:
                 raise m.at(f"{{{name!r}}}") from None
 
     return check_record
+
+
+# ---------------------------------------------------------------------- many values at once
+
+VectorChecker = Callable[[Iterable[Any]], bool]
+_VCACHE: dict[Any, VectorChecker] = {}
+
+
+def compile_vector_checker(schema: Schema) -> VectorChecker:
+    """A function telling whether *every* value of an iterable matches ``schema``, with
+    ints not range-checked (like ``compile_checker(schema, ranges=False)``: what an
+    encoder needs, msgspec refuses ints beyond 64 bits itself).
+
+    It answers without a Python call per value where it can: it compares the *set of
+    types* of all values (``set(map(type, values))``, in C), then checks the parts of
+    all values together -- a struct field across all structs, the items of all lists
+    chained -- so a bin of a million structs is checked in a few passes over C
+    iterators.  It only says *whether*; the per-value checker of :func:`compile_checker`
+    then finds *where* (the field path).
+
+    >>> from tstate.types.schema import analyse
+    >>> ok = compile_vector_checker(analyse(dict[str, list[int]]))
+    >>> ok([{"a": [1, 2]}, {"b": []}]), ok([{"a": [1, "2"]}])
+    (True, False)
+    """
+    try:
+        return _VCACHE[schema.tp]
+    except KeyError:
+        fn = _VCACHE[schema.tp] = _vector(schema)
+        return fn
+    except TypeError:  # an unhashable annotation
+        return _vector(schema)
+
+
+def _types_within(allowed: frozenset[type]) -> VectorChecker:
+    def check_types(values: Iterable[Any]) -> bool:
+        return set(map(type, values)) <= allowed
+
+    return check_types
+
+
+def _vector(schema: Schema) -> VectorChecker:
+    k = schema.kind
+    exact = exact_types(schema, ranges=False)
+    if exact:
+        return _types_within(exact)
+    if k is Kind.OPTIONAL:
+        inner = compile_vector_checker(schema.args[0])
+
+        def check_optional(values: Iterable[Any]) -> bool:
+            return inner([v for v in values if v is not None])
+
+        return check_optional
+    if k in (Kind.LIST, Kind.TUPLE, Kind.SET, Kind.FROZENSET, Kind.ARRAY):
+        container = frozenset({schema.py_type})
+        items = compile_vector_checker(schema.args[0])
+        tracked = k is Kind.ARRAY
+        convert_to = _convertible(schema.args[0])
+
+        def check_sequences(values: Iterable[Any]) -> bool:
+            vs = values if type(values) is list else list(values)
+            if not set(map(type, vs)) <= container:
+                return False
+            seqs = list(map(_DATA, vs)) if tracked else vs
+            if convert_to is not None:
+                # scalar items: msgspec validates them in C (2-3x a set of their types)
+                try:
+                    convert(seqs, convert_to)
+                except ValidationError:
+                    return False
+                return True
+            return items(chain.from_iterable(seqs))
+
+        return check_sequences
+    if k in (Kind.DICT, Kind.MAP):
+        container = frozenset({schema.py_type})
+        keys, items = compile_vector_checker(schema.args[0]), compile_vector_checker(schema.args[1])
+        tracked = k is Kind.MAP
+
+        def check_mappings(values: Iterable[Any]) -> bool:
+            vs = values if type(values) is list else list(values)
+            if not set(map(type, vs)) <= container:
+                return False
+            ds = list(map(_DATA, vs)) if tracked else vs
+            return keys(chain.from_iterable(ds)) and items(chain.from_iterable(map(dict.values, ds)))
+
+        return check_mappings
+    if k is Kind.FIXED_TUPLE:
+        n = len(schema.args)
+        parts = [(itemgetter(i), compile_vector_checker(a)) for i, a in enumerate(schema.args)]
+
+        def check_tuples(values: Iterable[Any]) -> bool:
+            vs = values if type(values) is list else list(values)
+            if not set(map(type, vs)) <= _TUPLE or not set(map(len, vs)) <= {n}:
+                return False
+            return all(part(map(get, vs)) for get, part in parts)
+
+        return check_tuples
+    if k is Kind.STRUCT:
+        return _structs(schema)
+    one = compile_checker(schema, ranges=False)  # pragma: no cover - every kind is above
+
+    def check_each(values: Iterable[Any]) -> bool:  # pragma: no cover
+        try:
+            for v in values:
+                one(v)
+        except Mismatch:
+            return False
+        return True
+
+    return check_each  # pragma: no cover
+
+
+_DATA = attrgetter("_data")
+_TUPLE = frozenset({tuple})
+
+
+# Scalar kinds whose values msgspec.convert (strict) accepts exactly when the checker
+# does (ranges aside): not enums (convert takes their values), dates or datetimes (it
+# parses strings).  A subclass of str / bytes is accepted by convert, refused by the
+# encoder (TypeError): the encoding path then runs the checker, which names it.
+_CONVERTIBLE = {Kind.INT, Kind.FLOAT, Kind.STR, Kind.BYTES, Kind.BOOL, Kind.NONE}
+
+
+def _convertible(item: Schema) -> Any:
+    """``list[list[T]]`` for an item schema that msgspec can validate, else ``None``."""
+    k = item.kind
+    ok = k in _CONVERTIBLE or (k in (Kind.UNION, Kind.OPTIONAL) and all(a.kind in _CONVERTIBLE for a in item.args))
+    if not ok:
+        return None
+    tp = type(None) if k is Kind.NONE else item.tp
+    target = list[list[tp]]  # type: ignore[valid-type]
+    try:
+        convert([], target)
+    except TypeError:  # a union msgspec cannot express (str | bytes)
+        return None
+    return target
+
+
+def _structs(schema: Schema) -> VectorChecker:
+    """Structs: a generated loop testing the class and every scalar field's type
+    inline (no call per struct), then each other field across all structs."""
+    ns: dict[str, Any] = {"cls": schema.py_type}
+    lines = ["def check_structs(vs):", "    for v in vs:", "        if type(v) is not cls:", "            return False"]
+    others: list[tuple[Any, VectorChecker]] = []
+    for n, f in enumerate(schema.fields):
+        exact = exact_types(f.schema, ranges=False)
+        if not exact:
+            others.append((attrgetter(f.name), compile_vector_checker(f.schema)))
+            continue
+        if len(exact) == 1:
+            ns[f"t{n}"] = next(iter(exact))
+            lines += [f"        if type(v.{f.name}) is not t{n}:", "            return False"]
+        else:
+            ns[f"t{n}"] = exact
+            lines += [f"        if type(v.{f.name}) not in t{n}:", "            return False"]
+    lines.append("    return True")
+    exec(compile("\n".join(lines), f"<tstate vector check {schema.name}>", "exec"), ns)
+    inline: Callable[[list[Any]], bool] = ns["check_structs"]
+
+    def check_structs(values: Iterable[Any]) -> bool:
+        vs = values if type(values) is list else list(values)
+        return inline(vs) and all(part(map(get, vs)) for get, part in others)
+
+    return check_structs

@@ -1,19 +1,27 @@
-"""Encoding typed state: cattrs (un)structuring + msgpack, checked, with deltas.
+"""Encoding typed state: msgspec (typed MessagePack), checked, with deltas.
 
 A :class:`StateCodec` is built once per declared state type (``StateCodec(Route)``
 returns the same codec every time) and turns values into bytes and back.  Every encode
-first :meth:`~StateCodec.check`\\ s the value against the declaration, so a wrongly typed
-value raises :class:`~tstate.errors.StateTypeError` with its field path instead of being
-stored.
+first checks the value against the declaration, so a wrongly typed value raises
+:class:`~tstate.errors.StateTypeError` with its field path instead of being stored.
 
-**Encoded form** (msgpack, ``use_bin_type=True``): structs as maps of field name to
-value (so a field added with a default can be read from older state); lists, tuples,
-sets, frozensets and ``Array`` as arrays; dicts, ``TypedDict`` records and ``Map`` with ``str`` keys as maps,
-with other keys as arrays of ``[key, value]`` pairs (so keys of any type round-trip);
+**Bytes** (:meth:`~StateCodec.encode` / :meth:`~StateCodec.decode`) are checkpoint
+format 2 (:mod:`tstate.types.wire`): msgspec encodes the checked value as it is and
+decodes it typed -- the declared attrs classes, tuples, sets, enums, dates and tracked
+containers come straight out of the decoder, which checks every value on the way.
+Where msgspec cannot do that for a kind of state (:func:`~tstate.types.wire.encodes_natively`,
+:func:`~tstate.types.wire.decodes_natively`), the value goes through its builtins form
+(cattrs, :mod:`tstate.types.builtins`) instead; so does anything a typed decoder
+refuses, which is how format 1's bytes are read.
+
+**Builtins** (:meth:`~StateCodec.to_builtins` / :meth:`~StateCodec.from_builtins`):
+structs as maps of field name to value (so a field added with a default can be read
+from older state); lists, tuples, sets, frozensets and ``Array`` as lists; dicts and
+``Map`` with ``str`` keys as dicts, with other keys as lists of ``[key, value]`` pairs;
 ``datetime`` / ``date`` as ISO-8601 strings (an aware datetime keeps its UTC offset);
-enums by value; ``bytes`` as bin.  :meth:`~StateCodec.to_builtins` returns that form as
-fresh Python containers sharing nothing mutable with the value -- a safe snapshot to
-encode later on another thread.
+enums by value; ``bytes`` as bytes.  ``to_builtins`` returns fresh containers sharing
+nothing mutable with the value.  That is format 1's form of a value; format 2 differs
+only in writing every dict as a map.
 
 **Deltas.**  When the state *is* a tracked container (``Map`` / ``Array``), or is a
 struct with tracked containers as direct fields, :meth:`~StateCodec.encode_delta`
@@ -44,209 +52,43 @@ tstate.errors.StateTypeError: Route.delays[1]: expected int, got str '7'
 
 from __future__ import annotations
 
-import datetime as _dt
-import threading
-import types
 import typing
-from collections.abc import Set as AbstractSet
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import attrs
-import cattrs
-import msgpack
-from cattrs.fns import identity
+import msgspec
 
 from tstate.errors import SchemaMismatchError, StateTypeError
-from tstate.types.check import Checker, Mismatch, compile_checker
+from tstate.types import wire
+from tstate.types.builtins import converter, plain_for_decode, wire_converter
+from tstate.types.check import Checker, Mismatch, VectorChecker, compile_checker, compile_vector_checker
 from tstate.types.schema import Kind, Schema, analyse, root_label
 from tstate.types.tracked import Array, Map
 
-__all__ = ["StateCodec", "encode_envelope", "decode_envelope", "converter"]
-
-# ---------------------------------------------------------------------- msgpack
-
-_local = threading.local()
-
-
-def _pack(obj: Any) -> bytes:
-    """msgpack-encode with this thread's reusable Packer (much faster than packb)."""
-    try:
-        packer = _local.packer
-    except AttributeError:
-        packer = _local.packer = msgpack.Packer(use_bin_type=True)
-    return packer.pack(obj)  # type: ignore[no-any-return]
-
-
-def _unpack(data: bytes) -> Any:
-    try:
-        return msgpack.unpackb(data, strict_map_key=False)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise StateTypeError(f"cannot decode state: not valid msgpack ({exc})") from None
-
-
-# ---------------------------------------------------------------------- cattrs
-
-_UNIONS = (typing.Union, types.UnionType)
-
-
-def _is_union(tp: Any) -> bool:
-    return typing.get_origin(tp) in _UNIONS
-
-
-def _is_mapping(tp: Any) -> bool:
-    return typing.get_origin(tp) in (dict, Map)
-
-
-def _is_array(tp: Any) -> bool:
-    return typing.get_origin(tp) is Array
-
-
-def _is_record(tp: Any) -> bool:
-    return typing.is_typeddict(tp)
-
-
-def _make_converter() -> cattrs.Converter:
-    """The one converter for all state types (hooks are generated per type, lazily)."""
-    c = cattrs.Converter(detailed_validation=False, unstruct_collection_overrides={AbstractSet: list})
-    c.register_unstructure_hook(_dt.datetime, _dt.datetime.isoformat)
-    c.register_structure_hook(_dt.datetime, lambda v, _: _dt.datetime.fromisoformat(v))
-    c.register_unstructure_hook(_dt.date, _dt.date.isoformat)
-    c.register_structure_hook(_dt.date, lambda v, _: _dt.date.fromisoformat(v))
-    c.register_structure_hook(type(None), lambda v, _: None)
-
-    def unstructure_union(tp: Any) -> Callable[[Any], Any]:
-        rest = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(rest) == len(typing.get_args(tp)):
-            return identity  # a union of scalars
-        inner = c.get_unstructure_hook(rest[0] if len(rest) == 1 else typing.Union[tuple(rest)])
-        if inner is identity:
-            return identity
-
-        def unstructure_optional(v: Any) -> Any:
-            return None if v is None else inner(v)
-
-        return unstructure_optional
-
-    def structure_union(tp: Any) -> Callable[[Any, Any], Any]:
-        args = typing.get_args(tp)
-        rest = [a for a in args if a is not type(None)]
-        if len(rest) < len(args):
-            inner_tp = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
-            inner = c.get_structure_hook(inner_tp)
-
-            def structure_optional(v: Any, _: Any) -> Any:
-                return None if v is None else inner(v, inner_tp)
-
-            return structure_optional
-        to_float = float in rest and int not in rest
-
-        def structure_scalar_union(v: Any, _: Any) -> Any:
-            return float(v) if to_float and type(v) is int else v
-
-        return structure_scalar_union
-
-    def unstructure_mapping(tp: Any) -> Callable[[Any], Any]:
-        key_tp, value_tp = typing.get_args(tp)
-        ku, vu = c.get_unstructure_hook(key_tp), c.get_unstructure_hook(value_tp)
-        tracked = typing.get_origin(tp) is Map
-        if key_tp is str:
-            if vu is identity:
-                return (lambda m: dict(m._data)) if tracked else dict
-            if tracked:
-                return lambda m: {k: vu(v) for k, v in m._data.items()}
-            return lambda d: {k: vu(v) for k, v in d.items()}
-        if tracked:
-            return lambda m: [[ku(k), vu(v)] for k, v in m._data.items()]
-        return lambda d: [[ku(k), vu(v)] for k, v in d.items()]
-
-    def structure_mapping(tp: Any) -> Callable[[Any, Any], Any]:
-        key_tp, value_tp = typing.get_args(tp)
-        ks, vs = c.get_structure_hook(key_tp), c.get_structure_hook(value_tp)
-        wrap: Callable[[dict[Any, Any]], Any] = Map._clean if typing.get_origin(tp) is Map else identity
-
-        def structure(obj: Any, _: Any) -> Any:
-            pairs = obj.items() if isinstance(obj, dict) else obj
-            return wrap({ks(k, key_tp): vs(v, value_tp) for k, v in pairs})
-
-        return structure
-
-    def unstructure_array(tp: Any) -> Callable[[Any], Any]:
-        (item_tp,) = typing.get_args(tp)
-        iu = c.get_unstructure_hook(item_tp)
-        if iu is identity:
-            return lambda a: list(a._data)
-        return lambda a: [iu(x) for x in a._data]
-
-    def structure_array(tp: Any) -> Callable[[Any, Any], Any]:
-        (item_tp,) = typing.get_args(tp)
-        as_list = c.get_structure_hook(list[item_tp])  # type: ignore[valid-type]
-        return lambda obj, _: Array._clean(as_list(obj, list[item_tp]))  # type: ignore[valid-type]
-
-    def unstructure_record(tp: Any) -> Callable[[Any], Any]:
-        hooks = {k: c.get_unstructure_hook(h) for k, h in typing.get_type_hints(tp).items()}
-        if all(h is identity for h in hooks.values()):
-            return dict
-        return lambda d: {k: hooks[k](v) for k, v in d.items()}
-
-    def structure_record(tp: Any) -> Callable[[Any, Any], Any]:
-        hints = typing.get_type_hints(tp)
-        hooks = {k: (c.get_structure_hook(h), h) for k, h in hints.items()}
-
-        def structure(obj: Any, _: Any) -> Any:
-            return {k: hooks[k][0](v, hooks[k][1]) for k, v in obj.items()}
-
-        return structure
-
-    c.register_unstructure_hook_factory(_is_record, unstructure_record)
-    c.register_structure_hook_factory(_is_record, structure_record)
-    c.register_unstructure_hook_factory(_is_union, unstructure_union)
-    c.register_structure_hook_factory(_is_union, structure_union)
-    c.register_unstructure_hook_factory(_is_mapping, unstructure_mapping)
-    c.register_structure_hook_factory(_is_mapping, structure_mapping)
-    c.register_unstructure_hook_factory(_is_array, unstructure_array)
-    c.register_structure_hook_factory(_is_array, structure_array)
-    # Registered last, so asked first: msgpack already decodes list[int] right.
-    c.register_structure_hook_factory(_decodes_as_is, lambda tp: _as_is)
-    return c
-
-
-def _decodes_as_is(tp: Any) -> bool:
-    """Whether decoded msgpack is already a value of the list / dict type ``tp``."""
-    if typing.get_origin(tp) not in (list, dict):
-        return False
-    try:
-        return _plain_for_decode(analyse(tp))
-    except StateTypeError:
-        return False
-
-
-def _as_is(obj: Any, _: Any) -> Any:
-    return obj
-
-
-#: The cattrs converter configured for state types (see the module docstring).
-converter = _make_converter()
+__all__ = ["StateCodec", "encode_envelope", "decode_envelope", "open_envelope", "converter", "MAGIC", "MAGIC_FORMAT_1"]
 
 
 def _tp(schema: Schema) -> Any:
-    """The annotation to ask cattrs about (``NoneType`` for ``None``)."""
+    """The annotation to ask cattrs and msgspec about (``NoneType`` for ``None``)."""
     return type(None) if schema.kind is Kind.NONE else schema.tp
 
 
-def _plain_for_decode(schema: Schema) -> bool:
-    """Whether the msgpack-decoded form of ``schema`` already is the value."""
-    k = schema.kind
-    if k in (Kind.INT, Kind.STR, Kind.BYTES, Kind.BOOL, Kind.NONE):
-        return True
-    if k is Kind.LIST or k is Kind.OPTIONAL:
-        return _plain_for_decode(schema.args[0])
-    if k is Kind.DICT:
-        return schema.args[0].kind is Kind.STR and _plain_for_decode(schema.args[1])
-    if k is Kind.UNION:
-        return all(a.kind is not Kind.FLOAT for a in schema.args)
-    if k is Kind.RECORD:
-        return all(_plain_for_decode(f.schema) for f in schema.fields)
-    return False
+def _msgspec_decoder(schema: Schema) -> tuple[Any, Any, Callable[[Any], Any] | None]:
+    """``(decoder, annotation, wrap)`` decoding a value of ``schema`` typed, or
+    ``(None, None, None)`` when msgspec cannot.  A top-level ``Map`` / ``Array`` is
+    decoded as a dict / list and wrapped (cheaper than the decode hook)."""
+    if not wire.decodes_natively(schema):
+        return None, None, None
+    tp: Any = _tp(schema)
+    wrap: Callable[[Any], Any] | None = None
+    if schema.kind is Kind.MAP:
+        tp, wrap = dict[_tp(schema.args[0]), _tp(schema.args[1])], Map._clean  # type: ignore[misc]
+    elif schema.kind is Kind.ARRAY:
+        tp, wrap = list[_tp(schema.args[0])], Array._clean  # type: ignore[misc]
+    try:
+        return wire.typed_decoder(tp), tp, wrap
+    except (TypeError, ValueError):  # a type msgspec refuses (e.g. an exotic attrs default)
+        return None, None, None
 
 
 def _cleaner(schema: Schema) -> Callable[[Any], None] | None:
@@ -313,111 +155,141 @@ def _cleaner(schema: Schema) -> Callable[[Any], None] | None:
     return clean_items
 
 
+
 # ---------------------------------------------------------------------- deltas
 
 _REPLACE, _MAP, _ARRAY, _STRUCT = 0, 1, 2, 3
 
 
 class _Part:
-    """How one (un)structures, checks and delta-encodes a part of the state."""
+    """How one (un)structures, checks and delta-encodes a part of the state.
 
-    __slots__ = ("schema", "tp", "check", "type_check", "unstructure", "structure", "kind", "key", "item")
+    ``unstructure`` / ``structure`` are the builtins form (cattrs; what
+    :meth:`StateCodec.delta_builtins` holds); ``wire`` / ``unwire`` the fast form of
+    :meth:`StateCodec.encode_delta`'s bytes (the value itself where msgspec encodes it
+    natively, built back by ``msgspec.convert``)."""
 
-    def __init__(self, schema: Schema) -> None:
+    __slots__ = ("schema", "tp", "check", "type_check", "unstructure", "structure", "kind", "key", "item", "wire", "native_in")
+
+    def __init__(self, schema: Schema, native_in: bool) -> None:
         self.schema = schema
         self.tp = _tp(schema)
         self.check: Checker = compile_checker(schema)
         self.type_check: Checker = compile_checker(schema, ranges=False)
         self.unstructure: Callable[[Any], Any] = converter.get_unstructure_hook(self.tp)
         self.structure: Callable[[Any, Any], Any] = converter.get_structure_hook(self.tp)
+        self.native_in = native_in and wire.decodes_natively(schema)
+        self.wire: Callable[[Any], Any] = (
+            _identity if wire.encodes_natively(schema) else wire_converter.get_unstructure_hook(self.tp)
+        )
         self.kind = schema.kind
         self.key: _Part | None = None
         self.item: _Part | None = None
         if schema.kind is Kind.MAP:
-            self.key, self.item = _Part(schema.args[0]), _Part(schema.args[1])
+            self.key, self.item = _Part(schema.args[0], native_in), _Part(schema.args[1], native_in)
         elif schema.kind is Kind.ARRAY:
-            self.item = _Part(schema.args[0])
+            self.item = _Part(schema.args[0], native_in)
 
-    def full(self, value: Any) -> list[Any]:
+    def unwire(self, obj: Any) -> Any:
+        """The value of a decoded (untyped) wire form or builtins form."""
+        if self.native_in:
+            try:
+                return msgspec.convert(obj, self.tp, dec_hook=wire.dec_hook)
+            except msgspec.ValidationError:
+                pass  # e.g. format 1 / builtins pairs: the reference path
+        return self.structure(obj, self.tp)
+
+    def full(self, value: Any, fast: bool) -> list[Any]:
+        if fast:
+            self.type_check(value)
+            return [_REPLACE, self.wire(value)]
         self.check(value)
         return [_REPLACE, self.unstructure(value)]
 
-    def delta(self, value: Any) -> list[Any]:
+    def delta(self, value: Any, fast: bool) -> list[Any]:
         """The delta of a value of this part (checking what it encodes)."""
         if self.kind is Kind.MAP and type(value) is Map and value.has_base:
-            return self._map_delta(value)
+            return self._map_delta(value, fast)
         if self.kind is Kind.ARRAY and type(value) is Array and value.has_base:
-            return self._array_delta(value)
-        return self.full(value)
+            return self._array_delta(value, fast)
+        return self.full(value, fast)
 
-    def _map_delta(self, m: Map[Any, Any]) -> list[Any]:
+    def _map_delta(self, m: Map[Any, Any], fast: bool) -> list[Any]:
         key, item = self.key, self.item
         assert key is not None and item is not None
+        kchk, vchk = (key.type_check, item.type_check) if fast else (key.check, item.check)
+        kform, vform = (key.wire, item.wire) if fast else (key.unstructure, item.unstructure)
         data = m._data
         changed, deleted = [], []
         for k in m._changed:
             try:
-                key.check(k)
+                kchk(k)
             except Mismatch as e:
                 raise e.at("{key}") from None
             v = data[k]
             try:
-                item.check(v)
+                vchk(v)
             except Mismatch as e:
                 raise e.at(f"{{{k!r}}}") from None
-            changed.append([key.unstructure(k), item.unstructure(v)])
+            changed.append([kform(k), vform(v)])
         for k in m._deleted:
             try:
-                key.check(k)
+                kchk(k)
             except Mismatch as e:
                 raise e.at("{key}") from None
-            deleted.append(key.unstructure(k))
+            deleted.append(kform(k))
         return [_MAP, changed, deleted]
 
-    def _array_delta(self, a: Array[Any]) -> list[Any]:
+    def _array_delta(self, a: Array[Any], fast: bool) -> list[Any]:
         item = self.item
         assert item is not None
+        chk = item.type_check if fast else item.check
+        form = item.wire if fast else item.unstructure
         data, keep = a._data, a._keep
         overwritten, appended = [], []
         for i in sorted(a._overwritten):
             try:
-                item.check(data[i])
+                chk(data[i])
             except Mismatch as e:
                 raise e.at(f"[{i}]") from None
-            overwritten.append([i, item.unstructure(data[i])])
+            overwritten.append([i, form(data[i])])
         for i in range(keep, len(data)):
             try:
-                item.check(data[i])
+                chk(data[i])
             except Mismatch as e:
                 raise e.at(f"[{i}]") from None
-            appended.append(item.unstructure(data[i]))
+            appended.append(form(data[i]))
         return [_ARRAY, keep, overwritten, appended]
 
     def apply(self, base: Any, delta: Any, path: str) -> Any:
         """``base`` with ``delta`` applied (tracked containers are updated in place)."""
         tag = delta[0]
         if tag == _REPLACE:
-            return self.structure(delta[1], self.tp)
+            return self.unwire(delta[1])
         if tag == _MAP and self.kind is Kind.MAP and type(base) is Map:
             key, item = self.key, self.item
             assert key is not None and item is not None
             base._apply(
-                ((key.structure(k, key.tp), item.structure(v, item.tp)) for k, v in delta[1]),
-                (key.structure(k, key.tp) for k in delta[2]),
+                ((_hashable(key.unwire(k)), item.unwire(v)) for k, v in delta[1]),
+                (_hashable(key.unwire(k)) for k in delta[2]),
             )
             return base
         if tag == _ARRAY and self.kind is Kind.ARRAY and type(base) is Array:
             item = self.item
             assert item is not None
-            base._apply(
-                delta[1],
-                ((i, item.structure(v, item.tp)) for i, v in delta[2]),
-                [item.structure(v, item.tp) for v in delta[3]],
-            )
+            base._apply(delta[1], ((i, item.unwire(v)) for i, v in delta[2]), [item.unwire(v) for v in delta[3]])
             return base
         raise StateTypeError(
             f"{path}: cannot apply this delta to a {type(base).__qualname__} (declared {self.schema.name})"
         )
+
+
+def _identity(v: Any) -> Any:
+    return v
+
+
+def _hashable(k: Any) -> Any:
+    return k
 
 
 # ---------------------------------------------------------------------- the codec
@@ -441,24 +313,36 @@ class StateCodec:
         "tp",
         "schema",
         "fingerprint",
+        "encodes_natively",
+        "wire_type",
         "_label",
         "_root",
         "_scalar",
         "_plain_decode",
         "_fields",
         "_clean",
+        "_valid",
+        "_to_wire",
+        "_decoder",
+        "_wrap",
         "__weakref__",
     )
 
     tp: Any
     schema: Schema
     fingerprint: str
+    encodes_natively: bool
+    wire_type: Any
     _label: str
     _root: _Part
     _scalar: bool
     _plain_decode: bool
     _fields: list[tuple[str, str, _Part]] | None
     _clean: Callable[[Any], None] | None
+    _valid: VectorChecker
+    _to_wire: Callable[[Any], Any]
+    _decoder: Any
+    _wrap: Callable[[Any], Any] | None
 
     def __new__(cls, tp: Any) -> StateCodec:
         try:
@@ -478,13 +362,18 @@ class StateCodec:
         self.schema = schema
         self.fingerprint = schema.fingerprint
         self._label = root_label(schema)
-        self._root = _Part(schema)
+        native_in = wire.decodes_natively(schema)
+        self._root = _Part(schema, native_in)
         self._scalar = schema.is_scalar
-        self._plain_decode = _plain_for_decode(schema)
+        self._plain_decode = plain_for_decode(schema)
         self._fields = None
         if schema.kind is Kind.STRUCT and any(f.schema.kind in (Kind.MAP, Kind.ARRAY) for f in schema.fields):
-            self._fields = [(f.name, f.alias, _Part(f.schema)) for f in schema.fields]
+            self._fields = [(f.name, f.alias, _Part(f.schema, native_in)) for f in schema.fields]
         self._clean = _cleaner(schema)
+        self._valid = compile_vector_checker(schema)
+        self.encodes_natively = wire.encodes_natively(schema)
+        self._to_wire = self._root.wire
+        self._decoder, self.wire_type, self._wrap = _msgspec_decoder(schema)
         return self
 
     def __repr__(self) -> str:
@@ -501,10 +390,38 @@ class StateCodec:
         except Mismatch as m:
             raise m.error(self._label if path_prefix is None else path_prefix) from None
 
+    def all_encodable(self, values: Iterable[Any]) -> bool:
+        """Whether every one of ``values`` passes the check an encode makes (ints are
+        not range-checked: the encoder refuses those beyond 64 bits with
+        ``OverflowError``).  Fast: see :func:`~tstate.types.check.compile_vector_checker`;
+        :meth:`check` then says which value is wrong and where."""
+        return self._valid(values)
+
+    # ---------------------------------------------------------------- the wire form
+
+    def to_wire(self, value: Any) -> Any:
+        """What the msgspec encoder is given for a (checked) ``value``: the value itself
+        when :attr:`encodes_natively`, else its format-2 builtins.  Shares mutable
+        parts with ``value``: encode it before ``value`` changes."""
+        return self._to_wire(value)
+
+    def from_wire(self, obj: Any) -> Any:
+        """The value of ``obj`` as a typed decoder of :attr:`wire_type` returned it (a
+        top-level ``Map`` / ``Array`` is wrapped), or -- with ``wire_type`` ``None`` --
+        as an untyped decoder returned it."""
+        if self._decoder is None:
+            return self.from_builtins(obj)
+        wrap = self._wrap
+        return obj if wrap is None else wrap(obj)
+
+    def wrapper(self) -> Callable[[Any], Any] | None:
+        """What :meth:`from_wire` applies to a typed-decoded value, ``None`` for nothing."""
+        return self._wrap
+
     # ---------------------------------------------------------------- whole values
 
     def to_builtins(self, value: Any) -> Any:
-        """The checked, msgpack-ready form of ``value`` (see the module docstring)."""
+        """The checked builtins form of ``value`` (see the module docstring)."""
         root = self._root
         try:
             root.check(value)
@@ -513,7 +430,8 @@ class StateCodec:
         return value if self._scalar else root.unstructure(value)
 
     def from_builtins(self, obj: Any) -> Any:
-        """The value of a :meth:`to_builtins` form (tracked containers come back clean)."""
+        """The value of a :meth:`to_builtins` form, or of an untyped decoding of format 2
+        (tracked containers come back clean)."""
         root = self._root
         try:
             return root.structure(obj, root.tp)
@@ -523,40 +441,59 @@ class StateCodec:
             raise StateTypeError(f"{self._label}: cannot decode the stored value as {self.schema.name}: {exc!r}") from None
 
     def encode(self, value: Any) -> bytes:
-        """``value`` checked and encoded as msgpack bytes."""
+        """``value`` checked and encoded (MessagePack, checkpoint format 2)."""
         root = self._root
         try:
-            root.type_check(value)  # msgpack itself refuses ints out of range
-            return _pack(value if self._scalar else root.unstructure(value))
+            root.type_check(value)  # the encoder itself refuses ints out of range
+            return wire.encode(value if self.encodes_natively else self._to_wire(value))
         except Mismatch as m:
             raise m.error(self._label) from None
-        except OverflowError:
-            self.check(value)  # finds the int out of range and raises with its path
+        except (OverflowError, TypeError):
+            self.check(value)  # finds the int out of range (or str subclass...) and raises with its path
             raise  # pragma: no cover
 
     def decode(self, data: bytes) -> Any:
-        """The value encoded in ``data`` by :meth:`encode`."""
-        obj = _unpack(data)
+        """The value encoded in ``data`` by :meth:`encode` (also reads the msgpack of a
+        format-1 builtins form)."""
+        decoder = self._decoder
+        if decoder is not None:
+            try:
+                value = decoder.decode(data)
+            except msgspec.ValidationError:
+                pass  # the reference path reads it, or says why not
+            except msgspec.DecodeError as exc:
+                raise StateTypeError(f"cannot decode state: not valid msgpack ({exc})") from None
+            else:
+                wrap = self._wrap
+                return value if wrap is None else wrap(value)
+        obj = wire.decode_any(data)
         if self._plain_decode:
             return obj
         return self.from_builtins(obj)
 
+    def copy(self, value: Any) -> Any:
+        """A deep copy of ``value`` through the codec (checked)."""
+        return self.decode(self.encode(value))
+
     # ---------------------------------------------------------------- deltas
 
     def delta_builtins(self, value: Any) -> list[Any]:
-        """The msgpack-ready delta of ``value`` since its tracked containers were last
-        marked clean (the whole value when it has none; see the module docstring).
-        Does not mark anything clean."""
+        """The builtins form of the delta of ``value`` since its tracked containers
+        were last marked clean (the whole value when it has none; see the module
+        docstring).  Does not mark anything clean."""
+        return self._delta(value, fast=False)
+
+    def _delta(self, value: Any, fast: bool) -> list[Any]:
         try:
             fields = self._fields
             if fields is None:
-                return self._root.delta(value)
+                return self._root.delta(value, fast)
             if type(value) is not self.schema.py_type:
                 raise Mismatch(self.schema.name, value)
             out: dict[str, Any] = {}
             for name, _, part in fields:
                 try:
-                    out[name] = part.delta(getattr(value, name))
+                    out[name] = part.delta(getattr(value, name), fast)
                 except Mismatch as m:
                     raise m.at("." + name) from None
             return [_STRUCT, out]
@@ -564,8 +501,14 @@ class StateCodec:
             raise m.error(self._label) from None
 
     def encode_delta(self, value: Any, *, clean: bool = True) -> bytes:
-        """:meth:`delta_builtins` as bytes; then, with ``clean``, :meth:`mark_clean`."""
-        data = _pack(self.delta_builtins(value))
+        """The delta of :meth:`delta_builtins` as bytes (format 2: item values encoded
+        by msgspec as they are, where it can); then, with ``clean``, :meth:`mark_clean`."""
+        delta = self._delta(value, fast=True)
+        try:
+            data = wire.encode(delta)
+        except (OverflowError, TypeError):
+            self.delta_builtins(value)  # checks ranges and exact types: raises with the path
+            raise  # pragma: no cover
         if clean:
             self.mark_clean(value)
         return data
@@ -575,7 +518,7 @@ class StateCodec:
         :meth:`encode_delta` or :meth:`delta_builtins`) applied.  Tracked containers of
         ``base`` are updated in place and come back clean; a mutable struct is updated
         in place, a frozen one replaced.  Use the returned value."""
-        obj = _unpack(delta) if isinstance(delta, (bytes, bytearray, memoryview)) else delta
+        obj = wire.decode_any(delta) if isinstance(delta, (bytes, bytearray, memoryview)) else delta
         try:
             if obj[0] != _STRUCT:
                 return self._root.apply(base, obj, self._label)
@@ -610,12 +553,17 @@ class StateCodec:
 
 # ---------------------------------------------------------------------- envelopes
 
-_MAGIC = "tstate.state/1"
+#: The first item of a format-2 envelope (and of format 1's).
+MAGIC = "tstate.state/2"
+MAGIC_FORMAT_1 = "tstate.state/1"
+_FORMATS = {MAGIC: 2, MAGIC_FORMAT_1: 1}
+_envelope = msgspec.msgpack.Decoder(tuple[str, str, msgspec.Raw])
 
 
 def encode_envelope(fingerprint: str, payload: Any) -> bytes:
-    """A stored bin: ``payload`` (msgpack-ready builtins, e.g. from
-    :meth:`StateCodec.to_builtins`) with the schema ``fingerprint`` it was written with.
+    """A stored bin: ``payload`` (msgspec-encodable: builtins, checked state values
+    in their :meth:`StateCodec.to_wire` form, ``msgspec.Raw`` of encoded ones) with the
+    schema ``fingerprint`` it was written with.
 
     >>> codec = StateCodec(int)
     >>> data = encode_envelope(codec.fingerprint, {"k": codec.to_builtins(3)})
@@ -626,20 +574,38 @@ def encode_envelope(fingerprint: str, payload: Any) -> bytes:
     ...
     tstate.errors.SchemaMismatchError: state written with schema fingerprint 60f24396f77057c3, but the state type now has fingerprint 78b3543307abce43: the declared state type changed since it was written
     """
-    return _pack([_MAGIC, fingerprint, payload])
+    return wire.encode([MAGIC, fingerprint, payload])
+
+
+def open_envelope(data: bytes, expected_fingerprint: str | None) -> tuple[int, str, msgspec.Raw]:
+    """``(format, fingerprint, payload bytes)`` of an envelope (format 1 or 2), after
+    checking its fingerprint against ``expected_fingerprint`` (unless ``None``):
+    raises :class:`~tstate.errors.SchemaMismatchError` if it differs,
+    :class:`~tstate.errors.StateTypeError` if ``data`` is not an envelope."""
+    try:
+        magic, fingerprint, raw = _envelope.decode(data)
+    except msgspec.DecodeError:
+        raise StateTypeError("cannot decode state: not a tstate state envelope") from None
+    fmt = _FORMATS.get(magic)
+    if fmt is None:
+        if magic.startswith("tstate.state/"):
+            raise StateTypeError(
+                f"cannot decode state: written in format {magic.rsplit('/', 1)[1]!r}; this tstate reads formats 1 and 2"
+            )
+        raise StateTypeError("cannot decode state: not a tstate state envelope")
+    if expected_fingerprint is not None and fingerprint != expected_fingerprint:
+        raise SchemaMismatchError(
+            f"state written with schema fingerprint {fingerprint}, but the state type now has fingerprint "
+            f"{expected_fingerprint}: the declared state type changed since it was written"
+        )
+    return fmt, fingerprint, raw
 
 
 def decode_envelope(data: bytes, expected_fingerprint: str) -> Any:
-    """The payload of :func:`encode_envelope`, after checking its fingerprint: raises
-    :class:`~tstate.errors.SchemaMismatchError` if it differs from
+    """The payload of :func:`encode_envelope` (or of a format-1 envelope), decoded
+    untyped (keys and times still encoded, states as builtins), after checking its
+    fingerprint: raises :class:`~tstate.errors.SchemaMismatchError` if it differs from
     ``expected_fingerprint``, :class:`~tstate.errors.StateTypeError` if ``data`` is not an
     envelope."""
-    obj = _unpack(data)
-    if type(obj) is not list or len(obj) != 3 or obj[0] != _MAGIC:
-        raise StateTypeError("cannot decode state: not a tstate state envelope")
-    if obj[1] != expected_fingerprint:
-        raise SchemaMismatchError(
-            f"state written with schema fingerprint {obj[1]}, but the state type now has fingerprint "
-            f"{expected_fingerprint}: the declared state type changed since it was written"
-        )
-    return obj[2]
+    _fmt, _fp, raw = open_envelope(data, expected_fingerprint)
+    return wire.decode_any(raw)

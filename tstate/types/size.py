@@ -1,10 +1,10 @@
 """A cheap estimate of a state value's encoded size, for bin size accounting.
 
-:func:`estimated_size` follows the codec's msgpack encoding without building it:
+:func:`estimated_size` follows the codec's encoding (checkpoint format 2, see
+:mod:`tstate.types.wire`) without building it:
 
 * It is **exact** for values whose containers have at most 64 items and that hold no
-  ``datetime`` (ISO strings with a UTC offset are counted as ``+HH:MM``), and whose
-  dict keys are all ``str`` exactly when the declared key type is ``str``.
+  ``datetime`` (ISO strings with a UTC offset are counted as ``+HH:MM``).
 * Containers with more items are estimated from about 32 evenly spaced samples (a
   set or dict is still iterated, in C, to reach them), so the Python work is bounded
   per container level; the estimate is then within ~2x of the encoded size
@@ -99,12 +99,19 @@ def _dict(v: dict[Any, Any]) -> int:
     if n == 0:
         return 1
     pairs: Any = v.items() if n <= _SAMPLE_ABOVE else list(islice(v.items(), 0, None, n // _SAMPLES))
-    str_keys = all(type(k) is str for k, _ in pairs)
-    per_pair = 0 if str_keys else 1  # non-str keys are encoded as [key, value] pairs
+    # keyed by structs: [key, value] pairs (one array header each); else a map
+    per_pair = 1 if _struct_key(next(iter(v))) else 0
     total = sum(estimated_size(k) + estimated_size(x) + per_pair for k, x in pairs)
     if n > _SAMPLE_ABOVE:
         total = round(total * n / len(pairs))
     return _header(n) + total
+
+
+def _struct_key(k: Any) -> bool:
+    t = type(k)
+    if t is tuple or t is frozenset:
+        return any(_struct_key(x) for x in k)
+    return attrs.has(t)
 
 
 def _map(v: Map[Any, Any]) -> int:

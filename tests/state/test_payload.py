@@ -1,0 +1,82 @@
+"""Bin payloads: whole bins of arbitrary state types and keys round-trip in one call;
+wrongly typed states are named by operator, key and field path; format-1 payloads are
+read."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import msgpack
+import pytest
+from attrs import define, field
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.types.type_strategies import state_types
+from tstate.errors import SchemaMismatchError, StateTypeError
+from tstate.progress.timestamp import Product
+from tstate.state.bin import Bin
+from tstate.state.payload import bin_to_builtins, decode_bin, decode_payload, encode_bin
+from tstate.types import Map, StateCodec
+from tstate.types.codec import MAGIC_FORMAT_1
+from tstate.types.strategies import from_type
+
+keys = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.text(max_size=4),
+    st.binary(max_size=3),
+    st.floats(allow_nan=False).filter(lambda f: not f.is_integer()),
+    st.none(),
+    st.dates(),
+    st.datetimes(timezones=st.just(dt.timezone(dt.timedelta(hours=3)))),
+    st.frozensets(st.integers(0, 9), max_size=3),
+    st.tuples(st.text(max_size=2), st.integers(0, 9)),
+)
+times = st.one_of(st.integers(0, 100), st.builds(Product, st.integers(0, 9), st.integers(0, 9)))
+
+
+@given(st.data())
+def test_bins_of_arbitrary_types_round_trip(data: st.DataObject) -> None:
+    tp = data.draw(state_types(), label="type")
+    codec = StateCodec(tp)
+    b = Bin(data.draw(st.integers(0, 255), label="bin"))
+    b.states = data.draw(st.dictionaries(keys, from_type(tp), max_size=6), label="states")
+    for t, ks in data.draw(st.dictionaries(times, st.lists(keys, max_size=3), max_size=3), label="timers").items():
+        for k in ks:
+            b.add_timer(t, k)
+    back = decode_bin(encode_bin(b, codec), codec)
+    assert back.index == b.index and back.states == b.states and back.timers == b.timers
+    assert {type(k) for k in back.states} == {type(k) for k in b.states}
+    # format 1 (what tstate wrote before msgspec) reads back the same
+    old = msgpack.packb([MAGIC_FORMAT_1, codec.fingerprint, bin_to_builtins(b, codec)], use_bin_type=True)
+    old_back = decode_bin(old, codec)
+    assert old_back.states == b.states and old_back.timers == b.timers
+
+
+@define
+class Route:
+    flights: int = 0
+    delays: list[int] = field(factory=list)
+    counts: Map[int, int] = field(factory=Map)
+
+
+def test_a_wrongly_typed_state_is_named_by_operator_key_and_path() -> None:
+    codec = StateCodec(Route)
+    b = Bin(0)
+    b.states = {"ok": Route(1, [2]), ("LAX", 3): Route(1, [2, "3"])}
+    with pytest.raises(StateTypeError, match=r"^operator 'track', key \('LAX', 3\): Route\.delays\[1\]: expected int"):
+        encode_bin(b, codec, "track")
+    b.states = {"big": Route(counts=Map({1: 2**64}))}
+    with pytest.raises(StateTypeError, match=r"^operator 'track', key 'big': Route\.counts\{1\}: expected int between"):
+        encode_bin(b, codec, "track")
+
+
+def test_decoded_tracked_state_is_clean_and_fingerprints_are_checked() -> None:
+    codec = StateCodec(Map[str, int])
+    b = Bin(1)
+    b.states = {"k": Map({"a": 1})}
+    back = decode_bin(encode_bin(b, codec), codec)
+    assert back.states["k"].has_base and not back.states["k"].dirty
+    with pytest.raises(SchemaMismatchError):
+        decode_payload(encode_bin(b, codec), StateCodec(Map[str, str]))

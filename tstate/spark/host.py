@@ -1,0 +1,206 @@
+"""A stateful operator hosted in a Spark task: the embedded engine's own
+:class:`~tstate.operators.stateful.StatefulRuntime`, alone in a one-worker execution,
+with the bins it needs taken from the checkpoint store and the bins it changed written
+back -- so both engines compute the same thing with the same code.
+
+- :class:`Host` builds the operator from its plan node (:class:`~tstate.spark.plan.PlanNode`):
+  at the root scope (:meth:`Host.run_batch`: the records of a micro-batch in time order,
+  then the batch's frontier) or inside an iterate scope, behind an operator that places
+  each record at its ``Product`` time and holds a round's frontier
+  (:meth:`Host.run_round`, :mod:`tstate.spark.rounds`);
+- :meth:`Host.take` installs bins as of a manifest (from the executor's cache when it
+  can: :mod:`~tstate.spark.binstore`); :func:`write_bins` writes each changed bin as a
+  delta or snapshot and reports it to the driver in a ``FILE`` row.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+
+from tstate.progress.timestamp import Product
+from tstate.spark.wire import BatchInfo, FileReport, Row
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tstate.operators.stateful import StatefulRuntime
+    from tstate.spark.plan import Plan, PlanNode
+
+__all__ = ["Host", "stored_fingerprint", "write_bins"]
+
+
+class Host:
+    """Stateful operator ``node`` of ``plan`` in a one-worker execution (module
+    docstring).  ``frontier``: None at the root scope; inside an iterate scope, the
+    round's frontier the placing operator holds."""
+
+    def __init__(self, plan: "Plan", node: int, frontier: Optional[list[Product]] = None) -> None:
+        import tstate as ts
+        from tstate.engine.execution import Execution
+        from tstate.operators.stateful import StatefulRuntime
+
+        pn = plan.nodes[node]
+        self.plan, self.node, self.pn = plan, node, pn
+        self.frontier = frontier
+        #: what the operator gave: time -> records, in arrival order
+        self.produced: dict[Any, list[Any]] = {}
+        mini = ts.Dataflow(f"{plan.name}/{pn.name}")
+        self.input = mini.input("in", batch_size=1 << 30)
+        built: list[Any] = []
+        if frontier is None:
+            st = self._operator(mini, self.input)
+            built.append(st.node)
+            st.sink(lambda t, recs: self.produced.setdefault(t, []).extend(recs))
+        else:
+            place = _placing(frontier)
+
+            def body(scope: Any, entered: Any) -> Any:
+                st = self._operator(mini, mini.unary_frontier(entered, name="place", state=list)(place))
+                built.append(st.node)
+                return st.inspect(lambda t, r: self.produced.setdefault(t, []).append(r))
+
+            mini.iterate(self.input, name="loop")(body)
+        self.execution = Execution(mini, 1)
+        op = self.execution.operators[0][built[0]]
+        assert isinstance(op, StatefulRuntime)
+        op.track_dirty = True
+        op.keys = plan.router(node)  # the process-wide memo of hashed keys
+        self.op: "StatefulRuntime" = op
+
+    def _operator(self, mini: Any, stream: Any) -> Any:
+        """The plan node as an operator of ``mini``, through the public builder API."""
+        o = self.pn.options
+        decorator = mini.fold_bins if o["fold"] else mini.stateful
+        st = decorator(stream, o["key"], o["state_type"], default=o["new_state"], bins=o["bins"], name=self.pn.name)(o["fn"])
+        if "on_notify" in o["handlers"]:
+            st.on_notify(o["handlers"]["on_notify"])
+        return st
+
+    @property
+    def codec(self) -> Any:
+        return self.op.codec
+
+    def take(self, info: BatchInfo, m: Any, needed: Iterable[int], stored_fp: str) -> tuple[dict[int, Any], dict[str, int]]:
+        """Install the bins ``needed`` as of manifest ``m`` (anything with ``chain(operator,
+        bin)``; from the executor's cache when it can: :mod:`~tstate.spark.binstore`);
+        returns them and how they were found (``hit`` / ``catch-up`` / ``miss`` counts)."""
+        from tstate.spark import binstore
+
+        found = {"hit": 0, "catch-up": 0, "miss": 0}
+        loaded = {}
+        for b in sorted(needed):
+            bin_, how = binstore.take(info.directory, m, self.pn.name, b, self.op.codec, stored_fp)
+            found[how] += 1
+            loaded[b] = bin_
+            self.op.install_bin(bin_)
+        return loaded, found
+
+    def run_batch(self, info: BatchInfo, groups: dict[int, dict[int, list[Any]]]) -> dict[Any, list[Any]]:
+        """At the root scope: apply the batch's records (time -> bin -> records) in time
+        order, advance to the batch's frontier (close the input after the last batch) and
+        run until nothing is left; returns time -> output records, in arrival order."""
+        from tstate.operators.stateful import BinBatch
+
+        inp, op = self.input, self.op
+        if info.lo > 0:
+            inp.advance_to(info.lo)
+        for t in sorted(groups):
+            if op.fold:  # one batch per bin, tagged with it: the fold does not key the records again
+                for b in sorted(groups[t]):
+                    inp.send(BinBatch(groups[t][b], b), time=t)
+            else:
+                recs = [r for b in sorted(groups[t]) for r in groups[t][b]]
+                inp.send(recs, time=t)
+        if info.hi is None:
+            inp.close()
+        elif info.hi > info.lo:
+            inp.advance_to(info.hi)
+        self.execution.step_while(lambda: True)
+        if op.stash or op.pending:  # pragma: no cover - times before hi are complete
+            raise AssertionError(f"operator {self.pn.name!r}: records left unapplied at the end of batch {info.batch}")
+        return self.produced
+
+    def run_round(self, groups: dict[Product, dict[int, list[Any]]]) -> tuple[dict[Any, list[Any]], dict[tuple[int, Any], list[Any]]]:
+        """Inside an iterate scope: one round over ``groups`` (time -> bin -> records)
+        under the round's frontier.  Returns time -> output records and the records the
+        frontier did not let in yet, by ``(bin, time)`` (they go back in flight)."""
+        assert self.frontier is not None
+        inp, op = self.input, self.op
+        times = sorted(groups)
+        first = min([t.outer for t in times] + [f.outer for f in self.frontier] + [t.outer for t in op.timer_times.keys()] or [0])
+        items = [(t, [r for b in sorted(groups[t]) for r in groups[t][b]]) for t in times] or [(Product(first, 0), [])]
+        inp.send(items, time=first)
+        inp.close()
+        self.execution.step_while(lambda: True)
+        waiting: dict[tuple[int, Any], list[Any]] = {}
+        if op.stash:
+            bin_of = self.plan.router(self.node).bin
+            key = self.pn.options["key"]
+            for t, batches_ in op.stash.items():
+                for recs in batches_:
+                    for r in recs:
+                        waiting.setdefault((bin_of(key(r)), t), []).append(r)
+        return self.produced, waiting
+
+
+def _placing(frontier: list[Product]) -> Callable[[Any, Any, Any], None]:
+    """The logic of a frontier operator that gives each ``(time, records)`` item at its
+    time and holds capabilities at ``frontier`` (the round's) while the input lasts."""
+
+    def place(i: Any, out: Any, ctx: Any) -> None:
+        for cap, batch in i:
+            if not ctx.state:
+                ctx.state.extend(cap.delayed(f) for f in frontier)
+                ctx.state.append(None)  # (the frontier may be empty)
+            for t, recs in batch:
+                if recs:
+                    c = cap.delayed(t)
+                    out.give_many(c, recs)
+                    c.drop()
+
+    return place
+
+
+def stored_fingerprint(info: BatchInfo, pn: "PlanNode", codec: Any) -> tuple[Any, str]:
+    """The committed manifest the batch reads bins from (None: none yet), and the schema
+    fingerprint ``pn``'s stored state has there (the declared one if it has none)."""
+    from tstate.spark import binstore
+    from tstate.types.schema import Schema
+
+    m = binstore.manifest(info.directory, info.head)
+    entry = m.operators.get(pn.name) if m is not None else None
+    return m, (Schema.from_builtins(entry.schema).fingerprint if entry is not None else codec.fingerprint)
+
+
+def write_bins(
+    info: BatchInfo, m: Any, pn: "PlanNode", codec: Any, loaded: dict[int, Any], rows: list[Row], timers: Callable[[Any], Any]
+) -> int:
+    """Write each changed bin of ``loaded`` as a delta (or a snapshot, when its chain in
+    ``m`` is long or absent) and report it in a ``FILE`` row (``timers(bin)``: what the
+    driver keeps of its pending timers); give every bin back to the executor's cache,
+    tagged with its version.  Returns the bytes written."""
+    from tstate.checkpoint.delta import encode_change
+    from tstate.checkpoint.store import write_data_file
+    from tstate.spark import binstore
+
+    fs = binstore.store(info.directory).fs
+    token = info.token + secrets.token_hex(3)
+    written = 0
+    node = pn.node
+    for b, bin_ in loaded.items():
+        refs = binstore.chain(m, pn.name, b)
+        version = refs[-1].path if refs else ""
+        if bin_.changed():
+            if bin_.is_empty():
+                if refs:  # the bin had state: the checkpoint drops its chain
+                    rows.append(FileReport.dropped().row(node, b))
+                version = ""
+            else:
+                snapshot = bin_.full or not refs or len(refs) + 1 > info.compact_after
+                kind = "snap" if snapshot else "delta"
+                data = encode_change(bin_, codec, snapshot=snapshot, operator=pn.name)
+                ref = write_data_file(fs, pn.name, b, info.checkpoint, token, kind, data)
+                written += ref.size
+                version = ref.path
+                rows.append(FileReport(ref.path, ref.size, ref.xxh64, kind, timers(bin_)).row(node, b))
+        binstore.give(info.directory, pn.name, bin_, version)
+    return written

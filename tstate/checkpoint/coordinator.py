@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from attrs import field, frozen
 
 from tstate.errors import CheckpointError, ConfigurationError
+from tstate.plan.stateful import Stateful
 from tstate.progress.timestamp import epoch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -280,20 +281,18 @@ class Coordinator:
             return None
         self._fresh = False
         exe = self.exe
-        for spec in exe.flow._nodes:
-            if spec.kind != "stateful":
-                continue
+        for index, spec in exe.graph.of_type(Stateful):
             entry = manifest.operators.get(spec.name)
             if entry is None:
                 continue  # an operator added since: starts empty
-            schema = spec.options["schema"]
+            schema = spec.schema
             check_compatible(spec.name, entry.schema, schema)
-            if entry.bins != spec.options["bins"]:
+            if entry.bins != spec.bins:
                 raise ConfigurationError(
-                    f"operator {spec.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {spec.options['bins']}"
+                    f"operator {spec.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {spec.bins}"
                 )
-            owners = exe.configs[spec.index].initial
-            codec = exe.operators[0][spec.index].codec  # type: ignore[attr-defined]
+            owners = exe.configs[index].initial
+            codec = exe.operators[0][index].codec  # type: ignore[attr-defined]
             # a compatible older schema (e.g. a field added with a default) decodes too
             stored = Schema.from_builtins(entry.schema).fingerprint
             for bin_index, chain in sorted(entry.chains.items()):
@@ -301,7 +300,7 @@ class Coordinator:
                 b.full = stored != codec.fingerprint  # rewrite it under the new schema
                 if b.index != bin_index:
                     raise CheckpointError(f"checkpoint {manifest.id}: operator {spec.name!r} bin {bin_index} holds bin {b.index}")
-                exe.operators[owners[bin_index]][spec.index].install_bin(b)  # type: ignore[attr-defined]
+                exe.operators[owners[bin_index]][index].install_bin(b)  # type: ignore[attr-defined]
         meta = manifest.meta
         return Restored(
             manifest.id, manifest.time, dict(meta.get("sources", {})), _time.perf_counter() - start,
@@ -353,7 +352,7 @@ class Coordinator:
     def _schema_of(self, op: Any) -> tuple[Any, int]:
         got = self._schemas.get(op.name)
         if got is None:
-            got = self._schemas[op.name] = (op.spec.options["schema"].to_builtins(), op.spec.options["bins"])
+            got = self._schemas[op.name] = (op.spec.schema.to_builtins(), op.spec.bins)
         return got
 
     def _wants_snapshot(self, name: str, index: int, full: bool) -> bool:

@@ -56,6 +56,8 @@ from typing import TYPE_CHECKING, Any, Optional
 from attrs import define, field
 
 from tstate.errors import CheckpointError, ConfigurationError, SparkError
+from tstate.plan import Sink as SinkNode
+from tstate.plan import Stateful
 from tstate.spark.batch import BatchMetrics, Committed, Job, MicroBatch, Shuffles
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -201,22 +203,21 @@ class Backend:
         for name, src in bound.items():
             _check_schema(name, src)
         self._flow = flow
-        sinks = {spec.index: spec.options["sink"] for spec in flow._nodes if spec.kind == "sink"}
-        schemas = {b: flow._nodes[b].options["schema"] for b in plan.boundaries if plan.nodes[b].kind == "stateful"}
+        sinks = {i: node.sink for i, node in flow.graph.of_type(SinkNode)}
         self._job = Job(
-            self.spark, self._shuffles, self.store, self.directory, plan, sinks, schemas,
+            self.spark, self._shuffles, self.store, self.directory, plan, sinks,
             self.spark.sparkContext.accumulator(0), self.compact_after, self.local_loops,
         )
         self._owners = {b: balanced_map(plan.nodes[b].bins, self.partitions) for b in plan.boundaries}
         # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)
         head = self.store.recover(fresh_if_unusable=self.fresh_if_unusable) if self.resume else None
         if head is not None:
-            for b, schema in schemas.items():
+            for b in plan.boundaries:
                 pn = plan.nodes[b]
                 entry = head.operators.get(pn.name)
-                if entry is None:
+                if pn.kind != "stateful" or entry is None:
                     continue
-                check_compatible(pn.name, entry.schema, schema)
+                check_compatible(pn.name, entry.schema, pn.stateful.schema)
                 if entry.bins != pn.bins:
                     raise ConfigurationError(
                         f"operator {pn.name!r}: checkpoint {head.id} has {entry.bins} bins, the dataflow {pn.bins}"
@@ -484,12 +485,10 @@ class Backend:
 
         if self._flow is None:
             raise SparkError("nothing has run on this backend yet")
-        spec = self._flow._nodes[op.node]
-        if spec.kind != "stateful":
-            raise SparkError(f"operator {spec.name!r} is not a stateful operator")
-        return state_frame(
-            self.spark, self.store, self.directory, self.partitions, spec.name, spec.options["state_type"]
-        )
+        node = self._flow.graph[op.node]
+        if not isinstance(node, Stateful):
+            raise SparkError(f"operator {node.name!r} is not a stateful operator")
+        return state_frame(self.spark, self.store, self.directory, self.partitions, node.name, node.state)
 
     def output(self, op: Any, batch: Optional[int] = None, *, schema: Any = None) -> Any:
         """The committed output of ``op`` as a Spark DataFrame read from the
@@ -524,21 +523,22 @@ class Backend:
         """The sink node of ``op`` (a stream feeding a sink, a sink or a sink's name)."""
         from tstate.io.sinks import Sink
 
-        specs = [s for s in self._flow._nodes if s.kind == "sink"]
+        graph = self._flow.graph
+        specs = graph.of_type(SinkNode)
         if isinstance(op, str):
-            found = [s.index for s in specs if s.name == op]
+            found = [i for i, s in specs if s.name == op]
             what = f"sink {op!r}"
         elif isinstance(op, Sink):
-            found = [s.index for s in specs if s.options.get("sink") is op]
+            found = [i for i, s in specs if s.sink is op]
             what = f"sink {op!r}"
         else:
             node, port = getattr(op, "node", None), getattr(op, "port", 0)
-            found = [s.index for s in specs if node is not None and (node, port) in s.inputs]
-            what = f"operator {self._flow._nodes[node].name!r}" if isinstance(node, int) else repr(op)
+            found = [i for i, _s in specs if node is not None and (node, port) in graph.sources(i)]
+            what = f"operator {graph[node].name!r}" if isinstance(node, int) else repr(op)
         if not found:
             raise SparkError(
                 f"{what} has no sink in dataflow {self._flow.name!r}: its output is not kept; add one, e.g. "
-                "stream.sink(ts.io.keep()) (sinks: " + ", ".join(repr(s.name) for s in specs) + ")"
+                "stream.sink(ts.io.keep()) (sinks: " + ", ".join(repr(s.name) for _i, s in specs) + ")"
             )
         return found[0]
 

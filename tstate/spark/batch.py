@@ -184,9 +184,8 @@ class Shuffles:
 @frozen
 class Job:
     """What every micro-batch of one run shares: the session and its shuffles, the
-    state store, the lowered dataflow, its sinks (sink node -> sink, on the driver)
-    and its stateful operators' declared schemas (boundary -> schema), the late-records
-    accumulator, and the backend's settings."""
+    state store, the lowered dataflow, its sinks (sink node -> sink, on the driver),
+    the late-records accumulator, and the backend's settings."""
 
     spark: Any
     shuffles: Shuffles
@@ -194,7 +193,6 @@ class Job:
     directory: str
     plan: "Plan"
     sinks: dict[int, Any]
-    schemas: dict[int, Any]
     late: Any
     compact_after: int
     local_loops: int
@@ -521,7 +519,7 @@ class MicroBatch:
         for b in plan.boundaries:
             pn = plan.nodes[b]
             if pn.kind == "stateful":
-                writer.put_operator_schema(pn.name, self.job.schemas[b].to_builtins(), pn.bins)
+                writer.put_operator_schema(pn.name, pn.stateful.schema.to_builtins(), pn.bins)
         held = None
         held_cells.extend(self.keep)
         if held_cells:

@@ -3,8 +3,9 @@
 with the bins it needs taken from the checkpoint store and the bins it changed written
 back -- so both engines compute the same thing with the same code.
 
-- :class:`Host` builds the operator from its plan node (:class:`~tstate.spark.plan.PlanNode`):
-  at the root scope (:meth:`Host.run_batch`: the records of a micro-batch in time order,
+- :class:`Host` runs the operator's own plan node (:class:`~tstate.plan.Stateful`: the
+  function, key, state declaration, handlers, as the dataflow declared them) in a
+  one-operator plan: at the root scope (:meth:`Host.run_batch`: the records of a micro-batch in time order,
   then the batch's frontier) or inside an iterate scope, behind an operator that places
   each record at its ``Product`` time and holds a round's frontier
   (:meth:`Host.run_round`, :mod:`tstate.spark.rounds`);
@@ -18,11 +19,17 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
+from attrs import evolve
+
+from tstate.engine.execution import Execution
+from tstate.io.inputs import InputHandle
+from tstate.io.sinks import CallbackSink
+from tstate.operators.stateful import BinBatch, StatefulRuntime
+from tstate.plan import Enter, Graph, Input, Inspect, Leave, Scope, Sink, UnaryFrontier
 from tstate.progress.timestamp import Product
 from tstate.spark.wire import BatchInfo, FileReport, Row
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tstate.operators.stateful import StatefulRuntime
     from tstate.spark.plan import Plan, PlanNode
 
 __all__ = ["Host", "stored_fingerprint", "write_bins"]
@@ -34,46 +41,38 @@ class Host:
     round's frontier the placing operator holds."""
 
     def __init__(self, plan: "Plan", node: int, frontier: Optional[list[Product]] = None) -> None:
-        import tstate as ts
-        from tstate.engine.execution import Execution
-        from tstate.operators.stateful import StatefulRuntime
-
         pn = plan.nodes[node]
+        op = pn.stateful
         self.plan, self.node, self.pn = plan, node, pn
         self.frontier = frontier
         #: what the operator gave: time -> records, in arrival order
         self.produced: dict[Any, list[Any]] = {}
-        mini = ts.Dataflow(f"{plan.name}/{pn.name}")
-        self.input = mini.input("in", batch_size=1 << 30)
-        built: list[Any] = []
+        # the operator's own node, alone in a plan of its own (helper names cannot be its name)
+        g = Graph(f"{plan.name}/{pn.name}")
+        self.input = InputHandle(f"{pn.name}/in", 1 << 30)
+        src = (g.add(Input(name=self.input.name, scope=g.root, handle=self.input), []), 0)
         if frontier is None:
-            st = self._operator(mini, self.input)
-            built.append(st.node)
-            st.sink(lambda t, recs: self.produced.setdefault(t, []).extend(recs))
+            index = g.add(evolve(op, scope=g.root), [src])
+            g.add(Sink(name=f"{pn.name}/out", scope=g.root, sink=CallbackSink(self._give)), [(index, 0)])
         else:
-            place = _placing(frontier)
+            loop = Scope("loop", depth=1, parent=g.root)
+            entered = g.add(Enter(name=f"{pn.name}/enter", scope=loop), [src])
+            placed = g.add(UnaryFrontier(name=f"{pn.name}/place", scope=loop, logic=_placing(frontier), state=list), [(entered, 0)])
+            index = g.add(evolve(op, scope=loop), [(placed, 0)])
+            seen = g.add(Inspect(name=f"{pn.name}/out", scope=loop, fn=self._give_one), [(index, 0)])
+            g.add(Leave(name=f"{pn.name}/leave", scope=g.root, inner=loop), [(seen, 0)])
+        self.execution = Execution(g, 1)
+        runtime = self.execution.operators[0][index]
+        assert isinstance(runtime, StatefulRuntime)
+        runtime.track_dirty = True
+        runtime.keys = plan.router(node)  # the process-wide memo of hashed keys
+        self.op: StatefulRuntime = runtime
 
-            def body(scope: Any, entered: Any) -> Any:
-                st = self._operator(mini, mini.unary_frontier(entered, name="place", state=list)(place))
-                built.append(st.node)
-                return st.inspect(lambda t, r: self.produced.setdefault(t, []).append(r))
+    def _give(self, t: Any, recs: list[Any]) -> None:
+        self.produced.setdefault(t, []).extend(recs)
 
-            mini.iterate(self.input, name="loop")(body)
-        self.execution = Execution(mini, 1)
-        op = self.execution.operators[0][built[0]]
-        assert isinstance(op, StatefulRuntime)
-        op.track_dirty = True
-        op.keys = plan.router(node)  # the process-wide memo of hashed keys
-        self.op: "StatefulRuntime" = op
-
-    def _operator(self, mini: Any, stream: Any) -> Any:
-        """The plan node as an operator of ``mini``, through the public builder API."""
-        o = self.pn.options
-        decorator = mini.fold_bins if o["fold"] else mini.stateful
-        st = decorator(stream, o["key"], o["state_type"], default=o["new_state"], bins=o["bins"], name=self.pn.name)(o["fn"])
-        if "on_notify" in o["handlers"]:
-            st.on_notify(o["handlers"]["on_notify"])
-        return st
+    def _give_one(self, t: Any, r: Any) -> None:
+        self.produced.setdefault(t, []).append(r)
 
     @property
     def codec(self) -> Any:
@@ -98,8 +97,6 @@ class Host:
         """At the root scope: apply the batch's records (time -> bin -> records) in time
         order, advance to the batch's frontier (close the input after the last batch) and
         run until nothing is left; returns time -> output records, in arrival order."""
-        from tstate.operators.stateful import BinBatch
-
         inp, op = self.input, self.op
         if info.lo > 0:
             inp.advance_to(info.lo)
@@ -134,7 +131,7 @@ class Host:
         waiting: dict[tuple[int, Any], list[Any]] = {}
         if op.stash:
             bin_of = self.plan.router(self.node).bin
-            key = self.pn.options["key"]
+            key = self.pn.key
             for t, batches_ in op.stash.items():
                 for recs in batches_:
                     for r in recs:

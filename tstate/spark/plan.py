@@ -1,15 +1,18 @@
 """Lowering a dataflow for Spark: which operators become shuffles, and the fused
 stateless chains between them.
 
-The plan (:class:`tstate.plan.Graph` of typed nodes, as ``flow.graph``) is cut at every *boundary*: an operator whose input is exchanged by
-key (``stateful`` / ``fold_bins``, ``exchange``).  Everything between boundaries is
-*fused*: records are pushed through it in the task that produced them, up to the next
-boundary (where they are grouped by ``(boundary, bin, time)`` for the shuffle) or a
-sink -- the stateless operators (``map``, ``filter``, ``flat_map``, ``inspect``,
-``concat``), the edges of iterate scopes (``enter``, ``leave``, ``feedback``: they only
-re-time records) and frontier operators that keep nothing between activations
+The plan (``flow.graph``, a :class:`tstate.plan.Graph` of typed nodes) is cut at every
+*boundary*: an operator whose input is exchanged by key (``stateful`` / ``fold_bins``,
+``exchange``).  Everything between boundaries is *fused*: records are pushed through it
+in the task that produced them, up to the next boundary (where they are grouped by
+``(boundary, bin, time)`` for the shuffle) or a sink -- the stateless operators
+(``map``, ``filter``, ``flat_map``, ``inspect``, ``concat``: each node's own
+:meth:`~tstate.plan.Stateless.apply`, as on the embedded engine), the edges of iterate
+scopes (``enter``, ``leave``, ``feedback``: they only re-time records, by the nodes'
+rules) and frontier operators that keep nothing between activations
 (:mod:`tstate.spark.frontier`).  Each boundary becomes one Spark shuffle onto the
-partitions that own its bins, then one task per partition.
+partitions that own its bins, then one task per partition, which runs the stateful
+node itself (:mod:`tstate.spark.host`).
 
 An iterate scope becomes a :class:`Loop`: its boundaries run in *rounds* within the
 micro-batch until the loop's times of the batch are done (:mod:`tstate.spark.rounds`);

@@ -3,15 +3,15 @@
 with the bins it needs taken from the checkpoint store and the bins it changed written
 back -- so both engines compute the same thing with the same code.
 
-- :class:`Host` runs the operator's own plan node (:class:`~tstate.plan.Stateful`: the
-  function, key, state declaration, handlers, as the dataflow declared them) in a
-  one-operator plan: at the root scope (:meth:`Host.run_batch`: the records of a micro-batch in time order,
-  then the batch's frontier) or inside an iterate scope, behind an operator that places
-  each record at its ``Product`` time and holds a round's frontier
-  (:meth:`Host.run_round`, :mod:`tstate.spark.rounds`);
-- :meth:`Host.take` installs bins as of a manifest (from the executor's cache when it
-  can: :mod:`~tstate.spark.binstore`); :func:`write_bins` writes each changed bin as a
-  delta or snapshot and reports it to the driver in a ``FILE`` row.
+- :class:`StatefulHost` runs the operator's own plan node (:class:`~tstate.plan.Stateful`:
+  the function, key, state declaration and handlers as the dataflow declared them) in a
+  one-operator plan: at the root scope (:meth:`StatefulHost.run_batch`: the records of a
+  micro-batch in time order, then the batch's frontier) or inside an iterate scope,
+  behind an operator that places each record at its ``Product`` time and holds a
+  round's frontier (:meth:`StatefulHost.run_round`, :mod:`tstate.spark.rounds`);
+- :meth:`StatefulHost.take` installs bins as of a manifest (from the executor's cache
+  when it can: :mod:`~tstate.spark.binstore`); :func:`write_bins` writes each changed bin
+  as a delta or snapshot and reports it to the driver in a ``FILE`` row.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from tstate.spark.wire import BatchInfo, FileReport, Row
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.plan import Plan, PlanNode
 
-__all__ = ["Host", "stored_fingerprint", "write_bins"]
+__all__ = ["StatefulHost", "stored_fingerprint", "write_bins"]
 
 
-class Host:
+class StatefulHost:
     """Stateful operator ``node`` of ``plan`` in a one-worker execution (module
     docstring).  ``frontier``: None at the root scope; inside an iterate scope, the
     round's frontier the placing operator holds."""
@@ -57,7 +57,8 @@ class Host:
         else:
             loop = Scope("loop", depth=1, parent=g.root)
             entered = g.add(Enter(name=f"{pn.name}/enter", scope=loop), [src])
-            placed = g.add(UnaryFrontier(name=f"{pn.name}/place", scope=loop, logic=_placing(frontier), state=list), [(entered, 0)])
+            place = UnaryFrontier(name=f"{pn.name}/place", scope=loop, logic=_placing(frontier), state=list)
+            placed = g.add(place, [(entered, 0)])
             index = g.add(evolve(op, scope=loop), [(placed, 0)])
             seen = g.add(Inspect(name=f"{pn.name}/out", scope=loop, fn=self._give_one), [(index, 0)])
             g.add(Leave(name=f"{pn.name}/leave", scope=g.root, inner=loop), [(seen, 0)])

@@ -55,7 +55,7 @@ from attrs import frozen
 
 from tstate.progress.timestamp import Product
 from tstate.spark.cells import cell_where, decode_cell, emit, emit_loop_cells
-from tstate.spark.host import Host, stored_fingerprint, write_bins
+from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
 from tstate.spark.wire import (
     FILE, RECORDS, ROUNDS, SCHEMA, TIMES, BatchInfo, FileReport, Row, arrow, read_rounds, read_times, rounds_row,
     stats_row,
@@ -204,7 +204,7 @@ def loop_task(plan: "Plan", info: "BatchInfo", rnd: RoundInfo, nodes: tuple[int,
 
 def _push_round(
     plan: "Plan",
-    host: Host,
+    host: StatefulHost,
     groups: dict[Product, dict[int, list[Any]]],
     routed: dict[tuple[int, int, Any], list[Any]],
     sinks: dict[tuple[int, int], list[Any]],
@@ -232,7 +232,7 @@ def _stateful_round(
     rows: list[Row],
 ) -> dict[str, Any]:
     pn = plan.nodes[node]
-    host = Host(plan, node, list(rnd.frontier[node]))
+    host = StatefulHost(plan, node, list(rnd.frontier[node]))
     m, stored_fp = stored_fingerprint(info, pn, host.codec)
     view = _Manifest(m, rnd.overlay, pn.name)
     owners = info.owners[node]
@@ -311,7 +311,7 @@ def local_loop_task(plan: "Plan", info: "BatchInfo", job: LocalLoops) -> Any:
                             for recs in groups[t].values():
                                 plan.push(node, t, recs, routed, sinks)
                     else:
-                        host = Host(plan, node, fronts[node])
+                        host = StatefulHost(plan, node, fronts[node])
                         mine = bins[node]
                         codecs.setdefault(node, host.codec)
                         used = sorted({b for g in groups.values() for b in g} | due[node])

@@ -22,7 +22,7 @@ import itertools
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
 from tstate.spark.cells import cell_where, emit
-from tstate.spark.host import Host, stored_fingerprint, write_bins
+from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
 from tstate.spark.records import decode_cells, decode_groups, decode_records, encode_records
 from tstate.spark.wire import GROUPED, RECORDS, BatchInfo, Row, arrow, held_row, stats_row
 
@@ -335,7 +335,7 @@ def _stateful(
 ) -> dict[str, Any]:
     """Stateful boundary ``node`` on ``partition`` over ``groups`` (time -> bin ->
     records): its outputs go on through the fused chain, its changed bins to the store."""
-    host = Host(plan, node)
+    host = StatefulHost(plan, node)
     pn = plan.nodes[node]
     m, stored_fp = stored_fingerprint(info, pn, host.codec)
     owners = info.owners[node]

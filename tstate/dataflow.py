@@ -333,12 +333,6 @@ class Dataflow:
         self._record_types.extend(check_registrable(classes))
 
     @property
-    def _nodes(self) -> list["_NodeView"]:
-        """Transitional (until the Spark modules read :attr:`graph`): the nodes in the
-        shape of the former ``NodeSpec`` (index, kind, inputs, pacts, options)."""
-        return [_NodeView(self.graph, i) for i in range(len(self.graph))]
-
-    @property
     def registered_record_types(self) -> tuple[type, ...]:
         """The classes given to :meth:`record_types`."""
         return tuple(self._record_types)
@@ -664,48 +658,3 @@ class Dataflow:
         """The current (or last) execution."""
         return self._execution
 
-
-class _NodeView:
-    """A plan node in the shape of the former ``NodeSpec``, read-only (see
-    :attr:`Dataflow._nodes`); ``spec`` is the node."""
-
-    def __init__(self, graph: Graph, index: int) -> None:
-        node = graph[index]
-        self.spec = node
-        self.index = index
-        self.name = node.name
-        self.kind = node.kind
-        self.scope = node.scope
-        self.inputs = graph.sources(index)
-        self.pacts: list[Optional[Pact]] = list(node.pacts())
-        self.outputs = node.outputs
-        self.options = _options(node)
-
-
-def _options(node: Node) -> dict[str, Any]:
-    from tstate.plan import Frontier
-
-    if isinstance(node, (Map, FlatMap, Inspect)):
-        return {"fn": node.fn}
-    if isinstance(node, Filter):
-        return {"fn": node.predicate}
-    if isinstance(node, FeedbackNode):
-        return {"step": node.step, "max_iterations": node.max_iterations, "sequenced": node.scope.sequenced,
-                "scope": node.scope.name}
-    if isinstance(node, Enter):
-        return {"sequenced": node.scope.sequenced}
-    if isinstance(node, Frontier):
-        return {"logic": node.logic, "state": node.state}
-    if isinstance(node, Stateful):
-        return {
-            "fn": node.fn, "key": node.key, "state_type": node.state, "schema": node.schema,
-            "new_state": node.new_state, "bins": node.bins, "fold": node.fold, "returns": node.returns,
-            "handlers": {} if node.on_notify is None else {"on_notify": node.on_notify},
-        }
-    if isinstance(node, SinkNode):
-        return {"sink": node.sink}
-    if isinstance(node, Input):
-        return {"handle": node.handle}
-    if isinstance(node, SourceNode):
-        return {"source": node.source}
-    return {}

@@ -33,10 +33,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
 
+from tstate.backend import Backend, Embedded, embedded
 from tstate.errors import ConfigurationError, GraphError
 from tstate.io.inputs import InputHandle
 from tstate.io.sinks import CallbackSink, Collected, Sink
 from tstate.io.sources import Source, from_batches
+from tstate.metrics import Metrics
 from tstate.plan import (
     DEFAULT_BINS,
     BinaryFrontier,
@@ -53,7 +55,6 @@ from tstate.plan import (
     Map,
     Node,
     NotifyHandler,
-    Pact,
     Stateful,
     UnaryFrontier,
 )
@@ -241,7 +242,7 @@ class StatefulStream(Stream):
     def on_notify(self, handler: H) -> H:
         """Decorator: ``handler(state, time, ctx)`` runs for each key's timer at ``time``
         once the input frontier passed it (after every record at ``time``)."""
-        if self.flow._execution is not None:
+        if self.flow._backend is not None:
             raise GraphError(f"operator {self.name!r}: on_notify must be registered before the dataflow starts")
         node = self.flow.graph[self.node]
         assert isinstance(node, Stateful)
@@ -304,7 +305,7 @@ class Dataflow:
         #: the plan being built
         self.graph = Graph(name)
         self.root = Scope(self, self.graph.root)
-        self._execution: Optional["Execution"] = None
+        self._backend: Optional[Backend] = None
         self._record_types: list[type] = []
 
     @property
@@ -339,7 +340,7 @@ class Dataflow:
 
     # -- graph construction (internal) ---------------------------------------------
     def _add(self, node: Node, sources: Sequence[Optional[tuple[int, int]]], later: Sequence[int] = ()) -> int:
-        if self._execution is not None:
+        if self._backend is not None:
             raise GraphError(f"dataflow {self.name!r}: cannot add operator {node.name!r} after the dataflow started")
         return self.graph.add(node, sources, later=later)
 
@@ -515,18 +516,30 @@ class Dataflow:
         return decorate
 
     def state(self, op: "Stream", at: Any = None, format: str = "arrow") -> Any:
-        """A consistent snapshot of a stateful operator's state (see
-        :func:`tstate.state.query.snapshot`)."""
-        if self._execution is None:
+        """The state of stateful operator ``op`` after (or during) a run: on the embedded
+        engine a consistent snapshot (see :func:`tstate.state.query.snapshot` for
+        ``at`` and ``format``); on another backend what its
+        :meth:`~tstate.backend.Backend.state` gives (Spark: a DataFrame of the committed
+        state)."""
+        ex = self.execution
+        if ex is not None:
+            return snapshot(ex, op, at=at, format=format)
+        if self._backend is None:
             raise GraphError(f"dataflow {self.name!r} has not started: there is no state yet")
-        return snapshot(self._execution, op, at=at, format=format)
+        if at is not None or format != "arrow":
+            raise ConfigurationError(
+                f"dataflow {self.name!r}: state(at=..., format=...) reads the embedded engine's state; "
+                f"{self._backend!r} gives its state as it is: flow.state(op)"
+            )
+        return self._backend.state(op)
 
     def read(self, op: "Stream", key: Any) -> Any:
         """A point read: a copy of ``key``'s current state in stateful operator ``op``
-        (``None`` if the key has no state), between steps or after the run."""
-        if self._execution is None:
-            raise GraphError(f"dataflow {self.name!r} has not started: there is no state yet")
-        return point_read(self._execution, op, key)
+        (``None`` if the key has no state), between steps or after an embedded run."""
+        ex = self.execution
+        if ex is None:
+            raise GraphError(f"dataflow {self.name!r} has not run on the embedded engine: there is no state to read")
+        return point_read(ex, op, key)
 
     # -- iterate scopes -----------------------------------------------------------
     def iterate(
@@ -600,61 +613,69 @@ class Dataflow:
         reconfigure: Sequence[tuple[int, Any]] = (),
         checkpoint: Any = None,
     ) -> "Execution":
-        """Build and start an execution on ``workers`` logical workers; drive it with
-        :meth:`Execution.step` / :meth:`Execution.run`.
+        """Build and start an execution on the embedded engine with ``workers`` logical
+        workers; drive it with :meth:`Execution.step` / :meth:`Execution.run`.
 
         ``max_workers`` sizes the worker pool live rescaling can use (default: enough
         for ``reconfigure``).  ``reconfigure`` lists ``(time, command)`` pairs
         (:class:`~tstate.migration.commands.Rescale`, ``MoveBins``, ``Assign``).
-        ``checkpoint`` is a directory or a :class:`~tstate.checkpoint.coordinator.Checkpoints`:
+        ``checkpoint`` is a directory or a :class:`~tstate.checkpoint.settings.Checkpoints`:
         the execution resumes from its latest committed checkpoint (if any, onto any
         number of workers; ``execution.restored`` says from where) and writes new ones."""
-        from tstate.engine.execution import Execution
-        from tstate.migration.commands import Assign, MoveBins, Rescale
-
-        if self._execution is not None and not self._execution.finished:
-            raise GraphError(f"dataflow {self.name!r} is already running")
-        for n, v in (("workers", workers), ("max_workers", max_workers if max_workers is not None else workers)):
-            if not isinstance(v, int) or v < 1:
-                raise ConfigurationError(f"{n} must be an integer >= 1, got {v!r}")
-        pool = max_workers or workers
-        for _, cmd in reconfigure:
-            if isinstance(cmd, Rescale):
-                pool = max(pool, cmd.workers) if max_workers is None else pool
-            elif isinstance(cmd, MoveBins) and cmd.moves and max_workers is None:
-                pool = max(pool, max(cmd.moves.values()) + 1)
-            elif isinstance(cmd, Assign) and cmd.owners and max_workers is None:
-                pool = max(pool, max(cmd.owners) + 1)
-        ex = Execution(self.graph, workers, pool, checkpoint=checkpoint)
-        self._execution = ex
-        for t, cmd in sorted(reconfigure, key=lambda p: p[0]):
-            ex.reconfigure(cmd, at=t)
-        return ex
+        self._check_not_running()
+        engine = embedded(workers, max_workers, checkpoint)
+        self._backend = engine
+        return engine.start(self, reconfigure=reconfigure)
 
     def run(
         self,
-        workers: Any = 1,
+        workers: "int | Backend" = 1,
         max_workers: Optional[int] = None,
         reconfigure: Sequence[tuple[int, Any]] = (),
         checkpoint: Any = None,
     ) -> None:
-        """Run the dataflow to completion on ``workers`` logical workers (see
-        :meth:`start` for ``max_workers`` and ``reconfigure``); the finished execution,
-        with its ``metrics``, stays available as :attr:`execution`.
+        """Run the dataflow to completion on ``workers`` logical workers of the embedded
+        engine (see :meth:`start` for ``max_workers``, ``reconfigure`` and
+        ``checkpoint``), or on a :class:`~tstate.backend.Backend` given instead of a
+        worker count -- e.g. :class:`tstate.spark.Backend`, whose ``sources`` bind
+        DataFrames to the inputs (give it its own ``checkpoint``; ``max_workers`` and
+        ``checkpoint`` here are for the embedded engine only).  The backend stays
+        available as :attr:`backend`, with its :attr:`metrics` (and the embedded
+        engine's execution as :attr:`execution`).
 
         Every input must be closed by the end (an input still open when nothing else
-        can happen is an error, never a hang).
-
-        ``flow.run(backend)`` with a backend instead of a worker count (e.g.
-        :class:`tstate.spark.Backend`, whose ``sources`` bind DataFrames to the inputs)
-        runs the dataflow there."""
-        if not isinstance(workers, int) and hasattr(workers, "run"):  # a backend, e.g. tstate.spark.Backend
+        can happen is an error, never a hang)."""
+        if isinstance(workers, Backend):
+            given = [n for n, v in (("max_workers", max_workers), ("checkpoint", checkpoint)) if v is not None]
+            if given:
+                raise ConfigurationError(
+                    f"flow.run({workers!r}, {'=..., '.join(given)}=...): a backend takes its own settings; "
+                    "give them when making it"
+                )
+            self._check_not_running()
+            self._backend = workers
             workers.run(self, reconfigure=reconfigure)
             return
+        if not isinstance(workers, int) or isinstance(workers, bool):
+            raise ConfigurationError(f"workers must be an integer >= 1 or a Backend, got {workers!r}")
         self.start(workers, max_workers=max_workers, reconfigure=reconfigure, checkpoint=checkpoint).run()
+
+    def _check_not_running(self) -> None:
+        ex = self.execution
+        if ex is not None and not ex.finished:
+            raise GraphError(f"dataflow {self.name!r} is already running")
+
+    @property
+    def backend(self) -> "Optional[Backend]":
+        """The backend of the current (or last) run."""
+        return self._backend
 
     @property
     def execution(self) -> Optional["Execution"]:
-        """The current (or last) execution."""
-        return self._execution
+        """The current (or last) execution on the embedded engine."""
+        return self._backend.execution if isinstance(self._backend, Embedded) else None
 
+    @property
+    def metrics(self) -> Metrics:
+        """The current (or last) run's metrics, whichever backend ran it (empty before)."""
+        return self._backend.metrics if self._backend is not None else Metrics()

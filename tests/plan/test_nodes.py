@@ -117,3 +117,10 @@ def test_graph_checks_names_arity_scopes_and_connections() -> None:
         g.connect(fb, 0, (c, 0))
     with pytest.raises(GraphError, match="no operator named 'x'"):
         g.index("x")
+
+
+def test_the_former_exchange_contract_name_still_works() -> None:
+    import tstate as ts
+
+    with pytest.warns(DeprecationWarning, match="tstate.Exchange is tstate.plan.Pact"):
+        assert ts.Exchange is Pact

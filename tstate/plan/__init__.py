@@ -18,7 +18,7 @@ per-batch rules of the stateless nodes and scope edges, which both engines call.
 
 from tstate.plan.ends import Input, Probe, Sink, Source
 from tstate.plan.generic import BinaryFrontier, Frontier, FrontierLogic, UnaryFrontier
-from tstate.plan.graph import Graph
+from tstate.plan.graph import Graph, Planned
 from tstate.plan.loops import Enter, Feedback, Leave
 from tstate.plan.node import DEFAULT_BINS, KeyFn, Node, Pact, Port
 from tstate.plan.scope import Scope
@@ -28,6 +28,6 @@ from tstate.plan.stateless import Concat, Exchange, Filter, FlatMap, Inspect, Ma
 __all__ = [
     "BinaryFrontier", "Concat", "DEFAULT_BINS", "Enter", "Exchange", "Feedback", "Filter", "FlatMap", "FoldFn",
     "Frontier", "FrontierLogic", "Graph", "Input", "Inspect", "KeyFn", "Leave", "Map", "Node", "NotifyHandler",
-    "Pact", "Port", "Probe", "Returns", "Scope", "Sink", "Source", "Stateful", "StatefulFn", "Stateless",
+    "Pact", "Planned", "Port", "Probe", "Returns", "Scope", "Sink", "Source", "Stateful", "StatefulFn", "Stateless",
     "UnaryFrontier",
 ]

@@ -20,13 +20,13 @@ tstate.errors.GraphError: operator 'double' (map): input 0 is not connected
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Sequence, TypeVar
+from typing import Iterator, Optional, Protocol, Sequence, TypeVar
 
 from tstate.errors import GraphError
 from tstate.plan.node import Node, Port
 from tstate.plan.scope import Scope
 
-__all__ = ["Graph"]
+__all__ = ["Graph", "Planned"]
 
 N = TypeVar("N", bound=Node)
 
@@ -145,3 +145,18 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"<Graph {self.name!r}: {len(self._nodes)} nodes>"
+
+
+class Planned(Protocol):
+    """What a backend runs: something holding a plan -- a
+    :class:`tstate.dataflow.Dataflow` (its ``graph``, ``name`` and the record classes
+    registered with ``flow.record_types``, which the Spark backend's records may be)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def graph(self) -> Graph: ...
+
+    @property
+    def registered_record_types(self) -> tuple[type, ...]: ...

@@ -53,15 +53,17 @@ import os
 import time as _time
 from typing import TYPE_CHECKING, Any, Optional
 
-from attrs import define, field
+from attrs import define
 
+from tstate.checkpoint.settings import Checkpoints
 from tstate.errors import CheckpointError, ConfigurationError, SparkError
+from tstate.metrics import Metrics
 from tstate.plan import Sink as SinkNode
-from tstate.plan import Stateful
+from tstate.plan import Planned, Stateful
 from tstate.spark.batch import BatchMetrics, Committed, Job, MicroBatch, Shuffles
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tstate.dataflow import Dataflow, Stream
+    from tstate.dataflow import Stream
 
 __all__ = ["Backend", "Source", "BatchMetrics"]
 
@@ -90,34 +92,15 @@ class Source:
     lateness: int = 0
 
 
-@define
-class _Metrics:
-    batches: list[BatchMetrics] = field(factory=list)
-    late: int = 0
-    skipped: list[int] = field(factory=list)
-
-    @property
-    def cache_hit_rate(self) -> float:
-        """Bins found in an executor's cache at the committed version, of all bins taken."""
-        h = sum(b.cache_hits for b in self.batches)
-        c = sum(b.cache_catchups for b in self.batches)
-        m = sum(b.cache_misses for b in self.batches)
-        return h / (h + c + m) if h + c + m else 1.0
-
-    @property
-    def cache_reuse_rate(self) -> float:
-        """Bins taken from a cache, at the committed version or caught up by reading only
-        the files written since, of all bins taken."""
-        h = sum(b.cache_hits + b.cache_catchups for b in self.batches)
-        m = sum(b.cache_misses for b in self.batches)
-        return h / (h + m) if h + m else 1.0
-
-
 class Backend:
     """Runs dataflows on a SparkSession (see the module docstring).
 
     ``checkpoint``: the state store's location (also holds the streaming query's own
-    checkpoint under ``spark-query/``): an object-store URL (``s3://bucket/prefix``,
+    checkpoint under ``spark-query/``), or a
+    :class:`~tstate.checkpoint.settings.Checkpoints` -- the embedded engine's
+    ``checkpoint=`` -- whose directory and store settings (``retain``,
+    ``compact_after``, ``resume``, ``fresh_if_unusable``, ``replica``) are used (every
+    micro-batch is a checkpoint: its cadence and mode do not apply).  The location is an object-store URL (``s3://bucket/prefix``,
     ``gs://``, ``abfs://``, ``hdfs://``; :mod:`tstate.checkpoint.location`), which
     executors open with the same credentials from their environment, or a local path,
     which must be the same directory on every executor (``local`` / ``local-cluster``
@@ -144,7 +127,7 @@ class Backend:
     def __init__(
         self,
         spark: Any,
-        checkpoint: str,
+        checkpoint: "str | Checkpoints",
         partitions: Optional[int] = None,
         *,
         sources: Optional[dict[str, Any]] = None,
@@ -163,6 +146,20 @@ class Backend:
 
         require_pyspark()
 
+        if isinstance(checkpoint, Checkpoints):  # the embedded engine's settings: the store's are used
+            given = {
+                "compact_after": (compact_after, 8), "retain": (retain, 3), "resume": (resume, True),
+                "fresh_if_unusable": (fresh_if_unusable, False), "replica": (replica, None),
+            }
+            twice = sorted(k for k, (v, default) in given.items() if v != default)
+            if twice:
+                raise ConfigurationError(
+                    f"Backend: {', '.join(twice)} given both as arguments and in checkpoint=Checkpoints(...): "
+                    "give them in Checkpoints only"
+                )
+            compact_after, retain, resume = checkpoint.compact_after, checkpoint.retain, checkpoint.resume
+            fresh_if_unusable, replica = checkpoint.fresh_if_unusable, checkpoint.replica
+            checkpoint = checkpoint.directory
         self.spark = spark
         self.directory = resolve(checkpoint)  # an absolute path, or a URL (s3://...)
         n = partitions if partitions is not None else spark.sparkContext.defaultParallelism
@@ -179,7 +176,7 @@ class Backend:
         self.store = CheckpointStore(
             self.directory, retain=retain, compact_after=compact_after, background_gc=True, replica=replica
         )
-        self.metrics = _Metrics()
+        self.metrics = Metrics()
         #: the run's dataflow and what its batches share (None: nothing has run yet)
         self._flow: Any = None
         self._job: Optional[Job] = None
@@ -194,8 +191,14 @@ class Backend:
     def __repr__(self) -> str:
         return f"Backend({self.directory!r}, partitions={self.partitions})"
 
+    @property
+    def checkpoints(self) -> Any:
+        """The checkpoint store every micro-batch is committed to
+        (:class:`~tstate.checkpoint.store.CheckpointStore`)."""
+        return self.store
+
     # -- setting up -------------------------------------------------------------------
-    def _prepare(self, flow: "Dataflow", sources: dict[str, Any]) -> dict[str, Source]:
+    def _prepare(self, flow: "Planned", sources: dict[str, Any]) -> dict[str, Source]:
         from tstate.checkpoint.schema_check import check_compatible
         from tstate.migration.planner import balanced_map
         from tstate.spark.plan import Plan
@@ -310,7 +313,7 @@ class Backend:
     # -- running ----------------------------------------------------------------------
     def run(
         self,
-        flow: "Dataflow",
+        flow: "Planned",
         sources: Optional[dict[str, Any]] = None,
         *,
         epochs_per_batch: Optional[int] = None,
@@ -394,7 +397,7 @@ class Backend:
 
     def start(
         self,
-        flow: "Dataflow",
+        flow: "Planned",
         sources: Optional[dict[str, Any]] = None,
         *,
         trigger: Optional[dict[str, Any]] = None,
@@ -620,3 +623,10 @@ def _check_schema(name: str, src: Source) -> None:
                 f"input {name!r}: time column {src.time!r} is {fields[src.time]}; it must be an integer column "
                 "(epochs), e.g. cast a timestamp to hours"
             )
+
+
+if TYPE_CHECKING:  # pragma: no cover - mypy checks that this backend implements tstate.backend.Backend
+    import tstate.backend
+
+    def _is_a_backend(backend: Backend) -> tstate.backend.Backend:
+        return backend

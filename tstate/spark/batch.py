@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 
 from attrs import define, field, frozen
 
+from tstate.metrics import BatchMetrics
 from tstate.progress.frontier import Antichain
 from tstate.spark.cells import decode_cell
 from tstate.spark.held import checked_path, held_name, read_held, write_held
@@ -59,36 +60,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.plan import Plan
 
 __all__ = ["BatchMetrics", "Committed", "Job", "Shuffles", "MicroBatch"]
-
-
-@define
-class BatchMetrics:
-    """One committed micro-batch: its id, frontier, duration and counters."""
-
-    batch: int
-    frontier: Optional[int]
-    seconds: float
-    partitions: int
-    records: int
-    cache_hits: int
-    cache_misses: int
-    bytes_written: int
-    moved_bins: int
-    #: bins found cached at an older version and brought forward by their newer files
-    cache_catchups: int = 0
-    #: seconds in Spark jobs (the tasks), on the driver (files, sinks), and committing
-    spark_seconds: float = 0.0
-    driver_seconds: float = 0.0
-    commit_seconds: float = 0.0
-    #: iterate scopes: rounds run (all loops) and Spark stages they took
-    loop_rounds: int = 0
-    loop_stages: int = 0
-    #: records the batch's sinks got (written by the executors), and seconds the driver
-    #: spent after the commit handing them over (epoch files by Spark tasks, driver sinks)
-    output_records: int = 0
-    output_seconds: float = 0.0
-    #: Spark stages of the root boundaries (those whose inputs are ready together share one)
-    stages: int = 0
 
 
 @define

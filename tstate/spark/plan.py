@@ -55,8 +55,7 @@ from tstate.plan import Enter, Exchange, Feedback, Frontier, Input, Leave, Node,
 from tstate.spark.record_types import BUILTIN, RecordTypes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tstate.dataflow import Dataflow
-    from tstate.plan import KeyFn
+    from tstate.plan import KeyFn, Planned
 
 __all__ = ["Plan", "PlanNode", "Loop"]
 
@@ -156,7 +155,7 @@ class Plan:
     _fused: dict[int, Any] = field(factory=dict, repr=False)
 
     @classmethod
-    def of(cls, flow: "Dataflow") -> "Plan":
+    def of(cls, flow: "Planned") -> "Plan":
         """Lower ``flow``'s plan (``flow.graph``); raises :class:`SparkError` for an
         operator Spark cannot run."""
         graph = flow.graph

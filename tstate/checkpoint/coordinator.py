@@ -478,7 +478,9 @@ class Coordinator:
         """Where a job's batches of files go: the writer process (async, local), a
         thread (async, object store), or written right away (thread and sync modes)."""
         if self.mode == "async":
-            if self._files is not None and self._files.alive:
+            # the writer process, once started (until then a thread: the first
+            # checkpoint of a run does not wait for an interpreter to start)
+            if self._files is not None and self._files.alive and self._files.ready.is_set():
                 return self._files.write
             assert self._pool is not None
             pool, fs = self._pool, self.store.fs

@@ -159,14 +159,15 @@ def per_operator(commands: Iterable[tuple[int, Any]], names: Optional[Sequence[s
 
 # -- checkpoints -------------------------------------------------------------------------
 def source_flow(
-    epochs: Epochs, algorithms: Sequence[str] = ALGORITHMS, window: Optional[int] = None, tol: float = 1e-7
+    epochs: Epochs, algorithms: Sequence[str] = ALGORITHMS, window: Optional[int] = None, tol: float = 1e-7,
+    blocks: int = 1,
 ) -> tuple[ts.Dataflow, dict[str, ts.Collected]]:
     """The graph dataflow over a replayable source of ``epochs`` (what a checkpoint
     replays from), with every output collected."""
     flow = ts.Dataflow("graph")
     data = [(t, list(ups)) for t, ups in epochs]
     src = flow.source(ts.io.from_batches(lambda: iter(data)), name="edge-updates")
-    a = build(flow, src, algorithms, window_width=window, tol=tol)
+    a = build(flow, src, algorithms, window_width=window, tol=tol, blocks=blocks)
     return flow, {name: s.collect(name=f"c.{name}") for name, s in a.outputs().items()}
 
 

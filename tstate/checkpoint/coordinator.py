@@ -67,9 +67,11 @@ import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from attrs import field, frozen
+from attrs import frozen
 
+from tstate.checkpoint.settings import MODES, Checkpoints
 from tstate.errors import CheckpointError, ConfigurationError
+from tstate.plan.stateful import Stateful
 from tstate.progress.timestamp import epoch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -78,69 +80,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tstate.engine.execution import Execution
 
 __all__ = ["Checkpoints", "CheckpointLostWarning", "CheckpointSkippedWarning", "Coordinator", "Restored", "MODES"]
-
-#: the checkpoint modes (see the module docstring)
-MODES = ("async", "fork", "thread", "sync")
-
-
-def _positive(instance: Any, attribute: Any, value: Any) -> None:
-    if value is not None and (not isinstance(value, (int, float)) or value <= 0):
-        raise ConfigurationError(f"{attribute.name} must be positive, got {value!r}")
-
-
-def _mode(instance: Any, attribute: Any, value: str) -> None:
-    if value not in MODES:
-        raise ConfigurationError(f"checkpoint mode must be one of {', '.join(map(repr, MODES))}, got {value!r}")
-    if value == "fork":
-        from tstate.checkpoint.forked import fork_available
-
-        if not fork_available():
-            raise ConfigurationError(
-                "checkpoint mode 'fork' needs a platform that can fork safely (Linux, BSD); "
-                "use 'async' (a background thread here) or 'thread'"
-            )
-
-
-@frozen
-class Checkpoints:
-    """Checkpoint settings for :meth:`tstate.Dataflow.run` / ``start``.
-
-    ``directory``: where checkpoints live: a local directory (created if missing) or an
-    object-store URL (``s3://bucket/prefix``, ``gs://``, ``abfs://``, ``hdfs://``; see
-    :mod:`tstate.checkpoint.location`; ``mode="fork"`` writes from a thread there);
-    ``every_epochs`` /
-    ``every_seconds``: how often (either or both; default every 10 epochs);
-    ``mode``: ``"async"`` (freeze on the processing path, encode in paced slices between
-    steps, write from a helper process: see the module docstring), ``"thread"`` (encode
-    and write on a background thread), ``"fork"`` (in a forked snapshot process) or
-    ``"sync"`` (all on the processing path); ``retain``: how many
-    committed checkpoints to keep; ``compact_after``: deltas per bin before a full
-    snapshot is written; ``resume``: start from the latest usable checkpoint if there
-    is one (``False``: start from empty state, ignoring the directory's checkpoints).
-
-    Resuming never starts from empty state by surprise: newer checkpoints that are
-    unusable (torn, corrupt, missing files) are skipped with a
-    :class:`~tstate.checkpoint.store.CheckpointSkippedWarning` naming each and why; if
-    checkpoints exist but none is usable, the run stops with a
-    :class:`~tstate.errors.CheckpointError` listing them, unless
-    ``fresh_if_unusable=True`` (then it starts from empty state, with the warning).
-    Unusable checkpoints are never deleted automatically (evidence; see
-    :mod:`tstate.checkpoint.store`).
-
-    ``replica``: a second directory or URL that receives a copy of every committed
-    checkpoint, for a store that is not replicated itself; recovery reads whichever copy
-    is reachable and intact and repairs the other (see :mod:`tstate.checkpoint.store`)."""
-
-    directory: str = field(converter=str)
-    every_epochs: Optional[int] = field(default=10, validator=_positive)
-    every_seconds: Optional[float] = field(default=None, validator=_positive)
-    mode: str = field(default="async", validator=_mode)
-    retain: int = 3
-    compact_after: int = 8
-    resume: bool = True
-    fresh_if_unusable: bool = False
-    replica: Optional[str] = field(default=None, converter=lambda v: None if v is None else str(v))
-
 
 @frozen
 class Restored:
@@ -328,20 +267,18 @@ class Coordinator:
         check_format(manifest, self.cfg.directory)
         self._fresh = False
         exe = self.exe
-        for spec in exe.flow._nodes:
-            if spec.kind != "stateful":
-                continue
+        for index, spec in exe.graph.of_type(Stateful):
             entry = manifest.operators.get(spec.name)
             if entry is None:
                 continue  # an operator added since: starts empty
-            schema = spec.options["schema"]
+            schema = spec.schema
             check_compatible(spec.name, entry.schema, schema)
-            if entry.bins != spec.options["bins"]:
+            if entry.bins != spec.bins:
                 raise ConfigurationError(
-                    f"operator {spec.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {spec.options['bins']}"
+                    f"operator {spec.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {spec.bins}"
                 )
-            owners = exe.configs[spec.index].initial
-            codec = exe.operators[0][spec.index].codec  # type: ignore[attr-defined]
+            owners = exe.configs[index].initial
+            codec = exe.operators[0][index].codec  # type: ignore[attr-defined]
             # a compatible older schema (e.g. a field added with a default) decodes too
             stored = Schema.from_builtins(entry.schema).fingerprint
             for bin_index, chain in sorted(entry.chains.items()):
@@ -350,7 +287,7 @@ class Coordinator:
                 b.full = stored != codec.fingerprint or manifest.format < FORMAT
                 if b.index != bin_index:
                     raise CheckpointError(f"checkpoint {manifest.id}: operator {spec.name!r} bin {bin_index} holds bin {b.index}")
-                exe.operators[owners[bin_index]][spec.index].install_bin(b)  # type: ignore[attr-defined]
+                exe.operators[owners[bin_index]][index].install_bin(b)  # type: ignore[attr-defined]
         meta = manifest.meta
         return Restored(
             manifest.id, manifest.time, dict(meta.get("sources", {})), _time.perf_counter() - start,
@@ -431,7 +368,7 @@ class Coordinator:
     def _schema_of(self, op: Any) -> tuple[Any, int]:
         got = self._schemas.get(op.name)
         if got is None:
-            got = self._schemas[op.name] = (op.spec.options["schema"].to_builtins(), op.spec.options["bins"])
+            got = self._schemas[op.name] = (op.spec.schema.to_builtins(), op.spec.bins)
         return got
 
     def _wants_snapshot(self, name: str, index: int, full: bool) -> bool:

@@ -64,9 +64,8 @@ class FileWriter:
     store at ``location`` (a local directory)."""
 
     def __init__(self, location: str) -> None:
-        import tstate
-
-        root = os.path.dirname(os.path.dirname(os.path.abspath(tstate.__file__)))
+        # the directory holding the tstate package (this file is tstate/checkpoint/writer.py)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         self.location = location

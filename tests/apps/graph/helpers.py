@@ -9,6 +9,7 @@ import attrs
 import networkx as nx
 
 import tstate as ts
+from tstate.plan import Stateful
 from apps.graph.stream import ALGORITHMS, EpochResult, GraphStream, build
 from apps.graph.views import GraphView
 from tests.apps.graph.oracle import EdgeMultiset, check_view
@@ -145,9 +146,7 @@ def stateful_operators(algorithms: Sequence[str] = ALGORITHMS, root_only: bool =
     outside iterate scopes, the ones tstate can migrate today)."""
     flow = ts.Dataflow("names")
     build(flow, flow.input("updates"), algorithms)
-    return [
-        s.name for s in flow._nodes if s.kind == "stateful" and (not root_only or s.scope.depth == 0)
-    ]
+    return [n.name for _, n in flow.graph.of_type(Stateful) if not root_only or n.scope.depth == 0]
 
 
 def per_operator(commands: Iterable[tuple[int, Any]], names: Optional[Sequence[str]]) -> list[tuple[int, Any]]:

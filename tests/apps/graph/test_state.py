@@ -16,6 +16,7 @@ import numpy as np
 from apps.graph.pagerank import PRBlock
 from apps.graph.stream import GraphStream
 from apps.graph.triangles import TriangleTotal, TriBlock, TriVertex
+from tstate.plan import Stateful
 from tstate.types import Map, StateCodec
 
 
@@ -67,9 +68,9 @@ def _encode_every_state(g: GraphStream) -> int:
     for workers in g.execution.operators:
         for op in workers:
             bins = getattr(op, "bins", None)
-            if not isinstance(bins, dict) or "state_type" not in op.spec.options:
+            if not isinstance(bins, dict) or not isinstance(op.spec, Stateful):
                 continue
-            codec = StateCodec(op.spec.options["state_type"])
+            codec = StateCodec(op.spec.state)
             for b in bins.values():
                 for value in b.states.values():
                     assert codec.decode(codec.encode(value)) == value

@@ -61,6 +61,7 @@ from tstate.metrics import Metrics
 from tstate.plan import Sink as SinkNode
 from tstate.plan import Planned, Stateful
 from tstate.spark.batch import BatchMetrics, Committed, Job, MicroBatch, Shuffles
+from tstate.spark.output import ROOT as OUTPUT_ROOT
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.dataflow import Stream
@@ -174,7 +175,8 @@ class Backend:
         # with a replica, the driver copies each committed checkpoint there and, when it
         # resumes, repairs either copy from the other before any executor reads a bin
         self.store = CheckpointStore(
-            self.directory, retain=retain, compact_after=compact_after, background_gc=True, replica=replica
+            self.directory, retain=retain, compact_after=compact_after, background_gc=True, replica=replica,
+            mirror_dirs=(f"{OUTPUT_ROOT}/",),
         )
         self.metrics = Metrics()
         #: the run's dataflow and what its batches share (None: nothing has run yet)

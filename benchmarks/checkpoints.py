@@ -47,7 +47,7 @@ import time
 
 import tstate as ts
 from benchmarks.common import EpochDriver, table
-from tstate.checkpoint.coordinator import Checkpoints
+from tstate.engine.checkpointing.coordinator import Checkpoints
 from tstate.metrics import plot_latency
 
 WIDTH = 25

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import tstate as ts
 import tstate.engine.execution as execution
+from tstate.progress.reference import all_pairs
 from benchmarks.common import table
 
 MODES = ("before", "after")
@@ -73,7 +74,7 @@ def _mode(mode: str, record: bool) -> Iterator[list[Any]]:
 
     def build(self: Any) -> Any:
         b = self._graph()
-        tracker = b.build_all_pairs() if mode == "before" else b.build()
+        tracker = all_pairs(b) if mode == "before" else b.build()
         if record:
             tracker = _Recorder(tracker)
             runs.append((b, tracker))
@@ -93,7 +94,7 @@ def _replay(mode: str, builder: Any, log: list[tuple[int, Any]], repeat: int = 3
     ``repeat``)."""
     best = float("inf")
     for _ in range(repeat):
-        t = builder.build_all_pairs() if mode == "before" else builder.build()
+        t = all_pairs(builder) if mode == "before" else builder.build()
         us, ut, pr = t.update_source, t.update_target, t.propagate
         t0 = time.process_time()
         for kind, a in log:

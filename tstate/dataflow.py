@@ -63,6 +63,7 @@ from tstate.plan import Probe as ProbeNode
 from tstate.plan import Scope as PlanScope
 from tstate.plan import Sink as SinkNode
 from tstate.plan import Source as SourceNode
+from tstate.plan.records import check_registrable
 from tstate.plan.stateful import FoldFn, StatefulFn
 from tstate.probe import Probe
 from tstate.state.query import point_read, snapshot
@@ -329,8 +330,6 @@ class Dataflow:
         ...
         tstate.errors.ConfigurationError: record_types: <class 'dict'> is not an attrs class or named tuple defined at a module's top level; only those cross a Spark exchange by class (map other records to tuples, dicts or such a class)
         """
-        from tstate.spark.record_types import check_registrable
-
         self._record_types.extend(check_registrable(classes))
 
     @property

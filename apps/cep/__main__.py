@@ -316,7 +316,7 @@ def _run(args: argparse.Namespace) -> int:
 
     import tstate as ts
     from apps.cep.source import count_rows, flight_source
-    from tstate.checkpoint.coordinator import Checkpoints
+    from tstate.engine.checkpointing.coordinator import Checkpoints
     from tstate.errors import TstateError
 
     path = args.input if args.input is not None else ensure_sample()

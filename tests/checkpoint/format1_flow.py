@@ -167,7 +167,7 @@ def build(epochs: int = EPOCHS) -> tuple[ts.Dataflow, dict[str, Any], Any]:
 def write_fixture(directory: str) -> None:
     """Run the first EPOCHS_RUN epochs with a checkpoint every EVERY epochs (sync, all
     chains kept: snapshots then deltas), then abandon the run."""
-    from tstate.checkpoint.coordinator import Checkpoints
+    from tstate.engine.checkpointing.coordinator import Checkpoints
 
     shutil.rmtree(directory, ignore_errors=True)
     flow, _ops, _out = build()

@@ -6,8 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["tstate.checkpoint.fs", "tstate.checkpoint.manifest", "tstate.checkpoint.delta",
-           "tstate.checkpoint.store", "tstate.checkpoint.schema_check", "tstate.checkpoint.forked",
-           "tstate.checkpoint.freeze", "tstate.checkpoint.location", "tstate.checkpoint.objectfs",
+           "tstate.checkpoint.store", "tstate.checkpoint.schema_check", "tstate.engine.checkpointing.forked",
+           "tstate.engine.checkpointing.freeze", "tstate.checkpoint.location", "tstate.checkpoint.objectfs",
            "tstate.__main__"]
 
 

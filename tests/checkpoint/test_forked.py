@@ -14,10 +14,11 @@ import warnings
 import pytest
 
 import tstate as ts
-from tstate.checkpoint import forked
-from tstate.checkpoint.coordinator import CheckpointLostWarning, Checkpoints, Coordinator
+from tstate.checkpoint import settings
+from tstate.engine.checkpointing import forked
+from tstate.engine.checkpointing.coordinator import CheckpointLostWarning, Checkpoints, Coordinator
 from tstate.checkpoint.delta import apply_chain
-from tstate.checkpoint.forked import Snapshot, fork_available
+from tstate.engine.checkpointing.forked import Snapshot, fork_available
 from tstate.checkpoint.store import CheckpointStore
 from tstate.errors import CheckpointError, ConfigurationError, StateTypeError
 
@@ -104,6 +105,7 @@ def test_modes_are_validated(tmp_path, monkeypatch) -> None:
     flow, _, _ = build([[(1, 1)]])
     assert flow.start(checkpoint=Checkpoints(str(tmp_path), mode="fork")).coordinator.mode == "fork"
     monkeypatch.setattr(forked, "fork_available", lambda: False)
+    monkeypatch.setattr(settings, "fork_available", lambda: False)
     with pytest.raises(ConfigurationError, match="fork safely"):
         Checkpoints(str(tmp_path), mode="fork")
     flow, _, _ = build([[(1, 1)]])
@@ -153,7 +155,7 @@ def stored_state(directory) -> tuple[dict, object]:
 
 
 def test_fork_mode_writes_what_sync_mode_writes(tmp_path, monkeypatch) -> None:
-    from tstate.checkpoint import slices
+    from tstate.engine.checkpointing import slices
 
     # async: each job encoded at the first step after its capture, so that no checkpoint is
     # skipped on a loaded machine (the times would then differ; tests/checkpoint/test_slices.py)

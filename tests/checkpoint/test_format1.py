@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.checkpoint import format1_flow as f1
-from tstate.checkpoint.coordinator import Checkpoints
+from tstate.engine.checkpointing.coordinator import Checkpoints
 from tstate.checkpoint.store import CheckpointStore
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "checkpoint-format1")

@@ -159,7 +159,7 @@ def test_bucket_without_write_permission_fails_before_processing(s3_locked, tmp_
     url = f"s3://{LOCKED}/ckpt"
     code = f"""
 import tstate as ts
-from tstate.checkpoint.coordinator import Checkpoints
+from tstate.engine.checkpointing.coordinator import Checkpoints
 from tstate.errors import CheckpointError
 seen = []
 flow = ts.Dataflow("locked")

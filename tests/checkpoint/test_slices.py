@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tstate as ts
-from tstate.checkpoint.coordinator import Checkpoints, CheckpointSkippedWarning
-from tstate.checkpoint.freeze import Frozen
-from tstate.checkpoint.slices import BinWork, Job
+from tstate.engine.checkpointing.coordinator import Checkpoints, CheckpointSkippedWarning
+from tstate.engine.checkpointing.freeze import Frozen
+from tstate.engine.checkpointing.slices import BinWork, Job
 from tstate.state.bin import Bin
 from tstate.state.payload import decode_payload
 from tstate.types import StateCodec

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tstate.checkpoint.writer import FileWriter
+from tstate.engine.checkpointing.writer import FileWriter
 from tstate.errors import CheckpointError
 
 

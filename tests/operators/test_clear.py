@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tstate as ts
-from tstate.checkpoint.forked import fork_available
+from tstate.engine.checkpointing.forked import fork_available
 from tstate.checkpoint.store import CheckpointStore
 from tstate.operators.stateful import StatefulRuntime
 

@@ -27,6 +27,7 @@ import tstate.progress.reference as reference_mod
 from tstate.errors import GraphError
 from tstate.progress.frontier import Antichain
 from tstate.progress.reachability import GraphBuilder, Tracker
+from tstate.progress.reference import all_pairs
 from tstate.progress.summary import PathSummary
 from tstate.progress.timestamp import TIME_MAX, Product, depth, minimum
 
@@ -357,7 +358,7 @@ class Twin:
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
         self.new = graph.builder().build()
-        self.old = graph.builder().build_all_pairs()
+        self.old = all_pairs(graph.builder())
 
     def update_source(self, *a: Any) -> None:
         self.new.update_source(*a)

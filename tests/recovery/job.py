@@ -18,7 +18,7 @@ import random
 import sys
 
 import tstate as ts
-from tstate.checkpoint.coordinator import Checkpoints
+from tstate.engine.checkpointing.coordinator import Checkpoints
 
 
 def batches(seed: int, epochs: int, per_epoch: int):
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.crash_commit:
             store.CheckpointWriter.commit = crashing("commit", args.crash_commit, store.CheckpointWriter.commit)
         if args.crash_write:  # the N-th delta file written (sync and thread modes write them here)
-            from tstate.checkpoint import coordinator
+            from tstate.engine.checkpointing import coordinator
 
             write_batch = coordinator._write_batch
 

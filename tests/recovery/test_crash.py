@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.recovery.killable import outputs, run_killable
-from tstate.checkpoint.forked import fork_available
+from tstate.engine.checkpointing.forked import fork_available
 
 MODES = ["async", "thread", "sync"] + (["fork"] if fork_available() else [])
 

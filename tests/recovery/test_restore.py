@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tstate as ts
-from tstate.checkpoint.coordinator import Checkpoints
-from tstate.checkpoint.forked import fork_available
+from tstate.engine.checkpointing.coordinator import Checkpoints
+from tstate.engine.checkpointing.forked import fork_available
 from tstate.errors import CheckpointError, SchemaMismatchError
 
 MODES = ["async", "thread", "sync"] + (["fork"] if fork_available() else [])

@@ -7,7 +7,7 @@ import pytest
 from attrs import define, field
 
 import tstate as ts
-from tstate.checkpoint.coordinator import Checkpoints
+from tstate.engine.checkpointing.coordinator import Checkpoints
 from tstate.errors import StateQueryError, StateTypeError
 
 

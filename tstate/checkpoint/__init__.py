@@ -10,10 +10,14 @@
   (snapshot + deltas) back into state;
 - :mod:`~tstate.checkpoint.schema_check`: is stored state readable with today's type;
 - :mod:`~tstate.checkpoint.fs`: the tiny filesystem abstraction underneath;
-- :mod:`~tstate.checkpoint.coordinator`: the engine side (choosing consistent times,
-  capturing bins, committing after the sinks, restoring), with
-  :mod:`~tstate.checkpoint.freeze` (copy-on-write for the writer thread) and
-  :mod:`~tstate.checkpoint.forked` (the forked snapshot process of ``mode="fork"``).
+- :mod:`~tstate.checkpoint.settings`: :class:`Checkpoints`, the ``checkpoint=`` both
+  engines take;
+- :mod:`~tstate.checkpoint.location`, :mod:`~tstate.checkpoint.objectfs`: local paths
+  and object-store URLs.
+
+This package is the format both engines share; the embedded engine's driver (when to
+checkpoint, capture, commit after the sinks, restore) is
+:mod:`tstate.engine.checkpointing`, the Spark backend's :mod:`tstate.spark.batch`.
 
 The inspection CLI is ``python -m tstate checkpoints DIR`` (see :mod:`tstate.__main__`).
 """

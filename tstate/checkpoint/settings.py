@@ -16,14 +16,24 @@ tstate.errors.ConfigurationError: checkpoint mode must be one of 'async', 'fork'
 
 from __future__ import annotations
 
+import os
+import sys
+
 from typing import Any, Optional, Union
 
 from attrs import field, frozen
 
-from tstate.checkpoint import forked
 from tstate.errors import ConfigurationError
 
-__all__ = ["Checkpoints", "MODES", "settings"]
+__all__ = ["Checkpoints", "MODES", "settings", "fork_available"]
+
+
+def fork_available() -> bool:
+    """Whether snapshot processes (``mode="fork"``) can be used here: ``os.fork`` exists
+    and forking an interpreter is safe (Linux and the BSDs; not Windows, nor macOS,
+    whose system frameworks may crash a forked child: there ``mode="async"`` uses a
+    thread)."""
+    return hasattr(os, "fork") and (sys.platform.startswith("linux") or "bsd" in sys.platform)
 
 #: the checkpoint modes (see the module docstring)
 MODES = ("async", "fork", "thread", "sync")
@@ -38,7 +48,7 @@ def _mode(instance: Any, attribute: Any, value: str) -> None:
     if value not in MODES:
         raise ConfigurationError(f"checkpoint mode must be one of {', '.join(map(repr, MODES))}, got {value!r}")
     if value == "fork":
-        if not forked.fork_available():
+        if not fork_available():
             raise ConfigurationError(
                 "checkpoint mode 'fork' needs a platform that can fork safely (Linux, BSD); "
                 "use 'async' (a background thread here) or 'thread'"

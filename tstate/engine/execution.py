@@ -23,12 +23,15 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from tstate.engine.channels import ExchangeRouter, OutputPort
+from tstate.engine.checkpointing.coordinator import Coordinator
 from tstate.engine.lowering import runtime
 from tstate.errors import CapabilityLeakError, ConfigurationError, OperatorError, TstateError
 from tstate.io.inputs import InputHandle
 from tstate.metrics import Metrics
+from tstate.migration.commands import Assign, MoveBins, Rescale
 from tstate.migration.configuration import ConfigHistory
-from tstate.migration.planner import balanced_map
+from tstate.migration.planner import balanced_map, plan, rescale_map
+from tstate.migration.routing import ConfiguredRouter
 from tstate.operators.base import OperatorRuntime
 from tstate.plan import Frontier, Graph, Input, Node, Pact, Probe, Sink, Stateful
 from tstate.progress.frontier import Antichain
@@ -64,8 +67,6 @@ class Execution:
         self.coordinator: Any = None
         self.restored: Any = None
         if checkpoint is not None:
-            from tstate.checkpoint.coordinator import Coordinator
-
             for _, fr in graph.of_type(Frontier):
                 if fr.state is not None:
                     raise ConfigurationError(
@@ -138,8 +139,6 @@ class Execution:
         """The router of an exchange channel: by bin, over the worker pool; in front of
         a stateful operator, by the operator's configuration over time."""
         if isinstance(node, Stateful):
-            from tstate.migration.routing import ConfiguredRouter
-
             router = ConfiguredRouter(pact.key, self.workers, pact.bins, node.name, self.configs[index])
             self._routers[index] = router
             return router
@@ -246,10 +245,6 @@ class Execution:
         """Apply a :mod:`~tstate.migration.commands` command from time ``at`` (default:
         the earliest possible); returns the step times per operator.  Records before
         ``at`` are processed by the old owners, records at or after by the new ones."""
-        from tstate.errors import ConfigurationError
-        from tstate.migration.commands import Assign, MoveBins, Rescale
-        from tstate.migration.planner import plan, rescale_map
-
         earliest = self.earliest_reconfiguration()
         if at is None:
             at = earliest
@@ -302,8 +297,6 @@ class Execution:
     ) -> dict[str, list[int]]:
         """Spread the bins of stateful operators over ``workers`` workers from time
         ``at``, in steps per ``strategy`` (see :class:`~tstate.migration.commands.Rescale`)."""
-        from tstate.migration.commands import Rescale
-
         return self.reconfigure(Rescale(workers, strategy=strategy, operator=operator), at=at)
 
     def run(self, max_steps: Optional[int] = None) -> None:

@@ -73,7 +73,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         #: checkpoint barrier: nothing at a time >= it is applied until it is captured
         self.barrier: Any = None
         #: the in-flight checkpoint's frozen bins (copy-on-write before writing a key of
-        #: ``bin.frozen``: tstate.checkpoint.freeze)
+        #: ``bin.frozen``: tstate.engine.checkpointing.freeze)
         self.cow: Any = None
         self.max_applied: Any = None
         # ownership (migration): bins this worker holds, records waiting for bins

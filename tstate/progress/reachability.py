@@ -121,12 +121,15 @@ class GraphBuilder:
         self._check()
         return Tracker(self._nodes, self._edges)
 
-    def build_all_pairs(self) -> Any:
-        """Check the graph and return the all-pairs reference tracker
-        (:class:`tstate.progress.reference.AllPairsTracker`)."""
-        from tstate.progress.reference import AllPairsTracker
+    @property
+    def nodes(self) -> dict[int, "_Node"]:
+        """The nodes added, by index."""
+        return dict(self._nodes)
 
-        return AllPairsTracker(self._nodes, self._check())
+    def paths(self) -> dict[tuple[str, int, int], dict[tuple[int, int], list[PathSummary]]]:
+        """Check the graph; the path summaries from every location to every target it
+        reaches (what the all-pairs tracker of :mod:`tstate.progress.reference` needs)."""
+        return self._check()
 
     def _check(self) -> dict[tuple[str, int, int], dict[tuple[int, int], list[PathSummary]]]:
         """Check the graph; return the path summaries from every location to every

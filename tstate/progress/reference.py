@@ -2,7 +2,7 @@
 
 This was tstate's tracker before :class:`tstate.progress.reachability.Tracker`: the
 summaries between all pairs of locations are computed when it is built
-(:meth:`~tstate.progress.reachability.GraphBuilder.build_all_pairs`), and every
+(:func:`all_pairs`, from a :class:`~tstate.progress.reachability.GraphBuilder`), and every
 buffered count change is applied, through them, to the counts at **every** input it
 can reach -- whether or not it moves a frontier there.  Simple enough to trust; the
 tests compare the two trackers update by update, and ``benchmarks.loops`` times both
@@ -14,7 +14,7 @@ they reach, where the worklist tracker costs in proportion to the frontier moves
 >>> b.add_node(0, "input", inputs=0, outputs=1)
 >>> b.add_node(1, "map", inputs=1, outputs=1)
 >>> b.add_edge((0, 0), (1, 0))
->>> t = b.build_all_pairs()
+>>> t = all_pairs(b)
 >>> t.update_source(0, 0, 5, +1)
 >>> t.propagate()
 [(1, 0)]
@@ -29,10 +29,15 @@ from typing import Any
 
 from tstate.progress.change_batch import ChangeBatch
 from tstate.progress.frontier import Antichain, MutableAntichain
-from tstate.progress.reachability import _Node
+from tstate.progress.reachability import GraphBuilder, _Node
 from tstate.progress.summary import PathSummary
 
-__all__ = ["AllPairsTracker"]
+__all__ = ["AllPairsTracker", "all_pairs"]
+
+
+def all_pairs(builder: GraphBuilder) -> "AllPairsTracker":
+    """Check ``builder``'s graph and return its all-pairs tracker."""
+    return AllPairsTracker(builder.nodes, builder.paths())
 
 
 class AllPairsTracker:

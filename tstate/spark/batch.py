@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 
 from attrs import define, field, frozen
 
+from tstate.checkpoint.commit import commit, operator_schemas
 from tstate.metrics import BatchMetrics
 from tstate.progress.frontier import Antichain
 from tstate.spark.cells import decode_cell
@@ -267,9 +268,11 @@ class MicroBatch:
             t_jobs = _time.perf_counter()
             held_cells = self.reduce_rows()
             pending = self.output()
-            committed = self.manifest(held_cells, pending)
+            committed, schemas, meta, attached = self.manifest(held_cells, pending)
             t_driver = _time.perf_counter()
-            self.writer.commit()
+            # the commit path both engines share (the bins' files were adopted as their
+            # FILE rows arrived: tstate.spark.wire.FileReport.adopt)
+            commit(self.writer, schemas, (), meta, attached)
             t_commit = _time.perf_counter()
         except BaseException:
             self.writer.abort()
@@ -488,26 +491,28 @@ class MicroBatch:
                 self.writer.mirror(self.index)
         return later
 
-    def manifest(self, held_cells: list[Any], pending: list[Part]) -> Committed:
-        """The checkpoint's operator schemas, held file (the held cells and entries still
-        ahead) and ``spark`` meta; returns what the batch commits."""
+    def manifest(
+        self, held_cells: list[Any], pending: list[Part]
+    ) -> tuple[Committed, dict[str, tuple[Any, int]], dict[str, Any], list[Any]]:
+        """What the checkpoint records besides the bins: the operator schemas, the
+        ``spark`` meta and the held file (the held cells and entries still ahead,
+        written here); returns what the batch commits, and those three."""
         plan, writer = self.plan, self.writer
-        for b in plan.boundaries:
-            pn = plan.nodes[b]
-            if pn.kind == "stateful":
-                writer.put_operator_schema(pn.name, pn.stateful.schema.to_builtins(), pn.bins)
+        schemas = operator_schemas(
+            plan.nodes[b].stateful for b in plan.boundaries if plan.nodes[b].kind == "stateful"
+        )
         held = None
+        attached = []
         held_cells.extend(self.keep)
         if held_cells:
             held = held_name(writer.id, writer.token)
             # attached: verified with the checkpoint's files (a damaged one makes
             # recovery fall back to the previous checkpoint), deleted with its manifest
-            writer.attach(write_held(self.job.store.fs, held, held_cells))
+            attached.append(write_held(self.job.store.fs, held, held_cells))
         committed = Committed(
             self.batch, self.hi, False, self.timers, self.newest, held, self.index, pending,
         )
-        writer.put_meta("spark", committed.meta(self.partitions))
-        return committed
+        return committed, schemas, {"spark": committed.meta(self.partitions)}, attached
 
     # -- after the commit -------------------------------------------------------------
     def finish(self) -> BatchMetrics:

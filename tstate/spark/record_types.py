@@ -41,25 +41,10 @@ from typing import Any, Iterable, Mapping, Optional
 
 from attrs import field, frozen
 
-from tstate.errors import ConfigurationError
 from tstate.plan import Graph, Stateful
+from tstate.plan.records import class_path, is_record_class
 
 __all__ = ["RecordTypes", "class_path", "is_record_class", "BUILTIN"]
-
-
-def class_path(cls: type) -> str:
-    """The path a record's class travels as: ``module:QualName``."""
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def is_record_class(tp: Any) -> bool:
-    """Whether instances of ``tp`` can cross an exchange as a class path: an attrs class
-    or a named tuple defined at a module's top level (not inside a function)."""
-    if not isinstance(tp, type) or "<locals>" in tp.__qualname__:
-        return False
-    if issubclass(tp, tuple):
-        return hasattr(tp, "_fields")
-    return getattr(tp, "__attrs_attrs__", None) is not None
 
 
 def _hints(obj: Any) -> list[Any]:
@@ -148,17 +133,3 @@ def _builtin() -> list[type]:
 #: tstate's own record classes only (what a cell is decoded with when no dataflow's
 #: allow-list is given)
 BUILTIN = RecordTypes.from_classes(())
-
-
-def check_registrable(classes: Iterable[Any]) -> list[type]:
-    """``classes`` as given to ``flow.record_types``: each must be a top-level attrs
-    class or named tuple (raises :class:`~tstate.errors.ConfigurationError`)."""
-    out = []
-    for c in classes:
-        if not is_record_class(c):
-            raise ConfigurationError(
-                f"record_types: {c!r} is not an attrs class or named tuple defined at a module's top level; only "
-                "those cross a Spark exchange by class (map other records to tuples, dicts or such a class)"
-            )
-        out.append(c)
-    return out

@@ -36,6 +36,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 import msgpack
 from attrs import frozen
 
+from tstate.checkpoint.commit import BinFile, adopt
+from tstate.checkpoint.manifest import FileRef
+
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
@@ -115,19 +118,24 @@ class FileReport:
         path, size, checksum, kind, timers = msgpack.unpackb(payload)
         return cls(path, size, checksum, kind, timers)
 
+    def bin_file(self, operator: str, b: int) -> BinFile:
+        """The bin's change as the shared commit path takes it (:mod:`tstate.checkpoint.commit`)."""
+        if self.kind == "drop":
+            return BinFile(operator, b, None)
+        assert self.path is not None and self.checksum is not None
+        return BinFile(operator, b, FileRef(self.path, self.size, self.checksum), snapshot=self.kind == "snap")
+
     def adopt(self, writer: Any, operator: str, b: int, timers: dict[int, Any]) -> Any:
         """On the driver: the file into the checkpoint ``writer`` is writing (or the
-        bin's chain dropped), and the bin's pending timers into ``timers`` (bin ->
-        timers of ``operator``).  Returns the file's reference (None: dropped)."""
-        from tstate.checkpoint.manifest import FileRef
-
-        if self.kind == "drop":
-            writer.drop_bin(operator, b)
+        bin's chain dropped: :func:`tstate.checkpoint.commit.adopt`), and the bin's
+        pending timers into ``timers`` (bin -> timers of ``operator``).  Returns the
+        file's reference (None: dropped)."""
+        f = self.bin_file(operator, b)
+        adopt(writer, f)
+        if f.ref is None:
             timers.pop(b, None)
             return None
-        assert self.path is not None and self.checksum is not None
-        ref = FileRef(self.path, self.size, self.checksum)
-        writer.adopt(operator, b, [ref], replace=self.kind == "snap")
+        ref = f.ref
         if self.timers is None:
             timers.pop(b, None)
         else:

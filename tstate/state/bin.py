@@ -13,7 +13,7 @@ hash (see :mod:`tstate.keys`).  A bin holds
   write the whole bin (all these are kept only while checkpointing);
 - ``frozen``: while a checkpoint that captured this bin has not read it yet, the keys
   whose state at the checkpoint's time it still needs (``None`` otherwise): the
-  copy-on-write set of :mod:`tstate.checkpoint.freeze`;
+  copy-on-write set of :mod:`tstate.engine.checkpointing.freeze`;
 
 and is what moves between workers and what a checkpoint writes (encoded by
 :mod:`tstate.state.payload`: the same bytes for a checkpoint file and a migration

@@ -29,7 +29,7 @@ from tests.apps.cep.dataflow_reference import (
     timed,
 )
 from tests.apps.cep.strategies import KINDS, pattern_specs
-from tstate.checkpoint.coordinator import Checkpoints
+from tstate.engine.checkpointing.coordinator import Checkpoints
 from tstate.errors import ConfigurationError, StateTypeError
 from tstate.migration.commands import Rescale
 

@@ -17,18 +17,18 @@ keep their files.
 
 **Asynchronous.**  ``mode="async"`` (the default) keeps encoding and writing off the
 processing path: at the checkpoint the processing path only freezes what changed
-(copy-on-write, :mod:`tstate.checkpoint.freeze`: one dict handed over per changed bin);
+(copy-on-write, :mod:`tstate.engine.checkpointing.freeze`: one dict handed over per changed bin);
 the bins are then encoded in bounded *slices* between steps
-(:mod:`tstate.checkpoint.slices`), paced to take a small share of the time until the
+(:mod:`tstate.engine.checkpointing.slices`), paced to take a small share of the time until the
 next checkpoint, and their files written by a helper process
-(:mod:`tstate.checkpoint.writer`; a thread for object stores) that never holds the
+(:mod:`tstate.engine.checkpointing.writer`; a thread for object stores) that never holds the
 processing thread's interpreter lock.  No step absorbs the whole checkpoint.  If a
 checkpoint is due while the previous one is still being encoded, it is **skipped**
 (its changes go into the next one; ``skipped`` lists it and a
 :class:`CheckpointSkippedWarning` reports it), never piled onto the processing path.
 ``mode="thread"`` encodes and writes on a background thread instead (it competes for the
 interpreter lock); ``mode="fork"`` does it in a forked *snapshot process*
-(:mod:`tstate.checkpoint.forked`; a thread where the platform cannot fork safely); with
+(:mod:`tstate.engine.checkpointing.forked`; a thread where the platform cannot fork safely); with
 ``mode="sync"`` all of it happens on the processing path (the baseline).  See
 ``benchmarks/results/checkpoints.txt``.
 
@@ -44,7 +44,7 @@ interpreter lock); ``mode="fork"`` does it in a forked *snapshot process*
   A job error (a state value that does not match its type, a full disk) is raised like
   in the other modes.  Costs on the processing path: the ``fork`` (page tables: 20-30 ms
   per GB of heap) and a page fault for each page the parent writes first after it
-  (copying the page while the child lives; see :mod:`tstate.checkpoint.forked`).  A full cyclic garbage collection while a
+  (copying the page while the child lives; see :mod:`tstate.engine.checkpointing.forked`).  A full cyclic garbage collection while a
   child lives writes to every object, so copies the whole heap: keep long-lived state
   out of the collector's reach with :func:`gc.freeze` (the benchmarks' driver does, as
   does :meth:`Coordinator.restore`).
@@ -65,21 +65,51 @@ import threading
 import time as _time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Optional, Protocol, Union
 
 from attrs import frozen
 
+from tstate.checkpoint import delta as _delta
+from tstate.checkpoint import store as _store
+from tstate.checkpoint.commit import BinFile, commit, operator_schemas
+from tstate.checkpoint.delta import restore_bin
+from tstate.checkpoint.fs import LocalFS
+from tstate.checkpoint.manifest import FileRef, check_format
+from tstate.checkpoint.schema_check import check_compatible
 from tstate.checkpoint.settings import MODES, Checkpoints
+from tstate.checkpoint.store import CheckpointStore
+from tstate.engine.checkpointing.forked import Snapshot, fork_available
+from tstate.engine.checkpointing.freeze import Frozen
+from tstate.engine.checkpointing.slices import BinWork, Job, Pacer
+from tstate.engine.checkpointing.writer import FileWriter
 from tstate.errors import CheckpointError, ConfigurationError
+from tstate.migration.configuration import ConfigHistory
+from tstate.plan.graph import Graph
 from tstate.plan.stateful import Stateful
 from tstate.progress.timestamp import epoch
+from tstate.state.bin import Bin
+from tstate.state.payload import wire_timers
+from tstate.types.schema import Schema
+from tstate.types.wire import FORMAT
 
-if TYPE_CHECKING:  # pragma: no cover
-    from tstate.checkpoint.forked import Snapshot
-    from tstate.checkpoint.slices import Job
-    from tstate.engine.execution import Execution
+__all__ = ["Checkpoints", "CheckpointLostWarning", "CheckpointSkippedWarning", "Coordinator", "Driven", "Restored", "MODES"]
 
-__all__ = ["Checkpoints", "CheckpointLostWarning", "CheckpointSkippedWarning", "Coordinator", "Restored", "MODES"]
+
+class Driven(Protocol):
+    """The execution a :class:`Coordinator` drives, as it reads it (the embedded
+    engine's :class:`~tstate.engine.execution.Execution`)."""
+
+    @property
+    def graph(self) -> Graph: ...
+
+    @property
+    def workers(self) -> int: ...
+
+    @property
+    def configs(self) -> dict[int, ConfigHistory]: ...
+
+    @property
+    def operators(self) -> list[list[Any]]: ...
 
 @frozen
 class Restored:
@@ -137,8 +167,6 @@ def _resolve_mode(mode: str) -> str:
     # 1M-key benchmark it keeps every epoch within a few percent of the no-checkpoint
     # one ("thread" and "fork" spike: the lock, the fork and its page faults)
     if mode == "fork":
-        from tstate.checkpoint.forked import fork_available
-
         if not fork_available():
             return "thread"
     return mode
@@ -147,10 +175,7 @@ def _resolve_mode(mode: str) -> str:
 class Coordinator:
     """Drives checkpoints for one execution (see the module docstring)."""
 
-    def __init__(self, exe: "Execution", cfg: Union[Checkpoints, str]) -> None:
-        from tstate.checkpoint.fs import LocalFS
-        from tstate.checkpoint.store import CheckpointStore
-
+    def __init__(self, exe: "Driven", cfg: Union[Checkpoints, str]) -> None:
         self.exe = exe
         self.cfg = cfg if isinstance(cfg, Checkpoints) else Checkpoints(cfg)
         self.store = CheckpointStore(
@@ -174,32 +199,26 @@ class Coordinator:
         # async mode: the data files of a local store are written by a helper process
         self._files: Any = None
         if self.mode == "async" and isinstance(self.store.fs, LocalFS):
-            from tstate.checkpoint.writer import FileWriter
-
             try:
                 self._files = FileWriter(self.store.fs.root)
             except OSError:  # pragma: no cover - no subprocess here: a thread writes them
                 self._files = None
         self._active: Optional[_Pending] = None  # async: the checkpoint being encoded in slices
-        from tstate.checkpoint.slices import Pacer
-
         self.pacer = Pacer()
         self._interval: Optional[float] = None  # wall seconds between captures (moving average)
         self._commits: Optional[ThreadPoolExecutor] = (
             ThreadPoolExecutor(1, thread_name_prefix="tstate-checkpoint-commit") if self.mode != "sync" else None
         )
-        if self.mode == "fork":
-            # what a snapshot process runs is imported here, before any fork (module
-            # imports take locks another thread may hold at the instant of a fork)
-            import tstate.checkpoint.delta  # noqa: F401
-            import tstate.checkpoint.forked  # noqa: F401
-            import tstate.state.payload  # noqa: F401
+        # (what a snapshot process of fork mode runs is imported at the top of this
+        # module, before any fork: module imports take locks another thread may hold at
+        # the instant of a fork)
         self._uncommitted: list[_Pending] = []
         self._fresh = True  # the next checkpoint carries nothing over (unless restored)
         # Each checkpoint builds on the previous one: once one is not committed (a write
         # or commit failed, or the execution was abandoned), none after it may be.
         self._broken = False
-        self._schemas: dict[str, tuple[Any, int]] = {}  # operator -> (schema builtins, bins)
+        #: operator -> (schema builtins, bins), from the plan
+        self._schemas: dict[str, tuple[Any, int]] = operator_schemas(n for _, n in exe.graph.of_type(Stateful))
         self._chains: dict[tuple[str, int], int] = {}  # (operator, bin) -> chain length once captured
         self.committed: list[int] = []  # times of checkpoints committed by this execution
         self.capture_seconds: list[float] = []  # time on the processing path, per checkpoint
@@ -250,11 +269,6 @@ class Coordinator:
                 gc.enable()
 
     def _restore(self) -> Optional[Restored]:
-        from tstate.checkpoint.delta import restore_bin
-        from tstate.checkpoint.schema_check import check_compatible
-        from tstate.types.schema import Schema
-        from tstate.types.wire import FORMAT
-
         if not self.cfg.resume:
             return None
         start = _time.perf_counter()
@@ -262,8 +276,6 @@ class Coordinator:
         manifest = self.store.recover(fresh_if_unusable=self.cfg.fresh_if_unusable)
         if manifest is None:
             return None
-        from tstate.checkpoint.manifest import check_format
-
         check_format(manifest, self.cfg.directory)
         self._fresh = False
         exe = self.exe
@@ -366,10 +378,7 @@ class Coordinator:
         return True
 
     def _schema_of(self, op: Any) -> tuple[Any, int]:
-        got = self._schemas.get(op.name)
-        if got is None:
-            got = self._schemas[op.name] = (op.spec.schema.to_builtins(), op.spec.bins)
-        return got
+        return self._schemas[op.name]
 
     def _wants_snapshot(self, name: str, index: int, full: bool) -> bool:
         """Whether the checkpoint being captured writes bin ``index`` of ``name`` whole:
@@ -416,15 +425,11 @@ class Coordinator:
     def _capture(self, t: int) -> None:
         """Capture every changed bin at ``t`` and hand the checkpoint to its writer: a
         snapshot process (fork mode), or -- after a copy-on-write freeze (see
-        :mod:`tstate.checkpoint.freeze`) -- slices between steps (async), the writer
+        :mod:`tstate.engine.checkpointing.freeze`) -- slices between steps (async), the writer
         thread (thread mode), or right here (sync)."""
         if self.mode == "fork":
             self._capture_forked(t)
             return
-        from tstate.checkpoint.freeze import Frozen
-        from tstate.checkpoint.slices import BinWork, Job
-        from tstate.state.payload import wire_timers
-
         start = _time.perf_counter()
         work: list[BinWork] = []
         drops: list[list[Any]] = []  # bins emptied since the last checkpoint: their chains go
@@ -539,11 +544,6 @@ class Coordinator:
     def _capture_forked(self, t: int) -> None:
         """Fork mode: take each changed bin's change sets (resetting them), fork a
         snapshot process that encodes and writes them, and go on."""
-        from tstate.checkpoint.delta import encode_change
-        from tstate.checkpoint.forked import Snapshot
-        from tstate.checkpoint.store import write_data_file
-        from tstate.state.bin import Bin
-
         start = _time.perf_counter()
         # per changed bin: (bin, dirty, removed, snapshot?) -- None: empty, dropped
         work: list[tuple[str, Any, list[tuple[Bin, dict[Any, None], dict[Any, None], Optional[bool]]]]] = []
@@ -579,9 +579,10 @@ class Coordinator:
                             continue
                         view = Bin(b.index)
                         view.states, view.timers, view.dirty, view.removed = b.states, b.timers, dirty, removed
-                        data = encode_change(view, codec, snapshot=snapshot, operator=name)
+                        # (looked up when called: fault-injection tests replace them)
+                        data = _delta.encode_change(view, codec, snapshot=snapshot, operator=name)
                         kind = "snap" if snapshot else "delta"
-                        ref = write_data_file(fs, name, b.index, writer.id, writer.token, kind, data)
+                        ref = _store.write_data_file(fs, name, b.index, writer.id, writer.token, kind, data)
                         files.append([name, b.index, snapshot, ref.path, ref.size, ref.xxh64])
                         total += ref.size
             except BaseException:
@@ -719,19 +720,12 @@ class Coordinator:
             self._broken = True
             writer.abort()
             raise CheckpointError(f"checkpoint at {writer.time!r} abandoned: an earlier write or commit failed")
+        files = [
+            BinFile(name, b, None if path is None else FileRef(path, size, xxh64), snapshot=snap)  # None: emptied
+            for name, b, snap, path, size, xxh64 in _files_of(p)
+        ]
         try:
-            from tstate.checkpoint.manifest import FileRef
-
-            for name, (schema, bins) in p.schemas.items():
-                writer.put_operator_schema(name, schema, bins)
-            for name, b, snap, path, size, xxh64 in _files_of(p):
-                if path is None:  # an empty bin
-                    writer.drop_bin(name, b)
-                else:
-                    writer.adopt(name, b, [FileRef(path, size, xxh64)], replace=snap)
-            for k, v in p.meta.items():
-                writer.put_meta(k, v)
-            return writer.commit()
+            return commit(writer, p.schemas, files, p.meta)  # the commit path both engines share
         except BaseException:
             self._broken = True
             raise

@@ -1,9 +1,9 @@
 """Encoding a captured checkpoint in bounded slices.
 
 A :class:`Job` is one captured checkpoint: the frozen bins it must write
-(:class:`BinWork`, see :mod:`tstate.checkpoint.freeze`) and the files written so far.
+(:class:`BinWork`, see :mod:`tstate.engine.checkpointing.freeze`) and the files written so far.
 :meth:`Job.run` encodes bins for about a given time -- a *slice* -- and hands their
-files to a sink (in ``mode="async"`` a :class:`~tstate.checkpoint.writer.FileWriter`
+files to a sink (in ``mode="async"`` a :class:`~tstate.engine.checkpointing.writer.FileWriter`
 process; the store's files are written there, never under the processing thread's
 interpreter lock) as one batch.  The coordinator runs slices between steps of the
 processing thread, paced so that the checkpoint is written well before the next one is
@@ -23,7 +23,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
-from tstate.checkpoint.freeze import MISSING, Frozen, Raw
+from tstate.engine.checkpointing.freeze import MISSING, Frozen, Raw
 from tstate.state.bin import Bin
 
 __all__ = ["BinWork", "Job", "Pacer"]

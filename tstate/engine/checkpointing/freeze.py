@@ -1,5 +1,5 @@
 """Copy-on-write freezing: what keeps asynchronous checkpoints off the processing path
-(``mode="fork"`` needs none: the fork is the freeze, see :mod:`tstate.checkpoint.forked`).
+(``mode="fork"`` needs none: the fork is the freeze, see :mod:`tstate.engine.checkpointing.forked`).
 
 At a checkpoint the processing thread only *freezes* each changed bin: the bin's set of
 keys changed (and cleared) since the previous checkpoint becomes its ``frozen`` dict --
@@ -8,7 +8,7 @@ mapped to ``None`` -- and its change sets start afresh.  That is one dict handed
 per bin, whatever the number of keys (a bin written whole, a snapshot, freezes all its
 keys: one C-level copy of its key set).  The checkpoint then reads each bin later
 (:meth:`Frozen.take`), in slices on the processing thread (``mode="async"``,
-:mod:`tstate.checkpoint.slices`) or on a background thread (``mode="thread"``).
+:mod:`tstate.engine.checkpointing.slices`) or on a background thread (``mode="thread"``).
 Before the processing thread writes a key still frozen and not copied (``frozen.get(k,
 0) is None``: a record or timer for it, or ``ctx.clear()``), it encodes the key's state
 first (:meth:`Frozen.before_write`: a ``msgspec.Raw`` -- embedded as it is in the bin's

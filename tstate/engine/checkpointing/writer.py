@@ -6,7 +6,7 @@ A writer *thread* needs the interpreter lock around every system call it makes (
 write, close, rename: several per file), and while the processing thread runs Python
 code it gets the lock only every switch interval (5 ms): a thousand files then take
 seconds, and each hand-over preempts the processing thread.  :class:`FileWriter`
-instead starts ``python -m tstate.checkpoint.writer LOCATION`` once (a small process: it
+instead starts ``python -m tstate.engine.checkpointing.writer LOCATION`` once (a small process: it
 imports only the filesystem layer) and sends it *batches* of ``(path, bytes)``: one
 pipe write per batch, made by a feeder thread (the lock is released during the
 write).  The child writes each file atomically (temporary name, rename; no fsync: the
@@ -64,13 +64,13 @@ class FileWriter:
     store at ``location`` (a local directory)."""
 
     def __init__(self, location: str) -> None:
-        # the directory holding the tstate package (this file is tstate/checkpoint/writer.py)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        # the directory holding the tstate package (this file is tstate/engine/checkpointing/writer.py)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         self.location = location
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "tstate.checkpoint.writer", location],
+            [sys.executable, "-m", "tstate.engine.checkpointing.writer", location],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,

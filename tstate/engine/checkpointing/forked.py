@@ -56,6 +56,7 @@ from typing import Any, Callable, Optional
 import msgpack
 
 from tstate import errors as _errors
+from tstate.checkpoint.settings import fork_available
 from tstate.errors import CheckpointError
 
 __all__ = ["Snapshot", "fork_available"]
@@ -63,13 +64,6 @@ __all__ = ["Snapshot", "fork_available"]
 _HEADER = struct.Struct(">Q")  # the length of the msgpack report that follows
 _PR_SET_PDEATHSIG = 1
 _UNKNOWN = -(1 << 16)  # the exit status of a child someone else reaped
-
-
-def fork_available() -> bool:
-    """Whether snapshot processes can be used here: ``os.fork`` exists and forking an
-    interpreter is safe (Linux and the BSDs; not Windows, nor macOS, whose system
-    frameworks may crash a forked child: there ``mode="async"`` uses a thread)."""
-    return hasattr(os, "fork") and (sys.platform.startswith("linux") or "bsd" in sys.platform)
 
 
 def _load_prctl() -> Optional[Callable[..., int]]:

@@ -1,0 +1,178 @@
+"""tstate's modules import each other without circles, and the layers below the
+engines name no engine.
+
+Every import of a tstate module counts -- at module level, inside a function, or under
+``TYPE_CHECKING`` (a type-level dependency is a dependency) -- so no function-level
+import can be hiding a circle.  A lower layer that must name an upper layer's type
+names a ``Protocol`` it defines (e.g. :class:`tstate.operators.base.Host`,
+:class:`tstate.state.query.Queryable`, :class:`tstate.plan.graph.Planned`)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: the packages and modules below the engines: they import no engine, no operator
+#: runtime, no Spark module, neither the builder API nor the backend interface
+LOWER = ("tstate.errors", "tstate.keys", "tstate.metrics", "tstate.progress", "tstate.types", "tstate.state",
+         "tstate.io", "tstate.plan", "tstate.checkpoint", "tstate.capability", "tstate.notificator", "tstate.probe")
+UPPER = ("tstate.engine", "tstate.operators", "tstate.spark", "tstate.dataflow", "tstate.backend")
+
+
+def modules(package: Path) -> dict[str, Path]:
+    """Dotted name -> file of every module under ``package`` (a directory)."""
+    out = {}
+    for path in package.rglob("*.py"):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
+    """``(module, line)`` for every import of a module in ``known`` in ``path`` -- at
+    any depth of the syntax tree (functions, ``if TYPE_CHECKING:``)."""
+
+    def resolve(dotted: str) -> str | None:
+        while dotted and dotted not in known:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            # "from pkg import mod" imports the module pkg.mod; "from mod import name" the module
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            found = resolve(t)
+            if found is not None and found != name:
+                yield found, node.lineno
+
+
+def graph(package: Path) -> dict[str, dict[str, int]]:
+    """Module -> the modules it imports (-> the first line doing so)."""
+    known = modules(package)
+    edges: dict[str, dict[str, int]] = {m: {} for m in known}
+    for m, path in known.items():
+        for target, line in imports(m, path, known):
+            edges[m].setdefault(target, line)
+    return edges
+
+
+def circles(edges: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each as a
+    cycle through them: ``[a, b, ..., a]``."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # iterative enough for a few hundred modules
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(cycle_through(sorted(comp), edges))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def cycle_through(comp: list[str], edges: dict[str, dict[str, int]]) -> list[str]:
+    """A cycle from the first module of a strongly connected component back to it."""
+    start, members = comp[0], set(comp)
+    paths = {start: [start]}
+    todo = [start]
+    while todo:
+        v = todo.pop(0)
+        for w in sorted(edges[v]):
+            if w == start:
+                return paths[v] + [start]
+            if w in members and w not in paths:
+                paths[w] = paths[v] + [w]
+                todo.append(w)
+    return comp  # pragma: no cover - a component always has a cycle
+
+
+def spell(cycle: list[str], edges: dict[str, dict[str, int]]) -> str:
+    return " -> ".join(f"{a} (line {edges[a][b]})" for a, b in zip(cycle, cycle[1:])) + f" -> {cycle[-1]}"
+
+
+def test_no_module_of_tstate_is_in_an_import_circle() -> None:
+    edges = graph(ROOT / "tstate")
+    assert len(edges) > 90 and sum(map(len, edges.values())) > 300  # the walk finds them
+    found = circles(edges)
+    assert not found, "import circles:\n" + "\n".join(spell(c, edges) for c in found)
+
+
+def test_the_layers_below_the_engines_name_no_engine() -> None:
+    edges = graph(ROOT / "tstate")
+    wrong = [
+        f"{m} imports {t} (line {line})"
+        for m, targets in edges.items() if m.startswith(LOWER)
+        for t, line in targets.items() if t.startswith(UPPER)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_builder_api_imports_no_runtime_module() -> None:
+    edges = graph(ROOT / "tstate")
+    runtime = ("tstate.engine", "tstate.operators", "tstate.spark")
+    direct = {t: line for t, line in edges["tstate.dataflow"].items() if t.startswith(runtime)}
+    type_only = {"tstate.engine.execution"}  # named under TYPE_CHECKING: Dataflow.start returns an Execution
+    assert set(direct) <= type_only, direct
+
+
+@pytest.mark.parametrize(
+    "files, cycle",
+    [
+        # a circle through a function-level import and one under TYPE_CHECKING
+        ({"a.py": "def f():\n    from pkg import b\n", "b.py": "from typing import TYPE_CHECKING\n"
+          "if TYPE_CHECKING:\n    from pkg.c import X\n", "c.py": "import pkg.a\n"}, ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]),
+        # relative imports, and a package importing its own module
+        ({"__init__.py": "from .a import f\n", "a.py": "from . import b\n", "b.py": "from pkg import f\n"},
+         ["pkg", "pkg.a", "pkg.b", "pkg"]),
+        ({"a.py": "from pkg import b\n", "b.py": "import os\n"}, None),
+    ],
+)
+def test_the_walk_finds_circles_hidden_in_functions_and_type_checking(
+    tmp_path: Path, files: dict[str, str], cycle: list[str] | None
+) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    found = circles(graph(pkg))
+    assert found == ([cycle] if cycle else [])

@@ -37,6 +37,23 @@ def build(kind: str):
             ctx.emit((ctx.key, ctx.time, n + 1))
             return n + 1
 
+    elif kind == "clear":
+
+        @flow.stateful(inp, key=lambda r: r[0], state=int, bins=BINS)
+        def op(n: int, r, ctx):
+            if r[1] == 0:  # drop the state, come back next epoch
+                ctx.clear()
+                ctx.notify_at(ctx.time + 1)
+                return None
+            ctx.emit((ctx.key, ctx.time, n + r[1]))
+            return n + r[1]
+
+        @op.on_notify
+        def fire(n: int, time, ctx) -> None:
+            ctx.emit((ctx.key, time, "timer", n))
+            if time % 2 == 0:
+                ctx.clear()  # a key with neither state nor timer left
+
     else:
 
         @flow.stateful(inp, key=lambda r: r[0], state=list[int], bins=BINS)
@@ -61,9 +78,25 @@ def run(kind: str, data, workers: int, reconfigure=(), live=()):
             ex.reconfigure(live[t], at=t)
         inp.send(batch)
         ex.step()
+        check_lookups(ex)
     inp.close()
     ex.run()
+    check_lookups(ex)
     return sorted(out.items, key=repr), flow.state(op, format="dict"), ex
+
+
+def check_lookups(ex) -> None:
+    """A stateful runtime's key -> bin and key -> states lookups lead only to bins it
+    holds, and only for keys with a state or a timer there: a bin that moves away takes
+    exactly its keys out of them (the others stay on the fast path)."""
+    for n in ex.configs:
+        for w in range(ex.workers):
+            op = ex.operators[w][n]
+            assert op._key_bin.keys() == op._key_states.keys()
+            for k, b in op._key_bin.items():
+                assert op.bins.get(b.index) is b and b.index in op.owned, (w, k, b)
+                assert op._key_states[k] is b.states
+                assert k in b.states or any(k in ks for ks in b.timers.values()), (w, k, b)
 
 
 def reference(kind: str, data):
@@ -75,6 +108,22 @@ def reference(kind: str, data):
                 counts[k] += 1
                 out.append((t, (k, t, counts[k])))
         return sorted(out, key=repr), dict(counts)
+    if kind == "clear":
+        state: dict = {}
+        pending: dict = defaultdict(dict)
+        for t in range(len(data) + 2):
+            for k, v in data[t] if t < len(data) else ():
+                if v == 0:
+                    state.pop(k, None)
+                    pending[t + 1][k] = None
+                else:
+                    state[k] = state.get(k, 0) + v
+                    out.append((t, (k, t, state[k])))
+            for k in pending.pop(t, {}):
+                out.append((t, (k, t, "timer", state.setdefault(k, 0))))
+                if t % 2 == 0:
+                    del state[k]
+        return sorted(out, key=repr), state
     lists: dict = defaultdict(list)
     timers: dict = defaultdict(dict)
     last = len(data) + 4
@@ -87,7 +136,7 @@ def reference(kind: str, data):
     return sorted(out, key=repr), dict(lists)
 
 
-@pytest.mark.parametrize("kind", ["count", "lists"])
+@pytest.mark.parametrize("kind", ["count", "lists", "clear"])
 @given(data=epoch_data, workers=st.integers(1, 8), sched=schedule)
 def test_planned_reconfiguration_is_invisible(kind, data, workers, sched):
     expected = reference(kind, data)
@@ -97,7 +146,7 @@ def test_planned_reconfiguration_is_invisible(kind, data, workers, sched):
     assert moved[:2] == expected
 
 
-@pytest.mark.parametrize("kind", ["count", "lists"])
+@pytest.mark.parametrize("kind", ["count", "lists", "clear"])
 @given(data=epoch_data, workers=st.integers(1, 8), live=st.lists(st.tuples(st.integers(0, EPOCHS), command), max_size=3))
 def test_live_reconfiguration_is_invisible(kind, data, workers, live):
     live = dict(live)  # one command per epoch, issued while the dataflow runs
@@ -164,3 +213,27 @@ def test_out_and_back_again_live(strategy):
     owners = ex.configs[op].final()
     for w in range(8):  # every bin is where the final configuration says
         assert ex.operators[w][op].owned == {b for b, o in enumerate(owners) if o == w}
+
+
+def test_a_move_keeps_the_other_keys_on_the_fast_path():
+    """Moving a bin takes only its keys out of the sender's key lookups, and the
+    receiver enters them: no key needs hashing again after a move."""
+    flow, inp, op, out = build("count")
+    ex = flow.start(2, max_workers=2)
+    inp.send([(k, 1) for k in range(64)])
+    inp.advance_to(1)
+    ex.step_while(lambda: True)
+    node = next(iter(ex.configs))
+    sender, receiver = ex.operators[0][node], ex.operators[1][node]
+    before = dict(sender._key_states)
+    moving = 0
+    moved_keys = set(sender.bins[moving].states)
+    assert moved_keys and set(before) > moved_keys
+    ex.reconfigure(MoveBins({moving: 1}), at=1)
+    inp.send([], time=1)
+    inp.close()
+    ex.run()
+    assert set(sender._key_states) == set(before) - moved_keys
+    assert moved_keys <= set(receiver._key_states)
+    assert all(receiver._key_states[k] is receiver.bins[moving].states for k in moved_keys)
+    check_lookups(ex)

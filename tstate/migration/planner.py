@@ -19,6 +19,7 @@ A *move* is ``(bin, from_worker, to_worker)``.  Strategies:
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Sequence
 
 from tstate.errors import ConfigurationError
@@ -68,16 +69,29 @@ def plan(current: Sequence[int], target: Sequence[int], strategy: str) -> list[d
     if strategy == "batched":
         steps: list[dict[int, int]] = []
         remaining = moves
+        # moves left per sending and per receiving worker: once every worker that still
+        # sends (or receives) is busy, no later move fits the step and the scan stops
+        # (the same steps, without a pass over every remaining move per step)
+        left_src = Counter(m[1] for m in moves)
+        left_dst = Counter(m[2] for m in moves)
         while remaining:
+            n_src, n_dst = len(left_src), len(left_dst)
             senders: set[int] = set()
             receivers: set[int] = set()
             step: dict[int, int] = {}
             rest = []
-            for b, src, dst in remaining:
+            for i, (b, src, dst) in enumerate(remaining):
                 if src not in senders and dst not in receivers:
                     senders.add(src)
                     receivers.add(dst)
                     step[b] = dst
+                    for left, w in ((left_src, src), (left_dst, dst)):
+                        left[w] -= 1
+                        if not left[w]:
+                            del left[w]
+                    if len(senders) == n_src or len(receivers) == n_dst:
+                        rest.extend(remaining[i + 1 :])
+                        break
                 else:
                     rest.append((b, src, dst))
             steps.append(step)

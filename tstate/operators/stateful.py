@@ -108,10 +108,40 @@ class StatefulRuntime(OperatorRuntime):
 
     def install_bin(self, b: Bin) -> None:
         """Take ownership of a bin (migration / recovery)."""
+        old = self.bins.get(b.index)
+        if old is not None and old is not b:  # replaced: its keys must not lead to it
+            self._forget_keys(old)
         self.owned.add(b.index)
         self.bins[b.index] = b
         for t in b.timers:
             self._index_timer(t, b.index)
+
+    def _remember_keys(self, b: Bin) -> None:
+        """Enter every key of ``b`` in the key -> bin and key -> states lookups (a bin
+        that just arrived: its keys' next records take the fast path).  Two C-level
+        dict updates, no Python work per key."""
+        self._key_bin.update(dict.fromkeys(b.states, b))
+        self._key_states.update(dict.fromkeys(b.states, b.states))
+
+    def _forget_keys(self, b: Bin) -> None:
+        """Drop the keys of ``b`` (leaving or replaced) from the key lookups, and only
+        them: the other bins' keys stay on the fast path.  Every key in the lookups has
+        a state or a timer in its bin (:meth:`bin_for` is only called for a key about
+        to get one, and :meth:`clear_key` drops a key it clears); a fold's function may
+        leave keys without state, so a fold operator empties the lookups instead."""
+        key_bin, key_states = self._key_bin, self._key_states
+        if self.fold:
+            key_bin.clear()
+            key_states.clear()
+            return
+        pop_b, pop_s = key_bin.pop, key_states.pop
+        for k in b.states:
+            pop_b(k, None)
+            pop_s(k, None)
+        for keys in b.timers.values():
+            for k in keys:
+                pop_b(k, None)
+                pop_s(k, None)
 
     def remove_bin(self, index: int) -> Bin:
         """Give up a bin (migration): its state and timers leave with it."""
@@ -119,8 +149,7 @@ class StatefulRuntime(OperatorRuntime):
         b = self.bins.pop(index, None)
         if b is None:
             return Bin(index)
-        self._key_bin.clear()
-        self._key_states.clear()
+        self._forget_keys(b)
         for t in list(b.timers):
             owners = self.timer_times.get(t)
             if owners is not None:
@@ -142,8 +171,9 @@ class StatefulRuntime(OperatorRuntime):
     def refresh_moves(self) -> None:
         """Re-read this worker's outgoing moves from the configuration history."""
         history = self.exe.configs.get(self.node)
-        moves = history.moves() if history is not None else []
-        self.outgoing = [(t, b, dst) for t, b, src, dst in moves if src == self.worker and (t, b) not in self._shipped]
+        moves = history.moves_from(self.worker) if history is not None else []
+        shipped = self._shipped
+        self.outgoing = [m for m in moves if (m[0], m[1]) not in shipped]
 
     def _pend(self, k: Any, record: Any, t: Any) -> None:
         """Keep a record whose bin has not arrived yet (Megaphone's buffering)."""
@@ -190,6 +220,7 @@ class StatefulRuntime(OperatorRuntime):
         that were waiting for it (into the time-ordered buffer)."""
         b.full = True  # its changes since the last checkpoint are not tracked here
         self.install_bin(b)
+        self._remember_keys(b)
         waiting = self.pending.pop(b.index, None)
         if waiting:
             for tt, recs in waiting:
@@ -223,6 +254,7 @@ class StatefulRuntime(OperatorRuntime):
         checkpoint deletes it only if an earlier one may hold it."""
         b = self._key_bin.pop(key, None) or self.bin_for(key, None, None)
         assert b is not None  # the current key's bin is here
+        self._key_bin.pop(key, None)  # (bin_for entered it)
         self._key_states.pop(key, None)
         fz = b.frozen
         if fz is not None and fz.get(key, 0) is None:  # frozen by a checkpoint, not copied yet

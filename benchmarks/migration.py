@@ -4,13 +4,22 @@ For each strategy (all-at-once, fluid, batched), in its own process (for its pea
 memory): preload ``--keys`` keys (a list of 25 ints each, ~100 B encoded), run a steady
 input of ``--rate`` updates per epoch, rescale 4 -> 8, let the migration finish, run
 steady again, rescale 8 -> 4, and so on.  Epoch latency = wall time from closing the
-epoch's input to the output frontier passing it.  Prints a table; writes the latency
-plot (three strategies side by side) to ``benchmarks/results/migration.png``.
+epoch's input to the output frontier passing it; the processing thread's CPU time for
+the same span is recorded too (on a shared machine it is what the dataflow itself
+spent, without the time other processes took the CPU).  The ``rescale`` call itself
+(planning the steps) runs on the processing thread between two epochs: its time is
+added to the first epoch of the migration, and shown on its own.  Prints a table;
+writes the latency plot (three strategies side by side) to
+``benchmarks/results/migration.png``; the last line is JSON with the ratios
+(``batched_max_over_steady_p99``, ``batched_throughput_after_over_before``, the same
+in CPU time with ``cpu_`` after the strategy, per strategy; ``fluid_seconds`` and
+``fluid_seconds_over_issue``: over the 136.3 s the issue quotes).
 
     python -m benchmarks.migration [--keys N] [--bins B] [--rate R] [--steady E]
 
-Targets (issue 4): batched max latency <= 1/10 of all-at-once and <= 2x the steady
-p99; throughput after the migration within 10% of before.
+Targets (issues 4, 15): batched max latency <= 1/10 of all-at-once and <= 2x the
+steady p99; throughput after the migration >= 0.9x before; fluid in a third of the
+136 s it took when issue 15 was opened.
 """
 
 from __future__ import annotations
@@ -39,6 +48,10 @@ def _update(values: list[int], rec: tuple[int, int], ctx: ts.Context) -> None:
         values[rec[1] % WIDTH] += 1
 
 
+#: fluid's migration time when issue 15 was opened (benchmarks/results/migration.txt then)
+FLUID_SECONDS_ISSUE = 136.3
+
+
 def one(strategy: str, keys: int, bins: int, rate: int, steady: int) -> dict:
     flow = ts.Dataflow("migration")
     inp = flow.input("updates", batch_size=4096)
@@ -47,23 +60,33 @@ def one(strategy: str, keys: int, bins: int, rate: int, steady: int) -> dict:
     ex = flow.start(4, max_workers=8)
     rng = random.Random(1)
     driver = EpochDriver(inp, probe, ex)
-    run_epoch = driver.run
     driver.preload(keys)
-    lat: list[tuple[int, float, str]] = []  # (epoch, seconds, phase)
+    lat: list[tuple[int, float, float, str]] = []  # (epoch, wall s, CPU s, phase)
+    calls: list[tuple[float, float]] = []  # the rescale calls (wall s, CPU s)
 
-    def steady_phase(n: int, phase: str) -> float:
-        t0 = time.perf_counter()
+    def run_epoch(phase: str, extra: tuple[float, float] = (0.0, 0.0)) -> None:
+        records = [(rng.randrange(keys), rng.randrange(1000)) for _ in range(rate)]
+        c0 = time.thread_time()
+        wall = driver.run(records)
+        lat.append((driver.epoch, wall + extra[0], time.thread_time() - c0 + extra[1], phase))
+
+    def steady_phase(n: int, phase: str) -> tuple[float, float]:
+        """(updates per wall second, per CPU second)"""
+        t0, c0 = time.perf_counter(), time.thread_time()
         for _ in range(n):
-            lat.append((driver.epoch, run_epoch([(rng.randrange(keys), rng.randrange(1000)) for _ in range(rate)]), phase))
-        return n * rate / (time.perf_counter() - t0)
+            run_epoch(phase)
+        return n * rate / (time.perf_counter() - t0), n * rate / (time.thread_time() - c0)
 
     def migrate(workers: int, phase: str) -> tuple[float, int]:
         moves_before = len(ex.metrics.moves)
+        t0, c0 = time.perf_counter(), time.thread_time()
         steps = ex.rescale(workers, at=driver.epoch + 1, strategy=strategy)
+        call = (time.perf_counter() - t0, time.thread_time() - c0)
+        calls.append(call)
         last = max(t for ts_ in steps.values() for t in ts_)
-        t0 = time.perf_counter()
+        run_epoch(phase, call)  # the epoch that waited for the call
         while driver.epoch <= last or any(ex.operators[w][op.node].outgoing for w in range(8)):
-            lat.append((driver.epoch, run_epoch([(rng.randrange(keys), rng.randrange(1000)) for _ in range(rate)]), phase))
+            run_epoch(phase)
         return time.perf_counter() - t0, len(ex.metrics.moves) - moves_before
 
     before = steady_phase(steady, "steady (4)")
@@ -73,27 +96,34 @@ def one(strategy: str, keys: int, bins: int, rate: int, steady: int) -> dict:
     after = steady_phase(steady, "steady (4) after")
     inp.close()
     ex.run()
-    steady_lat = [s for _, s, p in lat if p.startswith("steady")]
-    mig_lat = [s for _, s, p in lat if "->" in p]
-    q = statistics.quantiles(steady_lat, n=100)
-    return {
+    out = {
         "strategy": strategy,
-        "steady_p50": statistics.median(steady_lat),
-        "steady_p99": q[98],
-        "migration_max": max(mig_lat) if mig_lat else 0.0,
         "migration_seconds": dur_out + dur_in,
         "bins_moved": moved_out + moved_in,
         "bytes_moved": ex.metrics.bytes_moved,
-        "throughput_before": before,
-        "throughput_after": after,
-        "throughput_mid": mid,
+        "rescale_call_ms": [c[0] * 1000 for c in calls],
+        "rescale_call_cpu_ms": [c[1] * 1000 for c in calls],
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "latency": [(e, s) for e, s, _ in lat],
+        "latency": [(e, s) for e, s, _, _ in lat],
     }
+    for i, clock in ((1, ""), (2, "cpu_")):
+        steady_lat = [r[i] for r in lat if r[3].startswith("steady")]
+        mig_lat = [r[i] for r in lat if "->" in r[3]]
+        j = i - 1
+        out.update({
+            f"{clock}steady_p50": statistics.median(steady_lat),
+            f"{clock}steady_p99": statistics.quantiles(steady_lat, n=100)[98],
+            f"{clock}migration_p50": statistics.median(mig_lat),
+            f"{clock}migration_max": max(mig_lat),
+            f"{clock}throughput_before": before[j],
+            f"{clock}throughput_mid": mid[j],
+            f"{clock}throughput_after": after[j],
+        })
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--bins", type=int, default=4096)
     ap.add_argument("--rate", type=int, default=5000, help="updates per epoch")
@@ -105,38 +135,61 @@ def main(argv: list[str] | None = None) -> None:
     if args.one:  # child process: one strategy, JSON on stdout
         print(json.dumps(one(args.one, args.keys, args.bins, args.rate, args.steady)))
         return
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
     results = []
     for strategy in args.strategies.split(","):
         cmd = [sys.executable, "-m", "benchmarks.migration", "--one", strategy, "--keys", str(args.keys),
                "--bins", str(args.bins), "--rate", str(args.rate), "--steady", str(args.steady)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         results.append(json.loads(out.strip().splitlines()[-1]))
+    load_after = os.getloadavg()[0]
     ms = lambda s: s * 1000  # noqa: E731
     rows = [
         (
             r["strategy"], f"{ms(r['steady_p50']):.1f}", f"{ms(r['steady_p99']):.1f}", f"{ms(r['migration_max']):.1f}",
-            f"{r['migration_max'] / r['steady_p99']:.2f}", f"{r['migration_seconds']:.1f}", r["bins_moved"],
-            f"{r['bytes_moved'] / 1e6:.1f}", f"{r['throughput_after'] / r['throughput_before']:.2f}",
-            f"{r['peak_rss_mb']:.0f}",
+            f"{r['migration_max'] / r['steady_p99']:.2f}", f"{r['throughput_after'] / r['throughput_before']:.2f}",
+            f"{ms(r['cpu_steady_p99']):.1f}", f"{ms(r['cpu_migration_max']):.1f}",
+            f"{r['cpu_migration_max'] / r['cpu_steady_p99']:.2f}",
+            f"{r['cpu_throughput_after'] / r['cpu_throughput_before']:.2f}",
+            f"{r['migration_seconds']:.1f}", " / ".join(f"{c:.0f}" for c in r["rescale_call_ms"]), r["bins_moved"],
+            f"{r['bytes_moved'] / 1e6:.1f}", f"{r['peak_rss_mb']:.0f}",
         )
         for r in results
     ]
     print(
         f"rescale 4 -> 8 -> 4 workers: {args.keys:,} keys, {args.bins} bins, {args.rate:,} updates/epoch "
-        "(latency in ms; one process per strategy)"
+        f"(latency in ms; one process per strategy; load average {load_before:.1f} before, {load_after:.1f} after, "
+        f"{time.perf_counter() - started:.0f} s)"
     )
     print(table(
-        ["strategy", "steady p50", "steady p99", "max during migration", "max / steady p99", "migration s",
-         "bins moved", "MB moved", "throughput after/before", "peak RSS MB"],
+        ["strategy", "steady p50", "steady p99", "max during migration", "max / steady p99", "throughput after/before",
+         "CPU: steady p99", "CPU: max", "CPU: max / steady p99", "CPU: throughput after/before", "migration s",
+         "rescale calls ms", "bins moved", "MB moved", "peak RSS MB"],
         rows,
     ))
     by = {r["strategy"]: r for r in results}
+    ratios: dict[str, float] = {}
+    for r in results:
+        s = r["strategy"]
+        ratios[f"{s}_max_over_steady_p99"] = r["migration_max"] / r["steady_p99"]
+        ratios[f"{s}_throughput_after_over_before"] = r["throughput_after"] / r["throughput_before"]
+        ratios[f"{s}_cpu_max_over_steady_p99"] = r["cpu_migration_max"] / r["cpu_steady_p99"]
+        ratios[f"{s}_cpu_throughput_after_over_before"] = r["cpu_throughput_after"] / r["cpu_throughput_before"]
+        ratios[f"{s}_seconds"] = r["migration_seconds"]
     if "batched" in by and "all-at-once" in by:
-        print(f"batched max latency / all-at-once max latency = "
-              f"{by['batched']['migration_max'] / by['all-at-once']['migration_max']:.3f}")
+        ratios["batched_max_over_all_at_once_max"] = by["batched"]["migration_max"] / by["all-at-once"]["migration_max"]
+        print(f"batched max latency / all-at-once max latency = {ratios['batched_max_over_all_at_once_max']:.3f}")
+    if "fluid" in by:
+        ratios["fluid_seconds_over_issue"] = by["fluid"]["migration_seconds"] / FLUID_SECONDS_ISSUE
+        print(f"fluid: {by['fluid']['migration_seconds']:.1f} s = {ratios['fluid_seconds_over_issue']:.2f} x the "
+              f"{FLUID_SECONDS_ISSUE} s of issue 15 ({by['fluid']['bins_moved']:,} one-bin steps, one per epoch: "
+              f"{by['fluid']['migration_seconds'] / by['fluid']['bins_moved'] * 1000:.1f} ms per step; steady p50 "
+              f"{ms(by['fluid']['steady_p50']):.1f} ms)")
     plot_latency({r["strategy"]: r["latency"] for r in results}, args.png,
                  title=f"epoch latency, rescale 4 -> 8 -> 4 ({args.keys:,} keys, {args.bins} bins)")
     print(f"plot: {args.png}")
+    print(json.dumps({k: round(v, 4) for k, v in ratios.items()}))
 
 
 if __name__ == "__main__":

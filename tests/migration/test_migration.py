@@ -86,17 +86,23 @@ def run(kind: str, data, workers: int, reconfigure=(), live=()):
 
 
 def check_lookups(ex) -> None:
-    """A stateful runtime's key -> bin and key -> states lookups lead only to bins it
-    holds, and only for keys with a state or a timer there: a bin that moves away takes
-    exactly its keys out of them (the others stay on the fast path)."""
+    """A stateful runtime's bin-indexed lookups lead exactly to the bins it holds, and
+    the operator's key -> bin memo (shared by its workers) is right for every key in it."""
+    from tstate.keys import bin_of, key_hash
+
     for n in ex.configs:
+        memo = ex.key_bins[n]
         for w in range(ex.workers):
             op = ex.operators[w][n]
-            assert op._key_bin.keys() == op._key_states.keys()
-            for k, b in op._key_bin.items():
-                assert op.bins.get(b.index) is b and b.index in op.owned, (w, k, b)
-                assert op._key_states[k] is b.states
-                assert k in b.states or any(k in ks for ks in b.timers.values()), (w, k, b)
+            assert op.keys._memo is memo
+            assert op._bin_at[-1] is None and op._states_at[-1] is None
+            for i in range(BINS):
+                b = op.bins.get(i)
+                assert op._bin_at[i] is b, (w, i)
+                assert op._states_at[i] is (None if b is None else b.states), (w, i)
+                assert b is None or i in op.owned
+        for k, bi in memo.items():
+            assert bi == bin_of(key_hash(k), BINS), k
 
 
 def reference(kind: str, data):
@@ -215,9 +221,12 @@ def test_out_and_back_again_live(strategy):
         assert ex.operators[w][op].owned == {b for b, o in enumerate(owners) if o == w}
 
 
-def test_a_move_keeps_the_other_keys_on_the_fast_path():
-    """Moving a bin takes only its keys out of the sender's key lookups, and the
-    receiver enters them: no key needs hashing again after a move."""
+def test_a_move_rehashes_no_key():
+    """Moving a bin changes one slot of each worker's bin-indexed lookups: every key,
+    moved or not, is still found without hashing it again (the shared memo is not
+    touched by the move)."""
+    import tstate.keys
+
     flow, inp, op, out = build("count")
     ex = flow.start(2, max_workers=2)
     inp.send([(k, 1) for k in range(64)])
@@ -225,15 +234,31 @@ def test_a_move_keeps_the_other_keys_on_the_fast_path():
     ex.step_while(lambda: True)
     node = next(iter(ex.configs))
     sender, receiver = ex.operators[0][node], ex.operators[1][node]
-    before = dict(sender._key_states)
-    moving = 0
+    moving = next(iter(sender.bins))
     moved_keys = set(sender.bins[moving].states)
-    assert moved_keys and set(before) > moved_keys
-    ex.reconfigure(MoveBins({moving: 1}), at=1)
-    inp.send([], time=1)
+    memo = dict(ex.key_bins[node])
+    assert moved_keys and len(memo) == 64
+    hashed = []
+    real = tstate.keys.KeyRouter.bin_uncached
+
+    def counting(self, key):
+        hashed.append(key)
+        return real(self, key)
+
+    tstate.keys.KeyRouter.bin_uncached = counting  # type: ignore[method-assign]
+    try:
+        ex.reconfigure(MoveBins({moving: 1}), at=1)
+        inp.send([(k, 1) for k in range(64)], time=1)
+        inp.advance_to(2)
+        ex.step_while(lambda: True)
+    finally:
+        tstate.keys.KeyRouter.bin_uncached = real  # type: ignore[method-assign]
+    assert moving in receiver.bins and moving not in sender.bins
+    assert receiver._states_at[moving] is receiver.bins[moving].states
+    assert set(receiver.bins[moving].states) == moved_keys
+    assert ex.key_bins[node] == memo
+    assert not [k for k in hashed if k in memo or k in moved_keys], "a key was hashed again"
     inp.close()
     ex.run()
-    assert set(sender._key_states) == set(before) - moved_keys
-    assert moved_keys <= set(receiver._key_states)
-    assert all(receiver._key_states[k] is receiver.bins[moving].states for k in moved_keys)
+    assert sorted(out.items, key=repr) == reference("count", [[(k, 1) for k in range(64)]] * 2)[0]
     check_lookups(ex)

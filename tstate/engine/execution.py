@@ -75,6 +75,9 @@ class Execution:
             s.index: ConfigHistory(balanced_map(s.options["bins"], workers)) for s in specs if s.kind == "stateful"
         }
         self._routers: dict[int, Any] = {}
+        #: per stateful operator: key -> bin, shared by its workers (a bin's keys never
+        #: change, so a move leaves it as it is: tstate.operators.stateful)
+        self.key_bins: dict[int, dict[Any, int]] = {}
         self.operators: list[list[OperatorRuntime]] = [
             [spec.factory(self, spec, w) for spec in specs] for w in range(self.workers)
         ]

@@ -61,11 +61,18 @@ class StatefulRuntime(OperatorRuntime):
         #: 0: ``fn`` may return None (mutable state); 1: it must return the new state;
         #: 2: it must when the state is None (``Optional[T]``; see returns_required)
         self.must_return: int = {"never": 0, "always": 1, "when None": 2}[o.get("returns", "never")]
-        # a small memo: keys this worker holds are in _key_bin already
-        self.keys = KeyRouter(o["bins"], limit=1 << 12)
+        # Finding a key's state: key -> bin index in a memo shared by the operator's
+        # workers (a key's bin never changes; entries leave with ctx.clear()), then bin
+        # index -> the bin this worker holds (None: not here, or no state yet).  A bin
+        # that moves changes one slot of these lists, whatever its keys.  Index -1 (a
+        # key not in the memo) is always None: ``_states_at[memo.get(k, -1)]`` is the
+        # whole fast path.
+        nbins = o["bins"]
+        self._memo: dict[Any, int] = exe.key_bins.setdefault(spec.index, {})
+        self.keys = KeyRouter(nbins, limit=1 << 62, memo=self._memo)
         self.bins: dict[int, Bin] = {}
-        self._key_bin: dict[Any, Bin] = {}
-        self._key_states: dict[Any, dict[Any, Any]] = {}  # key -> its bin's states (hot path)
+        self._bin_at: list[Optional[Bin]] = [None] * (nbins + 1)
+        self._states_at: list[Optional[dict[Any, Any]]] = [None] * (nbins + 1)
         self.stash: SortedDict = SortedDict()  # time -> [batch, ...] not yet applicable
         self.timer_times: SortedDict = SortedDict()  # time -> {bin index: None}
         self.caps: dict[Any, Capability] = {}
@@ -99,57 +106,32 @@ class StatefulRuntime(OperatorRuntime):
             raise KeyFunctionError(f"operator {self.name!r}: record {record!r} at time {time!r}: {exc}") from None
         if bi not in self.owned:
             return None
-        b = self.bins.get(bi)
+        b = self._bin_at[bi]
         if b is None:
-            b = self.bins[bi] = Bin(bi)
-        self._key_bin[k] = b
-        self._key_states[k] = b.states
+            b = Bin(bi)
+            self._keep(b)
         return b
+
+    def _keep(self, b: Bin) -> None:
+        """Keep bin ``b`` (owned) here: in ``bins`` and in the bin-indexed lookups."""
+        self.bins[b.index] = b
+        self._bin_at[b.index] = b
+        self._states_at[b.index] = b.states
 
     def install_bin(self, b: Bin) -> None:
         """Take ownership of a bin (migration / recovery)."""
-        old = self.bins.get(b.index)
-        if old is not None and old is not b:  # replaced: its keys must not lead to it
-            self._forget_keys(old)
         self.owned.add(b.index)
-        self.bins[b.index] = b
+        self._keep(b)
         for t in b.timers:
             self._index_timer(t, b.index)
-
-    def _remember_keys(self, b: Bin) -> None:
-        """Enter every key of ``b`` in the key -> bin and key -> states lookups (a bin
-        that just arrived: its keys' next records take the fast path).  Two C-level
-        dict updates, no Python work per key."""
-        self._key_bin.update(dict.fromkeys(b.states, b))
-        self._key_states.update(dict.fromkeys(b.states, b.states))
-
-    def _forget_keys(self, b: Bin) -> None:
-        """Drop the keys of ``b`` (leaving or replaced) from the key lookups, and only
-        them: the other bins' keys stay on the fast path.  Every key in the lookups has
-        a state or a timer in its bin (:meth:`bin_for` is only called for a key about
-        to get one, and :meth:`clear_key` drops a key it clears); a fold's function may
-        leave keys without state, so a fold operator empties the lookups instead."""
-        key_bin, key_states = self._key_bin, self._key_states
-        if self.fold:
-            key_bin.clear()
-            key_states.clear()
-            return
-        pop_b, pop_s = key_bin.pop, key_states.pop
-        for k in b.states:
-            pop_b(k, None)
-            pop_s(k, None)
-        for keys in b.timers.values():
-            for k in keys:
-                pop_b(k, None)
-                pop_s(k, None)
 
     def remove_bin(self, index: int) -> Bin:
         """Give up a bin (migration): its state and timers leave with it."""
         self.owned.discard(index)
+        self._bin_at[index] = self._states_at[index] = None
         b = self.bins.pop(index, None)
         if b is None:
             return Bin(index)
-        self._forget_keys(b)
         for t in list(b.timers):
             owners = self.timer_times.get(t)
             if owners is not None:
@@ -220,7 +202,6 @@ class StatefulRuntime(OperatorRuntime):
         that were waiting for it (into the time-ordered buffer)."""
         b.full = True  # its changes since the last checkpoint are not tracked here
         self.install_bin(b)
-        self._remember_keys(b)
         waiting = self.pending.pop(b.index, None)
         if waiting:
             for tt, recs in waiting:
@@ -252,10 +233,9 @@ class StatefulRuntime(OperatorRuntime):
         """Drop ``key``'s state now (``ctx.clear()``): nothing of it stays in memory (its
         bin, key -> bin and key -> states entries go; its timers stay), and the next
         checkpoint deletes it only if an earlier one may hold it."""
-        b = self._key_bin.pop(key, None) or self.bin_for(key, None, None)
+        b = self.bin_for(key, None, None)
         assert b is not None  # the current key's bin is here
-        self._key_bin.pop(key, None)  # (bin_for entered it)
-        self._key_states.pop(key, None)
+        self._memo.pop(key, None)  # the memo keeps no key without state for long
         fz = b.frozen
         if fz is not None and fz.get(key, 0) is None:  # frozen by a checkpoint, not copied yet
             self.cow.before_write(b, key)
@@ -272,7 +252,7 @@ class StatefulRuntime(OperatorRuntime):
     def _add_timer(self, key: Any, t: Any) -> None:
         if "on_notify" not in self.handlers:
             raise GraphError(f"operator {self.name!r}: ctx.notify_at needs an @{self.name}.on_notify handler")
-        b = self._key_bin.get(key)
+        b = self._bin_at[self._memo.get(key, -1)]
         if b is None:
             b = self.bin_for(key, None, t)
             assert b is not None  # the current key's bin is here
@@ -359,7 +339,8 @@ class StatefulRuntime(OperatorRuntime):
         ctx.time = t
         fn = self.fn
         key = self.key
-        key_bin = self._key_bin
+        held = self._bin_at
+        memo_get = self._memo.get
         new_state = self.new_state
         must_return = self.must_return
         r: Any = None
@@ -368,7 +349,7 @@ class StatefulRuntime(OperatorRuntime):
             if self.track_dirty:
                 for r in recs:
                     k = key(r)
-                    b = key_bin.get(k)
+                    b = held[memo_get(k, -1)]
                     if b is None:
                         b = self.bin_for(k, r, t)
                         if b is None:
@@ -393,11 +374,11 @@ class StatefulRuntime(OperatorRuntime):
                             raise self._no_return(k, s, r, t)
                         b.dirty[k] = None
             else:  # the hot path: no checkpoint bookkeeping
-                key_states = self._key_states
+                held_states = self._states_at
                 missing = _MISSING
                 for r in recs:
                     k = key(r)
-                    st = key_states.get(k)
+                    st = held_states[memo_get(k, -1)]
                     if st is None:
                         b = self.bin_for(k, r, t)
                         if b is None:
@@ -431,9 +412,10 @@ class StatefulRuntime(OperatorRuntime):
         ctx.time = t
         groups: dict[int, tuple[Bin, list[Any]]] = {}
         if type(recs) is BinBatch and recs.bin in self.owned:  # one bin, known: no keying
-            b = self.bins.get(recs.bin)
+            b = self._bin_at[recs.bin]
             if b is None:
-                b = self.bins[recs.bin] = Bin(recs.bin)
+                b = Bin(recs.bin)
+                self._keep(b)
             groups[b.index] = (b, recs)
         else:
             self._group_fold(t, recs, groups)
@@ -460,7 +442,8 @@ class StatefulRuntime(OperatorRuntime):
         """Group a fold's records by bin (arrival order within a bin); records of bins
         still on their way here wait for them."""
         key = self.key
-        key_bin = self._key_bin
+        held = self._bin_at
+        memo_get = self._memo.get
         # key -> the record list of its bin in this batch: one dict lookup per record
         lists: dict[Any, list[Any]] = {}
         r: Any = None
@@ -469,7 +452,7 @@ class StatefulRuntime(OperatorRuntime):
                 k = key(r)
                 lst = lists.get(k)
                 if lst is None:
-                    b = key_bin.get(k)
+                    b = held[memo_get(k, -1)]
                     if b is None:
                         b = self.bin_for(k, r, t)
                         if b is None:

@@ -3,7 +3,12 @@
 For each strategy (all-at-once, fluid, batched), in its own process (for its peak
 memory): preload ``--keys`` keys (a list of 25 ints each, ~100 B encoded), run a steady
 input of ``--rate`` updates per epoch, rescale 4 -> 8, let the migration finish, run
-steady again, rescale 8 -> 4, and so on.  Epoch latency = wall time from closing the
+steady again, rescale 8 -> 4, and so on.  ``none`` is the control: the same phases on 4
+workers throughout, with as many epochs in place of each migration as batched takes.
+Epochs get slower as the run goes on without any migration (the benchmark's update
+``values[i] += 1`` puts every new int somewhere else in a 1 GB heap: its later epochs
+miss the CPU caches more), and the maximum of a thousand epochs is further out in the
+tail than the p99 of a hundred: the control shows both, without a move.  Epoch latency = wall time from closing the
 epoch's input to the output frontier passing it; the processing thread's CPU time for
 the same span is recorded too (on a shared machine it is what the dataflow itself
 spent, without the time other processes took the CPU).  The ``rescale`` call itself
@@ -37,6 +42,7 @@ import time
 import tstate as ts
 from benchmarks.common import EpochDriver, table
 from tstate.metrics import plot_latency
+from tstate.migration.planner import plan, rescale_map
 
 WIDTH = 25
 
@@ -48,11 +54,74 @@ def _update(values: list[int], rec: tuple[int, int], ctx: ts.Context) -> None:
         values[rec[1] % WIDTH] += 1
 
 
+PARTS = ("apply", "route", "progress", "encode", "decode", "hand-over", "gc")
+
+
+class Breakdown:
+    """The processing thread's CPU time in the parts of an epoch: ``apply`` (records
+    applied to state), ``route`` (records split by key for the exchange), ``progress``
+    (pointstamp propagation), ``encode`` / ``decode`` (a moving bin's payload),
+    ``hand-over`` (the bin leaving its sender and installed at its receiver, with the
+    records that waited for it), ``gc`` (cyclic collections); ``other`` is the rest of
+    the epoch (the step loop, buffering, capabilities, the driver).  Measured by
+    wrapping those functions (a few dozen calls per epoch)."""
+
+    def __init__(self) -> None:
+        import gc
+
+        from tstate.engine.channels import ExchangeRouter
+        from tstate.engine.execution import Execution
+        from tstate.operators.stateful import StatefulRuntime
+        from tstate.state import payload
+
+        self.acc = dict.fromkeys(PARTS, 0.0)
+        for owner, name, part in (
+            (StatefulRuntime, "_apply", "apply"), (ExchangeRouter, "split", "route"),
+            (Execution, "_propagate", "progress"), (payload, "encode_bin", "encode"), (payload, "decode_bin", "decode"),
+            (StatefulRuntime, "remove_bin", "hand-over"), (StatefulRuntime, "receive_bin", "hand-over"),
+        ):
+            self._wrap(owner, name, part)
+        self._gc_start = 0.0
+        gc.callbacks.append(self._gc)
+
+    def _wrap(self, owner: object, name: str, part: str) -> None:
+        f = getattr(owner, name)
+        acc, clock = self.acc, time.thread_time
+
+        def timed(*args: object, **kw: object) -> object:
+            t0 = clock()
+            try:
+                return f(*args, **kw)
+            finally:
+                acc[part] += clock() - t0
+
+        setattr(owner, name, timed)
+
+    def _gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc_start = time.thread_time()
+        else:
+            self.acc["gc"] += time.thread_time() - self._gc_start
+
+    def snapshot(self) -> dict[str, float]:
+        return dict(self.acc)
+
+    def since(self, before: dict[str, float], total: float) -> dict[str, float]:
+        out = {k: self.acc[k] - before[k] for k in PARTS}
+        out["other"] = total - sum(out.values())
+        return out
+
+
+def _ms_parts(parts: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v * 1000:.1f}" for k, v in parts.items())
+
+
 #: fluid's migration time when issue 15 was opened (benchmarks/results/migration.txt then)
 FLUID_SECONDS_ISSUE = 136.3
 
 
 def one(strategy: str, keys: int, bins: int, rate: int, steady: int) -> dict:
+    breakdown = Breakdown()
     flow = ts.Dataflow("migration")
     inp = flow.input("updates", batch_size=4096)
     op = flow.stateful(inp, key=lambda r: r[0], state=list[int], bins=bins, name="state")(_update)
@@ -62,13 +131,23 @@ def one(strategy: str, keys: int, bins: int, rate: int, steady: int) -> dict:
     driver = EpochDriver(inp, probe, ex)
     driver.preload(keys)
     lat: list[tuple[int, float, float, str]] = []  # (epoch, wall s, CPU s, phase)
+    parts: list[dict[str, float]] = []  # per epoch of lat: CPU s per part
+    m4 = ex.configs[op.node].final()
+    m8 = rescale_map(m4, 8)
+    # the control runs as many epochs as batched takes to move, without moving
+    control_epochs = {8: len(plan(m4, m8, "batched")) + 1, 4: len(plan(m8, rescale_map(m8, 4), "batched")) + 1}
     calls: list[tuple[float, float]] = []  # the rescale calls (wall s, CPU s)
 
     def run_epoch(phase: str, extra: tuple[float, float] = (0.0, 0.0)) -> None:
         records = [(rng.randrange(keys), rng.randrange(1000)) for _ in range(rate)]
+        p0 = breakdown.snapshot()
         c0 = time.thread_time()
         wall = driver.run(records)
-        lat.append((driver.epoch, wall + extra[0], time.thread_time() - c0 + extra[1], phase))
+        cpu = time.thread_time() - c0
+        lat.append((driver.epoch, wall + extra[0], cpu + extra[1], phase))
+        parts.append(breakdown.since(p0, cpu))
+        if extra[1]:
+            parts[-1]["rescale call"] = extra[1]
 
     def steady_phase(n: int, phase: str) -> tuple[float, float]:
         """(updates per wall second, per CPU second)"""
@@ -79,6 +158,11 @@ def one(strategy: str, keys: int, bins: int, rate: int, steady: int) -> dict:
 
     def migrate(workers: int, phase: str) -> tuple[float, int]:
         moves_before = len(ex.metrics.moves)
+        if strategy == "none":  # the control: on 4 workers throughout
+            t0 = time.perf_counter()
+            for _ in range(control_epochs[workers]):
+                run_epoch(phase)
+            return time.perf_counter() - t0, 0
         t0, c0 = time.perf_counter(), time.thread_time()
         steps = ex.rescale(workers, at=driver.epoch + 1, strategy=strategy)
         call = (time.perf_counter() - t0, time.thread_time() - c0)
@@ -106,6 +190,18 @@ def one(strategy: str, keys: int, bins: int, rate: int, steady: int) -> dict:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "latency": [(e, s) for e, s, _, _ in lat],
     }
+    steady_i = [i for i, r in enumerate(lat) if r[3].startswith("steady")]
+    mig_i = [i for i, r in enumerate(lat) if "->" in r[3]]
+    mean = lambda idx: {k: statistics.fmean(parts[i].get(k, 0.0) for i in idx) for k in [*PARTS, "other"]}  # noqa: E731
+    worst = max(mig_i, key=lambda i: lat[i][2])
+    worst_wall = max(mig_i, key=lambda i: lat[i][1])
+    out["breakdown"] = {
+        "steady_mean": mean(steady_i), "migration_mean": mean(mig_i),
+        "worst_cpu": {"epoch": lat[worst][0], "phase": lat[worst][3], "cpu": lat[worst][2], "wall": lat[worst][1],
+                      "parts": parts[worst]},
+        "worst_wall": {"epoch": lat[worst_wall][0], "phase": lat[worst_wall][3], "cpu": lat[worst_wall][2],
+                       "wall": lat[worst_wall][1], "parts": parts[worst_wall]},
+    }
     for i, clock in ((1, ""), (2, "cpu_")):
         steady_lat = [r[i] for r in lat if r[3].startswith("steady")]
         mig_lat = [r[i] for r in lat if "->" in r[3]]
@@ -128,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--bins", type=int, default=4096)
     ap.add_argument("--rate", type=int, default=5000, help="updates per epoch")
     ap.add_argument("--steady", type=int, default=40, help="steady epochs per phase")
-    ap.add_argument("--strategies", default="all-at-once,fluid,batched")
+    ap.add_argument("--strategies", default="all-at-once,fluid,batched,none", help="none: the control (no migration)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--png", default=os.path.join("benchmarks", "results", "migration.png"))
     args = ap.parse_args(argv)
@@ -168,6 +264,15 @@ def main(argv: list[str] | None = None) -> None:
          "rescale calls ms", "bins moved", "MB moved", "peak RSS MB"],
         rows,
     ))
+    print("where the processing thread's CPU time goes, ms per epoch (see Breakdown):")
+    for r in results:
+        b = r["breakdown"]
+        print(f"  {r['strategy']}: steady mean: {_ms_parts(b['steady_mean'])}")
+        print(f"  {r['strategy']}: migration mean: {_ms_parts(b['migration_mean'])}")
+        for which in ("worst_cpu", "worst_wall"):
+            w = b[which]
+            print(f"  {r['strategy']}: {which.replace('_', ' ')} epoch ({w['phase']}, epoch {w['epoch']}: wall "
+                  f"{w['wall'] * 1000:.1f}, CPU {w['cpu'] * 1000:.1f}): {_ms_parts(w['parts'])}")
     by = {r["strategy"]: r for r in results}
     ratios: dict[str, float] = {}
     for r in results:

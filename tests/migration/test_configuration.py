@@ -131,3 +131,27 @@ def test_planning_thousands_of_steps_is_not_a_pause() -> None:
         assert sum(map(len, moves)) == 2048
         assert h.owners_at(times[-1]) == target
     assert time.process_time() - t0 < 0.5  # was ~2 s (a whole map per step, per worker)
+
+
+def rescale_reference(current: Sequence[int], workers: int) -> list[int]:
+    """Bins stay on remaining workers under their share; each other bin, in bin order,
+    goes to the worker furthest under its share (lowest index on ties)."""
+    bins = len(current)
+    base, extra = divmod(bins, workers)
+    quota = [base + (1 if w < extra else 0) for w in range(workers)]
+    load = [0] * workers
+    out = [-1] * bins
+    for b, w in enumerate(current):
+        if w < workers and load[w] < quota[w]:
+            out[b], load[w] = w, load[w] + 1
+    for b in range(bins):
+        if out[b] < 0:
+            w = min(range(workers), key=lambda x: (load[x] - quota[x], x))
+            out[b], load[w] = w, load[w] + 1
+    return out
+
+
+@given(maps, st.integers(1, 9))
+def test_rescale_map_is_the_greedy_reference(m, workers) -> None:
+    _, current = m
+    assert rescale_map(current, workers) == rescale_reference(current, workers)

@@ -52,6 +52,7 @@ class ConfigHistory:
         self._changes: list[dict[int, int]] = []
         self._moves: list[list[tuple[int, int, int]]] = []
         self._keyframes: list[list[int]] = []  # the map after step i * KEYFRAME
+        self._from: dict[int, list[tuple[int, int, int]]] = {}  # worker -> its moves out (time, bin, to)
         self._cache: dict[int, list[int]] = {}
         self._final: list[int] = self.initial
 
@@ -68,19 +69,24 @@ class ConfigHistory:
             t = time + i * spacing
             self._steps.append((t, dict(step)))
             times.append(t)
-        self._rebuild()
+        self._rebuild(time)
         return times
 
-    def _rebuild(self) -> None:
-        """Recompute the per-time changes, the moves and the key frames: time and
-        memory in the number of changes (plus one map per key frame)."""
-        merged: dict[int, dict[int, int]] = {}
-        for t, step in sorted(self._steps, key=lambda p: p[0]):
-            merged.setdefault(t, {}).update(step)
-        self._times, self._changes, self._moves, self._keyframes = [], [], [], []
+    def _rebuild(self, since: int) -> None:
+        """Recompute the per-time changes, the moves and the key frames of the steps at
+        or after ``since`` (the ones before it are as they were): time and memory in
+        the number of changes (plus one map per key frame)."""
+        keep = bisect.bisect_left(self._times, since)
+        del self._times[keep:], self._changes[keep:], self._moves[keep:]
+        del self._keyframes[(keep + KEYFRAME - 1) // KEYFRAME :]
+        for moves in self._from.values():
+            del moves[bisect.bisect_left(moves, (since,)) :]
         self._cache = {}
-        cur = list(self.initial)
-        for i, t in enumerate(sorted(merged)):
+        cur = list(self._map(keep - 1))
+        merged: dict[int, dict[int, int]] = {}
+        for t, step in sorted((p for p in self._steps if p[0] >= since), key=lambda p: p[0]):
+            merged.setdefault(t, {}).update(step)
+        for i, t in enumerate(sorted(merged), start=keep):
             changes: dict[int, int] = {}
             moves = []
             for b, w in merged[t].items():
@@ -89,12 +95,28 @@ class ConfigHistory:
                     changes[b] = w
                     cur[b] = w
             moves.sort()
+            for b, a, c in moves:
+                self._from.setdefault(a, []).append((t, b, c))
             self._times.append(t)
             self._changes.append(changes)
             self._moves.append(moves)
             if i % KEYFRAME == 0:
                 self._keyframes.append(list(cur))
         self._final = cur
+
+    def _map(self, i: int) -> list[int]:
+        """The map after step ``i`` (-1: the initial map), materialised from the key
+        frame before it (do not mutate)."""
+        if i < 0:
+            return self.initial
+        k = i // KEYFRAME
+        m = self._keyframes[k]
+        if i != k * KEYFRAME:
+            m = list(m)
+            for ch in self._changes[k * KEYFRAME + 1 : i + 1]:
+                for b, w in ch.items():
+                    m[b] = w
+        return m
 
     def owners_at(self, time: int) -> list[int]:
         """The map in force for records at ``time`` (do not mutate)."""
@@ -104,13 +126,7 @@ class ConfigHistory:
         cache = self._cache
         m = cache.get(i)
         if m is None:
-            k = i // KEYFRAME
-            m = self._keyframes[k]
-            if i != k * KEYFRAME:
-                m = list(m)
-                for ch in self._changes[k * KEYFRAME + 1 : i + 1]:
-                    for b, w in ch.items():
-                        m[b] = w
+            m = self._map(i)
             if len(cache) >= _CACHED:
                 del cache[next(iter(cache))]
         else:
@@ -129,7 +145,7 @@ class ConfigHistory:
 
     def moves_from(self, worker: int) -> list[tuple[int, int, int]]:
         """The moves out of ``worker`` as ``(time, bin, to_worker)``, in time order."""
-        return [(t, b, c) for t, ms in zip(self._times, self._moves) for b, a, c in ms if a == worker]
+        return list(self._from.get(worker, ()))
 
     def step_times(self) -> list[int]:
         return list(self._times)

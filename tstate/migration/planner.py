@@ -19,6 +19,7 @@ A *move* is ``(bin, from_worker, to_worker)``.  Strategies:
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from typing import Sequence
 
@@ -47,11 +48,15 @@ def rescale_map(current: Sequence[int], workers: int) -> list[int]:
         if w < workers and load[w] < quota[w]:
             out[b] = w
             load[w] += 1
+    # the least loaded worker relative to its share, lowest index first: a heap of
+    # (load - quota, worker), one pop and push per placed bin
+    heap = [(load[w] - quota[w], w) for w in range(workers)]
+    heapq.heapify(heap)
     for b in range(bins):
         if out[b] < 0:
-            w = min(range(workers), key=lambda x: (load[x] - quota[x], x))
+            d, w = heap[0]
             out[b] = w
-            load[w] += 1
+            heapq.heapreplace(heap, (d + 1, w))
     return out
 
 

@@ -231,7 +231,7 @@ class StatefulRuntime(OperatorRuntime):
 
     def clear_key(self, key: Any) -> None:
         """Drop ``key``'s state now (``ctx.clear()``): nothing of it stays in memory (its
-        bin, key -> bin and key -> states entries go; its timers stay), and the next
+        bin's entry and its key -> bin memo entry go; its timers stay), and the next
         checkpoint deletes it only if an earlier one may hold it."""
         b = self.bin_for(key, None, None)
         assert b is not None  # the current key's bin is here

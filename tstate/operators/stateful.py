@@ -170,7 +170,16 @@ class StatefulRuntime(OperatorRuntime):
 
     def _ship_ready_bins(self, frontier: Any) -> None:
         """Send every bin whose move time ``t`` the input frontier has passed: all its
-        records and timers before ``t`` are done here."""
+        records and timers before ``t`` are done here.  The cyclic garbage collector
+        waits meanwhile (``wire.no_gc``): decoding many bins at once (``all-at-once``)
+        would otherwise start collection after collection over the states just built
+        (acyclic: reference counting frees them)."""
+        from tstate.types import wire
+
+        with wire.no_gc():
+            self._ship_ready(frontier)
+
+    def _ship_ready(self, frontier: Any) -> None:
         while self.outgoing:
             t, bi, dst = self.outgoing[0]
             if bi not in self.owned or _epoch_open(frontier, t):

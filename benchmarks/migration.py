@@ -8,7 +8,12 @@ workers throughout, with as many epochs in place of each migration as batched ta
 Epochs get slower as the run goes on without any migration (the benchmark's update
 ``values[i] += 1`` puts every new int somewhere else in a 1 GB heap: its later epochs
 miss the CPU caches more), and the maximum of a thousand epochs is further out in the
-tail than the p99 of a hundred: the control shows both, without a move.  Epoch latency = wall time from closing the
+tail than the p99 of a hundred: the control shows both, without a move.  After the
+last phase, epochs whose keys all lie in bins that moved alternate with epochs whose
+keys lie in bins that never moved (``moved / unmoved``: what moving left behind in the
+moved state, on the same heap under the same load).  Per strategy it also prints where
+the processing thread's CPU time goes in the epochs before, during and after the
+migrations, and in the worst epochs (:class:`Breakdown`).  Epoch latency = wall time from closing the
 epoch's input to the output frontier passing it; the processing thread's CPU time for
 the same span is recorded too (on a shared machine it is what the dataflow itself
 spent, without the time other processes took the CPU).  The ``rescale`` call itself
@@ -17,8 +22,10 @@ added to the first epoch of the migration, and shown on its own.  Prints a table
 writes the latency plot (three strategies side by side) to
 ``benchmarks/results/migration.png``; the last line is JSON with the ratios
 (``batched_max_over_steady_p99``, ``batched_throughput_after_over_before``, the same
-in CPU time with ``cpu_`` after the strategy, per strategy; ``fluid_seconds`` and
-``fluid_seconds_over_issue``: over the 136.3 s the issue quotes).
+in CPU time with ``cpu_`` after the strategy, ``<strategy>_moved_over_unmoved_cpu``,
+per strategy; ``fluid_seconds`` and ``fluid_seconds_over_issue``: over the 136.3 s the
+issue quotes, and ``fluid_seconds_over_steady_floor``: over its epochs at the steady
+p50).
 
     python -m benchmarks.migration [--keys N] [--bins B] [--rate R] [--steady E]
 
@@ -197,13 +204,14 @@ def one(strategy: str, keys: int, bins: int, rate: int, steady: int) -> dict:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "latency": [(e, s) for e, s, _, _ in lat],
     }
-    steady_i = [i for i, r in enumerate(lat) if r[3].startswith("steady")]
+    before_i = [i for i, r in enumerate(lat) if r[3] == "steady (4)"]
+    after_i = [i for i, r in enumerate(lat) if r[3] == "steady (4) after"]
     mig_i = [i for i, r in enumerate(lat) if "->" in r[3]]
     mean = lambda idx: {k: statistics.fmean(parts[i].get(k, 0.0) for i in idx) for k in parts[0]}  # noqa: E731
     worst = max(mig_i, key=lambda i: lat[i][2])
     worst_wall = max(mig_i, key=lambda i: lat[i][1])
     out["breakdown"] = {
-        "steady_mean": mean(steady_i), "migration_mean": mean(mig_i),
+        "before_mean": mean(before_i), "migration_mean": mean(mig_i), "after_mean": mean(after_i),
         "worst_cpu": {"epoch": lat[worst][0], "phase": lat[worst][3], "cpu": lat[worst][2], "wall": lat[worst][1],
                       "parts": parts[worst]},
         "worst_wall": {"epoch": lat[worst_wall][0], "phase": lat[worst_wall][3], "cpu": lat[worst_wall][2],
@@ -296,8 +304,8 @@ def main(argv: list[str] | None = None) -> None:
     print("where the processing thread's CPU time goes, ms per epoch (see Breakdown):")
     for r in results:
         b = r["breakdown"]
-        print(f"  {r['strategy']}: steady mean: {_ms_parts(b['steady_mean'])}")
-        print(f"  {r['strategy']}: migration mean: {_ms_parts(b['migration_mean'])}")
+        for phase in ("before", "migration", "after"):
+            print(f"  {r['strategy']}: {phase} mean: {_ms_parts(b[phase + '_mean'])}")
         for which in ("worst_cpu", "worst_wall"):
             w = b[which]
             print(f"  {r['strategy']}: {which.replace('_', ' ')} epoch ({w['phase']}, epoch {w['epoch']}: wall "

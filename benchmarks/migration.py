@@ -3,23 +3,26 @@
 For each strategy (all-at-once, fluid, batched), in its own process (for its peak
 memory): preload ``--keys`` keys (a list of 25 ints each, ~100 B encoded), run a steady
 input of ``--rate`` updates per epoch, rescale 4 -> 8, let the migration finish, run
-steady again, rescale 8 -> 4, and so on.  ``none`` is the control: the same phases on 4
-workers throughout, with as many epochs in place of each migration as batched takes.
-Epochs get slower as the run goes on without any migration (the benchmark's update
-``values[i] += 1`` puts every new int somewhere else in a 1 GB heap: its later epochs
-miss the CPU caches more), and the maximum of a thousand epochs is further out in the
-tail than the p99 of a hundred: the control shows both, without a move.  After the
-last phase, epochs whose keys all lie in bins that moved alternate with epochs whose
-keys lie in bins that never moved (``moved / unmoved``: what moving left behind in the
-moved state, on the same heap under the same load).  Per strategy it also prints where
-the processing thread's CPU time goes in the epochs before, during and after the
-migrations, and in the worst epochs (:class:`Breakdown`).  Epoch latency = wall time from closing the
+steady again, rescale 8 -> 4, and so on.  Epoch latency = wall time from closing the
 epoch's input to the output frontier passing it; the processing thread's CPU time for
 the same span is recorded too (on a shared machine it is what the dataflow itself
 spent, without the time other processes took the CPU).  The ``rescale`` call itself
 (planning the steps) runs on the processing thread between two epochs: its time is
-added to the first epoch of the migration, and shown on its own.  Prints a table;
-writes the latency plot (three strategies side by side) to
+added to the first epoch of the migration, and shown on its own.
+
+``none`` is the control: the same phases on 4 workers throughout, with as many epochs
+in place of each migration as batched takes.  Epochs get slower as the run goes on
+without any migration (the benchmark's update ``values[i] += 1`` puts every new int
+somewhere else in a 1 GB heap: later epochs miss the CPU caches more), and the maximum
+of a thousand epochs is further out in the tail than the p99 of a hundred: the control
+shows both, without a move.  After the last phase, epochs whose keys all lie in bins
+that moved alternate with epochs whose keys lie in bins that never moved (``moved /
+unmoved``: what moving left behind in the moved state, on the same heap under the same
+load).  Per strategy it also prints where the processing thread's CPU time goes in the
+epochs before, during and after the migrations, and in the worst epochs
+(:class:`Breakdown`).
+
+Prints a table; writes the latency plot (every strategy side by side) to
 ``benchmarks/results/migration.png``; the last line is JSON with the ratios
 (``batched_max_over_steady_p99``, ``batched_throughput_after_over_before``, the same
 in CPU time with ``cpu_`` after the strategy, ``<strategy>_moved_over_unmoved_cpu``,

@@ -88,6 +88,13 @@ def _positive(instance: Any, attribute: Any, value: Any) -> None:
         raise ConfigurationError(f"{attribute.name} must be positive, got {value!r}")
 
 
+def _restore_mode(instance: Any, attribute: Any, value: str) -> None:
+    from tstate.checkpoint.lazy import RESTORES
+
+    if value not in RESTORES:
+        raise ConfigurationError(f"checkpoint restore must be one of {', '.join(map(repr, RESTORES))}, got {value!r}")
+
+
 def _mode(instance: Any, attribute: Any, value: str) -> None:
     if value not in MODES:
         raise ConfigurationError(f"checkpoint mode must be one of {', '.join(map(repr, MODES))}, got {value!r}")
@@ -129,7 +136,16 @@ class Checkpoints:
 
     ``replica``: a second directory or URL that receives a copy of every committed
     checkpoint, for a store that is not replicated itself; recovery reads whichever copy
-    is reachable and intact and repairs the other (see :mod:`tstate.checkpoint.store`)."""
+    is reachable and intact and repairs the other (see :mod:`tstate.checkpoint.store`).
+
+    ``restore``: how a resumed run installs the checkpoint's bins: ``"lazy"`` (the
+    default) resumes processing at once and decodes each bin when a record, a timer, a
+    migration or a state query first needs it, and the rest between steps, paced so no
+    step absorbs the restore: the time to the first output depends on the bins the
+    first records touch, not on the size of the state (:mod:`tstate.checkpoint.lazy`);
+    ``"eager"`` decodes every bin before the first step (a run then never pays a bin's
+    decoding later, on its processing path).  Either way the checkpoint is verified
+    first and the output is the same."""
 
     directory: str = field(converter=str)
     every_epochs: Optional[int] = field(default=10, validator=_positive)
@@ -140,17 +156,21 @@ class Checkpoints:
     resume: bool = True
     fresh_if_unusable: bool = False
     replica: Optional[str] = field(default=None, converter=lambda v: None if v is None else str(v))
+    restore: str = field(default="lazy", validator=_restore_mode)
 
 
 @frozen
 class Restored:
-    """What an execution resumed from: checkpoint ``id`` at ``time``."""
+    """What an execution resumed from: checkpoint ``id`` at ``time``; ``seconds`` until
+    processing could resume; ``lazy``: how many bins were left to decode when it did
+    (``restore="lazy"``: see ``Coordinator.lazy``)."""
 
     id: int
     time: Any
     positions: dict[str, Any]
     seconds: float
     workers_before: int
+    lazy: int = 0
 
 
 class CheckpointLostWarning(RuntimeWarning):
@@ -271,6 +291,8 @@ class Coordinator:
         self.skipped: list[int] = []  # async mode: checkpoint times skipped (the previous one was being encoded)
         self._deferred = False  # the next barrier waited for an encoding to finish
         self.slice_seconds: list[float] = []  # async mode: each slice of encoding on the processing path
+        #: restore="lazy": the bins restored and not decoded yet (tstate.checkpoint.lazy)
+        self.lazy: Any = None
 
     @property
     def writing(self) -> int:
@@ -344,6 +366,18 @@ class Coordinator:
             codec = exe.operators[0][spec.index].codec  # type: ignore[attr-defined]
             # a compatible older schema (e.g. a field added with a default) decodes too
             stored = Schema.from_builtins(entry.schema).fingerprint
+            if self.cfg.restore == "lazy" and stored == codec.fingerprint and manifest.format >= FORMAT:
+                # decoded when first needed (files as they are: no rewrite due)
+                if self.lazy is None:
+                    from tstate.checkpoint.lazy import LazyRestore
+
+                    self.lazy = LazyRestore(self.store, manifest.id)
+                by_owner: dict[int, dict[int, Any]] = {}
+                for bin_index, chain in entry.chains.items():
+                    by_owner.setdefault(owners[bin_index], {})[bin_index] = chain
+                for w, chains in sorted(by_owner.items()):
+                    self.lazy.add(exe.operators[w][spec.index], codec, stored, chains)
+                continue
             for bin_index, chain in sorted(entry.chains.items()):
                 b = restore_bin([self.store.read(ref) for ref in chain], codec, fingerprint=stored)
                 # rewrite it under the new schema, or in the current format
@@ -352,14 +386,20 @@ class Coordinator:
                     raise CheckpointError(f"checkpoint {manifest.id}: operator {spec.name!r} bin {bin_index} holds bin {b.index}")
                 exe.operators[owners[bin_index]][spec.index].install_bin(b)  # type: ignore[attr-defined]
         meta = manifest.meta
+        left = 0
+        if self.lazy is not None:
+            self.lazy.resumed()
+            left = self.lazy.left
         return Restored(
             manifest.id, manifest.time, dict(meta.get("sources", {})), _time.perf_counter() - start,
-            int(meta.get("workers", 0)),
+            int(meta.get("workers", 0)), left,
         )
 
     # -- the checkpoint cycle ---------------------------------------------------------
     def after_step(self) -> None:
         """Called by the execution after every step."""
+        if self.lazy is not None and not self.lazy.done:
+            self.lazy.step(self.exe.activations)
         if self._active is not None:
             self._slice()
             self._deferred = True  # a barrier due now waits for the encoding to finish
@@ -698,6 +738,8 @@ class Coordinator:
             self._discard(p)
         self._fresh = True
         self._chains.clear()
+        if self.lazy is not None:  # the next checkpoint writes every bin whole: decode them
+            self.lazy.materialise_all()
         for op in self._stateful():
             for b in op.bins.values():
                 b.full = True

@@ -88,6 +88,9 @@ class StatefulRuntime(OperatorRuntime):
         self.outgoing: list[tuple[int, int, int]] = []
         self._shipped: set[tuple[Any, int]] = set()  # (time, bin) moves already made
         self._codec: Any = None
+        #: bins a lazy restore left undecoded (tstate.checkpoint.lazy.LazyBins), None
+        #: once every bin is decoded: :meth:`bin` decodes one when it is first needed
+        self.lazy: Any = None
         self.refresh_moves()
 
     # -- bins ---------------------------------------------------------------------
@@ -101,10 +104,33 @@ class StatefulRuntime(OperatorRuntime):
             return None
         b = self.bins.get(bi)
         if b is None:
-            b = self.bins[bi] = Bin(bi)
+            b = self._held_bin(bi)
         self._key_bin[k] = b
         self._key_states[k] = b.states
         return b
+
+    def bin(self, index: int) -> Optional[Bin]:
+        """Bin ``index`` if this worker holds it (decoded first if a lazy restore left it
+        encoded: every path that reads or changes a bin goes through here or
+        :meth:`bin_for`); None if it holds no state for it."""
+        b = self.bins.get(index)
+        if b is None and self.lazy is not None and index in self.lazy:
+            b = self.lazy.materialise(index)
+        return b
+
+    def _held_bin(self, index: int) -> Bin:
+        """Bin ``index``, owned here and not in ``bins``: decoded now if a lazy restore
+        left it encoded, else a new empty one."""
+        if self.lazy is not None and index in self.lazy:
+            b: Bin = self.lazy.materialise(index)
+            return b
+        b = self.bins[index] = Bin(index)
+        return b
+
+    def restore_all(self) -> None:
+        """Decode every bin a lazy restore left encoded (a state query reads them all)."""
+        if self.lazy is not None:
+            self.lazy.materialise_all()
 
     def install_bin(self, b: Bin) -> None:
         """Take ownership of a bin (migration / recovery)."""
@@ -115,6 +141,7 @@ class StatefulRuntime(OperatorRuntime):
 
     def remove_bin(self, index: int) -> Bin:
         """Give up a bin (migration): its state and timers leave with it."""
+        self.bin(index)  # decoded first if it was restored lazily
         self.owned.discard(index)
         b = self.bins.pop(index, None)
         if b is None:
@@ -165,7 +192,7 @@ class StatefulRuntime(OperatorRuntime):
                 return
             if self.stash and epoch(self.stash.peekitem(0)[0]) < t:
                 return
-            b = self.bins.get(bi)
+            b = self.bin(bi)
             if b is not None and any(epoch(tt) < t for tt in b.timers):
                 return
             self.outgoing.pop(0)
@@ -401,7 +428,7 @@ class StatefulRuntime(OperatorRuntime):
         if type(recs) is BinBatch and recs.bin in self.owned:  # one bin, known: no keying
             b = self.bins.get(recs.bin)
             if b is None:
-                b = self.bins[recs.bin] = Bin(recs.bin)
+                b = self._held_bin(recs.bin)
             groups[b.index] = (b, recs)
         else:
             self._group_fold(t, recs, groups)
@@ -472,7 +499,9 @@ class StatefulRuntime(OperatorRuntime):
     def _fire_bins(self, t: Any, bin_indexes: dict[int, None], handler: Any, new_state: Any, track: bool) -> None:
         ctx = self.ctx
         for bi in bin_indexes:
-            b = self.bins[bi]
+            b = self.bins.get(bi)
+            if b is None:
+                b = self._held_bin(bi)  # restored lazily: decoded now
             keys = b.timers.pop(t, None)
             if not keys:
                 continue

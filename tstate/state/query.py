@@ -85,6 +85,8 @@ def snapshot(exe: "Execution", op: "Stream", at: Any = None, format: str = "arro
     from tstate.types import StateCodec
 
     codec = StateCodec(spec.options["state_type"])
+    for r in rts:  # bins a lazy restore left encoded are decoded first
+        r.restore_all()
     rows = [(k, v) for r in rts for b in sorted(r.bins.values(), key=lambda b: b.index) for k, v in b.states.items()]
     if format == "dict":
         copy = codec.copy
@@ -106,7 +108,7 @@ def point_read(exe: "Execution", op: "Stream", key: Any) -> Any:
     rts = _runtimes(exe, op)
     bi = rts[0].keys.bin(key)
     for r in rts:
-        b = r.bins.get(bi)
+        b = r.bin(bi)  # (decoded first if it was restored lazily)
         if b is not None and key in b.states:
             codec = r.codec
             return codec.copy(b.states[key])

@@ -12,6 +12,7 @@
 - :mod:`~tstate.checkpoint.fs`: the tiny filesystem abstraction underneath;
 - :mod:`~tstate.checkpoint.coordinator`: the engine side (choosing consistent times,
   capturing bins, committing after the sinks, restoring), with
+  :mod:`~tstate.checkpoint.lazy` (lazy restore: bins decoded when first needed),
   :mod:`~tstate.checkpoint.freeze` (copy-on-write for the writer thread) and
   :mod:`~tstate.checkpoint.forked` (the forked snapshot process of ``mode="fork"``).
 

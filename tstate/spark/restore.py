@@ -19,9 +19,11 @@ replica, a checkpoint the executors find damaged is checked again on the driver,
 reads the bad files from the replica and repairs them (as it does without executors).
 
 ``Backend(verify=...)``: ``"executors"``, ``"driver"``, or ``"auto"`` (the default):
-the executors when the checkpoint holds at least :data:`AUTO_BYTES` of files, or on an
-object store at least :data:`AUTO_FILES` files; below that one Spark job costs more
-than the pass it spreads.
+on an object store the executors when the checkpoint has at least :data:`AUTO_FILES`
+files (the driver's pass is one GET after the other); on a local or mounted disk when
+it holds at least :data:`AUTO_BYTES` (the driver reads and hashes a local file at
+several hundred MB/s, while one Spark job costs a good fraction of a second, seconds on
+a busy machine: ``benchmarks/results/recovery.txt``).
 
 >>> from tstate.checkpoint.manifest import FileRef, Manifest, OperatorEntry
 >>> ref = lambda b: (FileRef(f"data/op/{b}/000001-aa-snap.bin", 10, "0" * 16),)
@@ -30,6 +32,8 @@ than the pass it spreads.
 [['0', '2'], ['1', '3']]
 >>> use_executors("auto", m, local=True), use_executors("executors", m, local=True)
 (False, True)
+>>> use_executors("auto", Manifest(1, 5, 0.0, {"op": OperatorEntry({"kind": "int", "name": "int"}, 64, {b: ref(b) for b in range(64)})}, {}), local=False)
+True
 """
 
 from __future__ import annotations
@@ -44,9 +48,9 @@ __all__ = ["VERIFY", "AUTO_BYTES", "AUTO_FILES", "check_verify", "use_executors"
 
 #: the values of ``Backend(verify=...)``
 VERIFY = ("auto", "executors", "driver")
-#: ``"auto"``: the executors check a checkpoint of at least this many bytes
-AUTO_BYTES = 16 << 20
-#: ``"auto"``: ... or, on an object store, of at least this many files
+#: ``"auto"``, on a local disk: the executors check a checkpoint of at least this many bytes
+AUTO_BYTES = 1 << 30
+#: ``"auto"``, on an object store: ... of at least this many files
 AUTO_FILES = 64
 
 
@@ -61,7 +65,9 @@ def use_executors(mode: str, manifest: Manifest, *, local: bool) -> bool:
     """Whether the executors check ``manifest``'s files (see the module docstring)."""
     if mode != "auto":
         return mode == "executors"
-    return manifest.total_size >= AUTO_BYTES or (not local and manifest.file_count >= AUTO_FILES)
+    if local:
+        return manifest.total_size >= AUTO_BYTES
+    return manifest.file_count >= AUTO_FILES
 
 
 def file_groups(manifest: Manifest, owners: dict[str, list[int]], partitions: int) -> list[list[tuple[str, int, str]]]:

@@ -21,6 +21,9 @@ restore="lazy")``, the default) instead
    so that no step absorbs the restore: a small share of the wall time while the
    dataflow is busy, whole slices while it is idle.
 
+Each bin decoded is moved out of the cyclic garbage collector's reach at once
+(:func:`gc.freeze`), as an eager restore does with the whole state.
+
 Checkpoints need nothing decoded: a bin not decoded yet has not changed since the
 checkpoint it came from, so a checkpoint taken meanwhile keeps its chain (the files stay
 referenced, so garbage collection keeps them), and restoring from that checkpoint gives
@@ -148,12 +151,22 @@ class LazyBins:
         rt = self.runtime
         start = _time.perf_counter()
         store = self.restore.store
+        enabled = gc.isenabled()
+        gc.disable()
         try:
             b = restore_bin([store.read(ref) for ref in chain], self.codec, fingerprint=self.fingerprint)
         except CheckpointError as exc:
             raise CheckpointError(
                 f"checkpoint {self.restore.checkpoint_id}: operator {rt.name!r} bin {index} (restored lazily): {exc}"
             ) from None
+        finally:
+            # as an eager restore does (Coordinator.restore): the decoded state is
+            # long-lived and acyclic, so it goes out of the cyclic collector's reach at
+            # once -- else every full collection while the restore goes on walks all of
+            # it again (twice the decoding time in benchmarks.recovery)
+            gc.freeze()
+            if enabled:
+                gc.enable()
         if b.index != index:
             raise CheckpointError(
                 f"checkpoint {self.restore.checkpoint_id}: operator {rt.name!r} bin {index} holds bin {b.index}"
@@ -241,9 +254,6 @@ class LazyRestore:
             self.on_demand += 1
         if self.left == 0:
             self.finished = _time.perf_counter()
-            # as after an eager restore: the restored state is long-lived and acyclic,
-            # out of the cyclic collector's reach (see Coordinator.restore)
-            gc.freeze()
 
     def step(self, activations: int) -> None:
         """Between steps: decode bins for as long as the pacer allows (``activations``:
@@ -257,8 +267,6 @@ class LazyRestore:
         if budget <= 0:
             return
         queue = self._queue
-        enabled = gc.isenabled()
-        gc.disable()  # decoding creates many containers (see Coordinator.restore)
         try:
             while queue:
                 lazy, index = queue.popleft()
@@ -268,8 +276,6 @@ class LazyRestore:
                 if _time.perf_counter() - now >= budget:
                     break
         finally:
-            if enabled:
-                gc.enable()
             self.pacer.spent += _time.perf_counter() - now
 
     def materialise_all(self) -> None:

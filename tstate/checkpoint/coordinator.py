@@ -52,6 +52,11 @@ interpreter lock); ``mode="fork"`` does it in a forked *snapshot process*
   background thread encodes, writes and commits.  The thread competes with the
   processing path for the interpreter lock.
 
+**Restoring** (:meth:`Coordinator.restore`, before the first step): the newest usable
+checkpoint is verified, then by default (``restore="lazy"``) each bin goes to its owner
+undecoded and is decoded when first needed, the rest between steps
+(:mod:`tstate.checkpoint.lazy`); ``restore="eager"`` decodes every bin first.
+
 **Committed after the sinks.**  The manifest of ``T`` is committed only once every sink
 has committed every epoch before ``T`` and the data files are durable, so recovery from
 ``T`` never loses output and re-computes only epochs ``>= T``, which exactly-once sinks

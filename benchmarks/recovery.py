@@ -25,27 +25,33 @@ Per contender: *resume* (process start of the restore to the engine ready to ste
 flow built, checkpoint verified, bins decoded (eager) or their timers indexed (lazy)),
 *first output* (to the first epoch's output complete: its probe passed), *full restore*
 (to every bin decoded; eager: = resume), the first epoch's latency, and the worst epoch
-while bins were still being decoded against the steady p99 after.
+while bins were still being decoded against the steady p99 after.  And, lazy only, the
+first output after a first epoch of ``--first-small`` records (default 50): what a
+restart costs when the first records touch little of the state.
 
 Spark (``--spark-keys``, default 1M, 256 bins; ``--master``, default ``local[2]``: two
 task slots, each task in its own Python worker process; ``local-cluster[2,1,1024]``
 adds two executor JVMs, which on a 2-core machine only adds start-up): a build process
-commits the state in one batch; then, per ``--partitions`` (1, 2, 4) and per verify
-mode (``executors``: the checkpoint's files checked by one Spark job; ``driver``: read
-serially on the driver), a new driver process (a driver restart: new executors, no
-cached bins) starts a Backend on a copy of the checkpoint and runs one batch of
-``--first`` rows at the next epoch, which touches every bin: the time to its first
-completed batch is the time to restore the whole state, read and decoded by the
-executors in parallel (Spark session start-up is reported apart, not counted).
+commits the state in one batch; then, per ``--partitions`` (1, 2, 4), a new driver
+process (a driver restart: new executors, no cached bins) starts a Backend on a copy of
+the checkpoint and runs one batch of ``--first`` rows at the next epoch, which touches
+every bin: its bins are read and decoded by the executors, in parallel.  Rows:
+``driver`` (the checkpoint's files checked on the driver: ``verify="auto"`` on a local
+disk), ``executors`` (checked by one Spark job, at 2 partitions) and ``control`` (the
+same batch on an empty checkpoint directory: the batch without any restore; first
+batch - control = the restore).  Seconds from creating the Backend to the first
+completed batch (Spark session start-up reported apart, not counted), median of
+``--spark-repeat`` restarts (default 2).
 
     python -m benchmarks.recovery [--sizes 250000,1000000,4000000] [--bins 4096]
-        [--first 1000] [--spark-keys 1000000] [--partitions 1,2,4]
-        [--master local[2]] [--no-spark] [--quick]
+        [--first 1000] [--first-small 50] [--spark-keys 1000000] [--partitions 1,2,4]
+        [--spark-repeat 2] [--master local[2]] [--no-spark] [--quick]
 
 Prints tables, writes ``benchmarks/results/recovery.txt`` and ``recovery.png`` (not with
-``--quick``); the last line is JSON with the ratios (``lazy_first_output_over_eager`` at
-each size, ``lazy_first_output_4m_over_250k`` and ``eager_..._over_250k``: the growth
-with state size, ``spark_first_batch_p4_over_p1`` / ``_p2_over_p1``).
+``--quick``); the last line is JSON with the ratios (``lazy_first_output_over_eager_<n>``
+and ``lazy_small_...`` at each size; ``<mode>_first_output_<largest>_over_<smallest>``:
+the growth with state size; ``spark_driver_first_batch_p<P>_over_p1`` and
+``spark_restore_p<P>_over_p1``: time to the first batch and the restore part of it).
 """
 
 from __future__ import annotations
@@ -131,9 +137,9 @@ def floor(path: str, keys: int) -> dict[str, Any]:
     return {"seconds": took}
 
 
-def restore(directory: str, keys: int, bins: int, mode: str, first: int, steady: int = 30) -> dict[str, Any]:
+def restore(directory: str, keys: int, bins: int, mode: str, first: int, first_only: bool = False, steady: int = 30) -> dict[str, Any]:
     """Resume from the build's checkpoint and drive epochs of ``first`` random updates
-    (see the module docstring)."""
+    (see the module docstring); ``first_only``: stop after the first epoch."""
     from benchmarks.common import EpochDriver
     from tstate.checkpoint.coordinator import Checkpoints
 
@@ -154,6 +160,8 @@ def restore(directory: str, keys: int, bins: int, mode: str, first: int, steady:
     lat = [driver.run(batches[0])]
     first_output = time.perf_counter() - t0
     on_demand_first = lazy.on_demand if lazy is not None else 0
+    if first_only:
+        return {"resume": resumed, "first_output": first_output, "first_epoch": lat[0], "on_demand_first": on_demand_first}
     restoring: list[float] = []
     i = 1
     while lazy is not None and not lazy.done:
@@ -229,8 +237,8 @@ def spark_build(directory: str, keys: int, master: str) -> dict[str, Any]:
 
 def spark_restart(directory: str, keys: int, partitions: int, rows: int, master: str, verify: str) -> dict[str, Any]:
     """A new driver on ``directory``: a batch of ``rows`` rows at epoch 1 (every bin:
-    restored from the store), then the same rows at epoch 2 (every bin cached: the
-    batch's cost without a restore)."""
+    restored from the store).  ``verify="control"``: the same batch on a new, empty
+    checkpoint directory (no state to restore: the batch's cost without a restore)."""
     from benchmarks.spark_common import spark_session
     from tstate.io.sinks import Sink
     from tstate.spark import Backend, Source
@@ -240,9 +248,8 @@ def spark_restart(directory: str, keys: int, partitions: int, rows: int, master:
     spark.range(1).collect()  # executors up
     session = time.perf_counter() - s0
     try:
-        df = spark.range(2 * rows).selectExpr(
-            f"concat('k', cast(pmod(xxhash64(id % {rows}), {keys}) as string)) as k", "cast(1 as bigint) as v",
-            f"1 + cast(id >= {rows} as bigint) as t",
+        df = spark.range(rows).selectExpr(
+            f"concat('k', cast(pmod(xxhash64(id), {keys}) as string)) as k", "cast(1 as bigint) as v", "cast(1 as bigint) as t"
         ).cache()
         df.count()
         flow, op, out = spark_flow()
@@ -255,6 +262,9 @@ def spark_restart(directory: str, keys: int, partitions: int, rows: int, master:
 
         op.sink(FirstBatch())
         t0 = time.perf_counter()
+        control = verify == "control"
+        if control:
+            directory, verify = directory + "-control", "driver"
         b = Backend(spark, checkpoint=directory, partitions=partitions, progress=False, verify=verify)
         prepared: list[float] = []
         orig = b._prepare
@@ -266,9 +276,10 @@ def spark_restart(directory: str, keys: int, partitions: int, rows: int, master:
             return r
 
         b._prepare = timed  # type: ignore[method-assign]
-        b.run(flow, {"events": Source(df, time="t")}, epochs_per_batch=1)
-        bm, warm = b.metrics.batches[0], b.metrics.batches[1]
-        assert bm.batch == 1 and warm.batch == 2 and len(out.items) == 2 * rows, (bm, len(out.items))
+        b.run(flow, {"events": Source(df, time="t")})
+        bm = b.metrics.batches[0]
+        assert control or len(out.items) == rows, (bm, len(out.items))  # (every row's key has state)
+        assert bm.batch == (0 if control else 1), bm
         return {
             "session": session,
             "first_batch": first[0] - t0,
@@ -276,8 +287,6 @@ def spark_restart(directory: str, keys: int, partitions: int, rows: int, master:
             "batch_seconds": bm.seconds,
             "spark_seconds": bm.spark_seconds,
             "misses": bm.cache_misses,
-            "warm_batch_seconds": warm.seconds,
-            "warm_hits": warm.cache_hits,
             "verified_by": b.metrics.verified_by,
         }
     finally:
@@ -321,6 +330,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--sizes", default="250000,1000000,4000000")
     ap.add_argument("--bins", type=int, default=4096)
     ap.add_argument("--first", type=int, default=1000)
+    ap.add_argument("--first-small", type=int, default=50, help="lazy only: the first output after a first epoch this small")
     ap.add_argument("--spark-keys", type=int, default=1_000_000)
     ap.add_argument("--partitions", default="1,2,4")
     ap.add_argument("--spark-repeat", type=int, default=2, help="restarts per row (the table shows the median)")
@@ -339,7 +349,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         elif what == "floor":
             r = floor(rest[0], int(rest[1]))
         elif what == "restore":
-            r = restore(rest[0], int(rest[1]), int(rest[2]), rest[3], int(rest[4]))
+            r = restore(rest[0], int(rest[1]), int(rest[2]), rest[3], int(rest[4]), first_only=len(rest) > 5)
         elif what == "spark-build":
             r = spark_build(rest[0], int(rest[1]), rest[2])
         else:
@@ -374,6 +384,8 @@ def main(argv: Optional[list[str]] = None) -> None:
             for mode in ("eager", "lazy"):
                 print(f"  {mode} ...", file=sys.stderr, flush=True)
                 runs[mode] = _sub("--one", "restore", d, str(n), str(args.bins), mode, str(args.first))
+            print(f"  lazy, a first epoch of {args.first_small} records ...", file=sys.stderr, flush=True)
+            runs["lazy-small"] = _sub("--one", "restore", d, str(n), str(args.bins), "lazy", str(args.first_small), "first-only")
             emb[n] = {"info": info, **runs}
             shutil.rmtree(d, ignore_errors=True)
             os.unlink(ff)
@@ -385,16 +397,18 @@ def main(argv: Optional[list[str]] = None) -> None:
             _sub("--one", "floor-file", ff, str(args.spark_keys))
             spark_info["floor"] = _sub("--one", "floor", ff, str(args.spark_keys))["seconds"]
             runs_by: dict[tuple[int, str], list[dict[str, Any]]] = {}
+            at = 2 if 2 in parts else parts[0]
+            kinds = [(p, v) for p in parts for v in ("control", "driver")] + [(at, "executors")]
             for rnd in range(args.spark_repeat):  # round-robin: machine noise hits all rows alike
-                for verify in ("driver", "executors"):
-                    for p in parts:
-                        print(f"  restart on {p} partitions, verify={verify} ({rnd + 1}/{args.spark_repeat}) ...",
-                              file=sys.stderr, flush=True)
-                        copy = os.path.join(base, f"spark-{p}-{verify}")
-                        shutil.copytree(d, copy)
-                        runs_by.setdefault((p, verify), []).append(_sub(
-                            "--one", "spark-restart", copy, str(args.spark_keys), str(p), str(args.first), args.master, verify))
-                        shutil.rmtree(copy, ignore_errors=True)
+                for p, verify in kinds:
+                    print(f"  restart on {p} partitions, {verify} ({rnd + 1}/{args.spark_repeat}) ...",
+                          file=sys.stderr, flush=True)
+                    copy = os.path.join(base, f"spark-{p}-{verify}")
+                    shutil.copytree(d, copy)
+                    runs_by.setdefault((p, verify), []).append(_sub(
+                        "--one", "spark-restart", copy, str(args.spark_keys), str(p), str(args.first), args.master, verify))
+                    shutil.rmtree(copy, ignore_errors=True)
+                    shutil.rmtree(copy + "-control", ignore_errors=True)
             for key, rs in runs_by.items():
                 spark_rows[key] = {k: (statistics.median([r[k] for r in rs]) if isinstance(rs[0][k], float) else rs[0][k])
                                    for k in rs[0]}
@@ -411,14 +425,16 @@ def main(argv: Optional[list[str]] = None) -> None:
         "random updates after the restart. Seconds from the restore's start (a fresh process).")
     rows = []
     for n, r in emb.items():
-        e, lz, fl = r["eager"], r["lazy"], r["floor"]["seconds"]
+        e, lz, sm, fl = r["eager"], r["lazy"], r["lazy-small"], r["floor"]["seconds"]
         rows.append((f"{n:,}", f"{r['info']['checkpoint_bytes'] / 1e6:.1f}", _s(fl),
                      _s(e["resume"]), _s(e["first_output"]),
                      _s(lz["resume"]), _s(lz["first_output"]), f"{lz['on_demand_first']}/{lz['bins']}",
-                     _s(lz["full"]), f"{lz['first_output'] / e['first_output']:.2f}"))
+                     _s(lz["full"]), f"{lz['first_output'] / e['first_output']:.2f}",
+                     _s(sm["first_output"]), f"{sm['on_demand_first']}", f"{sm['first_output'] / e['first_output']:.2f}"))
     say(table(["keys", "checkpoint MB", "floor: msgspec dict", "eager resume", "eager first output",
                "lazy resume", "lazy first output", "lazy bins decoded by 1st epoch", "lazy full restore",
-               "lazy / eager first output"], rows))
+               "lazy / eager first output", f"lazy first output, 1st epoch of {args.first_small}", "its bins decoded",
+               "/ eager"], rows))
     say()
     say("Epoch latency (ms) after the restart: the first epoch, the epochs while bins were still being decoded "
         "(lazy: on demand and in the background), the steady state after (30 epochs).")
@@ -435,38 +451,42 @@ def main(argv: Optional[list[str]] = None) -> None:
     ratios: dict[str, Any] = {}
     for n, r in emb.items():
         ratios[f"lazy_first_output_over_eager_{n}"] = round(r["lazy"]["first_output"] / r["eager"]["first_output"], 3)
+        ratios[f"lazy_small_first_output_over_eager_{n}"] = round(
+            r["lazy-small"]["first_output"] / r["eager"]["first_output"], 3)
     if len(sizes) > 1:
         lo, hi = sizes[0], sizes[-1]
-        for mode in ("eager", "lazy"):
-            ratios[f"{mode}_first_output_{hi}_over_{lo}"] = round(
+        for mode in ("eager", "lazy", "lazy-small"):
+            ratios[f"{mode.replace('-', '_')}_first_output_{hi}_over_{lo}"] = round(
                 emb[hi][mode]["first_output"] / emb[lo][mode]["first_output"], 3)
         ratios["floor_{}_over_{}".format(hi, lo)] = round(emb[hi]["floor"]["seconds"] / emb[lo]["floor"]["seconds"], 3)
     if spark_rows:
         say()
         say(f"Spark, {args.master}, {args.spark_keys:,} keys in {SPARK_BINS} bins "
             f"({spark_info['checkpoint_bytes'] / 1e6:.1f} MB checkpoint), a new driver process per row; one batch of "
-            f"{args.first} rows touching every bin (epoch 1: restored from the store), then the same rows again "
-            "(epoch 2: every bin cached, the batch without a restore). Seconds from creating the Backend (session "
+            f"{args.first} rows touching every bin, restored from the store by the executors. 'control': the same "
+            "batch with no state to restore (a new checkpoint directory). Seconds from creating the Backend (session "
             f"start-up apart), median of {args.spark_repeat} restarts. Plain-Python floor for this state: "
             f"{spark_info['floor']:.3f} s.")
         rows = []
-        for (p, verify), x in sorted(spark_rows.items(), key=lambda kv: (kv[0][1] != "executors", kv[0][0])):
-            rows.append((p, verify, x["verified_by"], _s(x["session"]), _s(x["prepare"]), _s(x["batch_seconds"]),
-                         x["misses"], _s(x["warm_batch_seconds"]), x["warm_hits"],
-                         _s(x["batch_seconds"] - x["warm_batch_seconds"]), _s(x["first_batch"])))
-        say(table(["partitions", "verify", "checked by", "session start", "prepare (checkpoint chosen, on the driver)",
-                   "first batch", "bins read", "next batch", "bins cached", "first - next (restore)",
-                   "to first completed batch"], rows))
-        for verify in ("executors", "driver"):
+        order = {"control": 0, "driver": 1, "executors": 2}
+        for (p, verify), x in sorted(spark_rows.items(), key=lambda kv: (kv[0][0], order[kv[0][1]])):
+            c = spark_rows.get((p, "control"))
+            rows.append((p, verify, x["verified_by"] if verify != "control" else "-", _s(x["session"]), _s(x["prepare"]),
+                         _s(x["batch_seconds"]), x["misses"],
+                         _s(x["batch_seconds"] - c["batch_seconds"]) if c and verify != "control" else "-",
+                         _s(x["first_batch"])))
+        say(table(["partitions", "restart", "files checked by", "session start", "prepare (checkpoint chosen)",
+                   "first batch", "bins read", "first batch - control (restore)", "to first completed batch"], rows))
+        for verify in ("driver",):
             base_p = spark_rows.get((parts[0], verify))
             for p in parts[1:]:
                 x = spark_rows.get((p, verify))
                 if base_p and x:
                     ratios[f"spark_{verify}_first_batch_p{p}_over_p{parts[0]}"] = round(x["first_batch"] / base_p["first_batch"], 3)
-                    restore0 = base_p["batch_seconds"] - base_p["warm_batch_seconds"]
-                    if restore0 > 0:
-                        ratios[f"spark_{verify}_restore_p{p}_over_p{parts[0]}"] = round(
-                            (x["batch_seconds"] - x["warm_batch_seconds"]) / restore0, 3)
+                    c0, c = spark_rows.get((parts[0], "control")), spark_rows.get((p, "control"))
+                    if c0 and c and base_p["batch_seconds"] > c0["batch_seconds"]:
+                        ratios[f"spark_restore_p{p}_over_p{parts[0]}"] = round(
+                            (x["batch_seconds"] - c["batch_seconds"]) / (base_p["batch_seconds"] - c0["batch_seconds"]), 3)
     if not args.quick:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n" + json.dumps(ratios) + "\n")

@@ -13,9 +13,11 @@ The public surface is what this module exports; everything else is internal.
 """
 
 from tstate import errors, io
+from tstate.backend import Backend
 from tstate.capability import Capability, InputCapability
-from tstate.checkpoint.coordinator import Checkpoints
-from tstate.dataflow import Dataflow, Exchange, Feedback, InputStream, Scope, StatefulStream, Stream
+from tstate.checkpoint.settings import Checkpoints
+from tstate.dataflow import Dataflow, Feedback, InputStream, Scope, StatefulStream, Stream
+from tstate.engine.embedded import Embedded
 from tstate.engine.execution import Execution
 from tstate.io.sinks import Collected
 from tstate.metrics import Metrics
@@ -27,12 +29,13 @@ from tstate.state.context import Context
 __all__ = [
     "Antichain",
     "Assign",
+    "Backend",
     "Capability",
     "Checkpoints",
     "Collected",
     "Context",
     "Dataflow",
-    "Exchange",
+    "Embedded",
     "Execution",
     "Feedback",
     "InputCapability",
@@ -52,3 +55,14 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    if name == "Exchange":  # the former name of an input's exchange contract
+        import warnings
+
+        from tstate.plan import Pact
+
+        warnings.warn("tstate.Exchange is tstate.plan.Pact", DeprecationWarning, stacklevel=2)
+        return Pact
+    raise AttributeError(f"module 'tstate' has no attribute {name!r}")

@@ -29,15 +29,25 @@ the last one is what lets time advance**.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tstate.errors import ProgressError
 from tstate.progress.timestamp import less_equal
 
-if TYPE_CHECKING:  # pragma: no cover
-    from tstate.operators.base import OperatorRuntime
+__all__ = ["Capability", "InputCapability", "Holder"]
 
-__all__ = ["Capability", "InputCapability"]
+
+class Holder(Protocol):
+    """The operator instance a capability belongs to (every operator runtime of
+    :mod:`tstate.operators`): it counts the capabilities it holds."""
+
+    name: str
+
+    def _capability_acquired(self, cap: "Capability") -> None: ...
+
+    def _capability_released(self, cap: "Capability") -> None: ...
+
+    def _capability_moved(self, cap: "Capability", old: Any, new: Any) -> None: ...
 
 
 class Capability:
@@ -45,7 +55,7 @@ class Capability:
 
     __slots__ = ("_op", "_port", "_time", "_valid")
 
-    def __init__(self, op: "OperatorRuntime", port: int, time: Any) -> None:
+    def __init__(self, op: Holder, port: int, time: Any) -> None:
         self._op = op
         self._port = port
         self._time = time
@@ -119,7 +129,7 @@ class InputCapability:
 
     __slots__ = ("_op", "_time", "_valid")
 
-    def __init__(self, op: "OperatorRuntime", time: Any) -> None:
+    def __init__(self, op: Holder, time: Any) -> None:
         self._op = op
         self._time = time
         self._valid = True

@@ -1,12 +1,22 @@
-"""Run metrics: per-epoch latency, bins moved, bytes moved, migration durations.
+"""Run metrics, one shape for both engines: :class:`Metrics`.
+
+Every backend's ``metrics`` (:class:`tstate.backend.Backend`) is a :class:`Metrics`;
+each engine fills what it measures and leaves the rest empty:
+
+- the embedded engine: per-epoch latency, bins moved between workers (:class:`Move`),
+  bytes moved, migration durations, the rounds of iterate scopes;
+- the Spark backend: one :class:`BatchMetrics` per committed micro-batch, records
+  dropped as late, micro-batches skipped after a restart, and the executors' bin cache
+  rates.
 
 *Epoch latency* is the wall time from an epoch's input being closed (every input has
 advanced past it) to the output frontier passing it (every sink and probe has seen the
-epoch complete).  Recorded for integer epochs; read them from ``execution.metrics``.
+epoch complete).  Recorded for integer epochs; read them from ``flow.metrics`` (or
+``execution.metrics``).
 
 >>> m = Metrics()
->>> m.latencies()
-[]
+>>> m.latencies(), m.batches, m.late, m.cache_hit_rate
+([], [], 0, 1.0)
 """
 
 from __future__ import annotations
@@ -15,9 +25,40 @@ import json
 import time
 from typing import Any, Optional, Sequence
 
-from attrs import asdict, frozen
+from attrs import asdict, define, frozen
 
-__all__ = ["Metrics", "Move", "plot_latency"]
+__all__ = ["Metrics", "Move", "BatchMetrics", "plot_latency"]
+
+
+@define
+class BatchMetrics:
+    """One committed micro-batch of the Spark backend: its id, frontier, duration and
+    counters."""
+
+    batch: int
+    frontier: Optional[int]
+    seconds: float
+    partitions: int
+    records: int
+    cache_hits: int
+    cache_misses: int
+    bytes_written: int
+    moved_bins: int
+    #: bins found cached at an older version and brought forward by their newer files
+    cache_catchups: int = 0
+    #: seconds in Spark jobs (the tasks), on the driver (files, sinks), and committing
+    spark_seconds: float = 0.0
+    driver_seconds: float = 0.0
+    commit_seconds: float = 0.0
+    #: iterate scopes: rounds run (all loops) and Spark stages they took
+    loop_rounds: int = 0
+    loop_stages: int = 0
+    #: records the batch's sinks got (written by the executors), and seconds the driver
+    #: spent after the commit handing them over (epoch files by Spark tasks, driver sinks)
+    output_records: int = 0
+    output_seconds: float = 0.0
+    #: Spark stages of the root boundaries (those whose inputs are ready together share one)
+    stages: int = 0
 
 
 @frozen
@@ -35,9 +76,19 @@ class Move:
 
 
 class Metrics:
-    """Collected by the execution as it runs (see module docs)."""
+    """Collected by an engine as it runs (see module docs)."""
 
     def __init__(self) -> None:
+        #: the Spark backend: every committed micro-batch, in order
+        self.batches: list[BatchMetrics] = []
+        #: the Spark backend: rows dropped as late (event-time streaming inputs)
+        self.late = 0
+        #: the Spark backend: micro-batches Spark replayed after a restart that were
+        #: committed before it (skipped: state and sinks see each batch once)
+        self.skipped: list[int] = []
+        #: the Spark backend: who checked the files of the last checkpoint recovery
+        #: looked at ("driver" / "executors", tstate.spark.restore; "" if none)
+        self.verified_by = ""
         self.moves: list[Move] = []
         self.closed_at: dict[int, float] = {}
         self.done_at: dict[int, float] = {}
@@ -79,6 +130,23 @@ class Metrics:
     def latencies(self) -> list[tuple[int, float]]:
         """``(epoch, seconds)`` for every epoch both closed and done, in epoch order."""
         return [(e, max(0.0, self.done_at[e] - c)) for e, c in sorted(self.closed_at.items()) if e in self.done_at]
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """Bins found in an executor's cache at the committed version, of all bins taken
+        (1.0 with none taken)."""
+        h = sum(b.cache_hits for b in self.batches)
+        c = sum(b.cache_catchups for b in self.batches)
+        m = sum(b.cache_misses for b in self.batches)
+        return h / (h + c + m) if h + c + m else 1.0
+
+    @property
+    def cache_reuse_rate(self) -> float:
+        """Bins taken from a cache, at the committed version or caught up by reading only
+        the files written since, of all bins taken (1.0 with none taken)."""
+        h = sum(b.cache_hits + b.cache_catchups for b in self.batches)
+        m = sum(b.cache_misses for b in self.batches)
+        return h / (h + m) if h + m else 1.0
 
     @property
     def bytes_moved(self) -> int:

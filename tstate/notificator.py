@@ -13,15 +13,19 @@ capability ``<= t``) requests a notification.  The contract:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 from tstate.capability import Capability
 from tstate.progress.frontier import MutableAntichain
 
-if TYPE_CHECKING:  # pragma: no cover
-    from tstate.operators.base import OperatorRuntime
+__all__ = ["Notificator", "Activatable"]
 
-__all__ = ["Notificator"]
+
+class Activatable(Protocol):
+    """The operator instance a notificator belongs to: asked to run again when a
+    notification is requested."""
+
+    def request_activation(self) -> None: ...
 
 
 class Notificator:
@@ -29,7 +33,7 @@ class Notificator:
 
     __slots__ = ("_op", "_pending")
 
-    def __init__(self, op: "OperatorRuntime") -> None:
+    def __init__(self, op: Activatable) -> None:
         self._op = op
         self._pending: dict[Any, Capability] = {}
 

@@ -17,20 +17,29 @@ dataflow step by step::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Optional, Protocol
 
 from tstate.progress.frontier import Antichain
 
-if TYPE_CHECKING:  # pragma: no cover
-    from tstate.dataflow import Dataflow
+__all__ = ["Probe", "Watched"]
 
-__all__ = ["Probe"]
+
+class _Frontiers(Protocol):
+    def frontier(self, node: int, port: int = 0) -> Antichain: ...
+
+
+class Watched(Protocol):
+    """What a probe watches: a dataflow, whose current execution (None before it
+    starts) tells frontiers."""
+
+    @property
+    def execution(self) -> Optional[_Frontiers]: ...
 
 
 class Probe:
     """A handle on the frontier at one point of a dataflow (see module docs)."""
 
-    def __init__(self, flow: "Dataflow", node: int, initial: Any) -> None:
+    def __init__(self, flow: Watched, node: int, initial: Any) -> None:
         self._flow = flow
         self._node = node
         self._initial = initial
@@ -41,7 +50,7 @@ class Probe:
         exe = self._flow.execution
         if exe is None:
             return Antichain([self._initial])
-        return exe.tracker.frontier(self._node, 0)
+        return exe.frontier(self._node, 0)
 
     def less_than(self, time: Any) -> bool:
         """True while some time ``< time`` may still arrive."""

@@ -1,4 +1,4 @@
-"""Streaming graph analytics on tstate: per-vertex typed state and iterate scopes.
+"""Streaming graph analytics on tstate: typed graph state updated in proportion to the change.
 
 An edge stream -- ``(src, dst, delta)`` updates at integer epochs, with a sliding
 window and/or explicit retractions -- is turned into the per-epoch *topology changes*
@@ -36,14 +36,23 @@ the count, which is clamped at zero.  So:
   (``"skip"``).
 - the undirected graph has ``{a, b}`` when ``a -> b`` or ``b -> a`` is present.
 
-**State.**  Every per-vertex / per-pair state is a typed attrs class in a
-``@flow.stateful`` operator (adjacency as :class:`tstate.types.Map`), so it lives in
-bins and can be encoded by the state codec (checkpoints, migration): the per-epoch
-sums of the edge updates and the sliding window's pending expiries
-(:class:`~apps.graph.edges.PairSums`), the edge counts, each algorithm's per-vertex
-state and the global summaries.  Nothing else carries over from one epoch to the next:
-the loops are epoch-sequenced iterate scopes whose entrance holds nothing
-(:mod:`apps.graph.loop`), and the only Python-side objects are the
+**Layouts** (``blocks``, :func:`build`).  With ``blocks=1`` (the default) each
+algorithm keeps its whole graph in one key of a root-scope ``@flow.stateful`` operator
+and applies an epoch's change lists at once, one timer per epoch: degrees summed per
+vertex, triangles by a set intersection per changed edge, components on a spanning
+forest (:mod:`~apps.graph.forest`) that replaces a deleted tree edge in ``O(deg)`` when
+it can, PageRank's rounds one after another -- the cost of an epoch follows the change,
+not the graph.  With ``blocks > 1`` the work is spread over keys exchanging messages in
+epoch-sequenced loops (:mod:`apps.graph.loop`): components, triangles and degrees per
+vertex, PageRank in ``blocks`` blocks.  The results are the same either way.
+
+**State.**  All of it is typed attrs classes in ``@flow.stateful`` operators (large
+maps as :class:`tstate.types.Map`, which checkpoints as deltas), so it lives in bins and
+can be encoded by the state codec (checkpoints, migration): the edge counts with the
+per-epoch sums and the sliding window's pending expiries
+(:class:`~apps.graph.edges.EdgeBucket`), each algorithm's graph state and the global
+summaries.  Nothing else carries over from one epoch to the next: the loops' entrances
+hold nothing, and the only Python-side objects are the
 :class:`~apps.graph.edges.InputStats` counters (diagnostics of what *this process*
 dropped) and the consumers' views.
 
@@ -54,9 +63,9 @@ or crash, and on any number of workers.
 - *Migration*: ``GraphStream(workers=2, max_workers=8, reconfigure=[(5,
   ts.Rescale(4))])``, or ``g.execution.reconfigure(ts.MoveBins({...}))`` between two
   ``advance`` calls (takes effect at the next epoch).  Operators inside iterate
-  scopes (the per-vertex state of components and triangles, PageRank's blocks) move at epoch
-  boundaries: a bin leaves its old owner once every iteration of the epochs before the
-  move is done there.
+  scopes (``blocks > 1``: the per-vertex state of components and triangles, PageRank's
+  blocks) move at epoch boundaries: a bin leaves its old owner once every iteration of
+  the epochs before the move is done there.
 - *Checkpoints*: :func:`build` over a replayable source (``ts.io.from_batches(fn)``,
   ``ts.io.parquet``) with an exactly-once sink (``ts.io.files``), run with
   ``flow.run(workers, checkpoint=ts.Checkpoints(dir, every_epochs=k))``: the same
@@ -67,7 +76,8 @@ or crash, and on any number of workers.
   from Python, with in-memory views) is not checkpointed.
 
 Modules: :mod:`~apps.graph.edges` (validation, window, consolidation),
-:mod:`~apps.graph.loop`, :mod:`~apps.graph.degrees`, :mod:`~apps.graph.components`,
+:mod:`~apps.graph.loop`, :mod:`~apps.graph.degrees`, :mod:`~apps.graph.components`
+(with :mod:`~apps.graph.forest`),
 :mod:`~apps.graph.pagerank`, :mod:`~apps.graph.triangles`, :mod:`~apps.graph.views`
 (folding changes into current results), :mod:`~apps.graph.stream` (:func:`build`,
 :class:`GraphStream`), :mod:`~apps.graph.io` (CSV / parquet edge lists) and the app,

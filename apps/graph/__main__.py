@@ -28,13 +28,12 @@ Input and its bad rows (see :mod:`apps.graph.io` and :mod:`apps.graph.edges`):
 ``--backend spark`` runs the same dataflow (:func:`apps.graph.stream.build`) on Spark
 with :class:`tstate.spark.Backend` in batch mode (``--partitions``, ``--master``,
 ``--epochs-per-batch``, default 12): the edge file becomes a DataFrame with an epoch
-column, the loops run in rounds within each micro-batch (:mod:`tstate.spark.rounds`),
-and the per-epoch lines are printed from the collected changes after the run -- the
-same lines as the embedded engine's.  The airport graph's loops take a handful of rounds
-per epoch (PageRank's pushes are passes within one round: ~100 rounds per epoch at the
-default tolerance before that); their state is small, so each micro-batch runs all of
-its rounds in one Spark task (``Backend(local_loops=...)``) and the cost is per
-micro-batch (a dozen Spark stages), hence several epochs per batch.  The last line
+column, and the per-epoch lines are printed from the collected changes after the run --
+the same lines as the embedded engine's.  Each algorithm keeps its graph in one key
+(``blocks=1``, :func:`apps.graph.stream.build`) and does an epoch's work in one timer,
+so there are no loop rounds: a micro-batch is a few Spark stages, hence several epochs
+per batch.  (With ``blocks > 1`` the algorithms loop per vertex, in rounds within each
+micro-batch, :mod:`tstate.spark.rounds`.)  The last line
 gives the rounds per epoch and the median seconds per epoch (a progress bar per
 micro-batch on stderr meanwhile; ``--no-progress``: none).
 

@@ -1,7 +1,22 @@
-"""Connected components: incremental min-label propagation in an iterate scope.
+"""Connected components, maintained incrementally.
 
 Every vertex of the undirected graph is labelled with the smallest vertex id of its
-component (:func:`~apps.graph.edges.vertex_lt` order).  Besides its adjacency and label,
+component (:func:`~apps.graph.edges.vertex_lt` order); per epoch, ``Change(vertex,
+old_label, new_label)`` for every vertex whose label changed (``None``: absent), and a
+:class:`ComponentsSummary` (number of components, size of the largest) whenever it
+changed.  Two layouts (``blocks``, :func:`components`):
+
+**blocks=1** (the default): one key holds the whole graph as a
+:class:`~apps.graph.forest.SpanningForest` (typed state :class:`CCBlock`): the epoch's
+change lists are applied as they arrive, insertions first, one edge at a time -- a
+deleted tree edge is replaced by another edge of the vertex below its children in
+``O(deg)`` when there is one, and only otherwise is the subtree searched -- and one
+timer at the epoch emits the label changes and the summary.  The cost of an epoch is
+proportional to the changed edges, the degrees at their ends, and the components that
+really merge or split.
+
+**blocks > 1**: min-label propagation per vertex in an iterate scope, spread over the
+bins.  Besides its adjacency and label,
 a vertex keeps a ``parent``: the neighbour its label came from.  Because propagation runs
 in synchronous rounds, the parents form a BFS spanning forest rooted at the label
 vertices, and **a deletion only matters if it cuts a tree edge**.
@@ -43,13 +58,14 @@ from typing import Any, NamedTuple, Optional
 from attrs import define, field
 
 import tstate as ts
-from apps.graph.edges import Vertex, vertex_lt
+from apps.graph.edges import EdgeChanges, Vertex, vertex_lt
+from apps.graph.forest import SpanningForest
 from apps.graph.loop import END, Change, at, round_of, sequenced_loop
 from tstate.progress import Product
 from tstate.state.context import Context
 from tstate.types import Map
 
-__all__ = ["CCVertex", "ComponentSizes", "ComponentsSummary", "Components", "components", "PHASE2", "PHASE3"]
+__all__ = ["CCBlock", "CCVertex", "ComponentSizes", "ComponentsSummary", "Components", "components", "PHASE2", "PHASE3"]
 
 PHASE2 = 1 << 27  # rounds of epoch e (loop times at(e, round), apps.graph.loop)
 PHASE3 = 1 << 29
@@ -188,6 +204,64 @@ def _phase(st: CCVertex, t: Product, ctx: Context) -> None:
         st.old = None
 
 
+@define
+class CCBlock:
+    """The whole graph in one key (``blocks=1``): the adjacency and the spanning forest
+    of :class:`~apps.graph.forest.SpanningForest`, the component sizes (label -> size,
+    size -> number of components), and the current epoch's scratch: the label at its
+    start of every vertex it touched, and the epoch whose timer is set."""
+
+    adj: Map[Vertex, set[Vertex]] = field(factory=Map)
+    tree: Map[Vertex, list[Vertex]] = field(factory=Map)  # [label, parent, level]
+    sizes: Map[Vertex, int] = field(factory=Map)
+    hist: dict[int, int] = field(factory=dict)
+    touched: dict[Vertex, Optional[Vertex]] = field(factory=dict)
+    armed: int = -1
+
+
+def _block_step(st: CCBlock, rec: tuple[list[Any], list[tuple[Vertex, Vertex, int]]], ctx: Context) -> None:
+    """A list of the epoch's undirected changes: applied at once, insertions first (a
+    new path may spare a deletion's search; a split that a later insertion would merge
+    again costs two relabellings)."""
+    changes = rec[1]
+    if not changes:
+        return
+    t = ctx.time
+    if st.armed != t:
+        st.armed = t
+        ctx.notify_at(t)
+    f = SpanningForest(st.adj, st.tree, st.touched)
+    for a, b, d in changes:
+        if d > 0:
+            f.insert(a, b)
+    for a, b, d in changes:
+        if d < 0:
+            f.delete(a, b)
+
+
+def _block_emit(st: CCBlock, t: int, ctx: Context) -> None:
+    """The epoch is complete: emit the label changes and the summary."""
+    sizes, hist = st.sizes, st.hist
+    before = (len(sizes), max(hist) if hist else 0)
+    peek = st.tree.peek
+    emit = ctx.emit
+    for v, old in st.touched.items():
+        tv = peek(v)
+        new = None if tv is None else tv[0]
+        if new != old:
+            emit(Change(v, old, new))
+            if old is not None:
+                _resize(sizes, hist, old, -1)
+            if new is not None:
+                _resize(sizes, hist, new, +1)
+    st.touched = {}
+    now = (len(sizes), max(hist) if hist else 0)
+    if now != before:
+        emit(ComponentsSummary(*now))
+    if not st.adj:
+        ctx.clear()
+
+
 class ComponentsSummary(NamedTuple):
     """The number of components and the size of the largest (0 for an empty graph)."""
 
@@ -208,8 +282,8 @@ def _summary_of(st: ComponentSizes) -> tuple[int, int]:
     return (len(st.sizes), max(st.hist) if st.hist else 0)
 
 
-def _resize(st: ComponentSizes, label: Vertex, by: int) -> None:
-    sizes, hist = st.sizes, st.hist
+def _resize(sizes: Any, hist: dict[int, int], label: Vertex, by: int) -> None:
+    """Add ``by`` to component ``label``'s size (``sizes``: a dict or a Map)."""
     s = sizes.get(label, 0)
     if s > 0:
         n = hist[s] - 1
@@ -230,9 +304,9 @@ def _count_sizes(st: ComponentSizes, c: Change, ctx: Context) -> None:
         st.before = _summary_of(st)
         ctx.notify_at(ctx.time)
     if c.old is not None:
-        _resize(st, c.old, -1)
+        _resize(st.sizes, st.hist, c.old, -1)
     if c.new is not None:
-        _resize(st, c.new, +1)
+        _resize(st.sizes, st.hist, c.new, +1)
 
 
 def _emit_summary(st: ComponentSizes, t: int, ctx: Context) -> None:
@@ -254,19 +328,36 @@ class Components:
 
     labels: ts.Stream
     summary: ts.Stream
+    op: Optional[ts.Stream] = None  # the stateful operator holding the state (for state queries)
 
 
-def components(flow: ts.Dataflow, undirected: ts.Stream, name: str = "components", bins: int = 256) -> Components:
-    """Connected components of the undirected graph whose per-epoch edge changes
-    ``(a, b, +1/-1)`` are ``undirected`` (see the module docstring)."""
+def components(
+    flow: ts.Dataflow, edges: EdgeChanges, name: str = "components", bins: int = 256, blocks: int = 1
+) -> Components:
+    """Connected components of the undirected graph whose per-epoch edge changes are
+    ``edges``'s (see the module docstring for ``blocks``)."""
     flow.record_types(Change, ComponentsSummary)  # the records it emits (they cross Spark exchanges)
+    if blocks == 1:
+        block = flow.stateful(edges.changes, key=_zero, state=CCBlock, name=name, bins=bins)(_block_step)
+        block.on_notify(_block_emit)
+        labels = block.filter(lambda r: r.__class__ is Change, name=f"{name}.labels")
+        summary = block.filter(lambda r: r.__class__ is ComponentsSummary, name=f"{name}.summary")
+        return Components(labels, summary, block)
+
+    ops = []
+
     def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
         vertex = flow.stateful(inputs, key=itemgetter(0), state=CCVertex, name=f"{name}.vertex", bins=bins)(_step)
         vertex.on_notify(_phase)
+        ops.append(vertex)
         results = vertex.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
         return vertex, results  # the gate drops the results from the loop
 
-    labels = sequenced_loop(flow, undirected, body, name=name, expand=_endpoints)
-    sizes = flow.stateful(labels, key=lambda c: 0, state=ComponentSizes, name=f"{name}.summary")(_count_sizes)
+    labels = sequenced_loop(flow, edges.undirected, body, name=name, expand=_endpoints)
+    sizes = flow.stateful(labels, key=_zero, state=ComponentSizes, name=f"{name}.summary")(_count_sizes)
     sizes.on_notify(_emit_summary)
-    return Components(labels, sizes)
+    return Components(labels, sizes, ops[0])
+
+
+def _zero(r: Any) -> int:
+    return 0

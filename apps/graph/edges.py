@@ -10,12 +10,12 @@ pairs whose occurrence count after all updates at epochs ``<= t`` is positive:
 - :func:`window` turns insertions into a sliding window: every insertion at ``t`` is
   retracted again at ``t + width``;
 - :func:`consolidate` sums the deltas of every pair per epoch (with a window, the
-  expiries too; typed state :class:`PairSums`), keeps the occurrence counts of every
-  pair (keyed per unordered pair, typed state :class:`EdgeCount`) and emits, per
-  epoch, only the *topology*
-  changes: the directed graph's ``(u, v, +1/-1)`` and the undirected graph's
-  ``(a, b, +1/-1)`` (``a < b`` in :func:`vertex_lt` order; ``{a, b}`` is present when
-  ``a -> b`` or ``b -> a`` is), at most one per pair and epoch.
+  expiries too), keeps the occurrence counts of every pair (in buckets of pairs, typed
+  state :class:`EdgeBucket`) and emits, per epoch, only the *topology* changes: the
+  directed graph's ``(u, v, +1/-1)`` and the undirected graph's ``(a, b, +1/-1)``
+  (``a < b`` in :func:`vertex_lt` order; ``{a, b}`` is present when ``a -> b`` or
+  ``b -> a`` is), at most one per pair and epoch, as lists (one record per bucket and
+  epoch, :class:`EdgeChanges`).
 
 Counts are combined **per epoch**: the net delta of a pair over one epoch is added to
 its count, which is clamped at zero, so a retraction of an absent edge is ignored and
@@ -34,7 +34,9 @@ from typing import Any, Optional, Union
 from attrs import define, field
 
 import tstate as ts
+from tstate.errors import ConfigurationError
 from tstate.state.context import Context
+from tstate.types import Map
 
 __all__ = [
     "Vertex",
@@ -49,8 +51,7 @@ __all__ = [
     "window",
     "consolidate",
     "EdgeChanges",
-    "EdgeCount",
-    "PairSums",
+    "EdgeBucket",
     "BUCKETS",
 ]
 
@@ -215,86 +216,97 @@ def window(
 
 # -- the per-epoch topology changes ---------------------------------------------------------
 
-@define
-class EdgeCount:
-    """Occurrence counts of the unordered pair ``(a, b)`` (``a < b``): ``fwd`` of
-    ``a -> b``, ``bwd`` of ``b -> a`` (a pair with both zero holds no state)."""
-
-    fwd: int = 0
-    bwd: int = 0
-
-
-#: The per-epoch sums are kept in this many buckets of pairs (:class:`PairSums`);
-#: part of the checkpoint format (a restored bucket must be the pair's bucket).
+#: The default number of pair buckets of :func:`_bucket` (``consolidate(buckets=...)``
+#: spreads the edge counts over that many keys; :func:`~apps.graph.stream.build` keeps
+#: them in one).
 BUCKETS = 64
 
 
 @define
-class PairSums:
-    """The net deltas of one bucket of pairs per pending epoch: ``epoch -> (a, b) ->
-    [d_ab, d_ba]``: the updates of the current epoch and, with a window, the expiries
-    of earlier insertions.  The bucket has a timer at its earliest pending epoch."""
+class EdgeBucket:
+    """One bucket of unordered pairs ``(a, b)`` (``a < b``): the occurrence counts
+    ``[fwd, bwd]`` of ``a -> b`` and ``b -> a`` of every pair present (a pair with both
+    zero has no entry), and the pending net deltas per epoch, ``epoch -> (a, b) ->
+    [d_ab, d_ba]``: the updates of the current epoch and, with a window, the expiries of
+    earlier insertions.  The bucket has a timer at its earliest pending epoch; a bucket
+    with nothing in it holds no state."""
 
+    # (lists, not tuples: a dict holding only tuples of ints is untracked by every
+    # garbage collection and tracked again, as new, by the next tuple put in it -- so each
+    # epoch's first young-generation collection would walk all the pairs)
+    counts: Map[tuple[Vertex, Vertex], list[int]] = field(factory=Map)
     due: dict[int, dict[tuple[Vertex, Vertex], list[int]]] = field(factory=dict)
+    buckets: int = 0  # the number of buckets the state was built for (0: not yet set)
 
 
-@define(frozen=True)
 class EdgeChanges:
-    """The outputs of :func:`consolidate`: ``directed`` (``(u, v, +1/-1)`` when the
-    edge ``u -> v`` appears / disappears) and ``undirected`` (``(a, b, +1/-1)``, ``a < b``)."""
+    """The outputs of :func:`consolidate`.
 
-    directed: ts.Stream
-    undirected: ts.Stream
-    op: ts.Stream  # the stateful operator (for state queries)
+    ``changes`` carries, per epoch and bucket, one record ``(directed, undirected)``: the
+    lists of the epoch's topology changes of the directed graph (``(u, v, +1/-1)`` when
+    ``u -> v`` appears / disappears) and of the undirected graph (``(a, b, +1/-1)``,
+    ``a < b``), at most one per pair -- what the algorithms read, a list at a time.
+    ``directed`` and ``undirected`` are the same changes one record each (built on first
+    use); ``op`` is the stateful operator (for state queries)."""
 
+    def __init__(self, flow: ts.Dataflow, changes: ts.Stream, op: ts.Stream, buckets: int, name: str) -> None:
+        self.flow = flow
+        self.changes = changes
+        self.op = op
+        self.buckets = buckets
+        self.name = name
+        self._directed: Optional[ts.Stream] = None
+        self._undirected: Optional[ts.Stream] = None
 
-def _apply(st: EdgeCount, rec: tuple[tuple[Vertex, Vertex], int, int], ctx: Context) -> None:
-    """One pair's net deltas of one epoch (exactly one record per pair and epoch)."""
-    a, b = rec[0]
-    f0, b0 = st.fwd, st.bwd
-    f1 = f0 + rec[1]
-    b1 = b0 + rec[2]
-    if f1 < 0:
-        f1 = 0
-    if b1 < 0:
-        b1 = 0
-    emit = ctx.emit
-    if (f0 > 0) != (f1 > 0):
-        emit(("d", a, b, 1 if f1 else -1))
-    if (b0 > 0) != (b1 > 0):
-        emit(("d", b, a, 1 if b1 else -1))
-    u1 = f1 > 0 or b1 > 0
-    if (f0 > 0 or b0 > 0) != u1:
-        emit(("u", a, b, 1 if u1 else -1))
-    if not u1:
-        ctx.clear()
-        return
-    st.fwd = f1
-    st.bwd = b1
+    @property
+    def directed(self) -> ts.Stream:
+        if self._directed is None:
+            self._directed = self.changes.flat_map(itemgetter(0), name=f"{self.name}.directed")
+        return self._directed
 
-
-def _release(st: PairSums, t: int, ctx: Context) -> None:
-    """The bucket's timer: every update of epoch ``t`` is in; emit its net deltas."""
-    sums = st.due.pop(t, None)
-    if sums:
-        emit = ctx.emit
-        for p, e in sums.items():
-            if e[0] or e[1]:
-                emit((p, e[0], e[1]))
-    if st.due:
-        ctx.notify_at(min(st.due))
+    @property
+    def undirected(self) -> ts.Stream:
+        if self._undirected is None:
+            self._undirected = self.changes.flat_map(itemgetter(1), name=f"{self.name}.undirected")
+        return self._undirected
 
 
 def _vertex_hash(v: Vertex) -> int:
     return v if v.__class__ is int else zlib.crc32(v.encode())  # type: ignore[union-attr, return-value]
 
 
-def _bucket(r: tuple[Vertex, Vertex, int]) -> int:
+def _bucket(r: tuple[Vertex, Vertex, int], buckets: int = BUCKETS) -> int:
     """A pair's bucket: symmetric, cheap, and the same in every process (not
     ``hash()``, which is salted per process for strings): a restored checkpoint's sums
     and the new updates of a pair must meet in one bucket, or the pair would get two
-    net deltas in one epoch (see :func:`_apply`)."""
-    return (_vertex_hash(r[0]) ^ _vertex_hash(r[1])) & (BUCKETS - 1)
+    net deltas in one epoch."""
+    return (_vertex_hash(r[0]) ^ _vertex_hash(r[1])) % buckets
+
+
+def _grouper(flow: ts.Dataflow, updates: ts.Stream, buckets: int, name: str) -> ts.Stream:
+    """Each batch of updates as one record ``(bucket, [updates...])`` per bucket it
+    touches (stateless: nothing is kept between batches), so the bucket operator is
+    called once per bucket and batch, not once per update."""
+
+    @flow.unary_frontier(updates, name=name)
+    def group(inp: Any, out: Any, ctx: Any) -> None:
+        for cap, batch in inp:
+            if not batch:
+                continue
+            if buckets == 1:
+                out.give(cap, (0, list(batch)))
+                continue
+            by: dict[int, list[Any]] = {}
+            for r in batch:
+                k = _bucket(r, buckets)
+                lst = by.get(k)
+                if lst is None:
+                    by[k] = [r]
+                else:
+                    lst.append(r)
+            out.give_many(cap, list(by.items()))
+
+    return group
 
 
 def consolidate(
@@ -308,19 +320,24 @@ def consolidate(
     on_invalid: str = "raise",
     stats: Optional[InputStats] = None,
     undirected: bool = False,
+    buckets: int = 1,
 ) -> EdgeChanges:
-    """Occurrence counts per unordered pair (typed state :class:`EdgeCount`, keyed by
-    the pair), and the per-epoch topology changes of the directed and the undirected
-    simple graph (see the module docstring).
+    """Occurrence counts per unordered pair and the per-epoch topology changes of the
+    directed and the undirected simple graph (see the module docstring).
 
-    First the net deltas of every pair and epoch are summed (``name + ".net"``, typed
-    state :class:`PairSums` keyed by one of :data:`BUCKETS` buckets of pairs): an update
-    at epoch ``t`` is added to the sum of ``t`` and, with ``window_width``, an insertion
-    is subtracted again from the sum of ``t + window_width`` (unless that is
-    ``>= horizon``).  A bucket's timer emits an epoch's sums once every update of it has
-    arrived, so the counts never depend on the order of updates within an epoch;
-    buckets (not pairs) hold the timers, so only a few epochs have timers at any time,
-    however wide the window.  Everything pending -- future expiries too -- is typed
+    The pairs are spread over ``buckets`` buckets (typed state :class:`EdgeBucket`, one
+    key each; default one: the work per update is a few dict operations, and one key
+    needs one timer per epoch).  The number is part of the state's layout: a restore
+    must use the same (a bucket holding state for another number raises
+    :class:`~tstate.errors.ConfigurationError` when it is next used).  Each batch of updates reaches a
+    bucket as one record (a stateless grouping step), an update at epoch ``t`` is added
+    to the bucket's sums of ``t`` and, with ``window_width``, an insertion is subtracted
+    again from the sums of ``t + window_width`` (unless that is ``>= horizon``).  The
+    bucket's timer at ``t`` fires once every update of ``t`` has arrived: it adds each
+    pair's net delta to its counts (clamped at zero) and emits the epoch's topology
+    changes as one record of two lists (:class:`EdgeChanges`), so the counts never
+    depend on the order of updates within an epoch, and the cost of an epoch is a few
+    dict operations per update.  Everything pending -- future expiries too -- is typed
     state, carried by checkpoints and migration.  With ``validate`` the updates are
     checked first (:func:`clean`, with ``on_invalid`` and ``stats``); without it they
     must be valid ``(src, dst, delta)`` tuples without self-loops or zero deltas.
@@ -332,19 +349,15 @@ def consolidate(
         raise ValueError(f"on_invalid must be 'raise' or 'skip', got {on_invalid!r}")
     if window_width is not None and (not isinstance(window_width, int) or window_width < 1):
         raise ValueError(f"window width must be an int >= 1, got {window_width!r}")
+    if not (isinstance(buckets, int) and 1 <= buckets <= 1 << 16):
+        raise ValueError(f"buckets must be an int in [1, 65536], got {buckets!r}")
     width = window_width
     both = undirected
+    B = buckets
     if validate:
         updates = clean(updates, on_invalid, stats, name=f"{name}.clean")
 
-    def add(st: PairSums, rec: tuple[Vertex, Vertex, int], ctx: Context) -> None:
-        s, d, k = rec
-        if s.__class__ is d.__class__:
-            fwd = s < d  # type: ignore[operator]
-        else:
-            fwd = s.__class__ is int
-        p = (s, d) if fwd else (d, s)
-        i = 0 if fwd else 1
+    def add(st: EdgeBucket, rec: tuple[int, list[tuple[Vertex, Vertex, int]]], ctx: Context) -> None:
         t = ctx.time
         due = st.due
         sums = due.get(t)
@@ -352,32 +365,92 @@ def consolidate(
             if not due or t < min(due):
                 ctx.notify_at(t)  # otherwise the timer at min(due) <= t is set
             sums = due[t] = {}
-        e = sums.get(p)
-        if e is None:
-            e = sums[p] = [0, 0]
-        e[i] += k
-        if both:
-            e[1 - i] += k
-        if width is not None and k > 0:
-            x = t + width
-            if horizon is None or x < horizon:
-                later = due.get(x)
-                if later is None:
-                    later = due[x] = {}
+        later: Optional[dict[tuple[Vertex, Vertex], list[int]]] = None
+        if width is not None and (horizon is None or t + width < horizon):
+            later = due.get(t + width)
+            if later is None:
+                later = due[t + width] = {}
+        get = sums.get
+        for s, d, k in rec[1]:
+            if s.__class__ is d.__class__:
+                fwd = s < d  # type: ignore[operator]
+            else:
+                fwd = s.__class__ is int
+            p = (s, d) if fwd else (d, s)
+            e = get(p)
+            if e is None:
+                e = sums[p] = [0, 0]
+            if both:
+                e[0] += k
+                e[1] += k
+            else:
+                e[0 if fwd else 1] += k
+            if later is not None and k > 0:
                 e = later.get(p)
                 if e is None:
                     e = later[p] = [0, 0]
-                e[i] -= k
                 if both:
-                    e[1 - i] -= k
+                    e[0] -= k
+                    e[1] -= k
+                else:
+                    e[0 if fwd else 1] -= k
 
-    sums = flow.stateful(updates, key=_bucket, state=PairSums, name=f"{name}.net", bins=bins)(add)
-    sums.on_notify(_release)
-    counted = flow.stateful(sums, key=itemgetter(0), state=EdgeCount, name=name, bins=bins)(_apply)
-    directed = counted.filter(lambda c: c[0] == "d", name=f"{name}.directed").map(
-        lambda c: (c[1], c[2], c[3]), name=f"{name}.directed.strip"
-    )
-    undirected_changes = counted.filter(lambda c: c[0] == "u", name=f"{name}.undirected").map(
-        lambda c: (c[1], c[2], c[3]), name=f"{name}.undirected.strip"
-    )
-    return EdgeChanges(directed, undirected_changes, counted)
+    def release(st: EdgeBucket, t: int, ctx: Context) -> None:
+        """Every update of epoch ``t`` is in: apply its net deltas, emit the changes."""
+        if st.buckets != B:
+            if st.buckets:
+                raise ConfigurationError(
+                    f"operator {name!r}: bucket {ctx.key!r} holds state built for {st.buckets} buckets, but this "
+                    f"dataflow has {B} (consolidate(buckets=...) must not change across a restore)"
+                )
+            st.buckets = B
+        sums = st.due.pop(t, None)
+        if sums:
+            counts = st.counts
+            peek = counts.peek
+            dch: list[tuple[Vertex, Vertex, int]] = []
+            uch: list[tuple[Vertex, Vertex, int]] = []
+            for p, e in sums.items():
+                df, db = e
+                if not (df or db):
+                    continue
+                c = peek(p)
+                if c is None:
+                    f0 = b0 = 0
+                else:
+                    f0, b0 = c
+                f1 = f0 + df
+                b1 = b0 + db
+                if f1 < 0:
+                    f1 = 0
+                if b1 < 0:
+                    b1 = 0
+                if f1 == f0 and b1 == b0:
+                    continue
+                a, b = p
+                if (f0 > 0) != (f1 > 0):
+                    dch.append((a, b, 1 if f1 else -1))
+                if (b0 > 0) != (b1 > 0):
+                    dch.append((b, a, 1 if b1 else -1))
+                if f1 or b1:
+                    if c is None:
+                        counts[p] = [f1, b1]
+                        uch.append((a, b, 1))
+                    else:
+                        c[0] = f1
+                        c[1] = b1
+                        counts.touch(p)
+                else:
+                    del counts[p]
+                    uch.append((a, b, -1))
+            if dch or uch:
+                ctx.emit((dch, uch))
+        if st.due:
+            ctx.notify_at(min(st.due))
+        elif not st.counts:
+            ctx.clear()
+
+    grouped = _grouper(flow, updates, B, f"{name}.group")
+    op = flow.stateful(grouped, key=itemgetter(0), state=EdgeBucket, name=name, bins=bins)(add)
+    op.on_notify(release)
+    return EdgeChanges(flow, op, op, B, name)

@@ -21,9 +21,12 @@ sends one message per other block per round (target slots and amounts).  Blocks 
 the unit of parallelism (and of migration: they live in bins like any key; their keys
 are chosen so that block ``b`` starts on worker ``b % workers``, :func:`block_keys`).
 The default is **one block**: the embedded engine runs all its workers in one process,
-and a single block settles every epoch's pushes in one round; raise ``blocks`` to the
-number of Spark partitions to spread the work there.  ``blocks`` is part of the state's
-layout: a restore must use the same number (otherwise :class:`ConfigurationError`).
+and with a single block every message is for itself, so there is no loop at all: one
+timer per epoch runs the rounds below one after another (a root-scope operator, like
+the other algorithms' one-block layout); raise ``blocks`` to the number of Spark
+partitions to spread the work there (an epoch-sequenced loop, one round per exchange).
+``blocks`` is part of the state's layout: a restore must use the same number
+(otherwise :class:`ConfigurationError`).
 
 **Incremental push.**  An epoch starts from the previous epoch's ``y`` (warm start):
 
@@ -88,7 +91,7 @@ import numpy as np
 from attrs import define, field
 
 import tstate as ts
-from apps.graph.edges import Vertex, vertex_rank
+from apps.graph.edges import EdgeChanges, Vertex, vertex_rank
 from apps.graph.loop import Change, at, round_of, sequenced_loop
 from tstate.errors import ConfigurationError
 from tstate.keys import bin_of, check_bins, key_hash
@@ -188,7 +191,7 @@ def _i8(b: bytes, n: Optional[int] = None) -> np.ndarray:
 
 def pagerank(
     flow: ts.Dataflow,
-    directed: ts.Stream,
+    edges: EdgeChanges,
     alpha: float = 0.85,
     tol: float = 1e-10,
     name: str = "pagerank",
@@ -196,8 +199,8 @@ def pagerank(
     blocks: int = BLOCKS,
     rank_threshold: float = 0.0,
 ) -> PageRank:
-    """PageRank of the directed graph whose per-epoch edge changes ``(u, v, +1/-1)``
-    are ``directed`` (see the module docstring)."""
+    """PageRank of the directed graph whose per-epoch edge changes are ``edges``'s
+    (see the module docstring)."""
     flow.record_types(Change)  # the records it emits (they cross Spark exchanges)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
@@ -215,9 +218,18 @@ def pagerank(
     def blk(v: Vertex) -> int:
         return block_of(v, B)
 
-    def expand(ch: tuple[Vertex, Vertex, int]) -> tuple[tuple[Any, ...], ...]:
-        u, v, d = ch
-        return ((KEYS[blk(v)], "i", v, u, d), (KEYS[blk(u)], "o", u, v, d))
+    def expand(rec: tuple[list[tuple[Vertex, Vertex, int]], Any]) -> list[tuple[Any, ...]]:
+        """A list of directed changes ``(u, v, +1/-1)`` as one record per block: its
+        in-edge changes ``("i", v, u, d)`` and out-edge changes ``("o", u, v, d)``."""
+        if B == 1:
+            out = [("i", v, u, d) for u, v, d in rec[0]]
+            out += [("o", u, v, d) for u, v, d in rec[0]]
+            return [(KEYS[0], "c", out)] if out else []
+        per: dict[int, list[tuple[str, Vertex, Vertex, int]]] = {}
+        for u, v, d in rec[0]:
+            per.setdefault(blk(v), []).append(("i", v, u, d))
+            per.setdefault(blk(u), []).append(("o", u, v, d))
+        return [(KEYS[b], "c", lst) for b, lst in per.items()]
 
     def announce(e: int) -> list[tuple[Any, ...]]:
         return [(k, "s") for k in KEYS]  # every block takes part in every epoch with changes
@@ -226,15 +238,15 @@ def pagerank(
         kind = rec[1]
         if kind == "m":  # a round's pushes from one block
             st.inbox.append((rec[2], rec[3], rec[4]))
-        elif kind == "i" or kind == "o":
-            st.changes.append((kind, rec[2], rec[3], rec[4]))
+        elif kind == "c":
+            st.changes.extend(rec[2])
         elif kind == "e":  # round 1: an out-edge change, with the target's block and slot
             st.outs.append((st.slots[rec[2]], rec[3], rec[4], rec[5]))
         elif kind == "p":
             st.parts.append((rec[2], rec[3]))
         ctx.notify_at(ctx.time)  # once all of this round's records are in (kind "s" too)
 
-    def timer(st: PRBlock, t: Product, ctx: Context) -> None:
+    def check_layout(st: PRBlock, ctx: Context) -> None:
         if st.blocks != B:
             if st.blocks:
                 raise ConfigurationError(
@@ -242,6 +254,9 @@ def pagerank(
                     f"but this dataflow has {B} (pagerank(blocks=...) must not change across a restore)"
                 )
             st.blocks = B
+
+    def timer(st: PRBlock, t: Product, ctx: Context) -> None:
+        check_layout(st, ctx)
         k = round_of(t)
         me = INDEX[ctx.key]
         if k == 0:
@@ -480,11 +495,59 @@ def pagerank(
             return
         st.y, st.shown = y.tobytes(), shown.tobytes()
 
+    # -- one block: every round of an epoch in one timer call --------------------------------
+    class _Local:
+        """The context the rounds see with one block: every record they send is for the
+        block itself and goes straight to ``step``; the ranks go out; no timers are
+        needed (the rounds run one after another)."""
+
+        __slots__ = ("st", "out")
+        time = None
+
+        def __init__(self, st: PRBlock, out: Context) -> None:
+            self.st, self.out = st, out
+
+        def emit(self, rec: Any) -> None:
+            if rec.__class__ is Change:
+                self.out.emit(rec)
+            else:
+                step(self.st, rec, self)  # type: ignore[arg-type]
+
+        def notify_at(self, t: Any) -> None:
+            pass
+
+    def take(st: PRBlock, rec: tuple[list[tuple[Vertex, Vertex, int]], Any], ctx: Context) -> None:
+        """A list of the epoch's directed changes (one block: every change is its own)."""
+        ch = rec[0]
+        if not ch:
+            return
+        if not st.changes:
+            ctx.notify_at(ctx.time)
+        st.changes.extend([("i", v, u, d) for u, v, d in ch])
+        st.changes.extend([("o", u, v, d) for u, v, d in ch])
+
+    def epoch(st: PRBlock, t: int, ctx: Context) -> None:
+        """Every change of epoch ``t`` is in: the rounds of the loop, one after another."""
+        check_layout(st, ctx)
+        loc: Any = _Local(st, ctx)
+        _round0(st, t, 0, loc)
+        _round1(st, 0, loc)
+        _refresh(st, 0, loc)
+        _send_sum(st, 0, loc)
+        _emit_ranks(st, ctx)
+
+    if B == 1:
+        k0 = KEYS[0]  # the key of block 0 with any number of blocks: a restore with more sees it
+        one = flow.stateful(edges.changes, key=lambda r: k0, state=PRBlock, name=name, bins=bins)(take)
+        one.on_notify(epoch)
+        return PageRank(one)
+
     def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
         block = flow.stateful(inputs, key=itemgetter(0), state=PRBlock, name=f"{name}.block", bins=bins)(step)
         block.on_notify(timer)
         results = block.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
         return block, results  # the gate drops the results from the loop
 
-    ranks = sequenced_loop(flow, directed, body, name=name, expand=expand, announce=announce)
+    ranks = sequenced_loop(flow, edges.changes, body, name=name, expand=expand, announce=announce)
     return PageRank(ranks)
+

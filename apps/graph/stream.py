@@ -88,26 +88,37 @@ def build(
     ``(src, dst, delta)`` tuples without self-loops; ``window_width`` retracts every
     insertion that many epochs later (expiries at epochs ``>= horizon`` are dropped);
     ``undirected`` makes every update one of the undirected edge ``{src, dst}`` (PageRank
-    then sees it both ways, :func:`~apps.graph.edges.consolidate`); ``blocks`` and
-    ``rank_threshold`` go to :func:`~apps.graph.pagerank.pagerank`."""
+    then sees it both ways, :func:`~apps.graph.edges.consolidate`); ``rank_threshold``
+    goes to :func:`~apps.graph.pagerank.pagerank`.
+
+    ``blocks`` is how the work is laid out (part of the state's layout: a restore must
+    use the same).  ``1`` (the default): each algorithm keeps its whole graph in one key
+    and updates it in proportion to the epoch's changes, and the edge counts are one
+    bucket -- the embedded engine runs every worker in one process, so this is the
+    fastest there.  More spreads the work over keys exchanging messages in loop rounds
+    (for Spark partitions): PageRank in ``blocks`` blocks of vertices, components,
+    triangles and degrees one key per vertex.  The edge counts are one bucket either
+    way (:func:`~apps.graph.edges.consolidate`).  The results are the same."""
     unknown = set(algorithms) - set(ALGORITHMS)
     if unknown:
         raise ValueError(f"unknown algorithm(s) {sorted(unknown)}; choose from {list(ALGORITHMS)}")
+    if not (isinstance(blocks, int) and 1 <= blocks <= 1 << 16):
+        raise ValueError(f"blocks must be an int in [1, 65536], got {blocks!r}")
     edges = consolidate(
         flow, updates, bins=bins, window_width=window_width, horizon=horizon, validate=validate,
         on_invalid=on_invalid, stats=stats, undirected=undirected,
     )
     a = Analytics(edges)
     if "degrees" in algorithms:
-        a.degrees = degrees(flow, edges.undirected, bins=bins)
+        a.degrees = degrees(flow, edges, bins=bins, blocks=blocks)
     if "components" in algorithms:
-        a.components = components(flow, edges.undirected, bins=bins)
+        a.components = components(flow, edges, bins=bins, blocks=blocks)
     if "pagerank" in algorithms:
         a.pagerank = pagerank(
-            flow, edges.directed, alpha=alpha, tol=tol, bins=bins, blocks=blocks, rank_threshold=rank_threshold
+            flow, edges, alpha=alpha, tol=tol, bins=bins, blocks=blocks, rank_threshold=rank_threshold
         )
     if "triangles" in algorithms:
-        a.triangles = triangles(flow, edges.undirected, bins=bins)
+        a.triangles = triangles(flow, edges, bins=bins, blocks=blocks)
     return a
 
 
@@ -131,9 +142,10 @@ class GraphStream:
     unless ``keep_view=False``; :meth:`edges` reads the current edge set.
     ``undirected=True``: every update is one of the undirected edge ``{src, dst}``
     (PageRank sees it both ways; without it PageRank uses the updates' orientation).
-    ``blocks`` / ``rank_threshold``: see :mod:`apps.graph.pagerank` (with a threshold,
-    a rank change is emitted only once it exceeds it, so the output does not grow with
-    the graph every epoch).  ``max_workers`` and ``reconfigure`` go to
+    ``blocks``: the layout (:func:`build`; 1, the default, is the fastest on the
+    embedded engine); ``rank_threshold``: see :mod:`apps.graph.pagerank` (with a
+    threshold, a rank change is emitted only once it exceeds it, so the output does not
+    grow with the graph every epoch).  ``max_workers`` and ``reconfigure`` go to
     :meth:`tstate.Dataflow.start` (migration: see :mod:`apps.graph`); ``execution``
     is the running :class:`tstate.Execution`.
 
@@ -231,11 +243,12 @@ class GraphStream:
         """The current directed edge set (with ``undirected``, every edge both ways):
         the pairs whose occurrence count is positive, after the last completed epoch."""
         out: set[tuple[Any, Any]] = set()
-        for (a, b), c in self.flow.state(self.analytics.edges.op, format="dict").items():
-            if c.fwd > 0:
-                out.add((a, b))
-            if c.bwd > 0:
-                out.add((b, a))
+        for bucket in self.flow.state(self.analytics.edges.op, format="dict").values():
+            for (a, b), (fwd, bwd) in bucket.counts.items():
+                if fwd > 0:
+                    out.add((a, b))
+                if bwd > 0:
+                    out.add((b, a))
         return out
 
     def close(self) -> list[EpochResult]:

@@ -1,6 +1,21 @@
 """Triangle counts of the undirected graph, per vertex and in total, per epoch.
 
-Each epoch's edge changes ``e_1 < e_2 < ... < e_k`` (ordered by their canonical pair,
+Per epoch: ``Change(vertex, old, new)`` for every vertex whose count (or presence)
+changed (``None``: not in the graph), and ``Change("triangles", old, new)`` for the
+total when it changed (``sum(nx.triangles(G).values()) // 3``).  Two layouts
+(``blocks``, :func:`triangles`):
+
+**blocks=1** (the default): one key holds the whole graph (typed state
+:class:`TriBlock`: neighbour sets and counts).  The epoch's change lists are applied as
+they arrive, one edge at a time: inserting ``{u, v}`` closes a triangle with every
+common neighbour ``w`` of ``u`` and ``v`` (before it), deleting it opens one with every
+common neighbour after it, so ``u`` and ``v`` change by the number of common neighbours
+and each ``w`` by one -- a set intersection per changed edge, which costs the smaller
+degree.  The counts after a sequence depend only on the final graph, so any order is
+exact.  One timer at the epoch emits the changes.
+
+**blocks > 1**: per vertex, spread over the bins, in an iterate scope; each epoch's
+edge changes ``e_1 < e_2 < ... < e_k`` (ordered by their canonical pair,
 :func:`~apps.graph.edges.vertex_rank` order) are applied as if one after another:
 
     T(new) - T(old) = sum_i s_i * |{ w : (u_i, w) and (v_i, w) are in G_{i-1} }|
@@ -36,13 +51,118 @@ from typing import Any, Optional
 from attrs import define, field
 
 import tstate as ts
-from apps.graph.edges import Vertex, vertex_lt
+from apps.graph.edges import EdgeChanges, Vertex, vertex_lt
 from apps.graph.loop import END, Change, at, round_of, sequenced_loop
 from tstate.progress import Product
 from tstate.state.context import Context
 from tstate.types import Map
 
-__all__ = ["TriVertex", "TriangleTotal", "Triangles", "triangles"]
+__all__ = ["TriBlock", "TriVertex", "TriangleTotal", "Triangles", "triangles"]
+
+
+@define
+class TriBlock:
+    """The whole graph in one key (``blocks=1``): neighbour sets, the triangles through
+    every vertex in the graph, their sum (3x the triangles), and the current epoch's
+    scratch: the count at its start of every vertex whose count or presence it
+    changed (``None``: absent), the sum at its start, and the epoch whose timer is set."""
+
+    adj: Map[Vertex, set[Vertex]] = field(factory=Map)
+    count: Map[Vertex, int] = field(factory=Map)
+    sum3: int = 0
+    old: dict[Vertex, Optional[int]] = field(factory=dict)
+    before: int = 0
+    armed: int = -1
+
+
+def _block_step(st: TriBlock, rec: tuple[list[Any], list[tuple[Vertex, Vertex, int]]], ctx: Context) -> None:
+    """A list of the epoch's undirected changes, applied one edge at a time."""
+    changes = rec[1]
+    if not changes:
+        return
+    t = ctx.time
+    if st.armed != t:
+        st.armed = t
+        st.before = st.sum3
+        ctx.notify_at(t)
+    adj, count, old = st.adj, st.count, st.old
+    apeek, cpeek = adj.peek, count.peek
+    total = 0
+    for a, b, s in changes:
+        sa = apeek(a)
+        sb = apeek(b)
+        if s > 0:
+            if sa is not None and b in sa:  # (present already: consolidate never sends that)
+                continue
+            if sa is None:
+                if a not in old:
+                    old[a] = None
+                sa = set()
+                adj[a] = sa
+                count[a] = 0
+            if sb is None:
+                if b not in old:
+                    old[b] = None
+                sb = set()
+                adj[b] = sb
+                count[b] = 0
+            common = sa & sb
+            sa.add(b)
+            sb.add(a)
+        else:
+            if sa is None or sb is None or b not in sa:  # (absent: likewise)
+                continue
+            sa.discard(b)
+            sb.discard(a)
+            common = sa & sb
+        adj.touch(a)
+        adj.touch(b)
+        c = len(common)
+        if c:
+            for w in common:
+                n = cpeek(w)
+                if w not in old:
+                    old[w] = n
+                count[w] = n + s
+            n = cpeek(a)
+            if a not in old:
+                old[a] = n
+            count[a] = n + s * c
+            n = cpeek(b)
+            if b not in old:
+                old[b] = n
+            count[b] = n + s * c
+            total += 3 * s * c
+        if not sa:  # no edges left: not in the graph (and no triangles)
+            if a not in old:
+                old[a] = cpeek(a)
+            del adj[a]
+            del count[a]
+        if not sb:
+            if b not in old:
+                old[b] = cpeek(b)
+            del adj[b]
+            del count[b]
+    st.sum3 += total
+
+
+def _block_emit(st: TriBlock, t: int, ctx: Context) -> None:
+    """The epoch is complete: emit the count changes and the total's (as ``(TOTAL,
+    old, new)``, turned into a ``Change`` by :func:`triangles`)."""
+    peek = st.count.peek
+    emit = ctx.emit
+    for v, o in st.old.items():
+        n = peek(v)
+        if n != o:
+            emit(Change(v, o, n))
+    st.old = {}
+    if st.sum3 != st.before:
+        emit((_TOTAL, st.before // 3, st.sum3 // 3))
+    if not st.adj:
+        ctx.clear()
+
+
+_TOTAL = "triangles"
 
 
 @define
@@ -197,18 +317,38 @@ class Triangles:
 
     per_vertex: ts.Stream
     total: ts.Stream
+    op: Optional[ts.Stream] = None  # the stateful operator holding the state (for state queries)
 
 
-def triangles(flow: ts.Dataflow, undirected: ts.Stream, name: str = "triangles", bins: int = 256) -> Triangles:
-    """Triangle counts from undirected edge changes ``(a, b, +1/-1)`` (module docstring)."""
+def triangles(
+    flow: ts.Dataflow, edges: EdgeChanges, name: str = "triangles", bins: int = 256, blocks: int = 1
+) -> Triangles:
+    """Triangle counts from the undirected edge changes of ``edges`` (see the module
+    docstring for ``blocks``)."""
     flow.record_types(Change)  # the records it emits (they cross Spark exchanges)
+    if blocks == 1:
+        block = flow.stateful(edges.changes, key=_zero, state=TriBlock, name=name, bins=bins)(_block_step)
+        block.on_notify(_block_emit)
+        per_vertex = block.filter(lambda r: r.__class__ is Change, name=f"{name}.vertices")
+        total = block.filter(lambda r: r.__class__ is tuple, name=f"{name}.totals").map(
+            lambda r: Change(r[0], r[1], r[2]), name=f"{name}.total"
+        )
+        return Triangles(per_vertex, total, block)
+
+    ops = []
+
     def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
         vertex = flow.stateful(inputs, key=itemgetter(0), state=TriVertex, name=f"{name}.vertex", bins=bins)(_step)
         vertex.on_notify(_timer)
+        ops.append(vertex)
         results = vertex.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
         return vertex, results  # the gate drops the results from the loop
 
-    per_vertex = sequenced_loop(flow, undirected, body, name=name, expand=_endpoints)
-    total = flow.stateful(per_vertex, key=lambda c: 0, state=TriangleTotal, name=f"{name}.total")(_add)
+    per_vertex = sequenced_loop(flow, edges.undirected, body, name=name, expand=_endpoints)
+    total = flow.stateful(per_vertex, key=_zero, state=TriangleTotal, name=f"{name}.total")(_add)
     total.on_notify(_emit_total)
-    return Triangles(per_vertex, total)
+    return Triangles(per_vertex, total, ops[0])
+
+
+def _zero(r: Any) -> int:
+    return 0

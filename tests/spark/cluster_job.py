@@ -67,8 +67,8 @@ def main() -> None:
 
 def out_stream(flow: ts.Dataflow) -> ts.Stream:
     """The flow's final stream (the concat feeding its collect sink)."""
-    spec = next(s for s in flow._nodes if s.kind == "concat")
-    return ts.Stream(flow, spec.index, 0, flow.root)
+    index = next(i for i, node in flow.graph if node.kind == "concat")
+    return ts.Stream(flow, index, 0, flow.root)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import tstate as ts
 from tstate.errors import KeyFunctionError
 from tstate.operators.stateful import BinBatch
 from tstate.spark import task as T
+from tstate.spark import wire as W
 from tstate.spark.plan import Plan
 from tstate.spark.records import decode_cells, decode_groups, decode_records, encode_records, encode_rows
 
@@ -38,10 +39,10 @@ def test_nested_tuples_still_take_the_general_form() -> None:
 @pytest.mark.parametrize("shape", ["dict", "tuple", "value"])
 def test_row_cells_decode_like_to_pylist(shape: str) -> None:
     t = pa.table({"k": ["a", None, "c"], "at": [dt.datetime(2001, 1, 1), None, dt.datetime(2002, 2, 2)], "n": [1, 2, 3]})
-    want = T._to_records(t.to_batches()[0].slice(1), shape)
+    want = T.to_records(t.to_batches()[0].slice(1), shape)
     assert decode_records(encode_rows(t.slice(1), shape)) == want
     cells = [encode_rows(t.slice(0, 1), shape), encode_records([(1, 2)], "op"), encode_rows(t.slice(1), shape)]
-    assert decode_cells(cells) == [T._to_records(t.to_batches()[0].slice(0, 1), shape), [(1, 2)], want]
+    assert decode_cells(cells) == [T.to_records(t.to_batches()[0].slice(0, 1), shape), [(1, 2)], want]
 
 
 def _flow(direct: bool) -> tuple[ts.Dataflow, Any]:
@@ -60,25 +61,24 @@ def _flow(direct: bool) -> tuple[ts.Dataflow, Any]:
 def _cells(rows: list[Any], directory: str) -> dict[Any, Any]:
     """The rows' records by (kind, dest, node, bin, time); a sink's part file (its row is
     a reference: tstate.spark.output) by the times it holds."""
-    import msgpack
 
     from tstate.spark import binstore
     from tstate.spark.output import Part, read_part
 
     out: dict[Any, Any] = {}
     for k, dest, node, b, t, p in rows:
-        if k == T.RECORDS and b == T.GROUPED:  # several bins' records in one cell: per bin
+        if k == W.RECORDS and b == W.GROUPED:  # several bins' records in one cell: per bin
             groups, also = decode_groups(p)
             for to in (node, *also):
                 for b2, recs in groups:
                     out.setdefault((k, dest, to, b2, t), []).extend(recs)
             continue
-        if k == T.SINK:
-            for tt, recs in read_part(binstore.store(directory).fs, Part.from_builtins(msgpack.unpackb(p))):
+        if k == W.SINK:
+            for tt, recs in read_part(binstore.store(directory).fs, Part.of_row(p)):
                 out.setdefault((k, dest, node, b, tt), []).extend(recs)
             continue
         recs = decode_records(p)
-        if k == T.HELD:  # held records may come grouped by time: the same per time
+        if k == W.HELD:  # held records may come grouped by time: the same per time
             recs = sorted(map(tuple, recs), key=lambda x: x[0])
         out.setdefault((k, dest, node, b, t), []).extend(recs)
     return out
@@ -89,35 +89,35 @@ def test_input_rows_fast_path_equals_general_path(time_column: Any, monkeypatch:
     flow, count = _flow(True)
     plan = Plan.of(flow)
     b = count.node
-    info = T.BatchInfo(3, 2, 5, str(tmp_path), None, 1, "ab", (0, 1), {b: tuple(i % 2 for i in range(8))}, {b: frozenset()})
+    info = W.BatchInfo(3, 2, 5, str(tmp_path), None, 1, "ab", (0, 1), {b: tuple(i % 2 for i in range(8))}, {b: frozenset()})
     tbl = pa.table({"k": [f"k{i % 7}" for i in range(60)], "t": [None if i == 5 else i % 9 for i in range(60)]})
     batches = tbl.to_batches(max_chunksize=25)
 
     def run(direct: bool) -> dict[Any, Any]:
-        monkeypatch.setattr(T, "_direct", lambda plan, node: direct)
+        monkeypatch.setattr(T, "direct", lambda plan, node: direct)
         out = list(T.input_task(plan, info, "events", "dict", time_column, 3)(iter(batches)))
         return _cells([tuple(r.values()) for r in pa.Table.from_batches(out).to_pylist()], str(tmp_path))
 
     fast, general = run(True), run(False)
     assert fast == general
-    assert any(k[0] == T.RECORDS for k in fast) and any(k[0] == T.SINK for k in fast)
+    assert any(k[0] == W.RECORDS for k in fast) and any(k[0] == W.SINK for k in fast)
     if time_column:
-        assert any(k[0] == T.HELD for k in fast)
+        assert any(k[0] == W.HELD for k in fast)
 
 
 def test_input_fast_path_key_error_is_named(monkeypatch: Any) -> None:
     flow, count = _flow(True)
     plan = Plan.of(flow)
     b = count.node
-    info = T.BatchInfo(0, 0, 1, "/nowhere", None, 1, "ab", (0,), {b: (0,) * 8}, {b: frozenset()})
+    info = W.BatchInfo(0, 0, 1, "/nowhere", None, 1, "ab", (0,), {b: (0,) * 8}, {b: frozenset()})
     batches = pa.table({"x": [1, 2]}).to_batches()
     with pytest.raises(KeyFunctionError, match="operator 'count'"):
         list(T.input_task(plan, info, "events", "dict", None, 0)(iter(batches)))
 
 
 def test_direct_only_when_records_are_the_rows() -> None:
-    assert T._direct(Plan.of(_flow(True)[0]), 0)
-    assert not T._direct(Plan.of(_flow(False)[0]), 0)
+    assert T.direct(Plan.of(_flow(True)[0]), 0)
+    assert not T.direct(Plan.of(_flow(False)[0]), 0)
 
 
 def test_fold_applies_bin_batches_like_plain_batches() -> None:

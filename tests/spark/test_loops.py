@@ -89,7 +89,7 @@ def walks(delay: int = 0) -> tuple[ts.Dataflow, Any, Any]:
 def embedded(rows: list[dict], workers: int = 2, delay: int = 0) -> tuple[list, list]:
     flow, out, totals = walks(delay)
     ex = flow.start(workers)
-    (handle,) = flow._inputs
+    (handle,) = flow.inputs
     for t in sorted({r["t"] for r in rows}):
         handle.send([r for r in rows if r["t"] == t], t)
         handle.advance_to(t + 1)

@@ -101,7 +101,7 @@ def test_files_and_collected_output_equal_embedded_and_output_frame(spark: Any, 
     assert typed.count() == len(ref_out) and typed.schema.simpleString().startswith("struct<batch:bigint,time:bigint,_1:string")
     assert stored_output(ck) == committed_parts(ck)
     with pytest.raises(SparkError, match=r"operator 'per_parity' has no sink .*ts\.io\.keep\(\)"):
-        backend.output(next(ts.Stream(flow, s.index, 0, flow.root) for s in flow._nodes if s.name == "per_parity"))
+        backend.output(ts.Stream(flow, flow.graph.index("per_parity"), 0, flow.root))
 
 
 def test_output_bytes_on_the_driver_stay_flat_as_output_grows(spark: Any, tmp_path: Path, monkeypatch: Any) -> None:

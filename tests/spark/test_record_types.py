@@ -169,7 +169,7 @@ def test_unregistered_record_made_in_an_executor_fails_with_what_to_do(spark: An
 
 
 def test_a_crafted_held_back_records_file_is_refused_without_importing(spark: Any, tmp_path: Any) -> None:
-    from tstate.spark.backend import _read_held, _write_held
+    from tstate.spark.held import read_held, write_held
 
     from .test_streaming import stream, write_files
 
@@ -191,14 +191,14 @@ def test_a_crafted_held_back_records_file_is_refused_without_importing(spark: An
     q.awaitTermination()
     held = backend.store.latest().meta["spark"]["held"]
     assert held is not None  # a@5 and b@6 wait for the frontier
-    entries = _read_held(backend.store.fs, held)
+    entries = read_held(backend.store.fs, held)
     assert any(isinstance(e, bytes) for e in entries)
     # the attacker rewrites the file (the checksum is not a secret) with a record naming
     # an attrs class in a module that has a side effect on import
     evil = msgpack.packb([[7, msgpack.ExtType(7, msgpack.packb([f"{EVIL}:Payload", ["rm -rf /"]]))]])
     head = backend.store.latest()
     assert [r.path for r in head.attached] == [held]
-    ref = _write_held(backend.store.fs, held, [evil if isinstance(e, bytes) else e for e in entries])
+    ref = write_held(backend.store.fs, held, [evil if isinstance(e, bytes) else e for e in entries])
     # ... and the manifest that names it with its size and checksum (no secret either)
     import attrs
 

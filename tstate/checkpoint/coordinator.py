@@ -72,9 +72,11 @@ import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from attrs import field, frozen
+from attrs import frozen
 
+from tstate.checkpoint.settings import MODES, Checkpoints
 from tstate.errors import CheckpointError, ConfigurationError
+from tstate.plan.stateful import Stateful
 from tstate.progress.timestamp import epoch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,86 +85,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tstate.engine.execution import Execution
 
 __all__ = ["Checkpoints", "CheckpointLostWarning", "CheckpointSkippedWarning", "Coordinator", "Restored", "MODES"]
-
-#: the checkpoint modes (see the module docstring)
-MODES = ("async", "fork", "thread", "sync")
-
-
-def _positive(instance: Any, attribute: Any, value: Any) -> None:
-    if value is not None and (not isinstance(value, (int, float)) or value <= 0):
-        raise ConfigurationError(f"{attribute.name} must be positive, got {value!r}")
-
-
-def _restore_mode(instance: Any, attribute: Any, value: str) -> None:
-    from tstate.checkpoint.lazy import RESTORES
-
-    if value not in RESTORES:
-        raise ConfigurationError(f"checkpoint restore must be one of {', '.join(map(repr, RESTORES))}, got {value!r}")
-
-
-def _mode(instance: Any, attribute: Any, value: str) -> None:
-    if value not in MODES:
-        raise ConfigurationError(f"checkpoint mode must be one of {', '.join(map(repr, MODES))}, got {value!r}")
-    if value == "fork":
-        from tstate.checkpoint.forked import fork_available
-
-        if not fork_available():
-            raise ConfigurationError(
-                "checkpoint mode 'fork' needs a platform that can fork safely (Linux, BSD); "
-                "use 'async' (a background thread here) or 'thread'"
-            )
-
-
-@frozen
-class Checkpoints:
-    """Checkpoint settings for :meth:`tstate.Dataflow.run` / ``start``.
-
-    ``directory``: where checkpoints live: a local directory (created if missing) or an
-    object-store URL (``s3://bucket/prefix``, ``gs://``, ``abfs://``, ``hdfs://``; see
-    :mod:`tstate.checkpoint.location`; ``mode="fork"`` writes from a thread there);
-    ``every_epochs`` /
-    ``every_seconds``: how often (either or both; default every 10 epochs);
-    ``mode``: ``"async"`` (freeze on the processing path, encode in paced slices between
-    steps, write from a helper process: see the module docstring), ``"thread"`` (encode
-    and write on a background thread), ``"fork"`` (in a forked snapshot process) or
-    ``"sync"`` (all on the processing path); ``retain``: how many
-    committed checkpoints to keep; ``compact_after``: deltas per bin before a full
-    snapshot is written; ``resume``: start from the latest usable checkpoint if there
-    is one (``False``: start from empty state, ignoring the directory's checkpoints).
-
-    Resuming never starts from empty state by surprise: newer checkpoints that are
-    unusable (torn, corrupt, missing files) are skipped with a
-    :class:`~tstate.checkpoint.store.CheckpointSkippedWarning` naming each and why; if
-    checkpoints exist but none is usable, the run stops with a
-    :class:`~tstate.errors.CheckpointError` listing them, unless
-    ``fresh_if_unusable=True`` (then it starts from empty state, with the warning).
-    Unusable checkpoints are never deleted automatically (evidence; see
-    :mod:`tstate.checkpoint.store`).
-
-    ``replica``: a second directory or URL that receives a copy of every committed
-    checkpoint, for a store that is not replicated itself; recovery reads whichever copy
-    is reachable and intact and repairs the other (see :mod:`tstate.checkpoint.store`).
-
-    ``restore``: how a resumed run installs the checkpoint's bins: ``"lazy"`` (the
-    default) resumes processing at once and decodes each bin when a record, a timer, a
-    migration or a state query first needs it, and the rest between steps, paced so no
-    step absorbs the restore: the time to the first output depends on the bins the
-    first records touch, not on the size of the state (:mod:`tstate.checkpoint.lazy`);
-    ``"eager"`` decodes every bin before the first step (a run then never pays a bin's
-    decoding later, on its processing path).  Either way the checkpoint is verified
-    first and the output is the same."""
-
-    directory: str = field(converter=str)
-    every_epochs: Optional[int] = field(default=10, validator=_positive)
-    every_seconds: Optional[float] = field(default=None, validator=_positive)
-    mode: str = field(default="async", validator=_mode)
-    retain: int = 3
-    compact_after: int = 8
-    resume: bool = True
-    fresh_if_unusable: bool = False
-    replica: Optional[str] = field(default=None, converter=lambda v: None if v is None else str(v))
-    restore: str = field(default="lazy", validator=_restore_mode)
-
 
 @frozen
 class Restored:
@@ -355,20 +277,18 @@ class Coordinator:
         check_format(manifest, self.cfg.directory)
         self._fresh = False
         exe = self.exe
-        for spec in exe.flow._nodes:
-            if spec.kind != "stateful":
-                continue
+        for index, spec in exe.graph.of_type(Stateful):
             entry = manifest.operators.get(spec.name)
             if entry is None:
                 continue  # an operator added since: starts empty
-            schema = spec.options["schema"]
+            schema = spec.schema
             check_compatible(spec.name, entry.schema, schema)
-            if entry.bins != spec.options["bins"]:
+            if entry.bins != spec.bins:
                 raise ConfigurationError(
-                    f"operator {spec.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {spec.options['bins']}"
+                    f"operator {spec.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {spec.bins}"
                 )
-            owners = exe.configs[spec.index].initial
-            codec = exe.operators[0][spec.index].codec  # type: ignore[attr-defined]
+            owners = exe.configs[index].initial
+            codec = exe.operators[0][index].codec  # type: ignore[attr-defined]
             # a compatible older schema (e.g. a field added with a default) decodes too
             stored = Schema.from_builtins(entry.schema).fingerprint
             if self.cfg.restore == "lazy" and stored == codec.fingerprint and manifest.format >= FORMAT:
@@ -381,7 +301,7 @@ class Coordinator:
                 for bin_index, chain in entry.chains.items():
                     by_owner.setdefault(owners[bin_index], {})[bin_index] = chain
                 for w, chains in sorted(by_owner.items()):
-                    self.lazy.add(exe.operators[w][spec.index], codec, stored, chains)
+                    self.lazy.add(exe.operators[w][index], codec, stored, chains)
                 continue
             for bin_index, chain in sorted(entry.chains.items()):
                 b = restore_bin([self.store.read(ref) for ref in chain], codec, fingerprint=stored)
@@ -389,7 +309,7 @@ class Coordinator:
                 b.full = stored != codec.fingerprint or manifest.format < FORMAT
                 if b.index != bin_index:
                     raise CheckpointError(f"checkpoint {manifest.id}: operator {spec.name!r} bin {bin_index} holds bin {b.index}")
-                exe.operators[owners[bin_index]][spec.index].install_bin(b)  # type: ignore[attr-defined]
+                exe.operators[owners[bin_index]][index].install_bin(b)  # type: ignore[attr-defined]
         meta = manifest.meta
         left = 0
         if self.lazy is not None:
@@ -476,7 +396,7 @@ class Coordinator:
     def _schema_of(self, op: Any) -> tuple[Any, int]:
         got = self._schemas.get(op.name)
         if got is None:
-            got = self._schemas[op.name] = (op.spec.options["schema"].to_builtins(), op.spec.options["bins"])
+            got = self._schemas[op.name] = (op.spec.schema.to_builtins(), op.spec.bins)
         return got
 
     def _wants_snapshot(self, name: str, index: int, full: bool) -> bool:
@@ -586,7 +506,9 @@ class Coordinator:
         """Where a job's batches of files go: the writer process (async, local), a
         thread (async, object store), or written right away (thread and sync modes)."""
         if self.mode == "async":
-            if self._files is not None and self._files.alive:
+            # the writer process, once started (until then a thread: the first
+            # checkpoint of a run does not wait for an interpreter to start)
+            if self._files is not None and self._files.alive and self._files.ready.is_set():
                 return self._files.write
             assert self._pool is not None
             pool, fs = self._pool, self.store.fs

@@ -223,7 +223,7 @@ class LazyRestore:
         if not chains:
             return
         lazy = LazyBins(self, runtime, codec, fingerprint)
-        lazy.timers_indexed = "on_notify" in runtime.handlers
+        lazy.timers_indexed = runtime.on_notify is not None
         for index, chain in sorted(chains.items()):
             if lazy.timers_indexed:
                 b, times = bin_timer_times(self.store.read(chain[-1]), codec, fingerprint)

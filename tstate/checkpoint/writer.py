@@ -64,9 +64,8 @@ class FileWriter:
     store at ``location`` (a local directory)."""
 
     def __init__(self, location: str) -> None:
-        import tstate
-
-        root = os.path.dirname(os.path.dirname(os.path.abspath(tstate.__file__)))
+        # the directory holding the tstate package (this file is tstate/checkpoint/writer.py)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         self.location = location
@@ -80,6 +79,9 @@ class FileWriter:
         self._lock = threading.Lock()
         self._futures: dict[int, tuple[Future[None], list[str]]] = {}
         self._seq = 0
+        #: set once the child has started (until then a caller may write another way:
+        #: starting an interpreter takes a few hundred milliseconds)
+        self.ready = threading.Event()
         self._dead: Optional[str] = None
         self._out = self._proc.stdin
         self._queue: queue.SimpleQueue[Optional[bytes]] = queue.SimpleQueue()
@@ -91,7 +93,7 @@ class FileWriter:
     def write(self, files: Sequence[tuple[str, bytes]]) -> Future[None]:
         """Write ``files`` (paths relative to the location); the future completes once
         all of them are written.  Returns at once: the batch is handed to the child by
-        a feeder thread."""
+        a feeder thread (queued until it has started: see :attr:`ready`)."""
         fut: Future[None] = Future()
         with self._lock:
             if self._dead is not None:
@@ -129,6 +131,9 @@ class FileWriter:
                 self._fail(f"the checkpoint writer process exited (status {code})")
                 return
             seq, error = msgspec.msgpack.decode(frame)
+            if seq == 0:
+                self.ready.set()
+                continue
             with self._lock:
                 fut, _paths = self._futures.pop(seq, (None, []))
             if fut is None:
@@ -178,6 +183,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     fs = open_filesystem(args[0])
     inp, out = sys.stdin.buffer, sys.stdout.buffer
+    ready = _encode([0, None])  # started: the parent may send batches here from now on
+    out.write(_LEN.pack(len(ready)) + ready)
+    out.flush()
     while True:
         frame = _read_frame(inp)
         if frame is None:

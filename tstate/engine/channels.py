@@ -2,19 +2,18 @@
 
 An edge is either *pipeline* (the batch stays on the producing worker) or *exchange*
 (records are routed by key: ``key -> bin -> worker``).  Every batch delivered to an
-inbox is one ``+1`` pointstamp at ``(target, time)`` — per batch, never per record.
+inbox is one ``+1`` pointstamp at ``(target, time)`` — per batch, never per record —
+reported through the target's :class:`~tstate.progress.shared.SharedProgress`.
 Batches are shared, not copied, between consumers: operators never mutate a batch.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from tstate.errors import KeyFunctionError
 from tstate.keys import KeyRouter
-
-if TYPE_CHECKING:  # pragma: no cover
-    from tstate.engine.execution import Execution
+from tstate.progress.shared import SharedProgress
 
 __all__ = ["OutputPort", "ExchangeRouter", "BinAssignment"]
 
@@ -94,18 +93,21 @@ def _first_failing(records: list[Any], key: Callable[[Any], Any]) -> Any:
 class OutputPort:
     """An operator instance's output: pushes batches to every connected inbox."""
 
-    __slots__ = ("exe", "node", "port", "worker", "_dests")
+    __slots__ = ("node", "port", "worker", "_dests")
 
-    def __init__(self, exe: "Execution", node: int, port: int, worker: int) -> None:
-        self.exe = exe
+    def __init__(self, node: int, port: int, worker: int) -> None:
         self.node = node
         self.port = port
         self.worker = worker
-        # (inboxes per worker, target node, target port, router or None)
-        self._dests: list[tuple[list[Any], int, int, Optional[ExchangeRouter]]] = []
+        # (inboxes per worker, the target's progress, target port, router or None)
+        self._dests: list[tuple[list[Any], SharedProgress, int, Optional[ExchangeRouter]]] = []
 
-    def connect(self, inboxes: list[Any], node: int, port: int, router: Optional[ExchangeRouter]) -> None:
-        self._dests.append((inboxes, node, port, router))
+    def connect(
+        self, inboxes: list[Any], target: SharedProgress, port: int, router: Optional[ExchangeRouter]
+    ) -> None:
+        """Deliver to input ``port`` of the operator whose progress is ``target``
+        (``inboxes``: its inbox on each worker), through ``router`` if exchanged."""
+        self._dests.append((inboxes, target, port, router))
 
     def push(self, time: Any, records: list[Any]) -> None:
         """Send one batch at ``time`` (the caller holds a capability for it)."""
@@ -115,16 +117,15 @@ class OutputPort:
         """Send a batch as if produced on ``worker`` (inputs spread data this way)."""
         if not records:
             return
-        update = self.exe.tracker.update_target
-        for inboxes, node, port, router in self._dests:
+        for inboxes, target, port, router in self._dests:
             if router is None:
                 inboxes[worker].append((time, records))
-                update(node, port, time, 1)
+                target.arrived(port, time)
             elif router.workers == 1:
                 inboxes[0].append((time, records))
-                update(node, port, time, 1)
+                target.arrived(port, time)
             else:
                 for w, part in enumerate(router.split(records, time)):
                     if part:
                         inboxes[w].append((time, part))
-                        update(node, port, time, 1)
+                        target.arrived(port, time)

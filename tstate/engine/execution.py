@@ -20,36 +20,37 @@ operator, the worker and the time, with the original exception as its cause.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 from tstate.engine.channels import ExchangeRouter, OutputPort
+from tstate.engine.lowering import runtime
 from tstate.errors import CapabilityLeakError, ConfigurationError, OperatorError, TstateError
+from tstate.io.inputs import InputHandle
 from tstate.metrics import Metrics
+from tstate.migration.configuration import ConfigHistory
+from tstate.migration.planner import balanced_map
 from tstate.operators.base import OperatorRuntime
+from tstate.plan import Frontier, Graph, Input, Node, Pact, Probe, Sink, Stateful
+from tstate.progress.frontier import Antichain
 from tstate.progress.reachability import GraphBuilder, Tracker
-
-if TYPE_CHECKING:  # pragma: no cover
-    from tstate.dataflow import Dataflow
+from tstate.progress.shared import SharedProgress
 
 __all__ = ["Execution"]
 
 
 class Execution:
-    """A running dataflow (see the module docstring).  Create with
-    :meth:`tstate.Dataflow.start`."""
+    """A running dataflow (see the module docstring): the plan ``graph`` lowered to one
+    runtime per node and worker.  Create with :meth:`tstate.Dataflow.start`."""
 
     #: propagate after every activation, as tstate did before propagating only in front
     #: of frontier readers (the same results, more tracker work; ``benchmarks.loops``
     #: compares the two)
     eager_propagation = False
 
-    def __init__(
-        self, flow: "Dataflow", workers: int, max_workers: Optional[int] = None, checkpoint: Any = None
-    ) -> None:
-        from tstate.migration.configuration import ConfigHistory
-        from tstate.migration.planner import balanced_map
-
-        self.flow = flow
+    def __init__(self, graph: Graph, workers: int, max_workers: Optional[int] = None, checkpoint: Any = None) -> None:
+        graph.validate()
+        self.graph = graph
+        self.name = graph.name
         #: the worker pool: every operator has an instance on each
         self.workers = max(workers, max_workers or workers)
         #: the workers stateful operators spread their bins over at the start
@@ -57,39 +58,39 @@ class Execution:
         self.finished = False
         self.metrics = Metrics()
         self.tracker: Tracker = self._build_tracker()
-        specs = flow._nodes
+        self._progress = [SharedProgress(self.tracker, i, node.arity) for i, node in graph]
+        self._inputs: list[InputHandle] = [n.handle for _, n in graph.of_type(Input)]
         self.checkpointing = checkpoint is not None
         self.coordinator: Any = None
         self.restored: Any = None
         if checkpoint is not None:
             from tstate.checkpoint.coordinator import Coordinator
 
-            for s_ in specs:
-                if s_.kind in ("unary_frontier", "binary_frontier") and s_.options.get("state") is not None:
+            for _, fr in graph.of_type(Frontier):
+                if fr.state is not None:
                     raise ConfigurationError(
-                        f"operator {s_.name!r} keeps local state (state=...) that checkpoints cannot capture: "
+                        f"operator {fr.name!r} keeps local state (state=...) that checkpoints cannot capture: "
                         "keep state in @flow.stateful operators to use checkpoints"
                     )
             self.coordinator = Coordinator(self, checkpoint)  # checks the directory before anything runs
         self.configs: dict[int, ConfigHistory] = {
-            s.index: ConfigHistory(balanced_map(s.options["bins"], workers)) for s in specs if s.kind == "stateful"
+            i: ConfigHistory(balanced_map(n.bins, workers)) for i, n in graph.of_type(Stateful)
         }
         self._routers: dict[int, Any] = {}
-        self.operators: list[list[OperatorRuntime]] = [
-            [spec.factory(self, spec, w) for spec in specs] for w in range(self.workers)
+        self.operators: list[list[OperatorRuntime[Any]]] = [
+            [runtime(self, i, node, w) for i, node in graph] for w in range(self.workers)
         ]
-        self._by_node = [[self.operators[w][n] for w in range(self.workers)] for n in range(len(specs))]
+        self._by_node = [[self.operators[w][n] for w in range(self.workers)] for n in range(len(graph))]
         self._wire()
         if self.coordinator is not None:
             self.restored = self.coordinator.restore()
             if self.restored is not None:
                 t = self.restored.time
-                for h in flow._inputs:
+                for h in self._inputs:
                     if type(h.time) is int and h.time < t:
                         h.time = t  # the input resumes at the checkpoint's time
-                for spec in specs:
-                    if spec.kind == "sink":
-                        spec.options["sink"].restore(t)
+                for _, snk in graph.of_type(Sink):
+                    snk.sink.restore(t)
         self.steps = 0
         #: operator activations so far
         self.activations = 0
@@ -105,43 +106,63 @@ class Execution:
     def _graph(self) -> GraphBuilder:
         """The dataflow's operators and edges, for a progress tracker to be built from."""
         b = GraphBuilder()
-        for spec in self.flow._nodes:
+        for i, node in self.graph:
             b.add_node(
-                spec.index, spec.name, len(spec.inputs), spec.outputs, spec.summary, spec.scope.depth,
-                spec.input_depth, spec.output_depth,
+                i, node.name, node.arity, node.outputs, node.summaries(), node.scope.depth,
+                node.input_depths(), node.output_depths(),
             )
-        for spec in self.flow._nodes:
-            for port, src in enumerate(spec.inputs):
+        for i, _node in self.graph:
+            for port, src in enumerate(self.graph.sources(i)):
                 if src is not None:
-                    b.add_edge(src, (spec.index, port))
+                    b.add_edge(src, (i, port))
         return b
 
     def _wire(self) -> None:
-        specs = self.flow._nodes
+        graph = self.graph
         for w in range(self.workers):
-            for spec in specs:
-                self.operators[w][spec.index].outputs = [OutputPort(self, spec.index, o, w) for o in range(spec.outputs)]
-        for spec in specs:
-            for port, src in enumerate(spec.inputs):
-                assert src is not None  # checked by the tracker
-                pact = spec.pacts[port]
+            for i, node in graph:
+                self.operators[w][i].outputs = [OutputPort(i, o, w) for o in range(node.outputs)]
+        for i, node in graph:
+            pacts = node.pacts()
+            for port, src in enumerate(graph.sources(i)):
+                assert src is not None  # checked by graph.validate()
+                pact = pacts[port]
                 router: Optional[ExchangeRouter] = None
                 if pact is not None:
-                    router = self.make_router(spec, port, pact)
-                inboxes = [self.operators[w][spec.index].inboxes[port] for w in range(self.workers)]
+                    router = self.make_router(i, node, pact)
+                inboxes = [self.operators[w][i].inboxes[port] for w in range(self.workers)]
                 for w in range(self.workers):
-                    self.operators[w][src[0]].outputs[src[1]].connect(inboxes, spec.index, port, router)
+                    self.operators[w][src[0]].outputs[src[1]].connect(inboxes, self._progress[i], port, router)
 
-    def make_router(self, spec: Any, port: int, pact: Any) -> ExchangeRouter:
+    def make_router(self, index: int, node: Node, pact: Pact) -> ExchangeRouter:
         """The router of an exchange channel: by bin, over the worker pool; in front of
         a stateful operator, by the operator's configuration over time."""
-        if spec.kind == "stateful":
+        if isinstance(node, Stateful):
             from tstate.migration.routing import ConfiguredRouter
 
-            router = ConfiguredRouter(pact.key, self.workers, pact.bins, spec.name, self.configs[spec.index])
-            self._routers[spec.index] = router
+            router = ConfiguredRouter(pact.key, self.workers, pact.bins, node.name, self.configs[index])
+            self._routers[index] = router
             return router
-        return ExchangeRouter(pact.key, self.workers, pact.bins, spec.name)
+        return ExchangeRouter(pact.key, self.workers, pact.bins, node.name)
+
+    # -- what operators ask (tstate.operators.base.Host) ------------------------------
+    def progress(self, node: int) -> SharedProgress:
+        """Node ``node``'s progress interface."""
+        return self._progress[node]
+
+    def peer(self, worker: int, node: int) -> OperatorRuntime[Any]:
+        """Node ``node``'s instance on ``worker``."""
+        return self.operators[worker][node]
+
+    # -- what state queries read (tstate.state.query.Queryable) -----------------------
+    def keyed_state(self, node: int) -> Optional[list[Any]]:
+        """Stateful node ``node``'s instance on every worker (None: not stateful)."""
+        if not isinstance(self.graph[node], Stateful):
+            return None
+        return [self.operators[w][node] for w in range(self.workers)]
+
+    def node_name(self, node: int) -> str:
+        return self.graph[node].name
 
     # -- driving ------------------------------------------------------------------
     def _propagate(self) -> None:
@@ -188,7 +209,7 @@ class Execution:
 
     # -- metrics ------------------------------------------------------------------
     def _observe_inputs(self) -> None:
-        times = [h.time for h in self.flow._inputs if not h.closed]
+        times = [h.time for h in self._inputs if not h.closed]
         for ops in self.operators[:1]:
             for op in ops:
                 cap = getattr(op, "cap", None)
@@ -197,7 +218,7 @@ class Execution:
         self.metrics.inputs_at(min(times) if times else None)
 
     def _observe_outputs(self) -> None:
-        ends = [s.index for s in self.flow._nodes if s.kind in ("sink", "probe") and s.scope.depth == 0]
+        ends = [i for i, n in self.graph if isinstance(n, (Sink, Probe)) and n.scope.depth == 0]
         if not ends:
             return
         fronts = [t for n in ends for t in self.tracker.frontier(n, 0)]
@@ -205,7 +226,7 @@ class Execution:
 
     # -- reconfiguration ------------------------------------------------------------
     def stateful_operators(self) -> list[str]:
-        return [self.flow._nodes[n].name for n in self.configs]
+        return [self.graph[n].name for n in self.configs]
 
     def earliest_reconfiguration(self) -> int:
         """The earliest time a reconfiguration can take effect: after every time a
@@ -214,7 +235,7 @@ class Execution:
         for r in self._routers.values():
             if r.max_routed is not None:
                 t = max(t, r.max_routed + 1)
-        for h in self.flow._inputs:
+        for h in self._inputs:
             if not h.closed and type(h.time) is int:
                 t = max(t, h.time)
         if self.metrics.moves:  # a step already carried out cannot be superseded
@@ -237,14 +258,14 @@ class Execution:
                 f"cannot reconfigure at time {at!r}: records up to time {earliest - 1} may already be routed; "
                 f"the earliest possible time is {earliest}"
             )
-        nodes = [n for n in self.configs if command.operator in (None, self.flow._nodes[n].name)]
+        nodes = [n for n in self.configs if command.operator in (None, self.graph[n].name)]
         if not nodes:
             raise ConfigurationError(
                 f"no stateful operator named {command.operator!r} (have: {', '.join(self.stateful_operators()) or 'none'})"
             )
         out: dict[str, list[int]] = {}
         for n in nodes:
-            spec = self.flow._nodes[n]
+            spec = self.graph[n]
             history = self.configs[n]
             history.schedule(at, [])  # newest command wins: drop later steps
             current = history.owners_at(at)
@@ -317,11 +338,11 @@ class Execution:
         self.finished = True
 
     def _stuck_message(self) -> str:
-        open_inputs = [h for h in self.flow._inputs if not h.closed]
+        open_inputs = [h for h in self._inputs if not h.closed]
         if open_inputs:
             names = ", ".join(f"{h.name!r} (at time {h.time!r})" for h in open_inputs)
             return (
-                f"dataflow {self.flow.name!r} cannot finish: input {names} is still open; "
+                f"dataflow {self.name!r} cannot finish: input {names} is still open; "
                 "close() it before run(), or drive the dataflow with step()"
             )
         holders = []
@@ -330,8 +351,9 @@ class Execution:
                 if op._held:
                     holders.append(f"{op.name!r} on worker {op.worker} holds capabilities at {op.held_times()!r}")
         if holders:
-            return f"dataflow {self.flow.name!r} cannot finish: capability leaked: " + "; ".join(holders)
-        return f"dataflow {self.flow.name!r} cannot finish: pointstamps remain {self.tracker.pointstamps()!r}"
+            return f"dataflow {self.name!r} cannot finish: capability leaked: " + "; ".join(holders)
+        return f"dataflow {self.name!r} cannot finish: pointstamps remain {self.tracker.pointstamps()!r}"
 
-    def frontier(self, node: int, port: int = 0) -> Any:
+    def frontier(self, node: int, port: int = 0) -> Antichain:
+        """The frontier at input ``port`` of node ``node``."""
         return self.tracker.frontier(node, port)

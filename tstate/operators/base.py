@@ -1,31 +1,81 @@
-"""The runtime base of every operator instance (one per operator per worker).
+"""The runtime base of every operator instance (one per operator per worker), and what
+an instance may ask of the engine running it.
 
-An instance owns one inbox per input port (a deque of ``(time, records)`` batches) and
-one :class:`~tstate.engine.channels.OutputPort` per output.  The engine activates it when
+An instance is built from its plan node (:mod:`tstate.plan`): it owns one inbox per
+input port (a deque of ``(time, records)`` batches) and one
+:class:`~tstate.engine.channels.OutputPort` per output.  The engine activates it when
 an inbox is non-empty, when an input frontier changed, or when it asked to be activated
 again.  Every batch taken from an inbox and every capability acquired or released is a
-pointstamp count change, reported to the execution's tracker; changes made during one
-activation are applied together after it, so frontiers never move on a half-done step.
+pointstamp count change, reported through the operator's
+:class:`~tstate.progress.shared.SharedProgress` (never to the tracker directly); the
+engine applies the changes of an activation together, so frontiers never move on a
+half-done step.
+
+:class:`Host` is the engine as an operator sees it -- the worker count, the metrics,
+the configurations of stateful operators, a restored checkpoint, its progress
+interface and its peers on other workers -- a :class:`~typing.Protocol`, so that this
+layer names no engine type.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Optional, Protocol, TypeVar
 
+from tstate.plan.node import Node
 from tstate.progress.frontier import Antichain, MutableAntichain
+from tstate.progress.shared import SharedProgress
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.capability import Capability
-    from tstate.dataflow import NodeSpec
     from tstate.engine.channels import OutputPort
-    from tstate.engine.execution import Execution
+    from tstate.metrics import Metrics
+    from tstate.migration.configuration import ConfigHistory
 
-__all__ = ["OperatorRuntime"]
+__all__ = ["OperatorRuntime", "Host", "Restart"]
+
+N = TypeVar("N", bound=Node)
 
 
-class OperatorRuntime:
-    """Base class of operator instances; subclasses implement :meth:`activate`."""
+class Restart(Protocol):
+    """A checkpoint the run resumed from, as operators see it."""
+
+    id: int
+    time: Any
+    positions: dict[str, Any]
+
+
+class Host(Protocol):
+    """What an operator instance may ask of the engine (see the module docstring)."""
+
+    @property
+    def workers(self) -> int: ...
+
+    @property
+    def metrics(self) -> "Metrics": ...
+
+    @property
+    def checkpointing(self) -> bool: ...
+
+    @property
+    def configs(self) -> "dict[int, ConfigHistory]": ...
+
+    @property
+    def restored(self) -> Optional[Restart]: ...
+
+    def progress(self, node: int) -> SharedProgress:
+        """The progress interface of node ``node``."""
+        ...
+
+    def peer(self, worker: int, node: int) -> "OperatorRuntime[Any]":
+        """Node ``node``'s instance on ``worker`` (a stateful operator ships bins to it)."""
+        ...
+
+
+class OperatorRuntime(Generic[N]):
+    """Base class of operator instances; subclasses implement :meth:`activate`.
+
+    ``spec`` is the plan node the instance runs, ``node`` its index in the graph."""
 
     #: whether :meth:`activate` reads an input frontier (or needs its frontier-change
     #: activations); an operator that does not (stateless operators, scope boundaries,
@@ -33,20 +83,20 @@ class OperatorRuntime:
     #: engine propagates only in front of the operators that do
     reads_frontier = True
 
-    def __init__(self, exe: "Execution", spec: "NodeSpec", worker: int) -> None:
+    def __init__(self, exe: Host, index: int, spec: N, worker: int) -> None:
         self.exe = exe
         self.spec = spec
-        self.node = spec.index
+        self.node = index
         self.name = spec.name
         self.worker = worker
-        self.inboxes: list[deque[tuple[Any, list[Any]]]] = [deque() for _ in range(len(spec.inputs))]
+        self.inboxes: list[deque[tuple[Any, list[Any]]]] = [deque() for _ in range(spec.arity)]
         self.outputs: list["OutputPort"] = []
         self.frontier_changed = True  # activate once at start
         self.woke_by_frontier = False  # set by the engine: this activation saw a frontier move
         self.requested = False
         self.current_time: Any = None
         self._held: dict[tuple[int, Any], int] = {}  # (port, time) -> live capabilities
-        self._tracker = exe.tracker
+        self.progress = exe.progress(index)
 
     # -- scheduling ---------------------------------------------------------------
     def needs_activation(self) -> bool:
@@ -74,28 +124,28 @@ class OperatorRuntime:
     def pop(self, port: int) -> tuple[Any, list[Any]]:
         """Take the next batch from input ``port`` (its in-flight count is released)."""
         t, records = self.inboxes[port].popleft()
-        self._tracker.update_target(self.node, port, t, -1)
+        self.progress.consumed(port, t)
         self.current_time = t
         return t, records
 
     def frontier(self, port: int = 0) -> MutableAntichain:
         """The live frontier of input ``port`` (do not mutate)."""
-        return self._tracker.mutable_frontier(self.node, port)
+        return self.progress.frontier(port)
 
     def frontier_antichain(self, port: int = 0) -> Antichain:
-        return self._tracker.frontier(self.node, port)
+        return self.progress.frontier_antichain(port)
 
     # -- capability accounting (called by Capability) --------------------------------
     def _count(self, port: int, time: Any, delta: int) -> None:
         """One capability more (+1) or less (-1) at ``(port, time)``: kept for
-        diagnostics and reported to the tracker as a pointstamp change."""
+        diagnostics and reported as an internal pointstamp change."""
         k = (port, time)
         n = self._held.get(k, 0) + delta
         if n:
             self._held[k] = n
         else:
             del self._held[k]
-        self._tracker.update_source(self.node, port, time, delta)
+        self.progress.internal(port, time, delta)
 
     def _capability_acquired(self, cap: "Capability") -> None:
         self._count(cap.port, cap.time, +1)

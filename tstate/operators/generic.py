@@ -18,12 +18,12 @@ from tstate.capability import Capability, InputCapability
 from tstate.errors import ProgressError
 from tstate.notificator import Notificator
 from tstate.operators.base import OperatorRuntime
+from tstate.plan.generic import Frontier
 from tstate.progress.frontier import Antichain
 from tstate.progress.timestamp import less_equal
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tstate.dataflow import NodeSpec
-    from tstate.engine.execution import Execution
+    from tstate.operators.base import Host
 
 __all__ = ["FrontierInput", "FrontierOutput", "OperatorContext", "FrontierRuntime"]
 
@@ -139,17 +139,17 @@ class OperatorContext:
         self._op.request_activation()
 
 
-class FrontierRuntime(OperatorRuntime):
+class FrontierRuntime(OperatorRuntime[Frontier]):
     """Runs a user function over batches, frontiers and notifications."""
 
-    def __init__(self, exe: "Execution", spec: "NodeSpec", worker: int) -> None:
-        super().__init__(exe, spec, worker)
-        self.logic = spec.options["logic"]
-        factory = spec.options["state"]
+    def __init__(self, exe: "Host", index: int, spec: Frontier, worker: int) -> None:
+        super().__init__(exe, index, spec, worker)
+        self.logic = spec.logic
+        factory = spec.state
         self._in_hand: list[InputCapability] = []
         self.output = FrontierOutput(self)
         self.ctx = OperatorContext(self, factory() if factory is not None else None)
-        self.ports = [FrontierInput(self, p) for p in range(len(spec.inputs))]
+        self.ports = [FrontierInput(self, p) for p in range(spec.arity)]
 
     def capability_for(self, at: Any) -> Capability:
         if type(at) is InputCapability or type(at) is Capability:

@@ -15,16 +15,17 @@ from typing import Any, Optional
 from tstate.capability import Capability
 from tstate.errors import ProgressError, SourceError
 from tstate.operators.base import OperatorRuntime
+from tstate.plan.ends import Input, Source
 from tstate.progress.timestamp import less_equal
 
 
-class InputRuntime(OperatorRuntime):
-    """Feeds an :class:`~tstate.dataflow.InputStream` (lives on worker 0 only)."""
+class InputRuntime(OperatorRuntime[Input]):
+    """Feeds an :class:`~tstate.io.inputs.InputHandle` (lives on worker 0 only)."""
 
     reads_frontier = False
 
     def on_start(self) -> None:
-        self.handle = self.spec.options["handle"]
+        self.handle = self.spec.handle
         self.cap: Optional[Capability] = None
         self._next_worker = 0
         if self.worker != 0:
@@ -60,7 +61,7 @@ class InputRuntime(OperatorRuntime):
             self.handle.runtime = None
 
 
-class SourceRuntime(OperatorRuntime):
+class SourceRuntime(OperatorRuntime[Source]):
     """Reads a :class:`~tstate.io.sources.Source` one batch per activation (worker 0)."""
 
     reads_frontier = False
@@ -70,7 +71,7 @@ class SourceRuntime(OperatorRuntime):
         self._next_worker = 0
         if self.worker != 0:
             return
-        self.source = self.spec.options["source"]
+        self.source = self.spec.source
         restored = self.exe.restored
         position = restored.positions.get(self.name) if restored is not None else None
         start = restored.time if restored is not None else None

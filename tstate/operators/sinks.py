@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from tstate.operators.base import OperatorRuntime
+from tstate.plan.ends import Probe, Sink
 from tstate.progress.frontier import Antichain
+from tstate.progress.timestamp import minimum
+
+__all__ = ["SinkRuntime", "ProbeRuntime"]
 
 
-class SinkRuntime(OperatorRuntime):
+class SinkRuntime(OperatorRuntime[Sink]):
     """Hands every batch to the sink's ``write(worker, time, records)`` and tells it
     when times complete (``frontier(worker, antichain)``)."""
 
     def on_start(self) -> None:
-        from tstate.progress.timestamp import minimum
-
-        self.sink = self.spec.options["sink"]
+        self.sink = self.spec.sink
         self.sink.open(self.worker, self.exe.workers)
         #: the frontier this worker's sink last acted on: what it has committed
         self.committed = Antichain([minimum(self.spec.scope.depth)])
@@ -33,7 +35,7 @@ class SinkRuntime(OperatorRuntime):
         self.sink.close(self.worker)
 
 
-class ProbeRuntime(OperatorRuntime):
+class ProbeRuntime(OperatorRuntime[Probe]):
     """Consumes and discards; the probe reads this operator's input frontier (from
     outside, between steps: the engine propagates at the end of every step)."""
 

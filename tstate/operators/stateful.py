@@ -21,13 +21,13 @@ from tstate.capability import Capability
 from tstate.errors import GraphError, KeyFunctionError, OperatorError, StateReturnError, TstateError
 from tstate.keys import KeyRouter
 from tstate.operators.base import OperatorRuntime
+from tstate.plan.stateful import Stateful
 from tstate.progress.timestamp import epoch, less_equal
 from tstate.state.bin import Bin
 from tstate.state.context import Context
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tstate.dataflow import NodeSpec
-    from tstate.engine.execution import Execution
+    from tstate.operators.base import Host
 
 __all__ = ["StatefulRuntime", "BinBatch"]
 
@@ -47,22 +47,21 @@ class BinBatch(list):  # type: ignore[type-arg]
         self.bin = bin
 
 
-class StatefulRuntime(OperatorRuntime):
+class StatefulRuntime(OperatorRuntime[Stateful]):
     """One worker's share of a stateful operator: the bins it owns."""
 
-    def __init__(self, exe: "Execution", spec: "NodeSpec", worker: int) -> None:
-        super().__init__(exe, spec, worker)
-        o = spec.options
-        self.fn: Callable[..., Any] = o["fn"]
-        self.handlers: dict[str, Any] = o["handlers"]
-        self.key: Callable[[Any], Any] = o["key"]
-        self.new_state: Callable[[], Any] = o["new_state"]
-        self.fold: bool = o.get("fold", False)
+    def __init__(self, exe: "Host", index: int, spec: Stateful, worker: int) -> None:
+        super().__init__(exe, index, spec, worker)
+        self.fn: Callable[..., Any] = spec.fn
+        self.on_notify: Optional[Callable[..., Any]] = spec.on_notify
+        self.key: Callable[[Any], Any] = spec.key
+        self.new_state: Callable[[], Any] = spec.new_state
+        self.fold: bool = spec.fold
         #: 0: ``fn`` may return None (mutable state); 1: it must return the new state;
         #: 2: it must when the state is None (``Optional[T]``; see returns_required)
-        self.must_return: int = {"never": 0, "always": 1, "when None": 2}[o.get("returns", "never")]
+        self.must_return: int = {"never": 0, "always": 1, "when None": 2}[spec.returns]
         # a small memo: keys this worker holds are in _key_bin already
-        self.keys = KeyRouter(o["bins"], limit=1 << 12)
+        self.keys = KeyRouter(spec.bins, limit=1 << 12)
         self.bins: dict[int, Bin] = {}
         self._key_bin: dict[Any, Bin] = {}
         self._key_states: dict[Any, dict[Any, Any]] = {}  # key -> its bin's states (hot path)
@@ -79,9 +78,9 @@ class StatefulRuntime(OperatorRuntime):
         self.max_applied: Any = None
         # ownership (migration): bins this worker holds, records waiting for bins
         # still on their way here, and the moves this worker must make
-        history = exe.configs.get(spec.index)
+        history = exe.configs.get(index)
         self.owned: set[int] = (
-            {b for b, w in enumerate(history.initial) if w == worker} if history is not None else set(range(o["bins"]))
+            {b for b, w in enumerate(history.initial) if w == worker} if history is not None else set(range(spec.bins))
         )
         self.pending: dict[int, list[tuple[Any, list[Any]]]] = {}
         self.pending_times: dict[Any, int] = {}
@@ -92,6 +91,11 @@ class StatefulRuntime(OperatorRuntime):
         #: once every bin is decoded: :meth:`bin` decodes one when it is first needed
         self.lazy: Any = None
         self.refresh_moves()
+
+    @property
+    def workers(self) -> int:
+        """How many workers the operator runs on."""
+        return self.exe.workers
 
     # -- bins ---------------------------------------------------------------------
     def bin_for(self, k: Any, record: Any, time: Any) -> Optional[Bin]:
@@ -158,11 +162,16 @@ class StatefulRuntime(OperatorRuntime):
         return b
 
     @property
+    def state_type(self) -> Any:
+        """The declared state type."""
+        return self.spec.state
+
+    @property
     def codec(self) -> Any:
         if self._codec is None:
             from tstate.types import StateCodec
 
-            self._codec = StateCodec(self.spec.options["state_type"])
+            self._codec = StateCodec(self.spec.state)
         return self._codec
 
     # -- migration ------------------------------------------------------------------
@@ -207,7 +216,7 @@ class StatefulRuntime(OperatorRuntime):
         start = _time.perf_counter()
         b = self.remove_bin(bi)
         data = encode_bin(b, self.codec, self.name)
-        target = self.exe.operators[dst][self.node]
+        target = self.exe.peer(dst, self.node)
         assert isinstance(target, StatefulRuntime)
         target.receive_bin(decode_bin(data, target.codec), t)
         self.exe.metrics.record_move(self.name, bi, self.worker, dst, t, len(data), _time.perf_counter() - start)
@@ -265,7 +274,7 @@ class StatefulRuntime(OperatorRuntime):
             owners[bin_index] = None
 
     def _add_timer(self, key: Any, t: Any) -> None:
-        if "on_notify" not in self.handlers:
+        if self.on_notify is None:
             raise GraphError(f"operator {self.name!r}: ctx.notify_at needs an @{self.name}.on_notify handler")
         b = self._key_bin.get(key)
         if b is None:
@@ -484,7 +493,7 @@ class StatefulRuntime(OperatorRuntime):
         self._note_applied(t)
         ctx = self.ctx
         ctx.time = t
-        handler = self.handlers["on_notify"]
+        handler = self.on_notify
         new_state = self.new_state
         track = self.track_dirty
         ctx._firing = True
@@ -537,7 +546,7 @@ class StatefulRuntime(OperatorRuntime):
                     b.dirty[k] = None
 
     def _no_return(self, k: Any, s: Any, record: Any, t: Any) -> StateReturnError:
-        why = "its state is None, which" if s is None else f"its state type {self.spec.options['schema'].name}"
+        why = "its state is None, which" if s is None else f"its state type {self.spec.schema.name}"
         fn = getattr(self.fn, "__qualname__", repr(self.fn))
         return StateReturnError(
             f"operator {self.name!r} on worker {self.worker} at time {t!r}: {fn} returned None for key {k!r} "

@@ -1,68 +1,40 @@
-"""Stateless operators: map, filter, flat_map, inspect, exchange (pass) and concat.
+"""Runtimes of the stateless operators and the scope edges: ``map``, ``filter``,
+``flat_map``, ``inspect``, ``exchange``, ``concat``, ``enter``, ``leave``, ``feedback``.
 
-Each works batch-at-a-time: one list comprehension per batch, one push per batch, so
-the engine's overhead is per batch, not per record.  Outputs keep the input's time.
+Each calls its plan node's rule (:mod:`tstate.plan.stateless`,
+:mod:`tstate.plan.loops`) batch-at-a-time: one call per batch, one push per batch, so
+the engine's overhead is per batch, not per record.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from tstate.operators.base import OperatorRuntime
+from tstate.plan.loops import Enter, Feedback, Leave
+from tstate.plan.stateless import Concat, Exchange, Stateless
+
+__all__ = ["StatelessRuntime", "PassRuntime", "ConcatRuntime", "EnterRuntime", "LeaveRuntime", "FeedbackRuntime"]
 
 
-class MapRuntime(OperatorRuntime):
+class StatelessRuntime(OperatorRuntime[Stateless]):
+    """``map``, ``filter``, ``flat_map``, ``inspect``: the node's ``apply`` per batch."""
+
     reads_frontier = False
 
     def activate(self) -> None:
         box = self.inboxes[0]
-        fn = self.spec.options["fn"]
+        apply = self.spec.apply
         push = self.outputs[0].push
         while box:
             t, recs = self.pop(0)
-            push(t, [fn(r) for r in recs])
+            push(t, apply(t, recs))
 
 
-class FilterRuntime(OperatorRuntime):
+class PassRuntime(OperatorRuntime[Exchange]):
+    """Passes batches on unchanged (an exchange: the routing happens on its input channel)."""
+
     reads_frontier = False
-
-    def activate(self) -> None:
-        box = self.inboxes[0]
-        fn = self.spec.options["fn"]
-        push = self.outputs[0].push
-        while box:
-            t, recs = self.pop(0)
-            push(t, [r for r in recs if fn(r)])
-
-
-class FlatMapRuntime(OperatorRuntime):
-    reads_frontier = False
-
-    def activate(self) -> None:
-        box = self.inboxes[0]
-        fn = self.spec.options["fn"]
-        push = self.outputs[0].push
-        while box:
-            t, recs = self.pop(0)
-            push(t, [x for r in recs for x in fn(r)])
-
-
-class InspectRuntime(OperatorRuntime):
-    reads_frontier = False
-
-    def activate(self) -> None:
-        box = self.inboxes[0]
-        fn = self.spec.options["fn"]
-        push = self.outputs[0].push
-        while box:
-            t, recs = self.pop(0)
-            for r in recs:
-                fn(t, r)
-            push(t, recs)
-
-
-class PassRuntime(OperatorRuntime):
-    """Passes batches on unchanged (the routing happens on its input channel)."""
-    reads_frontier = False
-
 
     def activate(self) -> None:
         box = self.inboxes[0]
@@ -72,7 +44,7 @@ class PassRuntime(OperatorRuntime):
             push(t, recs)
 
 
-class ConcatRuntime(OperatorRuntime):
+class ConcatRuntime(OperatorRuntime[Concat]):
     reads_frontier = False
 
     def activate(self) -> None:
@@ -81,3 +53,48 @@ class ConcatRuntime(OperatorRuntime):
             while box:
                 t, recs = self.pop(port)
                 push(t, recs)
+
+
+class EnterRuntime(OperatorRuntime[Enter]):
+    reads_frontier = False
+
+    def activate(self) -> None:
+        box = self.inboxes[0]
+        push = self.outputs[0].push
+        inside = self.spec.time_inside
+        while box:
+            t, recs = self.pop(0)
+            push(inside(t), recs)
+
+
+class LeaveRuntime(OperatorRuntime[Leave]):
+    reads_frontier = False
+
+    def activate(self) -> None:
+        box = self.inboxes[0]
+        push = self.outputs[0].push
+        while box:
+            t, recs = self.pop(0)
+            push(t.outer, recs)
+
+
+class FeedbackRuntime(OperatorRuntime[Feedback]):
+    """Re-times batches to their next round (dropped past the limit) and counts the
+    rounds of every epoch in the metrics."""
+
+    reads_frontier = False
+
+    def activate(self) -> None:
+        box = self.inboxes[0]
+        push = self.outputs[0].push
+        node = self.spec
+        next_time = node.next_time
+        round_of = node.round_of
+        note = self.exe.metrics.loop_round
+        scope = node.scope.name
+        while box:
+            t, recs = self.pop(0)
+            t2: Any = next_time(t)
+            if t2 is not None:  # past the limit the summary overflows: records are dropped
+                note(scope, t2.outer, round_of(t2))
+                push(t2, recs)

@@ -15,7 +15,7 @@ batch run (:meth:`Backend.run`) cuts a static DataFrame into epochs of its time 
 (``epochs_per_batch`` epochs per micro-batch), then closes the inputs: every pending
 timer fires, as at the end of an embedded run.
 
-**One batch** (:meth:`Backend._batch`): the inputs' rows go through the fused stateless
+**One batch** (:mod:`tstate.spark.batch`, stage by stage): the inputs' rows go through the fused stateless
 chain and are grouped by ``(boundary, bin, time)``; each boundary is one shuffle onto
 the partitions owning its bins (``repartition`` on a label column chosen so that
 Spark's hash partitioning puts label ``p`` on partition ``p``), then one task per
@@ -50,16 +50,21 @@ owner did not change usually comes from the executor's cache
 from __future__ import annotations
 
 import os
-import re
 import time as _time
 from typing import TYPE_CHECKING, Any, Optional
 
-from attrs import define, field
+from attrs import define
 
+from tstate.checkpoint.settings import Checkpoints
 from tstate.errors import CheckpointError, ConfigurationError, SparkError
+from tstate.metrics import Metrics
+from tstate.plan import Sink as SinkNode
+from tstate.plan import Planned, Stateful
+from tstate.spark.batch import BatchMetrics, Committed, Job, MicroBatch, Shuffles
+from tstate.spark.output import ROOT as OUTPUT_ROOT
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tstate.dataflow import Dataflow, Stream
+    from tstate.dataflow import Stream
 
 __all__ = ["Backend", "Source", "BatchMetrics"]
 
@@ -88,67 +93,15 @@ class Source:
     lateness: int = 0
 
 
-@define
-class BatchMetrics:
-    """One committed micro-batch: its id, frontier, duration and counters."""
-
-    batch: int
-    frontier: Optional[int]
-    seconds: float
-    partitions: int
-    records: int
-    cache_hits: int
-    cache_misses: int
-    bytes_written: int
-    moved_bins: int
-    #: bins found cached at an older version and brought forward by their newer files
-    cache_catchups: int = 0
-    #: seconds in Spark jobs (the tasks), on the driver (files, sinks), and committing
-    spark_seconds: float = 0.0
-    driver_seconds: float = 0.0
-    commit_seconds: float = 0.0
-    #: iterate scopes: rounds run (all loops) and Spark stages they took
-    loop_rounds: int = 0
-    loop_stages: int = 0
-    #: records the batch's sinks got (written by the executors), and seconds the driver
-    #: spent after the commit handing them over (epoch files by Spark tasks, driver sinks)
-    output_records: int = 0
-    output_seconds: float = 0.0
-    #: Spark stages of the root boundaries (those whose inputs are ready together share one)
-    stages: int = 0
-
-
-@define
-class _Metrics:
-    batches: list[BatchMetrics] = field(factory=list)
-    late: int = 0
-    skipped: list[int] = field(factory=list)
-    #: who checked the files of the last checkpoint recovery looked at ("driver" /
-    #: "executors", tstate.spark.restore; "" if none)
-    verified_by: str = ""
-
-    @property
-    def cache_hit_rate(self) -> float:
-        """Bins found in an executor's cache at the committed version, of all bins taken."""
-        h = sum(b.cache_hits for b in self.batches)
-        c = sum(b.cache_catchups for b in self.batches)
-        m = sum(b.cache_misses for b in self.batches)
-        return h / (h + c + m) if h + c + m else 1.0
-
-    @property
-    def cache_reuse_rate(self) -> float:
-        """Bins taken from a cache, at the committed version or caught up by reading only
-        the files written since, of all bins taken."""
-        h = sum(b.cache_hits + b.cache_catchups for b in self.batches)
-        m = sum(b.cache_misses for b in self.batches)
-        return h / (h + m) if h + m else 1.0
-
-
 class Backend:
     """Runs dataflows on a SparkSession (see the module docstring).
 
     ``checkpoint``: the state store's location (also holds the streaming query's own
-    checkpoint under ``spark-query/``): an object-store URL (``s3://bucket/prefix``,
+    checkpoint under ``spark-query/``), or a
+    :class:`~tstate.checkpoint.settings.Checkpoints` -- the embedded engine's
+    ``checkpoint=`` -- whose directory and store settings (``retain``,
+    ``compact_after``, ``resume``, ``fresh_if_unusable``, ``replica``) are used (every
+    micro-batch is a checkpoint: its cadence and mode do not apply).  The location is an object-store URL (``s3://bucket/prefix``,
     ``gs://``, ``abfs://``, ``hdfs://``; :mod:`tstate.checkpoint.location`), which
     executors open with the same credentials from their environment, or a local path,
     which must be the same directory on every executor (``local`` / ``local-cluster``
@@ -172,14 +125,14 @@ class Backend:
     restart reads whichever copy is intact and repairs the other before executors read
     state (:mod:`tstate.checkpoint.store`).  ``verify``: who checks every file of the
     checkpoint a restart resumes from -- ``"executors"`` (one Spark job, a task per
-    partition), ``"driver"``, or ``"auto"`` (executors for a large checkpoint; see
-    :mod:`tstate.spark.restore`); the bins themselves are always read and decoded by
-    the executors, in parallel, as batches need them."""
+    partition), ``"driver"``, or ``"auto"`` (the executors on an object store or for a
+    very large checkpoint; see :mod:`tstate.spark.restore`); the bins themselves are
+    always read and decoded by the executors, in parallel, as batches need them."""
 
     def __init__(
         self,
         spark: Any,
-        checkpoint: str,
+        checkpoint: "str | Checkpoints",
         partitions: Optional[int] = None,
         *,
         sources: Optional[dict[str, Any]] = None,
@@ -199,6 +152,20 @@ class Backend:
 
         require_pyspark()
 
+        if isinstance(checkpoint, Checkpoints):  # the embedded engine's settings: the store's are used
+            given = {
+                "compact_after": (compact_after, 8), "retain": (retain, 3), "resume": (resume, True),
+                "fresh_if_unusable": (fresh_if_unusable, False), "replica": (replica, None),
+            }
+            twice = sorted(k for k, (v, default) in given.items() if v != default)
+            if twice:
+                raise ConfigurationError(
+                    f"Backend: {', '.join(twice)} given both as arguments and in checkpoint=Checkpoints(...): "
+                    "give them in Checkpoints only"
+                )
+            compact_after, retain, resume = checkpoint.compact_after, checkpoint.retain, checkpoint.resume
+            fresh_if_unusable, replica = checkpoint.fresh_if_unusable, checkpoint.replica
+            checkpoint = checkpoint.directory
         self.spark = spark
         self.directory = resolve(checkpoint)  # an absolute path, or a URL (s3://...)
         n = partitions if partitions is not None else spark.sparkContext.defaultParallelism
@@ -216,41 +183,34 @@ class Backend:
         # with a replica, the driver copies each committed checkpoint there and, when it
         # resumes, repairs either copy from the other before any executor reads a bin
         self.store = CheckpointStore(
-            self.directory, retain=retain, compact_after=compact_after, background_gc=True, replica=replica
+            self.directory, retain=retain, compact_after=compact_after, background_gc=True, replica=replica,
+            mirror_dirs=(f"{OUTPUT_ROOT}/",),
         )
-        self.metrics = _Metrics()
-        self._plan: Any = None
+        self.metrics = Metrics()
+        #: the run's dataflow and what its batches share (None: nothing has run yet)
         self._flow: Any = None
+        self._job: Optional[Job] = None
+        self._shuffles = Shuffles(spark)
         self._owners: dict[int, list[int]] = {}
         self._steps: list[dict[int, int]] = []  # pending rescale steps (bin -> partition, for every boundary)
         self._target_partitions: Optional[int] = None
-        self._labels: dict[int, tuple[int, ...]] = {}
-        self._ticks: dict[tuple[int, int], Any] = {}
-        self._fresh = True
-        self._last_batch = -1
-        self._frontier = 0
-        self._timers: dict[str, dict[int, int]] = {}
-        self._late: Any = None
-        #: event-time streaming: the largest time seen, and records held back (the
-        #: held file of the last committed batch: cells of [[time, record], ...])
-        self._newest: Any = None
-        self._held: Optional[str] = None
-        #: this batch's Spark work: loop rounds and their stages, root-boundary stages
-        self._loop_stats: dict[str, int] = {"rounds": 0, "stages": 0, "root_stages": 0}
-        #: sink output (tstate.spark.output): the last committed index, and the parts
-        #: whose times a later batch reaches
-        self._output_index: Optional[str] = None
-        self._pending: list[Any] = []
+        #: what the last committed batch left for the next (tstate.spark.batch.Committed)
+        self._last = Committed()
         self._progress = Progress(progress)
 
     def __repr__(self) -> str:
         return f"Backend({self.directory!r}, partitions={self.partitions})"
 
+    @property
+    def checkpoints(self) -> Any:
+        """The checkpoint store every micro-batch is committed to
+        (:class:`~tstate.checkpoint.store.CheckpointStore`)."""
+        return self.store
+
     # -- setting up -------------------------------------------------------------------
-    def _prepare(self, flow: "Dataflow", sources: dict[str, Any]) -> dict[str, Source]:
+    def _prepare(self, flow: "Planned", sources: dict[str, Any]) -> dict[str, Source]:
         from tstate.checkpoint.schema_check import check_compatible
         from tstate.migration.planner import balanced_map
-        from tstate.spark.output import Part
         from tstate.spark.plan import Plan
 
         plan = Plan.of(flow)
@@ -263,56 +223,42 @@ class Backend:
                 raise SparkError(f"input {name!r} of dataflow {flow.name!r} has no DataFrame: pass {{{name!r}: df}}")
         for name, src in bound.items():
             _check_schema(name, src)
-        self._plan, self._flow = plan, flow
+        self._flow = flow
+        sinks = {i: node.sink for i, node in flow.graph.of_type(SinkNode)}
+        self._job = Job(
+            self.spark, self._shuffles, self.store, self.directory, plan, sinks,
+            self.spark.sparkContext.accumulator(0), self.compact_after, self.local_loops,
+        )
         self._owners = {b: balanced_map(plan.nodes[b].bins, self.partitions) for b in plan.boundaries}
-        self._late = self.spark.sparkContext.accumulator(0)
         # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)
-        head = self.store.recover(fresh_if_unusable=self.fresh_if_unusable, verify=self._verifier()) if self.resume else None
+        head = self.store.recover(fresh_if_unusable=self.fresh_if_unusable, verify=self._verifier(plan)) if self.resume else None
         if head is not None:
-            meta = head.meta.get("spark")
-            if meta is None:  # an embedded run's checkpoint: continue from its time
-                t = int(head.time)
-                meta = {
-                    "batch": -1, "frontier": t,
-                    # which bins hold timers is not recorded: every bin is looked at once
-                    "timers": {op: {str(b): t for b in e.chains} for op, e in head.operators.items()},
-                }
             for b in plan.boundaries:
                 pn = plan.nodes[b]
                 entry = head.operators.get(pn.name)
                 if pn.kind != "stateful" or entry is None:
                     continue
-                spec = flow._nodes[b]
-                check_compatible(pn.name, entry.schema, spec.options["schema"])
+                check_compatible(pn.name, entry.schema, pn.stateful.schema)
                 if entry.bins != pn.bins:
                     raise ConfigurationError(
                         f"operator {pn.name!r}: checkpoint {head.id} has {entry.bins} bins, the dataflow {pn.bins}"
                     )
-            self._fresh = False
-            self._last_batch = int(meta["batch"])
-            self._frontier = meta["frontier"]
-            self._timers = {op: {int(b): t for b, t in bins.items()} for op, bins in meta.get("timers", {}).items()}
-            self._newest = meta.get("newest")
-            self._held = _held_path(meta.get("held"), head.id)
-            self._output_index = meta.get("output")
-            self._pending = [Part.from_builtins(p) for p in meta.get("output_pending", [])]
-            if self._frontier is not None:  # (None: the run finished; its output is complete)
-                for spec in flow._nodes:
-                    if spec.kind == "sink":
-                        spec.options["sink"].restore(self._frontier)
-        for spec in flow._nodes:
-            if spec.kind == "sink":
-                spec.options["sink"].open(0, 1)
+            self._last = Committed.of_checkpoint(head)
+            if self._last.frontier is not None:  # (None: the run finished; its output is complete)
+                for sink in sinks.values():
+                    sink.restore(self._last.frontier)
+        for sink in sinks.values():
+            sink.open(0, 1)
         self._recover_output()
         return bound
 
-    def _verifier(self) -> Any:
+    def _verifier(self, plan: Any) -> Any:
         """How recovery checks a candidate checkpoint's files: by the executors when
         ``verify`` says so (:mod:`tstate.spark.restore`), else on the driver."""
         from tstate.checkpoint.fs import LocalFS
         from tstate.spark.restore import use_executors, verify_on_executors
 
-        owners = {self._plan.nodes[b].name: list(o) for b, o in self._owners.items()}
+        owners = {plan.nodes[b].name: list(o) for b, o in self._owners.items()}
         local = isinstance(self.store.fs, LocalFS)
 
         def verify(m: Any) -> list[str]:
@@ -331,52 +277,22 @@ class Backend:
         """At a (re)start: delete the output an uncommitted batch left, and write the last
         committed batch's epoch files again (the driver may have died between its commit
         and them; the same bytes again otherwise)."""
-        from tstate.spark.output import clean, finalise, read_index
+        from tstate.spark.output import clean, finalise, read_index, sink_dir
 
-        fs = self.store.fs
-        keep = {p.path for p in self._pending}
+        assert self._job is not None
+        fs, plan, committed = self.store.fs, self._job.plan, self._last
+        keep = {p.path for p in committed.pending}
         last: list[Any] = []
-        if self._output_index is not None:
-            b, _prev, parts = read_index(fs, self._output_index)
-            if b == self._last_batch:
-                keep |= {p.path for p in parts} | {self._output_index}
+        if committed.output is not None:
+            b, _prev, parts = read_index(fs, committed.output)
+            if b == committed.batch:
+                keep |= {p.path for p in parts} | {committed.output}
                 last = parts
-        clean(fs, self._sink_dirs(), max(self._last_batch, 0), keep)
+        clean(fs, [sink_dir(plan, node) for node in plan.sinks], max(committed.batch, 0), keep)
         files = {
-            spec.index: spec.options["sink"] for spec in self._flow._nodes
-            if spec.kind == "sink" and not spec.options["sink"].on_driver and hasattr(spec.options["sink"], "commit_epoch")
-        }  # fmt: skip
-        finalise(self.spark, self.directory, files, last, self._plan.records)
-
-    def _labels_for(self, n: int) -> tuple[int, ...]:
-        """Labels ``l[p]`` with ``pmod(hash(l[p]), n) == p``: Spark's hash partitioning
-        of an int column, computed by Spark itself."""
-        if n not in self._labels:
-            found: dict[int, int] = {}
-            size = 64 * n
-            while len(found) < n:
-                rows = self.spark.range(0, size).selectExpr(
-                    "cast(id as int) as id", f"pmod(hash(cast(id as int)), {n}) as p"
-                ).collect()
-                for r in rows:
-                    found.setdefault(int(r["p"]), int(r["id"]))
-                size *= 4
-            self._labels[n] = tuple(found[p] for p in range(n))
-        return self._labels[n]
-
-    def _ticks_for(self, nodes: "int | tuple[int, ...]", labels: tuple[int, ...]) -> Any:
-        """One ``TICK`` row per partition (for the first of ``nodes``, a stage's
-        boundaries): every partition runs the stage, so due timers fire everywhere."""
-        from tstate.spark.task import SCHEMA, TICK
-
-        if isinstance(nodes, int):
-            nodes = (nodes,)
-        key = (nodes[0], len(labels))
-        if key not in self._ticks:
-            self._ticks[key] = self.spark.createDataFrame(
-                [(TICK, lab, nodes[0], 0, 0, b"") for lab in labels], SCHEMA
-            )
-        return self._ticks[key]
+            node: sink for node, sink in self._job.sinks.items() if not sink.on_driver and hasattr(sink, "commit_epoch")
+        }
+        finalise(self.spark, self.directory, files, last, plan.records)
 
     # -- rescaling --------------------------------------------------------------------
     def rescale(self, partitions: int, strategy: str = "all-at-once", steps: int = 4) -> int:
@@ -394,7 +310,7 @@ class Backend:
             raise ConfigurationError(f"strategy must be 'all-at-once' or 'fluid', got {strategy!r}")
         if not isinstance(steps, int) or steps < 1:
             raise ConfigurationError(f"steps must be an integer >= 1, got {steps!r}")
-        if self._plan is None:
+        if self._job is None:
             self.partitions = partitions
             return 0
         moves = [
@@ -428,7 +344,7 @@ class Backend:
     # -- running ----------------------------------------------------------------------
     def run(
         self,
-        flow: "Dataflow",
+        flow: "Planned",
         sources: Optional[dict[str, Any]] = None,
         *,
         epochs_per_batch: Optional[int] = None,
@@ -460,8 +376,8 @@ class Backend:
         if not isinstance(rows_per_batch, int) or rows_per_batch < 1:
             raise ConfigurationError(f"rows_per_batch must be an integer >= 1, got {rows_per_batch!r}")
         bound = self._prepare(flow, sources or {})
-        done = self._last_batch + 1  # batches committed by earlier runs
-        if self._frontier is None:  # a finished run was committed: nothing left to do
+        done = self._last.batch + 1  # batches committed by earlier runs
+        if self._last.frontier is None:  # a finished run was committed: nothing left to do
             self._progress.finished_already(self.directory, done)
             return
         counts: dict[int, int] = {}  # epoch -> input rows
@@ -477,10 +393,10 @@ class Backend:
                         counts[int(r[0])] = counts.get(int(r[0]), 0) + int(r[1])
         if untimed:
             counts.setdefault(0, 0)
-        lo: int = (min(counts) if counts else 0) if self._fresh else self._frontier
+        lo: int = (min(counts) if counts else 0) if self._last.fresh else self._last.frontier
         top = max(counts) if counts else -1
         cuts = _cuts(counts, lo, top, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
-        batch = self._last_batch + 1
+        batch = self._last.batch + 1
         total = done + len(cuts) + 1  # (+1: the batch closing the inputs)
         if done:
             self._progress.resumed(self.directory, done, total)
@@ -507,13 +423,12 @@ class Backend:
             for df in cached.values():
                 df.unpersist()
             self._progress.close()
-        for spec in flow._nodes:
-            if spec.kind == "sink":
-                spec.options["sink"].close(0)
+        for sink in self._job.sinks.values() if self._job is not None else ():
+            sink.close(0)
 
     def start(
         self,
-        flow: "Dataflow",
+        flow: "Planned",
         sources: Optional[dict[str, Any]] = None,
         *,
         trigger: Optional[dict[str, Any]] = None,
@@ -526,8 +441,8 @@ class Backend:
         from pyspark.sql import functions as F
 
         bound = self._prepare(flow, sources or {})
-        if self._last_batch >= 0:
-            self._progress.resumed(self.directory, self._last_batch + 1, None)
+        if self._last.batch >= 0:
+            self._progress.resumed(self.directory, self._last.batch + 1, None)
         if len(bound) != 1:
             raise SparkError(f"a streaming run needs exactly one input; dataflow {flow.name!r} has {len(bound)}")
         (name, src), = bound.items()
@@ -535,34 +450,35 @@ class Backend:
             raise SparkError(f"input {name!r} is not a streaming DataFrame: use Backend.run for static DataFrames")
 
         def on_batch(df: Any, batch_id: int) -> None:
-            if batch_id <= self._last_batch:
+            last = self._last
+            if batch_id <= last.batch:
                 self.metrics.skipped.append(batch_id)  # committed before a restart
                 return
-            if batch_id > self._last_batch + 1 and not self._fresh:
+            if batch_id > last.batch + 1 and not last.fresh:
                 # Spark committed batches tstate's state does not include (it resumed from
                 # an older checkpoint, the newer ones being unusable): their rows will not
                 # come again, so going on would lose them
                 raise CheckpointError(
                     f"{self.directory}: Spark's streaming query is at micro-batch {batch_id}, but the tstate "
-                    f"checkpoint it resumed from holds batches up to {self._last_batch}; the input of batches "
-                    f"{self._last_batch + 1}..{batch_id - 1} is committed in Spark's query checkpoint "
+                    f"checkpoint it resumed from holds batches up to {last.batch}; the input of batches "
+                    f"{last.batch + 1}..{batch_id - 1} is committed in Spark's query checkpoint "
                     f"(spark-query/) and will not be replayed, so resuming would lose it (exactly-once). "
                     "Repair the newer tstate checkpoints (python -m tstate checkpoints DIR --verify) or "
                     "start the query afresh"
                 )
-            lo = self._frontier
+            lo = last.frontier
+            assert lo is not None  # (a finished run gets no more batches)
+            newest = last.newest
             if src.time is None:
                 hi: Optional[int] = max(lo, batch_id) + 1
                 const = max(lo, batch_id)
             else:
                 top = df.agg(F.max(src.time).alias("t")).collect()[0]["t"]
-                newest = self._newest
                 if top is not None:
                     newest = int(top) if newest is None else max(newest, int(top))
-                self._newest = newest
                 hi = max(lo, newest + 1 - src.lateness) if newest is not None else lo
                 const = None
-            self._batch({name: df}, bound, batch_id, lo, hi, const)
+            self._batch({name: df}, bound, batch_id, lo, hi, const, newest=newest)
 
         from tstate.checkpoint.location import spark_uri
 
@@ -583,302 +499,24 @@ class Backend:
         lo: int,
         hi: Optional[int],
         const_time: Optional[int],
+        *,
+        newest: Optional[int] = None,
     ) -> None:
-        """One micro-batch: run it, deliver the sinks' records, commit (module docs)."""
-        import msgpack
-
-        from tstate.progress.timestamp import Product
-        from tstate.spark import task as T
-        from tstate.spark.output import Part, clean, write_index, write_parts
-        from tstate.spark.records import decode_records
-        from tstate.spark.rounds import TIMES, LoopRun, decode_cell
-
+        """One micro-batch (:class:`~tstate.spark.batch.MicroBatch`): run it, commit,
+        then deliver the sinks' records; ``newest``: the newest event time seen."""
         start = _time.perf_counter()
-        plan = self._plan
         moved = self._next_owners()
-        n = self.partitions
-        labels = self._labels_for(n)
-        head = None if self._fresh else self.store.head
-        writer = self.store.begin(hi if hi is not None else lo, full=self._fresh)
-        persisted: list[Any] = []
-        try:
-            due = {}
-            for b in plan.boundaries:
-                if plan.nodes[b].loop is not None:
-                    continue  # loops: per round (tstate.spark.rounds)
-                timers = self._timers.get(plan.nodes[b].name, {})
-                due[b] = frozenset(bn for bn, t in timers.items() if hi is None or t < hi)
-            info = T.BatchInfo(
-                batch, lo, hi, self.directory, head.id if head is not None else None, writer.id, writer.token,
-                labels, {b: tuple(o) for b, o in self._owners.items()}, due, self.compact_after,
-            )
-            waves: dict[Any, Any] = {}
-            for name, df in dfs.items():
-                src = bound[name]
-                at = const_time if const_time is not None else 0  # rows without a time column
-                wave = df.mapInArrow(T.input_task(plan, info, name, src.record, src.time, at, self._late), T.SCHEMA)
-                uses = sum(name in plan.feeders.get(b, ()) for b in plan.boundaries) + bool(plan.sink_reach.get(name))
-                if uses > 1 or plan.delays or any(name in lp.feeders for lp in plan.loops.values()):
-                    wave = wave.persist()
-                    persisted.append(wave)
-                waves[name] = wave
-            # records held back by earlier batches: input rows (allowed lateness) go in
-            # first; records and sink output a frontier operator gave at later times
-            # go in once the batch reaches their time
-            entries = _read_held(self.store.fs, self._held) if self._held is not None else []
-            held_where = self.store.fs.describe(self._held) if self._held is not None else ""
-            cells = [c for c in entries if isinstance(c, bytes)]
-            if cells:
-                (name,) = [n for n in dfs] or list(bound)
-                held_df = self.spark.createDataFrame([(c,) for c in cells], "payload binary")
-                wave = held_df.mapInArrow(T.held_task(plan, info, name, held_where), T.SCHEMA)
-                waves[name] = waves[name].unionAll(wave) if name in waves else wave
-            keep: list[Any] = []  # held entries [kind, node, bin, time, payload] still ahead
-            inject: dict[Any, list[Any]] = {}  # boundary or ("loop", id) -> rows
-            sink_out: dict[int, dict[int, list[Any]]] = {}
-            loop_times: dict[int, set[Any]] = {}
-            for e in entries:
-                if isinstance(e, bytes):
-                    continue
-                kind, node, bin_, t, payload = e
-                if hi is not None and t >= hi:
-                    keep.append(e)
-                elif kind == T.SINK:
-                    sink_out.setdefault(node, {}).setdefault(t, []).extend(
-                        decode_records(payload, plan.records, f"{held_where} (sink {plan.nodes[node].name!r}, time {t})")
-                    )
-                else:
-                    lid = plan.nodes[node].loop
-                    inject.setdefault(node if lid is None else ("loop", lid), []).append(
-                        (T.RECORDS, labels[self._owners[node][bin_]], node, bin_, t, payload)
-                    )
-                    if lid is not None:
-                        loop_times.setdefault(node, set()).add(
-                            decode_cell(payload, plan.records, f"{held_where} (operator {plan.nodes[node].name!r})")[0]
-                        )
-            holding = any(bound[n].lateness for n in dfs)
-            if holding:
-                for name in dfs:
-                    waves[name] = waves[name].persist()
-                    persisted.append(waves[name])
-            rows: list[Any] = []
-            for name in dfs:
-                kinds = [str(T.SINK)] if plan.sink_reach.get(name) else []
-                if any(name in lp.feeders for lp in plan.loops.values()):
-                    kinds.append(str(TIMES))
-                if holding:
-                    kinds.append(str(T.HELD))
-                if kinds:
-                    rows += waves[name].where(f"kind in ({', '.join(kinds)})").collect()
-            overlay: dict[str, Any] = {}
-            self._loop_stats = {"rounds": 0, "stages": 0, "root_stages": 0}
-            # a wave (input, boundary) -> the key of the DataFrame holding its records
-            # (the boundaries of loops run together share one)
-            alias: dict[Any, Any] = {}
-
-            def sources(feeders: Any) -> list[Any]:
-                keys = dict.fromkeys(alias.get(w, w) for w in feeders)
-                return [waves[k] for k in keys if k in waves]
-
-            done: set[Any] = set()
-            for pos, item in enumerate(plan.items):
-                if item in done:
-                    continue
-                done.add(item)
-                if isinstance(item, tuple):  # iterate scopes: rounds until the batch is done
-                    # later loops whose inputs are all ready run in the same rounds
-                    ready = {w for w in done if not isinstance(w, tuple)}
-                    group = [item] + [
-                        it for it in plan.items[pos + 1 :]
-                        if isinstance(it, tuple) and it not in done
-                        and all(isinstance(w, str) or w in ready for w in plan.loops[it[1]].feeders)
-                    ]
-                    done.update(group)
-                    lps = [plan.loops[it[1]] for it in group]
-                    inside = {b for lp in lps for b in lp.boundaries}
-                    for r in rows:
-                        if r["kind"] == TIMES and r["node"] in inside:
-                            loop_times.setdefault(r["node"], set()).update(Product(*v) for v in msgpack.unpackb(r["payload"]))
-                    cells = sources(w for lp in lps for w in lp.feeders)
-                    cells += [self.spark.createDataFrame(inject[it], T.SCHEMA) for it in group if it in inject]
-                    run = LoopRun(self, lps, info, writer, overlay)
-                    try:
-                        exits, got, left = run.run(cells, loop_times, labels)
-                    finally:
-                        persisted.extend(run.persisted)
-                    self._loop_stats["rounds"] += run.rounds
-                    self._loop_stats["stages"] += run.stages
-                    if exits is not None:
-                        waves[item] = exits
-                    for b in inside:
-                        alias[b] = item
-                    rows += got
-                    keep.extend([r["kind"], r["node"], r["bin"], r["time"], bytes(r["payload"])] for r in left)
-                    continue
-                # root boundaries whose inputs are all ready run in one stage
-                stage: list[int] = [item] + [
-                    it for it in plan.items[pos + 1 :]
-                    if not isinstance(it, tuple) and it not in done
-                    and all(isinstance(w, str) or w in waves or w in alias for w in plan.feeders.get(it, ()))
-                ]
-                done.update(stage)
-                nodes = ", ".join(map(str, stage))
-                feeders = [w for b in stage for w in plan.feeders.get(b, ())]
-                parts = [w.where(f"kind = {T.RECORDS} and node in ({nodes})") for w in sources(feeders)]
-                parts += [self.spark.createDataFrame(inject[b], T.SCHEMA) for b in stage if b in inject]
-                if plan.delays and hi is not None and parts:  # records a frontier operator gave at later times wait
-                    late = parts[0]
-                    for p in parts[1:]:
-                        late = late.unionAll(p)
-                    keep.extend(
-                        [T.RECORDS, r["node"], r["bin"], r["time"], bytes(r["payload"])]
-                        for r in late.where(f"time >= {hi}").collect()
-                    )
-                    parts = [p.where(f"time < {hi}") for p in parts]
-                inp = self._ticks_for(tuple(stage), labels)
-                for p in parts:
-                    inp = inp.unionAll(p)
-                out = inp.repartition(n, "dest").mapInArrow(T.boundary_task(plan, info, tuple(stage)), T.SCHEMA)
-                if plan.delays or any(b in plan.feeders.get(c, ()) for b in stage for c in plan.boundaries):
-                    out = out.persist()
-                    persisted.append(out)
-                for b in stage:
-                    waves[b] = out
-                    alias[b] = item
-                self._loop_stats["root_stages"] += 1
-                rows += out.where(f"kind != {T.RECORDS}").collect()
-            t_jobs = _time.perf_counter()
-            # the driver's part: files, timers, counters, the output's references
-            stats, fresh, held_cells = self._apply_rows(rows, writer)
-            if sink_out:  # sink records of a held file from before output parts existed
-                refs: list[Any] = []
-                write_parts(plan, info, {(nd, t): r for nd, by_t in sink_out.items() for t, r in by_t.items()}, refs)
-                fresh += [Part.from_builtins(msgpack.unpackb(r[5])) for r in refs]
-            now, pending = self._settle_output(fresh, hi)
-            index = self._output_index
-            if now:
-                index = write_index(self.store.fs, batch, writer.token, lo, hi, index, now)
-            for b in plan.boundaries:
-                spec = self._flow._nodes[b]
-                if spec.kind == "stateful":
-                    writer.put_operator_schema(spec.name, spec.options["schema"].to_builtins(), spec.options["bins"])
-            held = None
-            held_cells.extend(keep)
-            if held_cells:
-                held = f"held/{writer.id:06d}-{writer.token}.msgpack"
-                # attached: verified with the checkpoint's files (a damaged one makes
-                # recovery fall back to the previous checkpoint), deleted with its manifest
-                writer.attach(_write_held(self.store.fs, held, held_cells))
-            writer.put_meta(
-                "spark",
-                {
-                    "batch": batch, "frontier": hi, "partitions": n, "newest": self._newest, "held": held,
-                    "timers": {op: {str(b): t for b, t in tm.items()} for op, tm in self._timers.items()},
-                    "output": index, "output_pending": [p.to_builtins() for p in pending],
-                },
-            )
-            t_driver = _time.perf_counter()
-            writer.commit()
-            t_commit = _time.perf_counter()
-        except BaseException:
-            writer.abort()
-            raise
-        finally:
-            for df in persisted:
-                df.unpersist()
-        # (the previous held file stays: its checkpoint is retained, and recovery may fall
-        # back to it; garbage collection deletes it with that checkpoint's manifest)
-        self._held = held
-        self._fresh = False
-        self._last_batch = batch
-        self._frontier = hi  # type: ignore[assignment]
-        self._output_index, self._pending = index, pending
-        # the commit made the output visible: leftovers go, then the sinks get it
-        clean(self.store.fs, self._sink_dirs(), batch, {p.path for p in fresh} | ({index} if now and index else set()))
-        self._deliver(now, hi)
-        t_out = _time.perf_counter()
-        self.metrics.late = self._late.value if self._late is not None else 0
-        m = BatchMetrics(
-            batch, hi, _time.perf_counter() - start, n, stats["records"], stats["hits"], stats["misses"],
-            stats["bytes"], moved, stats["catchups"], t_jobs - start, t_driver - t_jobs, t_commit - t_driver,
-            self._loop_stats["rounds"], self._loop_stats["stages"], sum(p.records for p in now), t_out - t_commit,
-            stages=self._loop_stats["root_stages"],
+        assert self._job is not None
+        last = self._last
+        step = MicroBatch(
+            self._job, last, self._owners, self.partitions, dfs, bound, batch, lo, hi, const_time,
+            moved=moved, newest=newest if newest is not None else last.newest, start=start,
         )
+        self._last = step.run()
+        m = step.finish()
+        self.metrics.late = self._job.late.value
         self.metrics.batches.append(m)
         self._progress.batch(m, self.store.head)
-
-    def _apply_rows(self, rows: list[Any], writer: Any) -> tuple[dict[str, int], list[Any], list[Any]]:
-        """The rows the driver got from the tasks: state files into the checkpoint being
-        written, timers, counters; returns the counters, the output parts (references
-        only: :mod:`tstate.spark.output`) and the held-back input cells."""
-        import msgpack
-
-        from tstate.checkpoint.manifest import FileRef
-        from tstate.spark import task as T
-        from tstate.spark.output import Part
-
-        plan = self._plan
-        stats = {"records": 0, "hits": 0, "catchups": 0, "misses": 0, "bytes": 0}
-        fresh: list[Part] = []
-        held_cells: list[Any] = []
-        for r in rows:
-            kind = r["kind"]
-            if kind == T.FILE:
-                path, size, checksum, fkind, first_timer = msgpack.unpackb(r["payload"])
-                opname = plan.nodes[r["node"]].name
-                timers = self._timers.setdefault(opname, {})
-                if fkind == "drop":
-                    writer.drop_bin(opname, r["bin"])
-                    timers.pop(r["bin"], None)
-                else:
-                    writer.adopt(opname, r["bin"], [FileRef(path, size, checksum)], replace=fkind == "snap")
-                    if first_timer is None:
-                        timers.pop(r["bin"], None)
-                    else:
-                        timers[r["bin"]] = first_timer
-            elif kind == T.STATS:
-                s = msgpack.unpackb(r["payload"])
-                for k in stats:
-                    stats[k] += s.get(k, 0)
-            elif kind == T.SINK:
-                fresh.append(Part.from_builtins(msgpack.unpackb(r["payload"])))
-            elif kind == T.HELD:
-                held_cells.append(bytes(r["payload"]))
-        return stats, fresh, held_cells
-
-    def _settle_output(self, fresh: list[Any], hi: Optional[int]) -> tuple[list[Any], list[Any]]:
-        """The batch's output (parts' times before ``hi``, of this batch's parts and of
-        those waiting) and what still waits for a later batch."""
-        now, later = [], []
-        for p in [*self._pending, *fresh]:
-            a, b = p.split(hi)
-            if a is not None:
-                now.append(a)
-            if b is not None:
-                later.append(b)
-        return now, later
-
-    def _sink_dirs(self) -> list[str]:
-        from tstate.spark.output import sink_dir
-
-        return [sink_dir(self._plan, node) for node in self._plan.sinks]
-
-    def _deliver(self, parts: list[Any], hi: Optional[int]) -> None:
-        """A committed batch's output to the sinks: epoch files by Spark tasks, driver
-        sinks (in-memory, callbacks) on the driver; then the sinks' frontier."""
-        from tstate.progress.frontier import Antichain
-        from tstate.spark.output import finalise, records_of
-
-        sinks = {spec.index: spec.options["sink"] for spec in self._flow._nodes if spec.kind == "sink"}
-        files = {nd: s for nd, s in sinks.items() if hasattr(s, "commit_epoch") and not s.on_driver}
-        finalise(self.spark, self.directory, files, parts, self._plan.records)
-        front = Antichain([hi]) if hi is not None else Antichain()
-        for nd, sink in sinks.items():
-            if sink.on_driver:
-                mine = [p for p in parts if p.sink == nd]
-                for t, recs in sorted(records_of(self.store.fs, mine, self._plan.records).items()):
-                    sink.write(0, t, recs)
-            sink.frontier(0, front)
 
     # -- state ----------------------------------------------------------------------
     def state(self, op: "Stream") -> Any:
@@ -889,7 +527,10 @@ class Backend:
 
         if self._flow is None:
             raise SparkError("nothing has run on this backend yet")
-        return state_frame(self, op)
+        node = self._flow.graph[op.node]
+        if not isinstance(node, Stateful):
+            raise SparkError(f"operator {node.name!r} is not a stateful operator")
+        return state_frame(self.spark, self.store, self.directory, self.partitions, node.name, node.state)
 
     def output(self, op: Any, batch: Optional[int] = None, *, schema: Any = None) -> Any:
         """The committed output of ``op`` as a Spark DataFrame read from the
@@ -908,7 +549,7 @@ class Backend:
         """
         from tstate.spark.output import frame, history
 
-        if self._flow is None:
+        if self._flow is None or self._job is None:
             raise SparkError("nothing has run on this backend yet")
         node = self._sink_of(op)
         head = self.store.latest()
@@ -918,27 +559,28 @@ class Backend:
             for p in parts if p.sink == node
         ]  # fmt: skip
         found.reverse()
-        return frame(self.spark, self.directory, self.store.fs, found, schema, self._plan.records)
+        return frame(self.spark, self.directory, self.store.fs, found, schema, self._job.plan.records)
 
     def _sink_of(self, op: Any) -> int:
         """The sink node of ``op`` (a stream feeding a sink, a sink or a sink's name)."""
         from tstate.io.sinks import Sink
 
-        specs = [s for s in self._flow._nodes if s.kind == "sink"]
+        graph = self._flow.graph
+        specs = graph.of_type(SinkNode)
         if isinstance(op, str):
-            found = [s.index for s in specs if s.name == op]
+            found = [i for i, s in specs if s.name == op]
             what = f"sink {op!r}"
         elif isinstance(op, Sink):
-            found = [s.index for s in specs if s.options.get("sink") is op]
+            found = [i for i, s in specs if s.sink is op]
             what = f"sink {op!r}"
         else:
             node, port = getattr(op, "node", None), getattr(op, "port", 0)
-            found = [s.index for s in specs if node is not None and (node, port) in s.inputs]
-            what = f"operator {self._flow._nodes[node].name!r}" if isinstance(node, int) else repr(op)
+            found = [i for i, _s in specs if node is not None and (node, port) in graph.sources(i)]
+            what = f"operator {graph[node].name!r}" if isinstance(node, int) else repr(op)
         if not found:
             raise SparkError(
                 f"{what} has no sink in dataflow {self._flow.name!r}: its output is not kept; add one, e.g. "
-                "stream.sink(ts.io.keep()) (sinks: " + ", ".join(repr(s.name) for s in specs) + ")"
+                "stream.sink(ts.io.keep()) (sinks: " + ", ".join(repr(s.name) for _i, s in specs) + ")"
             )
         return found[0]
 
@@ -984,52 +626,6 @@ def _cuts(
     return out
 
 
-def _write_held(fs: Any, path: str, cells: list[Any]) -> Any:
-    """The held-back records of a batch, durable before its manifest commits (one file
-    per batch, written atomically by the store's filesystem, checksummed inside and
-    referenced by the manifest with its size and xxh64 like every checkpoint file);
-    returns its :class:`~tstate.checkpoint.manifest.FileRef`."""
-    import msgpack
-    import xxhash
-
-    from tstate.checkpoint.manifest import FileRef
-
-    body = msgpack.packb(cells, use_bin_type=True)
-    data = msgpack.packb([xxhash.xxh64(body).hexdigest(), body], use_bin_type=True)
-    fs.write_atomic(path, data, fsync=True)
-    return FileRef(path, len(data), xxhash.xxh64_hexdigest(data))
-
-
-_HELD = re.compile(r"^held/\d+-[0-9a-f]+\.msgpack$")
-
-
-def _held_path(path: Any, checkpoint_id: int) -> Optional[str]:
-    """The held file named in checkpoint ``checkpoint_id``'s metadata, checked to be a
-    name the backend writes (in ``held/``, no other directory, no ``..``)."""
-    from tstate.errors import CheckpointError
-
-    if path is None:
-        return None
-    if type(path) is not str or not _HELD.match(path):
-        raise CheckpointError(f"checkpoint {checkpoint_id}: held-back records path {path!r} is not a file of held/")
-    return path
-
-
-def _read_held(fs: Any, path: str) -> list[Any]:
-    import msgpack
-    import xxhash
-
-    from tstate.errors import CheckpointError
-
-    try:
-        digest, body = msgpack.unpackb(fs.read_bytes(path), raw=False)
-        if xxhash.xxh64(body).hexdigest() != digest:
-            raise ValueError("checksum mismatch")
-        return list(msgpack.unpackb(body, raw=False))
-    except (OSError, ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise CheckpointError(f"{fs.describe(path)}: held-back records unreadable ({exc})") from None
-
-
 def _check_schema(name: str, src: Source) -> None:
     if src.record not in ("dict", "tuple", "value"):
         raise ConfigurationError(f"input {name!r}: record must be 'dict', 'tuple' or 'value', got {src.record!r}")
@@ -1058,3 +654,10 @@ def _check_schema(name: str, src: Source) -> None:
                 f"input {name!r}: time column {src.time!r} is {fields[src.time]}; it must be an integer column "
                 "(epochs), e.g. cast a timestamp to hours"
             )
+
+
+if TYPE_CHECKING:  # pragma: no cover - mypy checks that this backend implements tstate.backend.Backend
+    import tstate.backend
+
+    def _is_a_backend(backend: Backend) -> tstate.backend.Backend:
+        return backend

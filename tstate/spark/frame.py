@@ -15,9 +15,6 @@ from tstate.errors import SparkError
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-    from tstate.dataflow import Stream
-    from tstate.spark.backend import Backend
-
 __all__ = ["state_frame"]
 
 
@@ -46,38 +43,31 @@ def _reader(
     return run
 
 
-def state_frame(backend: "Backend", op: "Stream") -> Any:
-    """The state of ``op`` at ``backend``'s last committed batch (module docstring)."""
+def state_frame(spark: Any, store: Any, directory: str, partitions: int, operator: str, state_type: Any) -> Any:
+    """The state of stateful operator ``operator`` (its state declared as ``state_type``)
+    at the head of ``store`` (in ``directory``), read by at most ``partitions`` Spark
+    tasks (module docstring)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from tstate.types import StateCodec, to_arrow
     from tstate.types.schema import Schema
 
-    flow = backend._flow
-    spec = flow._nodes[op.node]
-    if spec.kind != "stateful":
-        raise SparkError(f"operator {spec.name!r} is not a stateful operator")
-    m = backend.store.head
-    entry = m.operators.get(spec.name) if m is not None else None
+    m = store.head
+    entry = m.operators.get(operator) if m is not None else None
     if m is None or entry is None:
-        raise SparkError(f"operator {spec.name!r} has no committed state in {backend.directory}")
-    state_type = spec.options["state_type"]
+        raise SparkError(f"operator {operator!r} has no committed state in {directory}")
     fingerprint = Schema.from_builtins(entry.schema).fingerprint
     bins = sorted(entry.chains)
     # the key columns' types, from one bin read here
     codec = StateCodec(state_type)
     sample: list[tuple[Any, Any]] = []
     for b in bins:
-        sample = _rows(backend.directory, entry.chains[b], codec, fingerprint)[:1]
+        sample = _rows(directory, entry.chains[b], codec, fingerprint)[:1]
         if sample:
             break
     if not sample:
         schema = to_arrow([], state_type, key_type=str).schema
-        return backend.spark.createDataFrame([], from_arrow_schema(schema))
+        return spark.createDataFrame([], from_arrow_schema(schema))
     schema = to_arrow(sample, state_type).schema
-    ids = backend.spark.createDataFrame([(b,) for b in bins], "bin int").repartition(
-        max(1, min(backend.partitions, len(bins)))
-    )
-    return ids.mapInArrow(
-        _reader(backend.directory, m.id, spec.name, state_type, fingerprint, schema), from_arrow_schema(schema)
-    )
+    ids = spark.createDataFrame([(b,) for b in bins], "bin int").repartition(max(1, min(partitions, len(bins))))
+    return ids.mapInArrow(_reader(directory, m.id, operator, state_type, fingerprint, schema), from_arrow_schema(schema))

@@ -55,6 +55,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 import msgpack
 from attrs import frozen
 
+from tstate.spark.wire import SINK, BatchInfo, Row
+
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.plan import Plan
 
@@ -88,6 +90,15 @@ class Part:
     def from_builtins(cls, v: Any) -> "Part":
         return cls(int(v[0]), str(v[1]), tuple((int(t), int(n)) for t, n in v[2]))
 
+    def row(self) -> Row:
+        """The ``SINK`` row a task hands the driver for this part."""
+        return (SINK, 0, self.sink, 0, 0, msgpack.packb(self.to_builtins()))
+
+    @classmethod
+    def of_row(cls, payload: bytes) -> "Part":
+        """The part of a ``SINK`` row's payload."""
+        return cls.from_builtins(msgpack.unpackb(payload))
+
     def split(self, hi: Optional[int]) -> tuple[Optional["Part"], Optional["Part"]]:
         """The times before ``hi`` (a batch's) and the others (None: nothing there)."""
         now = tuple(p for p in self.times if hi is None or p[0] < hi)
@@ -120,15 +131,12 @@ def _open(fs: Any, path: str, what: str) -> Any:
         raise CheckpointError(f"{fs.describe(path)}: {what} unreadable ({exc})") from None
 
 
-def write_parts(
-    plan: "Plan", info: Any, sinks: dict[tuple[int, int], list[Any]], rows: list[tuple[int, int, int, int, int, bytes]]
-) -> None:
+def write_parts(plan: "Plan", info: BatchInfo, sinks: dict[tuple[int, int], list[Any]], rows: list[Row]) -> None:
     """In a task: write the records that reached each sink (``sinks[(node, time)]``) to
     one part file per sink and add a reference row per file to ``rows`` (kind ``SINK``,
     ``node`` the sink, ``payload`` the :class:`Part`)."""
     from tstate.spark import binstore
     from tstate.spark.records import encode_records
-    from tstate.spark.task import SINK
 
     if not sinks:
         return
@@ -150,8 +158,7 @@ def write_parts(
         body = msgpack.packb([[t, encode_records(recs, name, plan.records)] for t, recs in cells], use_bin_type=True)
         path = f"{sink_dir(plan, node)}/{info.batch:06d}/{info.token}-{where}-{secrets.token_hex(4)}.msgpack"
         fs.write_atomic(path, _seal(body), fsync=True)
-        part = Part(node, path, tuple((t, len(recs)) for t, recs in cells))
-        rows.append((SINK, 0, node, 0, 0, msgpack.packb(part.to_builtins())))
+        rows.append(Part(node, path, tuple((t, len(recs)) for t, recs in cells)).row())
 
 
 def read_part(fs: Any, part: Part, types: Any = None) -> Iterator[tuple[int, list[Any]]]:

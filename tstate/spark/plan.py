@@ -1,15 +1,18 @@
 """Lowering a dataflow for Spark: which operators become shuffles, and the fused
 stateless chains between them.
 
-The logical graph is cut at every *boundary*: an operator whose input is exchanged by
-key (``stateful`` / ``fold_bins``, ``exchange``).  Everything between boundaries is
-*fused*: records are pushed through it in the task that produced them, up to the next
-boundary (where they are grouped by ``(boundary, bin, time)`` for the shuffle) or a
-sink -- the stateless operators (``map``, ``filter``, ``flat_map``, ``inspect``,
-``concat``), the edges of iterate scopes (``enter``, ``leave``, ``feedback``: they only
-re-time records) and frontier operators that keep nothing between activations
+The plan (``flow.graph``, a :class:`tstate.plan.Graph` of typed nodes) is cut at every
+*boundary*: an operator whose input is exchanged by key (``stateful`` / ``fold_bins``,
+``exchange``).  Everything between boundaries is *fused*: records are pushed through it
+in the task that produced them, up to the next boundary (where they are grouped by
+``(boundary, bin, time)`` for the shuffle) or a sink -- the stateless operators
+(``map``, ``filter``, ``flat_map``, ``inspect``, ``concat``: each node's own
+:meth:`~tstate.plan.Stateless.apply`, as on the embedded engine), the edges of iterate
+scopes (``enter``, ``leave``, ``feedback``: they only re-time records, by the nodes'
+rules) and frontier operators that keep nothing between activations
 (:mod:`tstate.spark.frontier`).  Each boundary becomes one Spark shuffle onto the
-partitions that own its bins, then one task per partition.
+partitions that own its bins, then one task per partition, which runs the stateful
+node itself (:mod:`tstate.spark.host`).
 
 An iterate scope becomes a :class:`Loop`: its boundaries run in *rounds* within the
 micro-batch until the loop's times of the batch are done (:mod:`tstate.spark.rounds`);
@@ -42,18 +45,17 @@ probes, sinks inside a loop, nested iterate scopes, frontier operators with per-
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from attrs import define, field
 
-from tstate.errors import SparkError
+from tstate.errors import OperatorError, SparkError
 from tstate.keys import KeyRouter
-from tstate.operators.scope import enter_time
-from tstate.progress.timestamp import SEQUENCE_SPAN, TIME_MAX, Product
+from tstate.plan import Enter, Exchange, Feedback, Frontier, Input, Leave, Node, Sink, Stateful, Stateless
 from tstate.spark.record_types import BUILTIN, RecordTypes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tstate.dataflow import Dataflow
+    from tstate.plan import KeyFn, Planned
 
 __all__ = ["Plan", "PlanNode", "Loop"]
 
@@ -70,22 +72,39 @@ SUPPORTED = ("input", "sink", *STATELESS, *BOUNDARIES, *SCOPE_EDGES, *FRONTIER)
 
 @define
 class PlanNode:
-    """One operator as the Spark tasks need it (no runtime objects, no sinks' buffers:
-    this is what is shipped to executors)."""
+    """One operator as the Spark tasks need it: this is what is shipped to executors.
+    ``op`` is the operator's plan node (:mod:`tstate.plan`: its settings and per-batch
+    rule, the same object the embedded engine runs) for every operator a task runs;
+    None for inputs and sinks, whose ends stay on the driver (a sink holds its buffers)."""
 
     node: int
     name: str
     kind: str
-    fn: Optional[Callable[..., Any]] = None
+    op: Optional[Node] = None
     #: consumers: (node, input port)
     consumers: list[tuple[int, int]] = field(factory=list)
-    #: boundaries: the exchange key and bin count
-    key: Optional[Callable[[Any], Any]] = None
-    bins: int = 0
-    #: stateful operators: what a task needs to rebuild the operator
-    options: dict[str, Any] = field(factory=dict)
     #: the iterate scope the operator is in (None: the root), by its enter nodes' first index
     loop: Optional[int] = None
+
+    @property
+    def key(self) -> "KeyFn":
+        """A boundary's exchange key."""
+        op = self.op
+        assert isinstance(op, (Stateful, Exchange)), f"operator {self.name!r} is not a boundary"
+        return op.key
+
+    @property
+    def bins(self) -> int:
+        """A boundary's bin count (0 for other operators)."""
+        op = self.op
+        return op.bins if isinstance(op, (Stateful, Exchange)) else 0
+
+    @property
+    def stateful(self) -> Stateful:
+        """A stateful boundary's node."""
+        op = self.op
+        assert isinstance(op, Stateful), f"operator {self.name!r} is not a stateful operator"
+        return op
 
 
 @define
@@ -136,73 +155,57 @@ class Plan:
     _fused: dict[int, Any] = field(factory=dict, repr=False)
 
     @classmethod
-    def of(cls, flow: "Dataflow") -> "Plan":
-        """Lower ``flow``; raises :class:`SparkError` for an operator Spark cannot run."""
-        specs = flow._nodes
+    def of(cls, flow: "Planned") -> "Plan":
+        """Lower ``flow``'s plan (``flow.graph``); raises :class:`SparkError` for an
+        operator Spark cannot run."""
+        graph = flow.graph
         nodes: dict[int, PlanNode] = {}
         loops: dict[int, Loop] = {}
         loop_of: dict[int, int] = {}  # id(scope) -> loop id
-        for s in specs:
-            if s.kind not in SUPPORTED:
+        for i, op in graph:
+            if op.kind not in SUPPORTED:
                 raise SparkError(
-                    f"operator {s.name!r} ({s.kind}) cannot run on the Spark backend: it runs inputs bound to "
+                    f"operator {op.name!r} ({op.kind}) cannot run on the Spark backend: it runs inputs bound to "
                     "DataFrames, map, filter, flat_map, inspect, exchange, concat, stateful, fold_bins, iterate scopes, "
                     "frontier operators without per-worker state, and sinks"
                 )
-            depth = s.scope.depth
+            depth = op.scope.depth
             if depth > 1:
                 raise SparkError(
-                    f"operator {s.name!r} is in a nested iterate scope ({s.scope.name!r}): the Spark backend runs "
+                    f"operator {op.name!r} is in a nested iterate scope ({op.scope.name!r}): the Spark backend runs "
                     "one level of iterate scopes"
                 )
-            o = s.options
-            n = PlanNode(s.index, s.name, s.kind)
+            n = PlanNode(i, op.name, op.kind, None if isinstance(op, (Input, Sink)) else op)
             if depth == 1:
-                lid = loop_of.get(id(s.scope))
+                lid = loop_of.get(id(op.scope))
                 if lid is None:
-                    lid = loop_of[id(s.scope)] = s.index
-                    loops[lid] = Loop(lid, s.scope.name)
+                    lid = loop_of[id(op.scope)] = i
+                    loops[lid] = Loop(lid, op.scope.name)
                 n.loop = lid
-            if s.kind in ("map", "filter", "flat_map", "inspect"):
-                n.fn = o["fn"]
-            elif s.kind == "feedback":
-                n.options = {"step": o["step"], "max_iterations": o["max_iterations"], "sequenced": o.get("sequenced")}
-            elif s.kind == "enter":
-                n.options = {"sequenced": o.get("sequenced")}
-            elif s.kind in FRONTIER:
-                if any(p is not None for p in s.pacts):
+            if isinstance(op, Frontier):
+                if any(p is not None for p in op.pacts()):
                     raise SparkError(
-                        f"operator {s.name!r} ({s.kind}) exchanges its input by key: on Spark a frontier operator runs "
-                        "fused where its records are; exchange the stream first (stream.exchange(key))"
+                        f"operator {op.name!r} ({op.kind}) exchanges its input by key: on Spark a frontier operator "
+                        "runs fused where its records are; exchange the stream first (stream.exchange(key))"
                     )
-                if o.get("state") is not None:
+                if op.state is not None:
                     raise SparkError(
-                        f"operator {s.name!r} ({s.kind}) keeps per-worker state (state=...), which does not survive a "
+                        f"operator {op.name!r} ({op.kind}) keeps per-worker state (state=...), which does not survive a "
                         "Spark task: keep state in @flow.stateful, whose bins Spark checkpoints"
                     )
-                n.fn = o["logic"]
-                n.options = {"inputs": len(s.inputs)}
-            elif s.kind == "sink" and depth:
-                raise SparkError(f"sink {s.name!r} is inside iterate scope {s.scope.name!r}: leave the scope first")
-            elif s.kind in BOUNDARIES:
-                pact = s.pacts[0]
-                assert pact is not None
-                n.key, n.bins = pact.key, pact.bins
-                if s.kind == "stateful":
-                    n.options = {
-                        k: o[k] for k in ("fn", "key", "state_type", "new_state", "bins", "handlers", "fold")
-                    }
-            nodes[s.index] = n
-        for s in specs:
-            for port, src in enumerate(s.inputs):
+            elif isinstance(op, Sink) and depth:
+                raise SparkError(f"sink {op.name!r} is inside iterate scope {op.scope.name!r}: leave the scope first")
+            nodes[i] = n
+        for i, _op in graph:
+            for port, src in enumerate(graph.sources(i)):
                 assert src is not None
-                nodes[src[0]].consumers.append((s.index, port))
-        inputs = {s.name: s.index for s in specs if s.kind == "input"}
-        boundaries = [s.index for s in specs if s.kind in BOUNDARIES]
-        sinks = [s.index for s in specs if s.kind == "sink"]
+                nodes[src[0]].consumers.append((i, port))
+        inputs = {n.name: i for i, n in nodes.items() if n.kind == "input"}
+        boundaries = [i for i, n in nodes.items() if n.kind in BOUNDARIES]
+        sinks = [i for i, n in nodes.items() if n.kind == "sink"]
         plan = cls(flow.name, nodes, inputs, boundaries, sinks, {}, {}, loops)
-        plan.delays = any(s.kind in FRONTIER for s in specs)
-        plan.records = RecordTypes.of(flow)
+        plan.delays = any(n.kind in FRONTIER for n in nodes.values())
+        plan.records = RecordTypes.of(graph, flow.registered_record_types)
         for wave, start in [*((name, i) for name, i in inputs.items()), *((b, b) for b in boundaries)]:
             reach_b, reach_s = plan._reach(start)
             plan.sink_reach[wave] = reach_s
@@ -235,10 +238,10 @@ class Plan:
                     f"iterate scope {lp.name!r} has no stateful operator or exchange: on Spark a loop runs in rounds of "
                     "its keyed operators, so its body needs at least one"
                 )
-        for s in specs:
-            if s.kind == "feedback" and s.index in plan._reach_loopless(s.index):
+        for i, op in graph:
+            if isinstance(op, Feedback) and i in plan._reach_loopless(i):
                 raise SparkError(
-                    f"iterate scope {s.scope.name!r}: feedback {s.name!r} comes back to itself without passing a "
+                    f"iterate scope {op.scope.name!r}: feedback {op.name!r} comes back to itself without passing a "
                     "stateful operator or exchange, which the Spark backend needs to run the loop in rounds"
                 )
         return plan
@@ -311,37 +314,33 @@ class Plan:
         keyed: dict[Any, list[int]] = {}  # (key, bins) -> the records' bins, for boundaries keyed alike
         for c, port in self.nodes[node].consumers:
             n = self.nodes[c]
-            kind = n.kind
-            if kind in BOUNDARIES:
+            op = n.op
+            if isinstance(op, (Stateful, Exchange)):  # a boundary: its shuffle
                 self._route(n, t, recs, routed, keyed)
-            elif kind == "sink":
+            elif op is None:  # a sink
                 sinks.setdefault((c, t), []).extend(recs)
-            elif kind == "concat":
-                self._push(c, t, recs, routed, sinks)
-            elif kind == "enter":
-                self._push(c, enter_time(n.options, t, n.name), recs, routed, sinks)
-            elif kind == "leave":
-                self._push(c, t.outer, recs, routed, sinks)
-            elif kind == "feedback":
-                inner = t.inner + n.options["step"]
-                limit = n.options["max_iterations"]
-                k = inner - t.outer * SEQUENCE_SPAN if n.options["sequenced"] else inner
-                if inner <= TIME_MAX and k <= (TIME_MAX if limit is None else limit):  # past the limit: dropped
-                    self._push(c, Product(t.outer, inner), recs, routed, sinks)
-            elif kind in FRONTIER:
-                for t2, out in self._fused_op(n).run(port, t, recs).items():
-                    self._push(c, t2, out, routed, sinks)
+            elif isinstance(op, Stateless):
+                self._push(c, t, _apply(op, t, recs), routed, sinks)
+            elif isinstance(op, Enter):
+                self._push(c, op.time_inside(t), recs, routed, sinks)
+            elif isinstance(op, Leave):
+                self._push(c, op.time_outside(t), recs, routed, sinks)
+            elif isinstance(op, Feedback):
+                t2 = op.next_time(t)
+                if t2 is not None:  # past the limit: dropped
+                    self._push(c, t2, recs, routed, sinks)
             else:
-                self._push(c, t, _apply(n, t, recs), routed, sinks)
+                assert isinstance(op, Frontier)
+                for t2, out in self._fused_op(c, op).run(port, t, recs).items():
+                    self._push(c, t2, out, routed, sinks)
 
-    def _fused_op(self, n: PlanNode) -> Any:
-        op = self._fused.get(n.node)
-        if op is None:
+    def _fused_op(self, node: int, op: Frontier) -> Any:
+        fused = self._fused.get(node)
+        if fused is None:
             from tstate.spark.frontier import FusedFrontier
 
-            assert n.fn is not None
-            op = self._fused[n.node] = FusedFrontier(n.name, n.fn, n.options["inputs"])
-        return op
+            fused = self._fused[node] = FusedFrontier(op.name, op.logic, op.arity)
+        return fused
 
     def _route(
         self,
@@ -396,34 +395,14 @@ def _key_signature(key: Any) -> Any:
     return key
 
 
-def _apply(n: PlanNode, t: int, recs: list[Any]) -> list[Any]:
-    """One stateless operator over a batch; a user function that raises becomes an
-    :class:`~tstate.errors.OperatorError` naming the operator, time and record."""
-    from tstate.errors import OperatorError
-
-    fn = n.fn
-    assert fn is not None
-    kind = n.kind
+def _apply(op: Stateless, t: Any, recs: list[Any]) -> list[Any]:
+    """One stateless operator over a batch, by the node's own rule; a user function
+    that raises becomes an :class:`~tstate.errors.OperatorError` naming the operator,
+    time and record."""
     try:
-        if kind == "map":
-            return [fn(r) for r in recs]
-        if kind == "filter":
-            return [r for r in recs if fn(r)]
-        if kind == "flat_map":
-            return [x for r in recs for x in fn(r)]
-        for r in recs:  # inspect
-            fn(t, r)
-        return recs
+        return op.apply(t, recs)
     except Exception as exc:
-        bad = next((r for r in recs if _raises(n, t, r)), None)
+        bad = op.failing_record(t, recs)
         raise OperatorError(
-            f"operator {n.name!r} ({kind}) at time {t!r} raised {type(exc).__name__}: {exc} (record {bad!r})"
+            f"operator {op.name!r} ({op.kind}) at time {t!r} raised {type(exc).__name__}: {exc} (record {bad!r})"
         ) from exc
-
-
-def _raises(n: PlanNode, t: int, r: Any) -> bool:
-    try:
-        _apply(n, t, [r])
-    except Exception:
-        return True
-    return False

@@ -37,14 +37,12 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from attrs import field, frozen
 
 from tstate.errors import ConfigurationError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from tstate.dataflow import Dataflow
+from tstate.plan import Graph, Stateful
 
 __all__ = ["RecordTypes", "class_path", "is_record_class", "BUILTIN"]
 
@@ -117,18 +115,16 @@ class RecordTypes:
         return cls(found)
 
     @classmethod
-    def of(cls, flow: "Dataflow") -> "RecordTypes":
-        """The allow-list of ``flow``: its state types, the classes its functions' type
-        hints name, and the classes registered with ``flow.record_types``."""
-        roots: list[Any] = list(getattr(flow, "_record_types", ()))
-        for spec in flow._nodes:
-            o = spec.options
-            if "state_type" in o:
-                roots.append(o["state_type"])
-            fns = [o.get(k) for k in ("fn", "key", "logic")] + list(o.get("handlers", {}).values())
-            for fn in fns:
-                if fn is not None:
-                    roots.extend(_hints(fn))
+    def of(cls, graph: Graph, registered: Iterable[type] = ()) -> "RecordTypes":
+        """The allow-list of a dataflow's plan ``graph``: its state types, the classes
+        its functions' type hints name, and the classes ``registered`` with
+        ``flow.record_types``."""
+        roots: list[Any] = list(registered)
+        for _, node in graph:
+            if isinstance(node, Stateful):
+                roots.append(node.state)
+            for fn in node.functions():
+                roots.extend(_hints(fn))
         return cls.from_classes(roots)
 
     def get(self, path: str) -> Optional[type]:

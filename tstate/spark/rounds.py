@@ -49,31 +49,31 @@ first element (the ``time`` column holds the epoch).
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
-import msgpack
 from attrs import frozen
 
 from tstate.progress.timestamp import Product
-from tstate.spark.record_types import BUILTIN, RecordTypes
-from tstate.spark.records import decode_records, encode_records
+from tstate.spark.cells import cell_where, decode_cell, emit, emit_loop_cells
+from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
+from tstate.spark.wire import (
+    FILE, RECORDS, ROUNDS, SCHEMA, TIMES, BatchInfo, FileReport, Row, arrow, read_rounds, read_times, rounds_row,
+    stats_row,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-    from tstate.spark.plan import Plan
-    from tstate.spark.task import BatchInfo
+    from tstate.spark.plan import Loop, Plan
 
-__all__ = ["RoundInfo", "Overlay", "minimal", "round_frontier", "loop_task", "encode_cell", "decode_cell", "timer_antichain"]
+__all__ = [
+    "RoundInfo", "Overlay", "LocalLoops", "LoopRun", "minimal", "round_frontier", "passed", "loop_task",
+    "local_loop_task", "timer_antichain",
+]
 
-#: a row kind: the times of the cells a task emitted for boundaries inside loops
-#: (``node``: the boundary, ``payload``: ``[[epoch, inner], ...]``)
-TIMES = 6
 #: a loop whose operators' stored state is at most this many bytes runs all its rounds
 #: of a batch in one task (:func:`local_loop_task`; ``Backend(local_loops=...)``)
 LOCAL_LOOP_BYTES = 64 << 20
-#: a row kind: how many rounds a task that ran loops by itself took (``payload``: the count)
-ROUNDS = 7
 
 
 def minimal(times: Iterable[Product]) -> list[Product]:
@@ -106,18 +106,6 @@ def timer_antichain(times: Iterable[Any]) -> Optional[list[list[int]]]:
     ``[[epoch, inner], ...]`` (None: no timers)."""
     m = minimal(t if type(t) is Product else Product(t, 0) for t in times)
     return [[t.outer, t.inner] for t in m] if m else None
-
-
-def encode_cell(t: Product, recs: list[Any], operator: str, types: RecordTypes = BUILTIN) -> bytes:
-    """A cell for a boundary inside a loop: its full time, then the records."""
-    return encode_records([t, *recs], operator, types)
-
-
-def decode_cell(payload: bytes, types: RecordTypes = BUILTIN, where: Any = "a loop's shuffle cell") -> tuple[Product, list[Any]]:
-    """The time and records of a cell written by :func:`encode_cell` (``types``, ``where``:
-    as :func:`~tstate.spark.records.decode_records`)."""
-    recs = decode_records(payload, types, where)
-    return recs[0], recs[1:]
 
 
 @frozen
@@ -164,29 +152,11 @@ class _Manifest:
         return self.overlay.chain(self.m, operator, b)
 
 
-def emit_loop_cells(
-    plan: "Plan", info: "BatchInfo", routed: dict[tuple[int, int, Any], list[Any]], rows: list[Any]
-) -> None:
-    """Cells at ``Product`` times (for boundaries inside a loop) and one ``TIMES`` row per
-    target boundary; ``routed`` must hold only such cells."""
-    from tstate.spark.task import RECORDS
-
-    labels = info.labels
-    times: dict[int, set[Product]] = {}
-    for (node, b, t), recs in routed.items():
-        rows.append((RECORDS, labels[info.owners[node][b]], node, b, t.outer, encode_cell(t, recs, plan.nodes[node].name, plan.records)))
-        times.setdefault(node, set()).add(t)
-    for node, ts_ in times.items():
-        rows.append((TIMES, 0, node, 0, 0, msgpack.packb([[t.outer, t.inner] for t in ts_])))
-
-
 def _loop_cells(
     plan: "Plan", info: "BatchInfo", nodes: Iterable[int], batches: Iterable["pa.RecordBatch"]
 ) -> tuple[dict[int, dict[Product, dict[int, list[Any]]]], dict[int, int]]:
     """The ``RECORDS`` cells of ``batches`` for the loops' boundaries ``nodes``: per node,
     time -> bin -> records (in arrival order), and the records per node."""
-    from tstate.spark.task import RECORDS, cell_where
-
     groups: dict[int, dict[Product, dict[int, list[Any]]]] = {node: {} for node in nodes}
     counts = dict.fromkeys(groups, 0)
     for batch in batches:
@@ -210,8 +180,6 @@ def loop_task(plan: "Plan", info: "BatchInfo", rnd: RoundInfo, nodes: tuple[int,
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
         from pyspark import TaskContext
 
-        from tstate.spark.task import STATS, _arrow, _emit
-
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx is not None else 0
         groups, counts = _loop_cells(plan, info, nodes, batches)
@@ -227,123 +195,51 @@ def loop_task(plan: "Plan", info: "BatchInfo", rnd: RoundInfo, nodes: tuple[int,
             else:
                 stats = _stateful_round(plan, info, rnd, node, partition, groups[node], routed, sinks, rows)
             stats["records"] = counts[node]
-            _emit(plan, info, routed, sinks, rows)
-            rows.append((STATS, 0, node, partition, 0, msgpack.packb(stats)))
-        yield _arrow(rows)
+            emit(plan, info, routed, sinks, rows)
+            rows.append(stats_row(node, partition, stats))
+        yield arrow(rows)
 
     return run
 
 
-def _mini(plan: "Plan", node: int, frontier: list[Product]) -> tuple[Any, Any, Any, list[tuple[Any, Any]]]:
-    """The stateful operator ``node`` alone in a one-worker execution, inside an iterate
-    scope; a placing operator gives each record at its time and holds ``frontier``.
-    Returns ``(input, execution, operator runtime, captured outputs)``."""
-    import tstate as ts
-    from tstate.engine.execution import Execution
-    from tstate.operators.stateful import StatefulRuntime
-
-    pn = plan.nodes[node]
-    o = pn.options
-    captured: list[tuple[Any, Any]] = []
-    mini = ts.Dataflow(f"{plan.name}/{pn.name}")
-    inp = mini.input("in", batch_size=1 << 30)
-    ops: list[Any] = []
-
-    def body(scope: Any, entered: Any) -> Any:
-        @mini.unary_frontier(entered, name="place", state=list)
-        def place(i: Any, out: Any, ctx: Any) -> None:
-            for cap, batch in i:
-                if not ctx.state:
-                    ctx.state.extend(cap.delayed(f) for f in frontier)
-                    ctx.state.append(None)  # (the frontier may be empty)
-                for t, recs in batch:
-                    if recs:
-                        c = cap.delayed(t)
-                        out.give_many(c, recs)
-                        c.drop()
-
-        st = mini._stateful(place, o["key"], o["state_type"], o["new_state"], o["bins"], pn.name, o["fold"])(o["fn"])
-        mini._nodes[st.node].options["handlers"] = dict(o["handlers"])
-        ops.append(st.node)
-        return st.inspect(lambda t, r: captured.append((t, r)))
-
-    mini.iterate(inp, name="loop")(body)
-    exe = Execution(mini, 1)
-    op = exe.operators[0][ops[0]]
-    assert isinstance(op, StatefulRuntime)
-    op.track_dirty = True
-    op.keys = plan.router(node)
-    return inp, exe, op, captured
-
-
-def _feed(
+def _push_round(
     plan: "Plan",
-    node: int,
-    parts: tuple[Any, Any, Any, list[tuple[Any, Any]]],
-    frontier: list[Product],
+    host: StatefulHost,
     groups: dict[Product, dict[int, list[Any]]],
     routed: dict[tuple[int, int, Any], list[Any]],
     sinks: dict[tuple[int, int], list[Any]],
 ) -> None:
-    """Run one round of the operator built by :func:`_mini` (its bins installed) over
-    ``groups`` (time -> bin -> records); its outputs go through the fused chain after it
-    into ``routed``/``sinks``, and the records the frontier does not let in yet back in
-    flight (``routed``)."""
-    inp, exe, op, captured = parts
-    times = sorted(groups)
-    first = min([t.outer for t in times] + [f.outer for f in frontier] + [t.outer for t in op.timer_times.keys()] or [0])
-    items = [(t, [r for b in sorted(groups[t]) for r in groups[t][b]]) for t in times] or [(Product(first, 0), [])]
-    inp.send(items, time=first)
-    inp.close()
-    exe.step_while(lambda: True)
-    by_time: dict[Any, list[Any]] = {}
-    for t, r in captured:
-        by_time.setdefault(t, []).append(r)
-    for t, recs in sorted(by_time.items()):
+    """Run one round of ``host`` (its bins installed) over ``groups`` (time -> bin ->
+    records); its outputs go through the fused chain after it into ``routed``/``sinks``,
+    and the records the frontier does not let in yet back in flight (``routed``)."""
+    node = host.node
+    produced, waiting = host.run_round(groups)
+    for t, recs in sorted(produced.items()):
         plan.push(node, t, recs, routed, sinks)
-    if op.stash:
-        bin_of = plan.router(node).bin
-        key = plan.nodes[node].options["key"]
-        for t, batches_ in op.stash.items():
-            for recs in batches_:
-                for r in recs:
-                    routed.setdefault((node, bin_of(key(r)), t), []).append(r)
-
-
-def _stored_fingerprint(info: "BatchInfo", pn: Any, codec: Any) -> tuple[Any, str]:
-    from tstate.spark import binstore
-    from tstate.types.schema import Schema
-
-    m = binstore.manifest(info.directory, info.head)
-    entry = m.operators.get(pn.name) if m is not None else None
-    return m, (Schema.from_builtins(entry.schema).fingerprint if entry is not None else codec.fingerprint)
+    for (b, t), recs in waiting.items():
+        routed.setdefault((node, b, t), []).extend(recs)
 
 
 def _stateful_round(
     plan: "Plan",
-    info: "BatchInfo",
+    info: BatchInfo,
     rnd: RoundInfo,
     node: int,
     partition: int,
     groups: dict[Product, dict[int, list[Any]]],
     routed: dict[tuple[int, int, Any], list[Any]],
     sinks: dict[tuple[int, int], list[Any]],
-    rows: list[Any],
+    rows: list[Row],
 ) -> dict[str, Any]:
-    from tstate.spark.task import take_bins, write_bins
-
     pn = plan.nodes[node]
-    frontier = list(rnd.frontier[node])
-    parts = _mini(plan, node, frontier)
-    op = parts[2]
-    codec = op.codec
-    m, stored_fp = _stored_fingerprint(info, pn, codec)
+    host = StatefulHost(plan, node, list(rnd.frontier[node]))
+    m, stored_fp = stored_fingerprint(info, pn, host.codec)
     view = _Manifest(m, rnd.overlay, pn.name)
     owners = info.owners[node]
     needed = {b for bins in groups.values() for b in bins} | {b for b in rnd.due.get(node, ()) if owners[b] == partition}
-    loaded, found = take_bins(info, view, pn, op, needed, stored_fp)
-    _feed(plan, node, parts, frontier, groups, routed, sinks)
-    written = write_bins(info, view, pn, codec, loaded, rows, lambda b: timer_antichain(b.timers))
+    loaded, found = host.take(info, view, needed, stored_fp)
+    _push_round(plan, host, groups, routed, sinks)
+    written = write_bins(info, view, pn, host.codec, loaded, rows, lambda b: timer_antichain(b.timers))
     return {"hits": found["hit"], "catchups": found["catch-up"], "misses": found["miss"], "bytes": written}
 
 
@@ -371,8 +267,6 @@ def local_loop_task(plan: "Plan", info: "BatchInfo", job: LocalLoops) -> Any:
     to be held) and one ``ROUNDS`` row (payload: the number of rounds)."""
 
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
-        from tstate.spark.task import STATS, _arrow, _emit, take_bins, write_bins
-
         inside = {b for lp in job.loops for b in lp}
         flight, _ = _loop_cells(plan, info, inside, batches)
         counts = dict.fromkeys(inside, 0)
@@ -417,23 +311,21 @@ def local_loop_task(plan: "Plan", info: "BatchInfo", job: LocalLoops) -> Any:
                             for recs in groups[t].values():
                                 plan.push(node, t, recs, routed, sinks)
                     else:
-                        frontier = fronts[node]
-                        parts = _mini(plan, node, frontier)
-                        op = parts[2]
+                        host = StatefulHost(plan, node, fronts[node])
                         mine = bins[node]
-                        codecs.setdefault(node, op.codec)
+                        codecs.setdefault(node, host.codec)
                         used = sorted({b for g in groups.values() for b in g} | due[node])
                         for b in used:
                             if b not in mine:
                                 pn = plan.nodes[node]
-                                m, fp = _stored_fingerprint(info, pn, op.codec)
-                                loaded, found = take_bins(info, _Manifest(m, job.overlay, pn.name), pn, op, [b], fp)
+                                m, fp = stored_fingerprint(info, pn, host.codec)
+                                loaded, found = host.take(info, _Manifest(m, job.overlay, pn.name), [b], fp)
                                 mine[b] = loaded[b]
                                 for name, n_ in (("hits", "hit"), ("catchups", "catch-up"), ("misses", "miss")):
                                     stats[node][name] += found[n_]
                             else:
-                                op.install_bin(mine[b])
-                        _feed(plan, node, parts, frontier, groups, routed, sinks)
+                                host.op.install_bin(mine[b])
+                        _push_round(plan, host, groups, routed, sinks)
                         for b in used:
                             a = timer_antichain(mine[b].timers)
                             if a is None:
@@ -451,19 +343,19 @@ def local_loop_task(plan: "Plan", info: "BatchInfo", job: LocalLoops) -> Any:
         rows: list[Any] = []
         # the records still in flight (at epochs after the batch): held by the driver
         left = {(n, b, t): recs for n, g in flight.items() for t, by_bin in g.items() for b, recs in by_bin.items()}
-        _emit(plan, info, exits, exit_sinks, rows)
+        emit(plan, info, exits, exit_sinks, rows)
         if left:
             emit_loop_cells(plan, info, left, rows)
         for node, mine in bins.items():
             if mine:
                 pn = plan.nodes[node]
-                m, _fp = _stored_fingerprint(info, pn, codecs[node])
+                m, _fp = stored_fingerprint(info, pn, codecs[node])
                 view = _Manifest(m, job.overlay, pn.name)
                 stats[node]["bytes"] = write_bins(info, view, pn, codecs[node], mine, rows, lambda b: timer_antichain(b.timers))
         for node in sorted(inside):
-            rows.append((STATS, 0, node, 0, 0, msgpack.packb({**stats[node], "records": counts[node]})))
-        rows.append((ROUNDS, 0, 0, 0, 0, msgpack.packb(rounds)))
-        yield _arrow(rows)
+            rows.append(stats_row(node, 0, {**stats[node], "records": counts[node]}))
+        rows.append(rounds_row(rounds))
+        yield arrow(rows)
 
     return run
 
@@ -472,17 +364,32 @@ class LoopRun:
     """The driver's side of one or more independent loops in one micro-batch (module
     docstring): their rounds run together, the k-th boundary of each loop in one stage.
 
-    ``backend``: the :class:`~tstate.spark.backend.Backend`; ``cells``: DataFrames of the
-    records entering the loops (``RECORDS`` rows, possibly for other boundaries too);
-    ``times``: per boundary, the times of those records (from ``TIMES`` rows)."""
+    ``writer``: the batch's checkpoint being written (the rounds' state files go in);
+    ``overlay``: the files written so far in the batch, per operator and bin
+    (:class:`Overlay`'s ``extra``, extended here); ``timers``: the driver's pending timer
+    times per operator and bin (updated here); ``ticks(nodes, labels)``: a DataFrame of
+    one ``TICK`` row per partition; ``local_loops``: ``Backend(local_loops=...)``."""
 
-    def __init__(self, backend: Any, lps: list[Any], info: "BatchInfo", writer: Any, overlay: dict[str, Any]) -> None:
-        self.be = backend
-        self.plan = backend._plan
+    def __init__(
+        self,
+        plan: "Plan",
+        lps: list["Loop"],
+        info: BatchInfo,
+        writer: Any,
+        overlay: dict[str, Any],
+        timers: dict[str, dict[int, Any]],
+        ticks: Callable[[Any, tuple[int, ...]], Any],
+        local_loops: int = LOCAL_LOOP_BYTES,
+    ) -> None:
+        self.plan = plan
         self.lps = lps
         self.info = info
         self.writer = writer
         self.overlay = overlay
+        self.timers = timers
+        self.ticks = ticks
+        self.local_loops = local_loops
+        #: Spark stages and rounds run, and the DataFrames to unpersist after the batch
         self.rounds = 0
         self.stages = 0
         self.persisted: list[Any] = []
@@ -491,7 +398,7 @@ class LoopRun:
         out: dict[int, dict[int, list[Product]]] = {}
         for lp in self.lps:
             for b in lp.boundaries:
-                bins = self.be._timers.get(self.plan.nodes[b].name, {})
+                bins = self.timers.get(self.plan.nodes[b].name, {})
                 out[b] = {
                     bn: ([Product(*v) for v in ts_] if isinstance(ts_, list) else [Product(int(ts_), 0)])
                     for bn, ts_ in bins.items()
@@ -503,16 +410,14 @@ class LoopRun:
         the loops (a DataFrame of ``RECORDS`` rows for boundaries outside them, or
         None), the non-record rows of every stage, and the rows of records still in
         flight at later epochs (to be held)."""
-        from tstate.spark import task as T
-
         plan, info = self.plan, self.info
         hi = info.hi
         inside = {b for lp in self.lps for b in lp.boundaries}
         in_list = ", ".join(str(b) for b in sorted(inside))
         n = len(labels)
         pending = {b: set(times.get(b, ())) for b in inside}
-        parts = [c.where(f"kind = {T.RECORDS} and node in ({in_list})") for c in cells]
-        limit = getattr(self.be, "local_loops", LOCAL_LOOP_BYTES)
+        parts = [c.where(f"kind = {RECORDS} and node in ({in_list})") for c in cells]
+        limit = self.local_loops
         if limit > 0 and self._ready(pending) and self._state_bytes() <= limit:
             return self._run_local(parts, labels, in_list)
         exits: list[Any] = []
@@ -545,31 +450,31 @@ class LoopRun:
                 if not nodes:
                     continue
                 these = ", ".join(map(str, nodes))
-                inp = self.be._ticks_for(nodes[0], labels)
+                inp = self.ticks(nodes[0], labels)
                 for b in nodes[1:]:
-                    inp = inp.unionAll(self.be._ticks_for(b, labels))
+                    inp = inp.unionAll(self.ticks(b, labels))
                 for p in parts:
                     inp = inp.unionAll(p.where(f"node in ({these})"))
-                out = inp.repartition(n, "dest").mapInArrow(loop_task(plan, info, rnd, nodes), T.SCHEMA)
+                out = inp.repartition(n, "dest").mapInArrow(loop_task(plan, info, rnd, nodes), SCHEMA)
                 out = out.localCheckpoint(eager=False)  # computed once, by the collect below; no lineage
                 self.persisted.append(out)
                 self.stages += 1
-                rows = out.where(f"kind != {T.RECORDS}").collect()
+                rows = out.where(f"kind != {RECORDS}").collect()
                 for b in nodes:
                     pending[b] = set()
                 for r in rows:
                     kind = r["kind"]
                     if kind == TIMES:
-                        pending.setdefault(r["node"], set()).update(Product(*v) for v in msgpack.unpackb(r["payload"]))
-                    elif kind == T.FILE:
+                        pending.setdefault(r["node"], set()).update(read_times(r["payload"]))
+                    elif kind == FILE:
                         self._file(r)
                     else:
                         collected.append(r)
                 parts = [p.where(f"node not in ({these})") for p in parts]
-                mine = out.where(f"kind = {T.RECORDS} and node in ({in_list})")
+                mine = out.where(f"kind = {RECORDS} and node in ({in_list})")
                 parts.append(mine)
                 fresh = [p.where(f"node not in ({these})") for p in fresh] + [mine]
-                exits.append(out.where(f"kind = {T.RECORDS} and node not in ({in_list})"))
+                exits.append(out.where(f"kind = {RECORDS} and node not in ({in_list})"))
             # every boundary with records in flight ran: what was in flight before the
             # round was consumed (applied or sent on again)
             parts = fresh
@@ -609,7 +514,6 @@ class LoopRun:
 
     def _run_local(self, parts: list[Any], labels: tuple[int, ...], in_list: str) -> tuple[Any, list[Any], list[Any]]:
         """All rounds in one task (:func:`local_loop_task`): one Spark stage."""
-        from tstate.spark import task as T
 
         timers = self._timer_times()
         job = LocalLoops(
@@ -617,52 +521,44 @@ class LoopRun:
             {b: {bn: tuple(ts_) for bn, ts_ in by_bin.items()} for b, by_bin in timers.items()},
             Overlay({k: dict(v) for k, v in self.overlay.items()}),
         )
-        inp = self.be._ticks_for(self.lps[0].boundaries[0], labels)  # the task runs even without records
+        inp = self.ticks(self.lps[0].boundaries[0], labels)  # the task runs even without records
         for p in parts:
             inp = inp.unionAll(p)
-        out = inp.repartition(1).mapInArrow(local_loop_task(self.plan, self.info, job), T.SCHEMA)
+        out = inp.repartition(1).mapInArrow(local_loop_task(self.plan, self.info, job), SCHEMA)
         out = out.localCheckpoint(eager=False)  # computed once, by the collect below
         self.persisted.append(out)
         self.stages += 1
         collected: list[Any] = []
         left: list[Any] = []
-        for r in out.where(f"kind != {T.RECORDS} or node in ({in_list})").collect():
+        for r in out.where(f"kind != {RECORDS} or node in ({in_list})").collect():
             kind = r["kind"]
             if kind == ROUNDS:
-                self.rounds += msgpack.unpackb(r["payload"])
+                self.rounds += read_rounds(r["payload"])
             elif kind == TIMES:
                 continue
-            elif kind == T.FILE:
+            elif kind == FILE:
                 self._file(r)
-            elif kind == T.RECORDS:
+            elif kind == RECORDS:
                 left.append(r)
             else:
                 collected.append(r)
-        return out.where(f"kind = {T.RECORDS} and node not in ({in_list})"), collected, left
+        return out.where(f"kind = {RECORDS} and node not in ({in_list})"), collected, left
 
     def _file(self, r: Any) -> None:
-        from tstate.checkpoint.manifest import FileRef
-
-        path, size, checksum, fkind, first = msgpack.unpackb(r["payload"])
+        """A ``FILE`` row of a round: into the batch's checkpoint, the driver's timers,
+        and the overlay the next rounds read bins through."""
         b = r["bin"]
         opname = self.plan.nodes[r["node"]].name
-        timers = self.be._timers.setdefault(opname, {})
+        report = FileReport.of_row(r["payload"])
+        ref = report.adopt(self.writer, opname, b, self.timers.setdefault(opname, {}))
         chains = self.overlay.setdefault(opname, {})
-        if fkind == "drop":
-            self.writer.drop_bin(opname, b)
-            timers.pop(b, None)
+        if ref is None:
             chains[b] = (True, None)
             return
-        ref = FileRef(path, size, checksum)
-        self.writer.adopt(opname, b, [ref], replace=fkind == "snap")
         prev = chains.get(b)
-        if fkind == "snap" or (prev is not None and prev[1] is None):
+        if report.kind == "snap" or (prev is not None and prev[1] is None):
             chains[b] = (True, [ref])
         elif prev is None:
             chains[b] = (False, [ref])
         else:
             chains[b] = (prev[0], [*prev[1], ref])
-        if first is None:
-            timers.pop(b, None)
-        else:
-            timers[b] = first

@@ -16,15 +16,29 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tstate.errors import ProgressError
 from tstate.progress.timestamp import less_equal
 
-if TYPE_CHECKING:  # pragma: no cover
-    from tstate.operators.stateful import StatefulRuntime
+__all__ = ["Context", "KeyedOperator"]
 
-__all__ = ["Context"]
+
+class KeyedOperator(Protocol):
+    """The operator instance a :class:`Context` serves (the stateful runtime of
+    :mod:`tstate.operators.stateful`), as the context needs it."""
+
+    name: str
+    worker: int
+
+    @property
+    def workers(self) -> int:
+        """How many workers the operator runs on."""
+        ...
+
+    def _add_timer(self, key: Any, time: Any) -> None: ...
+
+    def clear_key(self, key: Any) -> None: ...
 
 
 class Context:
@@ -48,7 +62,7 @@ class Context:
 
     __slots__ = ("_op", "time", "key", "_out", "_cleared", "_firing")
 
-    def __init__(self, op: "StatefulRuntime") -> None:
+    def __init__(self, op: KeyedOperator) -> None:
         self._op = op
         self.time: Any = None
         self.key: Any = None
@@ -117,4 +131,4 @@ class Context:
 
     @property
     def workers(self) -> int:
-        return self._op.exe.workers
+        return self._op.workers

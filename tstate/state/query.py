@@ -20,36 +20,76 @@ copies made through the state codec).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Optional, Protocol
 
 from tstate.errors import StateQueryError
+from tstate.keys import KeyRouter
+from tstate.progress.frontier import Antichain
+from tstate.state.bin import Bin
 
-if TYPE_CHECKING:  # pragma: no cover
-    from tstate.dataflow import Stream
-    from tstate.engine.execution import Execution
-
-__all__ = ["snapshot", "consistent_time", "point_read"]
+__all__ = ["snapshot", "consistent_time", "point_read", "Queryable", "KeyedState"]
 
 
-def _runtimes(exe: "Execution", op: "Stream") -> list[Any]:
-    from tstate.operators.stateful import StatefulRuntime
+class KeyedState(Protocol):
+    """One worker's share of a stateful operator, as a query reads it (the runtime of
+    :mod:`tstate.operators.stateful`)."""
 
-    spec = exe.flow._nodes[op.node]
-    if spec.kind != "stateful":
-        raise StateQueryError(f"operator {spec.name!r} is not a stateful operator")
-    rts = [exe.operators[w][op.node] for w in range(exe.workers)]
-    assert all(isinstance(r, StatefulRuntime) for r in rts)
+    name: str
+    bins: dict[int, Bin]
+    max_applied: Any
+    keys: KeyRouter
+
+    @property
+    def state_type(self) -> Any: ...
+
+    @property
+    def codec(self) -> Any: ...
+
+    def is_quiet(self) -> bool: ...
+
+    def bin(self, index: int) -> Optional[Bin]:
+        """Bin ``index`` if held here, decoded first if a lazy restore left it encoded."""
+        ...
+
+    def restore_all(self) -> None:
+        """Decode every bin a lazy restore left encoded."""
+        ...
+
+
+class Queryable(Protocol):
+    """A running (or finished) execution, as a query reads it."""
+
+    def keyed_state(self, node: int) -> Optional[list[KeyedState]]:
+        """Node ``node``'s instance on every worker, or None if it is not stateful."""
+        ...
+
+    def node_name(self, node: int) -> str: ...
+
+    def frontier(self, node: int, port: int = 0) -> Antichain: ...
+
+
+class _Operator(Protocol):
+    """A stream handle: the node it is the output of."""
+
+    @property
+    def node(self) -> int: ...
+
+
+def _runtimes(exe: Queryable, op: _Operator) -> list[KeyedState]:
+    rts = exe.keyed_state(op.node)
+    if rts is None:
+        raise StateQueryError(f"operator {exe.node_name(op.node)!r} is not a stateful operator")
     return rts
 
 
-def consistent_time(exe: "Execution", op: "Stream") -> Any:
+def consistent_time(exe: Queryable, op: _Operator) -> Any:
     """The latest time the operator's state is a consistent snapshot at, or raise."""
     rts = _runtimes(exe, op)
     name = rts[0].name
     if any(not r.is_quiet() for r in rts):
         raise StateQueryError(f"operator {name!r} has buffered records waiting for earlier times; step further")
     applied = [r.max_applied for r in rts if r.max_applied is not None]
-    frontier = exe.tracker.frontier(op.node, 0)
+    frontier = exe.frontier(op.node, 0)
     if any(type(t) is not int for t in (*applied, *frontier)):
         raise StateQueryError(f"operator {name!r}: state queries support int times only")
     last = max(applied) if applied else None
@@ -63,28 +103,29 @@ def consistent_time(exe: "Execution", op: "Stream") -> Any:
     return last + 1
 
 
-def snapshot(exe: "Execution", op: "Stream", at: Any = None, format: str = "arrow") -> Any:
+def snapshot(exe: Queryable, op: _Operator, at: Any = None, format: str = "arrow") -> Any:
     """A consistent snapshot (see the module docstring)."""
     rts = _runtimes(exe, op)
-    spec = exe.flow._nodes[op.node]
+    name = rts[0].name
+    state_type = rts[0].state_type
     latest = consistent_time(exe, op)
     if at is None:
         at = latest
     else:
-        frontier = exe.tracker.frontier(op.node, 0)
+        frontier = exe.frontier(op.node, 0)
         applied = [r.max_applied for r in rts if r.max_applied is not None]
         if applied and max(applied) >= at:
             raise StateQueryError(
-                f"operator {spec.name!r}: the state already includes time {max(applied)}, so it cannot be read at "
+                f"operator {name!r}: the state already includes time {max(applied)}, so it cannot be read at "
                 f"{at}; the latest consistent time is {latest}"
             )
         if frontier.less_than(at):
             raise StateQueryError(
-                f"operator {spec.name!r}: times before {at} are not complete yet (frontier {list(frontier)})"
+                f"operator {name!r}: times before {at} are not complete yet (frontier {list(frontier)})"
             )
     from tstate.types import StateCodec
 
-    codec = StateCodec(spec.options["state_type"])
+    codec = StateCodec(state_type)
     for r in rts:  # bins a lazy restore left encoded are decoded first
         r.restore_all()
     rows = [(k, v) for r in rts for b in sorted(r.bins.values(), key=lambda b: b.index) for k, v in b.states.items()]
@@ -93,7 +134,7 @@ def snapshot(exe: "Execution", op: "Stream", at: Any = None, format: str = "arro
         return {k: copy(v) for k, v in rows}
     from tstate.types import to_arrow
 
-    table = to_arrow(rows, spec.options["state_type"])
+    table = to_arrow(rows, state_type)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"tstate.time": str(at).encode()})
     if format == "arrow":
         return table
@@ -102,7 +143,7 @@ def snapshot(exe: "Execution", op: "Stream", at: Any = None, format: str = "arro
     raise StateQueryError(f"unknown format {format!r}: use 'arrow', 'pandas' or 'dict'")
 
 
-def point_read(exe: "Execution", op: "Stream", key: Any) -> Any:
+def point_read(exe: Queryable, op: _Operator, key: Any) -> Any:
     """A copy of one key's current state (``None`` if it has none): found through the
     key's bin and the worker holding it."""
     rts = _runtimes(exe, op)

@@ -9,6 +9,7 @@ import attrs
 import networkx as nx
 
 import tstate as ts
+from tstate.plan import Stateful
 from apps.graph.stream import ALGORITHMS, EpochResult, GraphStream, build
 from apps.graph.views import GraphView
 from tests.apps.graph.oracle import EdgeMultiset, check_view
@@ -145,9 +146,7 @@ def stateful_operators(algorithms: Sequence[str] = ALGORITHMS, root_only: bool =
     outside iterate scopes, the ones tstate can migrate today)."""
     flow = ts.Dataflow("names")
     build(flow, flow.input("updates"), algorithms)
-    return [
-        s.name for s in flow._nodes if s.kind == "stateful" and (not root_only or s.scope.depth == 0)
-    ]
+    return [n.name for _, n in flow.graph.of_type(Stateful) if not root_only or n.scope.depth == 0]
 
 
 def per_operator(commands: Iterable[tuple[int, Any]], names: Optional[Sequence[str]]) -> list[tuple[int, Any]]:
@@ -160,14 +159,15 @@ def per_operator(commands: Iterable[tuple[int, Any]], names: Optional[Sequence[s
 
 # -- checkpoints -------------------------------------------------------------------------
 def source_flow(
-    epochs: Epochs, algorithms: Sequence[str] = ALGORITHMS, window: Optional[int] = None, tol: float = 1e-7
+    epochs: Epochs, algorithms: Sequence[str] = ALGORITHMS, window: Optional[int] = None, tol: float = 1e-7,
+    blocks: int = 1,
 ) -> tuple[ts.Dataflow, dict[str, ts.Collected]]:
     """The graph dataflow over a replayable source of ``epochs`` (what a checkpoint
     replays from), with every output collected."""
     flow = ts.Dataflow("graph")
     data = [(t, list(ups)) for t, ups in epochs]
     src = flow.source(ts.io.from_batches(lambda: iter(data)), name="edge-updates")
-    a = build(flow, src, algorithms, window_width=window, tol=tol)
+    a = build(flow, src, algorithms, window_width=window, tol=tol, blocks=blocks)
     return flow, {name: s.collect(name=f"c.{name}") for name, s in a.outputs().items()}
 
 

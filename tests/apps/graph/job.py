@@ -29,17 +29,20 @@ def epochs(graph: str, seed: int, n: int, delete: float) -> list[tuple[int, list
 
 
 class DyingFiles(FileSink):
-    """:class:`FileSink` that exits the process after committing ``limit`` epochs."""
+    """:class:`FileSink` that exits the process after committing ``limit`` epochs, once
+    a checkpoint is committed too (asynchronous checkpoints commit a few epochs after
+    their time, the first one after the writer process has started)."""
 
     def __init__(self, directory: str, limit: int) -> None:
         super().__init__(directory)
         self.limit = limit
         self.done = 0
+        self.flow: ts.Dataflow | None = None
 
     def _commit(self, time: Any, records: list[Any]) -> None:
         super()._commit(time, records)
         self.done += 1
-        if self.done == self.limit:
+        if self.done >= self.limit and self.flow is not None and self.flow.execution.coordinator.committed:
             sys.stdout.flush()
             os._exit(9)
 
@@ -58,6 +61,8 @@ def make(args: argparse.Namespace) -> ts.Dataflow:
     a = build(flow, src, args.algorithms.split(","), window_width=args.window or None, tol=1e-7)
     tagged = [s.map(lambda r, n=name: [n, *r], name=f"tag.{name}") for name, s in a.outputs().items()]
     sink = DyingFiles(args.out, args.die_after) if args.die_after else ts.io.files(args.out)
+    if isinstance(sink, DyingFiles):
+        sink.flow = flow
     flow.sink(tagged[0].concat(*tagged[1:]), sink, name="out")
     return flow
 

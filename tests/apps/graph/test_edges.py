@@ -7,7 +7,8 @@ import pytest
 
 import tstate as ts
 from apps.graph.edges import (
-    EdgeCount,
+    BUCKETS,
+    _bucket,
     GraphInputError,
     InputStats,
     check_vertex,
@@ -91,11 +92,11 @@ def test_window_retracts_insertions_and_passes_retractions():
         window(ts.Dataflow(), ts.Dataflow().input(), 0)
 
 
-def _changes(records_by_epoch, workers=1):
+def _changes(records_by_epoch, workers=1, buckets=1):
     res = {}
 
     def build(flow, s):
-        ch = consolidate(flow, s)
+        ch = consolidate(flow, s, buckets=buckets)
         res["d"] = ch.directed.collect(name="directed")
         res["u"] = ch.undirected.collect(name="undirected")
         res["op"] = ch.op
@@ -106,7 +107,8 @@ def _changes(records_by_epoch, workers=1):
     return flow, res["op"], by(res["d"]), by(res["u"])
 
 
-def test_consolidate_emits_topology_changes_only():
+@pytest.mark.parametrize("buckets", [1, 3])
+def test_consolidate_emits_topology_changes_only(buckets):
     epochs = [
         (0, [("a", "b", 1), ("a", "b", 1), ("b", "a", 1)]),  # a duplicate: one edge, count 2
         (1, [("a", "b", -1)]),  # one occurrence left: nothing changes
@@ -114,10 +116,10 @@ def test_consolidate_emits_topology_changes_only():
         (3, [("b", "a", -1), ("x", "y", 1), ("x", "y", -1)]),  # insert + retract in one epoch: no change
         (4, [("x", "y", -1), ("x", "y", 1)]),  # the same in the other order: the sum is what counts
     ]
-    flow, op, d, u = _changes(epochs)
+    flow, op, d, u = _changes(epochs, buckets=buckets)
     assert d == {0: [("a", "b", 1), ("b", "a", 1)], 2: [("a", "b", -1)], 3: [("b", "a", -1)]}
     assert u == {0: [("a", "b", 1)], 3: [("a", "b", -1)]}
-    assert flow.state(op, format="dict") == {}  # absent pairs hold no state
+    assert flow.state(op, format="dict") == {}  # absent pairs hold no state: no bucket either
 
 
 def test_deleting_an_absent_edge_is_ignored_not_remembered():
@@ -125,17 +127,41 @@ def test_deleting_an_absent_edge_is_ignored_not_remembered():
     assert d == {1: [("a", "b", 1)]}
 
 
-def test_edge_state_is_typed_and_queryable():
-    flow, op, _, _ = _changes([(0, [(1, "b", 2), ("b", 1, 1), (2, 3, 1)])], workers=3)
+@pytest.mark.parametrize("buckets", [1, 4])
+def test_edge_state_is_typed_and_queryable(buckets):
+    """The counts live in buckets of pairs (one key each), every pair in its bucket."""
+    flow, op, _, _ = _changes([(0, [(1, "b", 2), ("b", 1, 1), (2, 3, 1)])], workers=3, buckets=buckets)
     state = flow.state(op, format="dict")
-    assert state == {(1, "b"): EdgeCount(fwd=2, bwd=1), (2, 3): EdgeCount(fwd=1)}
+    counts = {p: c for bucket in state.values() for p, c in bucket.counts.items()}
+    assert counts == {(1, "b"): [2, 1], (2, 3): [1, 0]}
+    for k, bucket in state.items():
+        assert bucket.buckets == buckets and not bucket.due
+        assert all(_bucket((a, b), buckets) == k for a, b in bucket.counts)
+
+
+def test_a_restore_refuses_another_number_of_buckets(tmp_path):
+    """The buckets are part of the state's layout: a checkpoint taken with one bucket does
+    not resume with 64: the old bucket fails, naming the operator, when it is next used
+    (here by the pair (2, 66), which is in bucket 0 of 64)."""
+    from tstate.errors import ConfigurationError, OperatorError
+
+    def run(buckets, epochs):
+        flow = ts.Dataflow("t")
+        src = flow.source(ts.io.from_batches(lambda: iter(epochs)), name="src")
+        consolidate(flow, src, buckets=buckets).directed.collect()
+        flow.run(1, checkpoint=ts.Checkpoints(str(tmp_path), every_epochs=1))
+
+    run(1, [(0, [(1, 2, 1)]), (1, [(2, 3, 1)])])
+    with pytest.raises((ConfigurationError, OperatorError), match="buckets"):
+        run(BUCKETS, [(0, [(1, 2, 1)]), (1, [(2, 3, 1)]), (2, [(2, 66, 1)])])
 
 
 @pytest.mark.parametrize("workers", [1, 2, 5])
-def test_consolidate_is_the_same_on_any_number_of_workers(workers):
+@pytest.mark.parametrize("buckets", [1, BUCKETS])
+def test_consolidate_is_the_same_on_any_number_of_workers(workers, buckets):
     epochs = [(t, [(i % 5, (i * 7 + t) % 6, 1 if (i + t) % 3 else -1) for i in range(20)]) for t in range(6)]
     epochs = [(t, [r for r in recs if r[0] != r[1]]) for t, recs in epochs]
-    assert _changes(epochs, workers)[2:] == _changes(epochs, 1)[2:]
+    assert _changes(epochs, workers, buckets)[2:] == _changes(epochs, 1, 1)[2:]
 
 
 @pytest.mark.parametrize("workers", [1, 3])

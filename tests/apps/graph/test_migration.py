@@ -3,9 +3,10 @@ schedules of reconfigurations (``Rescale`` to 1-8 workers, ``MoveBins`` of rando
 every strategy, at random epochs; planned and issued while the dataflow runs) leave
 every epoch's results equal to networkx -- and to a run that never moved.
 
-Some tests move only the root scope's operators (edge counts and sums, degrees, the
-global summaries), the others every operator, including the per-vertex state of
-components, PageRank and triangles inside iterate scopes (moved at epoch boundaries).
+Some tests move only the root scope's operators (the edge counts, and with one block,
+the default, every algorithm's state; with more, degrees and the global summaries), the
+others every operator, including the per-vertex state of components, PageRank and
+triangles inside iterate scopes with ``blocks > 1`` (moved at epoch boundaries).
 """
 
 from __future__ import annotations
@@ -44,14 +45,14 @@ schedule = st.lists(st.tuples(st.integers(0, 7), command), min_size=1, max_size=
 live_commands = st.dictionaries(st.integers(0, 5), command, max_size=2)
 
 
-def run_moving(epochs, workers, planned=(), live=None, algorithms=ALGORITHMS, names=ROOT, window=None):
+def run_moving(epochs, workers, planned=(), live=None, algorithms=ALGORITHMS, names=ROOT, window=None, blocks=1):
     """``run_checked`` (networkx at every epoch) with ``planned`` commands given at the
     start and ``live`` ones (epoch -> command) issued as the epochs are sent, each
     applied to the operators ``names`` (``None``: every stateful operator)."""
     live = {t: [c for _, c in per_operator([(t, cmd)], names)] for t, cmd in (live or {}).items()}
     return run_checked(
         epochs, workers, algorithms, window=window, tol=1e-7, live=live,
-        bins=BINS, max_workers=8, reconfigure=per_operator(planned, names),
+        bins=BINS, max_workers=8, reconfigure=per_operator(planned, names), blocks=blocks,
     )
 
 
@@ -81,7 +82,7 @@ def test_random_migrations_of_every_operator(seed):
     rng = random.Random(seed)
     epochs = random_graph_epochs(rng)
     live = {t: cmd for t, cmd in random_schedule(rng, len(epochs))[:2]}
-    run_moving(epochs, rng.randint(1, 8), random_schedule(rng, len(epochs)), live, names=None)
+    run_moving(epochs, rng.randint(1, 8), random_schedule(rng, len(epochs)), live, names=None, blocks=1 + 2 * (seed % 2))
 
 
 def random_schedule(rng: random.Random, epochs: int) -> list[tuple[int, object]]:
@@ -96,14 +97,14 @@ def random_schedule(rng: random.Random, epochs: int) -> list[tuple[int, object]]
     return out
 
 
-def check_real_graph(name: str, names) -> None:
+def check_real_graph(name: str, names, blocks: int = 1) -> None:
     rng = random.Random(f"migrate-{name}")
     epochs = stream_of(list(real_graphs()[name].edges()), rng, epochs=6, delete=0.3)
     workers = rng.randint(1, 4)
     planned = random_schedule(rng, len(epochs))
-    moved = run_moving(epochs, workers, planned, names=names)
+    moved = run_moving(epochs, workers, planned, names=names, blocks=blocks)
     assert run_checked.last.execution.metrics.moves, "the schedule moved no bin"
-    still = run_checked(epochs, workers, tol=1e-7, bins=BINS)
+    still = run_checked(epochs, workers, tol=1e-7, bins=BINS, blocks=blocks)
     assert exact_changes(moved) == exact_changes(still)
     pagerank_close(moved, still)
 
@@ -113,5 +114,8 @@ def test_real_graphs_across_random_migrations(name):
     check_real_graph(name, ROOT)
 
 
-def test_real_graph_across_migrations_of_every_operator():
-    check_real_graph("karate", None)
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_real_graph_across_migrations_of_every_operator(blocks):
+    """With one block every algorithm's state is one key of the root scope; with more,
+    the per-vertex state inside iterate scopes moves too (at epoch boundaries)."""
+    check_real_graph("karate", None, blocks)

@@ -33,23 +33,23 @@ from tests.apps.graph.helpers import (
 DEGREES = ("degrees",)
 
 
-def uninterrupted(epochs, algorithms, window, workers):
-    flow, out = source_flow(epochs, algorithms, window)
+def uninterrupted(epochs, algorithms, window, workers, blocks=1):
+    flow, out = source_flow(epochs, algorithms, window, blocks=blocks)
     flow.run(workers)
     return by_epoch(out), flow.execution.steps
 
 
-def interrupted(directory, epochs, algorithms, window, every, stop, w1, w2, mode="sync"):
+def interrupted(directory, epochs, algorithms, window, every, stop, w1, w2, mode="sync", blocks=1):
     """Run on ``w1`` workers with checkpoints for ``stop`` steps, abandon it, resume on
     ``w2``; return the concatenated per-epoch results and the restored time (or None)."""
     cfg = ts.Checkpoints(str(directory), every_epochs=every, mode=mode)
-    flow, out1 = source_flow(epochs, algorithms, window)
+    flow, out1 = source_flow(epochs, algorithms, window, blocks=blocks)
     ex = flow.start(w1, checkpoint=cfg)
     for _ in range(stop):  # then "crash": abandon the execution
         if not ex.step():
             break
     ex.coordinator.abort()
-    flow2, out2 = source_flow(epochs, algorithms, window)
+    flow2, out2 = source_flow(epochs, algorithms, window, blocks=blocks)
     ex2 = flow2.start(w2, checkpoint=cfg)
     t0 = ex2.restored.time if ex2.restored is not None else 0
     ex2.run()
@@ -59,10 +59,10 @@ def interrupted(directory, epochs, algorithms, window, every, stop, w1, w2, mode
     return by_epoch(out1, keep=lambda t: t < t0) + second, (ex2.restored.time if ex2.restored else None)
 
 
-def check(directory, epochs, algorithms, window, every, stop, w1, w2, mode="sync"):
-    results, t0 = interrupted(directory, epochs, algorithms, window, every, stop, w1, w2, mode)
+def check(directory, epochs, algorithms, window, every, stop, w1, w2, mode="sync", blocks=1):
+    results, t0 = interrupted(directory, epochs, algorithms, window, every, stop, w1, w2, mode, blocks)
     check_epochs(results, epochs, algorithms, window)
-    reference, _ = uninterrupted(epochs, algorithms, window, w1)
+    reference, _ = uninterrupted(epochs, algorithms, window, w1, blocks)
     assert exact_by_epoch(results) == exact_by_epoch(reference)
     if "pagerank" in algorithms:
         pagerank_close(results, reference)
@@ -89,15 +89,19 @@ def test_stop_and_resume_on_other_worker_counts(tmp_path_factory, epochs, window
     event("resumed from a checkpoint" if t0 is not None else "started afresh")
 
 
-def check_real_graph(tmp_path, algorithms, name="karate", runs=4):
+def check_real_graph(tmp_path, algorithms, name="karate", runs=4, blocks=1):
     rng = random.Random(f"restore-{name}")
     epochs = stream_of(list(real_graphs()[name].edges()), rng, epochs=8, delete=0.3)
-    _, steps = uninterrupted(epochs, algorithms, 3, 1)
+    _, steps = uninterrupted(epochs, algorithms, 3, 1, blocks)
     restored = set()
-    for i in range(runs):  # random stop points, checkpoint intervals and worker counts
+    i = 0
+    # random stop points, checkpoint intervals and worker counts; at least `runs`, and
+    # on until one stopped late enough to resume from a checkpoint
+    while i < runs or (restored == {None} and i < 4 * runs):
         stop = rng.randint(1, steps)
         w1, w2 = rng.randint(1, 4), rng.randint(1, 4)
-        restored.add(check(tmp_path / str(i), epochs, algorithms, 3, rng.randint(1, 3), stop, w1, w2))
+        restored.add(check(tmp_path / str(i), epochs, algorithms, 3, rng.randint(1, 3), stop, w1, w2, blocks=blocks))
+        i += 1
     assert restored - {None}, "no run resumed from a checkpoint"
 
 
@@ -105,14 +109,19 @@ def test_real_graph_with_a_window_across_restores(tmp_path):
     check_real_graph(tmp_path, DEGREES)
 
 
-def test_real_graph_across_restores_all_algorithms(tmp_path):
-    check_real_graph(tmp_path, ALGORITHMS, runs=2)
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_real_graph_across_restores_all_algorithms(tmp_path, blocks):
+    check_real_graph(tmp_path, ALGORITHMS, runs=2, blocks=blocks)
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_stop_and_resume_all_algorithms(tmp_path, seed):
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_stop_and_resume_all_algorithms(tmp_path, seed, blocks):
     # (seeded, not hypothesis: no shrinking, nor patch files, while it is expected to fail)
     rng = random.Random(seed)
     vs = list(range(7)) + ["a", "b", "c", "d"]
     epochs = [(t, [(rng.choice(vs), rng.choice(vs), rng.choice([1, 1, 2, -1])) for _ in range(6)]) for t in range(6)]
-    check(tmp_path, epochs, ALGORITHMS, rng.choice([None, 2]), rng.randint(1, 3), rng.randint(0, 30), rng.randint(1, 6), rng.randint(1, 6))
+    check(
+        tmp_path, epochs, ALGORITHMS, rng.choice([None, 2]), rng.randint(1, 3), rng.randint(0, 30), rng.randint(1, 6),
+        rng.randint(1, 6), blocks=blocks,
+    )

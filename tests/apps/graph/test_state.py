@@ -8,22 +8,28 @@ import importlib
 
 import pytest
 
-from apps.graph.components import CCVertex, ComponentSizes
-from apps.graph.degrees import DegreeHistogram, DegreeState
-from apps.graph.edges import EdgeCount, PairSums
+from apps.graph.components import CCBlock, CCVertex, ComponentSizes
+from apps.graph.degrees import DegreeBlock, DegreeHistogram, DegreeState
+from apps.graph.edges import EdgeBucket
 import numpy as np
 
 from apps.graph.pagerank import PRBlock
 from apps.graph.stream import GraphStream
-from apps.graph.triangles import TriangleTotal, TriVertex
+from apps.graph.triangles import TriangleTotal, TriBlock, TriVertex
+from tstate.plan import Stateful
 from tstate.types import Map, StateCodec
 
 
 def _states():
     return [
-        EdgeCount(fwd=2, bwd=0),
-        PairSums(due={7: {(1, "a"): [1, -2]}, 9: {("a", "b"): [0, -1]}}),
+        EdgeBucket(counts=Map({(1, "a"): [2, 0], ("a", "b"): [0, 1]}), due={7: {(1, "a"): [1, -2]}, 9: {("a", "b"): [0, -1]}}, buckets=64),
         DegreeState(degree=3, old=2, pending=True),
+        DegreeBlock(deg=Map({1: 2, "a": 1}), hist={2: 1, 1: 1}, delta={"a": -1}),
+        CCBlock(
+            adj=Map({1: {"a", 2}, "a": {1}, 2: {1}}), tree=Map({1: [1, 1, 0], "a": [1, 1, 1 << 20], 2: [1, 1, 7]}),
+            sizes=Map({1: 3}), hist={3: 1}, touched={"a": None, 2: 5}, armed=4,
+        ),
+        TriBlock(adj=Map({1: {2, 3}, 2: {1, 3}, 3: {1, 2}}), count=Map({1: 1, 2: 1, 3: 1}), sum3=3, old={1: None}, before=0, armed=2),
         DegreeHistogram(counts={1: 4, 3: 1}, before={1: 3}),
         CCVertex(adj=Map({"ATL": 3, 7: 4}), label=7, parent="ATL", epoch=4, old=None, reset=True, armed=3, propose=["x"]),
         ComponentSizes(sizes={"a": 3, 1: 2}, hist={3: 1, 2: 1}, before=(2, 3)),
@@ -62,9 +68,9 @@ def _encode_every_state(g: GraphStream) -> int:
     for workers in g.execution.operators:
         for op in workers:
             bins = getattr(op, "bins", None)
-            if not isinstance(bins, dict) or "state_type" not in op.spec.options:
+            if not isinstance(bins, dict) or not isinstance(op.spec, Stateful):
                 continue
-            codec = StateCodec(op.spec.options["state_type"])
+            codec = StateCodec(op.spec.state)
             for b in bins.values():
                 for value in b.states.values():
                     assert codec.decode(codec.encode(value)) == value
@@ -72,11 +78,14 @@ def _encode_every_state(g: GraphStream) -> int:
     return seen
 
 
-def test_state_of_a_running_graph_is_encodable():
-    g = GraphStream(workers=3, window=2)
+@pytest.mark.parametrize("blocks, keys", [(1, 5), (3, 20)])
+def test_state_of_a_running_graph_is_encodable(blocks, keys):
+    """One key per algorithm (and one bucket of edge counts) with blocks=1, per vertex
+    with more."""
+    g = GraphStream(workers=3, window=2, blocks=blocks)
     g.advance(0, [("a", "b"), ("b", "c"), (1, "a"), ("c", "a")])
     g.advance(1, [("a", "b", -1), (2, 1)])
-    assert _encode_every_state(g) > 20  # pending window expiries included
+    assert _encode_every_state(g) >= keys  # pending window expiries included
     g.close()
 
 
@@ -84,7 +93,7 @@ def test_pagerank_state_is_encodable_after_every_step():
     """A PageRank block holds its vertices' arrays as bytes and the round's messages as
     lists: the state encodes after every step (Spark writes the loop's state after every
     round), not only between epochs -- hubs included."""
-    g = GraphStream(("pagerank",), workers=2)
+    g = GraphStream(("pagerank",), workers=2, blocks=2)
     g.advance(0, [(i, 0) for i in range(1, 40)] + [(0, "x")])
     assert max(g.view.ranks.data.values()) > 0.3
     g.input.send([(i, 0) for i in range(40, 50)] + [("x", 1)])
@@ -107,13 +116,19 @@ def test_docstring_examples(name):
 def test_root_scope_state_is_queryable_as_arrow_and_dict():
     g = GraphStream(("degrees",), workers=2)
     g.advance(0, [("a", "b"), ("b", "c"), ("c", "a"), ("c", "a")])
+    edges = g.flow.state(g.analytics.edges.op, format="dict")
+    assert {p: c for b in edges.values() for p, c in b.counts.items()} == {
+        ("a", "b"): [1, 0],
+        ("a", "c"): [0, 2],
+        ("b", "c"): [1, 0],
+    }
     table = g.flow.state(g.analytics.edges.op, format="arrow")
-    assert table.column_names == ["key_0", "key_1", "fwd", "bwd"]
-    assert sorted(zip(*(table.column(c).to_pylist() for c in table.column_names))) == [
-        ("a", "b", 1, 0),
-        ("a", "c", 0, 2),
-        ("b", "c", 1, 0),
-    ]
-    degrees = g.flow.state(g.analytics.degrees.per_vertex, format="dict")
+    assert table.num_rows == 1 and "counts" in table.column_names  # one bucket (blocks=1)
+    (block,) = g.flow.state(g.analytics.degrees.op, format="dict").values()
+    assert dict(block.deg) == {"a": 2, "b": 2, "c": 2} and block.hist == {2: 3}
+    g.close()
+    g = GraphStream(("degrees",), workers=2, blocks=3)  # one key per vertex
+    g.advance(0, [("a", "b"), ("b", "c"), ("c", "a"), ("c", "a")])
+    degrees = g.flow.state(g.analytics.degrees.op, format="dict")
     assert {v: s.degree for v, s in degrees.items()} == {"a": 2, "b": 2, "c": 2}
     g.close()

@@ -1,0 +1,95 @@
+"""The Backend protocol: both engines are backends, ``flow.run`` dispatches through it,
+and a backend's settings are its own (never silently dropped)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tstate as ts
+from tstate.backend import Backend, Embedded, embedded
+from tstate.errors import ConfigurationError, GraphError
+from tstate.metrics import Metrics
+
+
+def word_count(words: list[list[str]]) -> tuple[ts.Dataflow, ts.Collected, Any]:
+    flow = ts.Dataflow("wc")
+    inp = flow.input("words")
+
+    @flow.stateful(inp, key=lambda w: w, state=int)
+    def count(n: int, w: str, ctx: ts.Context) -> int:
+        ctx.emit((w, n + 1))
+        return n + 1
+
+    out = count.collect()
+    for t, batch in enumerate(words):
+        inp.advance_to(t)
+        inp.send(batch)
+    inp.close()
+    return flow, out, count
+
+
+batches = st.lists(st.lists(st.sampled_from("abcde"), max_size=6), max_size=5)
+
+
+@settings(max_examples=25)
+@given(batches, st.integers(1, 4))
+def test_a_run_through_the_protocol_is_the_run_on_a_worker_count(words: list[list[str]], workers: int) -> None:
+    flow, out, count = word_count(words)
+    flow.run(workers=workers)
+    want, state = out.by_time(), flow.state(count, format="dict")
+    flow2, out2, count2 = word_count(words)
+    engine = embedded(workers)
+    assert isinstance(engine, Backend)
+    flow2.run(engine)
+    assert out2.by_time() == want
+    assert flow2.state(count2, format="dict") == engine.state(count2, format="dict") == state
+    assert flow2.backend is engine and flow2.execution is engine.execution
+    assert isinstance(flow2.metrics, Metrics) and flow2.metrics is engine.metrics
+    # the reference model: a word's last count is how often it was sent
+    flat = [w for b in words for w in b]
+    assert state == {w: flat.count(w) for w in set(flat)}
+
+
+def test_a_backend_keeps_its_own_settings(tmp_path: Any) -> None:
+    flow, _, _ = word_count([["a"]])
+    with pytest.raises(ConfigurationError, match="a backend takes its own settings"):
+        flow.run(embedded(2), checkpoint=str(tmp_path))
+    with pytest.raises(ConfigurationError, match="max_workers"):
+        flow.run(embedded(2), max_workers=4)
+    with pytest.raises(ConfigurationError, match="workers must be an integer >= 1 or a Backend, got 'two'"):
+        flow.run("two")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="workers must be an integer >= 1, got 0"):
+        Embedded(0)
+
+
+def test_the_embedded_engine_reports_its_checkpoints_and_metrics(tmp_path: Any) -> None:
+    engine = Embedded(2, checkpoint=ts.Checkpoints(str(tmp_path), every_epochs=1, mode="sync", retain=2))
+    assert engine.checkpoints is None and engine.metrics.latencies() == []
+    with pytest.raises(GraphError, match="has not run a dataflow"):
+        engine.state(None)
+    flow = ts.Dataflow("wc")
+    inp = flow.input("words")
+    flow.stateful(inp, key=lambda w: w, state=int)(lambda n, w, ctx: n + 1).collect()
+    ex = engine.start(flow)
+    for t, batch in enumerate([["a"], ["b"], ["a"], ["c"]]):
+        inp.advance_to(t)
+        inp.send(batch)
+        ex.step_while(lambda: True)
+    inp.close()
+    ex.run()
+    store = engine.checkpoints
+    assert store is not None and store.retain == 2
+    assert [m.time for m in store.manifests()] == [3, 4]  # one per epoch (the last at the end), the newest two kept
+    assert [e for e, _ in engine.metrics.latencies()] == [0, 1, 2, 3]
+
+
+def test_flow_state_without_a_run_is_refused() -> None:
+    flow, _, count = word_count([])
+    with pytest.raises(GraphError, match="has not started"):
+        flow.state(count)
+    with pytest.raises(GraphError, match="has not run on the embedded engine"):
+        flow.read(count, "a")

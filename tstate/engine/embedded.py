@@ -1,0 +1,118 @@
+"""The embedded engine as a :class:`~tstate.backend.Backend`: :class:`Embedded`.
+
+``flow.run(workers=4)`` is ``flow.run(Embedded(4))``: N logical workers in this
+process, deterministic (:mod:`tstate.engine.execution`).  ``checkpoint`` is a directory
+(or object-store URL) or a :class:`~tstate.checkpoint.settings.Checkpoints`, the same
+argument the Spark backend takes.
+
+>>> import tstate as ts
+>>> flow = ts.Dataflow("sums")
+>>> nums = flow.input("nums")
+>>> @flow.stateful(nums, key=lambda x: x % 2, state=int)
+... def total(n: int, x: int, ctx: ts.Context) -> int:
+...     return n + x
+>>> nums.send([1, 2, 3, 4]); nums.close()
+>>> engine = Embedded(workers=2)
+>>> engine.run(flow)
+>>> sorted(engine.state(total, format="dict").items()), engine.metrics.moves
+([(0, 6), (1, 4)], [])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from tstate.engine.execution import Execution
+from tstate.errors import ConfigurationError, GraphError
+from tstate.metrics import Metrics
+from tstate.migration.commands import Assign, MoveBins, Rescale
+from tstate.plan.graph import Planned
+from tstate.state.query import point_read, snapshot
+
+__all__ = ["Embedded"]
+
+
+class Embedded:
+    """The embedded engine on ``workers`` logical workers (see the module docstring).
+
+    ``max_workers`` sizes the worker pool live rescaling can use (default: enough for
+    the ``reconfigure`` commands a run is given); ``checkpoint`` resumes from the
+    latest committed checkpoint there (if any, onto any number of workers) and writes
+    new ones.  One engine runs one execution at a time: :attr:`execution` is the
+    current (or last) one."""
+
+    def __init__(self, workers: int = 1, max_workers: Optional[int] = None, *, checkpoint: Any = None) -> None:
+        for n, v in (("workers", workers), ("max_workers", max_workers if max_workers is not None else workers)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ConfigurationError(f"{n} must be an integer >= 1, got {v!r}")
+        self.workers = workers
+        self.max_workers = max_workers
+        self.checkpoint = checkpoint
+        #: the current (or last) execution
+        self.execution: Optional[Execution] = None
+
+    def __repr__(self) -> str:
+        return f"Embedded(workers={self.workers})"
+
+    # -- running --------------------------------------------------------------------
+    def start(self, flow: Planned, /, *, reconfigure: Sequence[tuple[int, Any]] = ()) -> Execution:
+        """Build and start an execution of ``flow`` (drive it with
+        :meth:`Execution.step` / :meth:`Execution.run`).  ``reconfigure`` lists
+        ``(time, command)`` pairs (:class:`~tstate.migration.commands.Rescale`,
+        ``MoveBins``, ``Assign``)."""
+        if self.execution is not None and not self.execution.finished:
+            raise GraphError(f"dataflow {self.execution.name!r} is already running")
+        max_workers = self.max_workers
+        pool = max_workers or self.workers
+        for _, cmd in reconfigure:
+            if isinstance(cmd, Rescale):
+                pool = max(pool, cmd.workers) if max_workers is None else pool
+            elif isinstance(cmd, MoveBins) and cmd.moves and max_workers is None:
+                pool = max(pool, max(cmd.moves.values()) + 1)
+            elif isinstance(cmd, Assign) and cmd.owners and max_workers is None:
+                pool = max(pool, max(cmd.owners) + 1)
+        ex = Execution(flow.graph, self.workers, pool, checkpoint=self.checkpoint)
+        self.execution = ex
+        for t, cmd in sorted(reconfigure, key=lambda p: p[0]):
+            ex.reconfigure(cmd, at=t)
+        return ex
+
+    def run(self, flow: Planned, /, *, reconfigure: Sequence[tuple[int, Any]] = ()) -> None:
+        """Run ``flow`` to completion (see :meth:`start`)."""
+        self.start(flow, reconfigure=reconfigure).run()
+
+    def _running(self, what: str) -> Execution:
+        if self.execution is None:
+            raise GraphError(f"{what}: the engine has not run a dataflow: there is no state yet")
+        return self.execution
+
+    def rescale(
+        self, workers: int, /, strategy: str = "batched", *, at: Optional[int] = None, operator: Optional[str] = None
+    ) -> dict[str, list[int]]:
+        """Spread the bins of stateful operators over ``workers`` workers from time
+        ``at`` (default: the earliest possible), in steps per ``strategy`` (see
+        :meth:`Execution.rescale`); returns the step times per operator."""
+        return self._running("rescale").rescale(workers, at=at, strategy=strategy, operator=operator)
+
+    # -- reading ----------------------------------------------------------------------
+    def state(self, op: Any, /, at: Any = None, format: str = "arrow") -> Any:
+        """A consistent snapshot of stateful operator ``op``'s state (see
+        :func:`tstate.state.query.snapshot`)."""
+        return snapshot(self._running("state"), op, at=at, format=format)
+
+    def read(self, op: Any, key: Any) -> Any:
+        """A copy of ``key``'s current state in stateful operator ``op`` (None: none)."""
+        return point_read(self._running("read"), op, key)
+
+    @property
+    def metrics(self) -> Metrics:
+        """The current (or last) execution's metrics (empty before one starts)."""
+        return self.execution.metrics if self.execution is not None else Metrics()
+
+    @property
+    def checkpoints(self) -> Any:
+        """The checkpoint store the execution writes
+        (:class:`~tstate.checkpoint.store.CheckpointStore`; None: no checkpoints, or not
+        started)."""
+        coordinator = self.execution.coordinator if self.execution is not None else None
+        return coordinator.store if coordinator is not None else None

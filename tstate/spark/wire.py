@@ -1,0 +1,170 @@
+"""The rows Spark tasks and the driver exchange: their kinds, schema and payloads.
+
+Every task of a micro-batch speaks one Arrow schema (:data:`SCHEMA`:
+``kind, dest, node, bin, time, payload``); a row is one of
+
+- ``RECORDS``: a group of records for boundary ``node``, bin ``bin``, time ``time``,
+  shuffled to the partition labelled ``dest`` (``payload``: :mod:`~tstate.spark.records`;
+  inside an iterate scope the cell's first element is its full time and ``time`` holds
+  the epoch, :func:`~tstate.spark.cells.encode_cell`); with ``bin`` = :data:`GROUPED`,
+  the records of all the bins one task sends to one partition for ``(node, time)``, in
+  one cell (:func:`~tstate.spark.records.encode_groups`);
+- ``SINK``: a part file the task wrote with the records that reached sink ``node``
+  (``payload``: its :class:`~tstate.spark.output.Part`; the records never reach the driver);
+- ``FILE``: a state file a task wrote for operator ``node``, bin ``bin``
+  (:class:`FileReport`: path, size, checksum, kind, pending timers);
+- ``STATS``: per-task counters (cache hits and misses, records, bytes written);
+- ``TICK``: one per partition and boundary, so that every partition runs (timers fire
+  even where no record arrived);
+- ``HELD``: event-time records of input ``node`` ahead of the batch's frontier (allowed
+  lateness): kept by the driver for a later batch (``payload``: ``[[time, record], ...]``);
+- ``TIMES``: the times of the cells a task emitted for boundary ``node`` inside a loop
+  (``payload``: ``[[epoch, inner], ...]``; :mod:`tstate.spark.rounds`);
+- ``ROUNDS``: how many rounds a task that ran loops by itself took (``payload``: the count).
+
+The driver tells every task of a batch what it needs in a :class:`BatchInfo`, shipped
+with the task.
+
+>>> FileReport.of_row(FileReport("data/x", 10, "ab", "delta", 7).row(3, 5)[5])
+FileReport(path='data/x', size=10, checksum='ab', kind='delta', timers=7)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Optional
+
+import msgpack
+from attrs import frozen
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+__all__ = [
+    "RECORDS", "SINK", "FILE", "STATS", "TICK", "HELD", "TIMES", "ROUNDS", "GROUPED", "SCHEMA", "Row", "BatchInfo",
+    "FileReport", "arrow", "stats_row", "read_stats", "times_row", "read_times", "rounds_row", "read_rounds",
+    "held_row",
+]
+
+RECORDS, SINK, FILE, STATS, TICK, HELD, TIMES, ROUNDS = 0, 1, 2, 3, 4, 5, 6, 7
+#: the ``bin`` of a ``RECORDS`` row whose cell holds several bins' records
+GROUPED = -1
+#: the Spark DDL schema of every task's output
+SCHEMA = "kind int, dest int, node int, bin int, time long, payload binary"
+
+#: one row: ``(kind, dest, node, bin, time, payload)``
+Row = tuple[int, int, int, int, int, bytes]
+
+
+@frozen
+class BatchInfo:
+    """What the driver tells every task of one micro-batch (shipped with the task)."""
+
+    batch: int
+    #: the frontier before the batch (records before it are late) and after it (None:
+    #: the input is closed, every timer fires)
+    lo: int
+    hi: Optional[int]
+    directory: str
+    #: the committed manifest bins are read from (None: no checkpoint yet)
+    head: Optional[int]
+    #: the checkpoint the batch's files belong to, and its writer's token
+    checkpoint: int
+    token: str
+    #: partition labels: rows with ``dest == labels[p]`` land on partition p
+    labels: tuple[int, ...]
+    #: per boundary node: the partition owning each bin
+    owners: dict[int, tuple[int, ...]]
+    #: per stateful node: bins with a timer due before ``hi``
+    due: dict[int, frozenset[int]]
+    compact_after: int = 8
+
+
+def arrow(rows: list[Row]) -> "pa.RecordBatch":
+    """A task's output rows as one Arrow batch of :data:`SCHEMA`."""
+    import pyarrow as pa
+
+    cols: list[Any] = list(zip(*rows)) if rows else [(), (), (), (), (), ()]
+    types = [pa.int32(), pa.int32(), pa.int32(), pa.int32(), pa.int64(), pa.binary()]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(c), t) for c, t in zip(cols, types)], names=["kind", "dest", "node", "bin", "time", "payload"]
+    )
+
+
+@frozen
+class FileReport:
+    """A ``FILE`` row's payload: the state file a task wrote for one bin (``kind``
+    ``"snap"`` or ``"delta"``), or ``"drop"`` (the bin became empty: its chain goes);
+    ``timers``: what the driver keeps of the bin's pending timers (the earliest time, or
+    in a loop the minimal ``[[epoch, inner], ...]``; None: none)."""
+
+    path: Optional[str]
+    size: int
+    checksum: Optional[str]
+    kind: str
+    timers: Any
+
+    @classmethod
+    def dropped(cls) -> "FileReport":
+        return cls(None, 0, None, "drop", None)
+
+    def row(self, node: int, b: int) -> Row:
+        return (FILE, 0, node, b, 0, msgpack.packb([self.path, self.size, self.checksum, self.kind, self.timers]))
+
+    @classmethod
+    def of_row(cls, payload: bytes) -> "FileReport":
+        path, size, checksum, kind, timers = msgpack.unpackb(payload)
+        return cls(path, size, checksum, kind, timers)
+
+    def adopt(self, writer: Any, operator: str, b: int, timers: dict[int, Any]) -> Any:
+        """On the driver: the file into the checkpoint ``writer`` is writing (or the
+        bin's chain dropped), and the bin's pending timers into ``timers`` (bin ->
+        timers of ``operator``).  Returns the file's reference (None: dropped)."""
+        from tstate.checkpoint.manifest import FileRef
+
+        if self.kind == "drop":
+            writer.drop_bin(operator, b)
+            timers.pop(b, None)
+            return None
+        assert self.path is not None and self.checksum is not None
+        ref = FileRef(self.path, self.size, self.checksum)
+        writer.adopt(operator, b, [ref], replace=self.kind == "snap")
+        if self.timers is None:
+            timers.pop(b, None)
+        else:
+            timers[b] = self.timers
+        return ref
+
+
+def stats_row(node: int, partition: int, stats: dict[str, Any]) -> Row:
+    """A task's counters for ``node`` (``records``, ``hits``, ``catchups``, ``misses``, ``bytes``)."""
+    return (STATS, 0, node, partition, 0, msgpack.packb(stats))
+
+
+def read_stats(payload: bytes) -> dict[str, Any]:
+    return msgpack.unpackb(payload)  # type: ignore[no-any-return]
+
+
+def times_row(node: int, times: Iterable[Any]) -> Row:
+    """The ``Product`` times of the cells a task emitted for loop boundary ``node``."""
+    return (TIMES, 0, node, 0, 0, msgpack.packb([[t.outer, t.inner] for t in times]))
+
+
+def read_times(payload: bytes) -> list[Any]:
+    """The times of a ``TIMES`` row, as ``Product``s."""
+    from tstate.progress.timestamp import Product
+
+    return [Product(*v) for v in msgpack.unpackb(payload)]
+
+
+def rounds_row(rounds: int) -> Row:
+    return (ROUNDS, 0, 0, 0, 0, msgpack.packb(rounds))
+
+
+def read_rounds(payload: bytes) -> int:
+    return int(msgpack.unpackb(payload))
+
+
+def held_row(node: int, cell: bytes) -> Row:
+    """Input ``node``'s records held back for a later batch (``cell``: encoded
+    ``[[time, record], ...]``)."""
+    return (HELD, 0, node, 0, 0, cell)

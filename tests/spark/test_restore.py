@@ -55,7 +55,10 @@ def test_a_restart_reads_state_on_the_executors_only(spark: Any, tmp_path: Any, 
     flow, _ev, _stats, out2 = keyed()
     b = Backend(spark, checkpoint=d, partitions=3, progress=False, verify=verify)
     b.run(flow, {"events": Source(spark.createDataFrame(ROWS, ROW), time="t")})
-    assert b.metrics.batches[0].batch == 4 and b.metrics.batches[0].cache_misses > 0
+    first = b.metrics.batches[0]
+    # the executors took the bins (from the store, or from a cache their Python workers
+    # kept: this test's executors outlive the first run's driver)
+    assert first.batch == 4 and first.cache_hits + first.cache_catchups + first.cache_misses > 0
     assert b.metrics.verified_by == verify
     if verify == "executors":
         assert seen == []  # checked and read by the executors, in parallel

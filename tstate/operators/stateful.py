@@ -94,6 +94,9 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         self.outgoing: list[tuple[int, int, int]] = []
         self._shipped: set[tuple[Any, int]] = set()  # (time, bin) moves already made
         self._codec: Any = None
+        #: bins a lazy restore left undecoded (tstate.checkpoint.lazy.LazyBins), None
+        #: once every bin is decoded: :meth:`bin` decodes one when it is first needed
+        self.lazy: Any = None
         self.refresh_moves()
 
     @property
@@ -112,8 +115,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             return None
         b = self._bin_at[bi]
         if b is None:
-            b = Bin(bi)
-            self._keep(b)
+            b = self._held_bin(bi)
         return b
 
     def _keep(self, b: Bin) -> None:
@@ -121,6 +123,32 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         self.bins[b.index] = b
         self._bin_at[b.index] = b
         self._states_at[b.index] = b.states
+
+    keep_bin = _keep
+
+    def bin(self, index: int) -> Optional[Bin]:
+        """Bin ``index`` if this worker holds it (decoded first if a lazy restore left it
+        encoded: every path that reads or changes a bin goes through here or
+        :meth:`bin_for`); None if it holds no state for it."""
+        b = self.bins.get(index)
+        if b is None and self.lazy is not None and index in self.lazy:
+            b = self.lazy.materialise(index)
+        return b
+
+    def _held_bin(self, index: int) -> Bin:
+        """Bin ``index``, owned here and not in ``bins``: decoded now if a lazy restore
+        left it encoded, else a new empty one."""
+        if self.lazy is not None and index in self.lazy:
+            b: Bin = self.lazy.materialise(index)
+            return b
+        b = Bin(index)
+        self._keep(b)
+        return b
+
+    def restore_all(self) -> None:
+        """Decode every bin a lazy restore left encoded (a state query reads them all)."""
+        if self.lazy is not None:
+            self.lazy.materialise_all()
 
     def install_bin(self, b: Bin) -> None:
         """Take ownership of a bin (migration / recovery)."""
@@ -131,6 +159,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
 
     def remove_bin(self, index: int) -> Bin:
         """Give up a bin (migration): its state and timers leave with it."""
+        self.bin(index)  # decoded first if it was restored lazily
         self.owned.discard(index)
         self._bin_at[index] = self._states_at[index] = None
         b = self.bins.pop(index, None)
@@ -195,7 +224,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                 return
             if self.stash and epoch(self.stash.peekitem(0)[0]) < t:
                 return
-            b = self.bins.get(bi)
+            b = self.bin(bi)
             if b is not None and any(epoch(tt) < t for tt in b.timers):
                 return
             self.outgoing.pop(0)
@@ -439,8 +468,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         if type(recs) is BinBatch and recs.bin in self.owned:  # one bin, known: no keying
             b = self._bin_at[recs.bin]
             if b is None:
-                b = Bin(recs.bin)
-                self._keep(b)
+                b = self._held_bin(recs.bin)
             groups[b.index] = (b, recs)
         else:
             self._group_fold(t, recs, groups)
@@ -512,7 +540,9 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
     def _fire_bins(self, t: Any, bin_indexes: dict[int, None], handler: Any, new_state: Any, track: bool) -> None:
         ctx = self.ctx
         for bi in bin_indexes:
-            b = self.bins[bi]
+            b = self.bins.get(bi)
+            if b is None:
+                b = self._held_bin(bi)  # restored lazily: decoded now
             keys = b.timers.pop(t, None)
             if not keys:
                 continue

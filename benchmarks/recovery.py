@@ -16,7 +16,7 @@ what a lazy restore must decode before its first output):
   step;
 - **lazy** (``restore="lazy"``, the default): processing resumes at once; the first
   epoch decodes the bins it touches, later epochs theirs, and the rest is decoded in
-  paced slices between steps (:mod:`tstate.checkpoint.lazy`);
+  paced slices between steps (:mod:`tstate.engine.checkpointing.lazy`);
 - **plain Python floor**: one process reads one file holding the same keys and states
   as one msgpack map and decodes it with msgspec, typed (``dict[int, list[int]]``), the
   garbage collector paused: what any restore of this state in Python must pay at least.
@@ -96,7 +96,7 @@ def build_flow(bins: int) -> tuple[Any, Any, Any]:
 def build(directory: str, keys: int, bins: int) -> dict[str, Any]:
     """Give keys 0..keys-1 their state and commit one checkpoint after them."""
     from benchmarks.common import EpochDriver
-    from tstate.checkpoint.coordinator import Checkpoints
+    from tstate.checkpoint.settings import Checkpoints
 
     epochs = -(-keys // CHUNK)
     flow, inp, probe = build_flow(bins)
@@ -141,7 +141,7 @@ def restore(directory: str, keys: int, bins: int, mode: str, first: int, first_o
     """Resume from the build's checkpoint and drive epochs of ``first`` random updates
     (see the module docstring); ``first_only``: stop after the first epoch."""
     from benchmarks.common import EpochDriver
-    from tstate.checkpoint.coordinator import Checkpoints
+    from tstate.checkpoint.settings import Checkpoints
 
     rng = random.Random(7)
 

@@ -1,4 +1,4 @@
-"""Lazy restore (tstate.checkpoint.lazy): what a resumed run decodes, when, and that
+"""Lazy restore (tstate.engine.checkpointing.lazy): what a resumed run decodes, when, and that
 everything that touches a bin decodes it first."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from attrs import define
 
 import tstate as ts
-from tstate.checkpoint.coordinator import Checkpoints
-from tstate.checkpoint.lazy import RestorePacer, bin_timer_times
+from tstate.checkpoint.settings import Checkpoints
+from tstate.engine.checkpointing.lazy import RestorePacer, bin_timer_times
 from tstate.checkpoint.store import CheckpointStore
 from tstate.errors import CheckpointError, ConfigurationError, SchemaMismatchError
 from tstate.keys import KeyRouter
@@ -208,7 +208,7 @@ def test_a_lost_snapshot_process_decodes_every_bin_before_the_whole_checkpoint(t
     """Fork mode: after a lost snapshot process the next checkpoint writes every bin whole
     on no earlier one, so the undecoded bins are decoded first (else they would vanish
     from it)."""
-    from tstate.checkpoint import forked
+    from tstate.engine.checkpointing import forked
 
     if not forked.fork_available():
         pytest.skip("no safe fork on this platform")

@@ -62,7 +62,7 @@ def test_the_first_async_checkpoint_does_not_wait_for_the_writer_process(tmp_pat
     """Until the writer process has started, a thread writes: a run shorter than an
     interpreter's start still commits its checkpoints as it goes."""
     import tstate as ts
-    from tstate.checkpoint import writer as writer_module
+    from tstate.engine.checkpointing import coordinator as writer_module
 
     class NeverReady:
         """A writer process that never finishes starting."""

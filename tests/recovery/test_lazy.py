@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tstate as ts
-from tstate.checkpoint.coordinator import Checkpoints
-from tstate.checkpoint.forked import fork_available
-from tstate.checkpoint.lazy import RestorePacer
+from tstate.checkpoint.settings import Checkpoints
+from tstate.engine.checkpointing.forked import fork_available
+from tstate.engine.checkpointing.lazy import RestorePacer
 
 MODES = ["async", "thread", "sync"] + (["fork"] if fork_available() else [])
 BINS = 16

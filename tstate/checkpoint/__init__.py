@@ -10,7 +10,6 @@
   (snapshot + deltas) back into state;
 - :mod:`~tstate.checkpoint.schema_check`: is stored state readable with today's type;
 - :mod:`~tstate.checkpoint.fs`: the tiny filesystem abstraction underneath;
-- :mod:`~tstate.checkpoint.lazy`: lazy restore (bins decoded when first needed);
 - :mod:`~tstate.checkpoint.settings`: :class:`Checkpoints`, the ``checkpoint=`` both
   engines take;
 - :mod:`~tstate.checkpoint.location`, :mod:`~tstate.checkpoint.objectfs`: local paths

@@ -44,9 +44,11 @@ def _positive(instance: Any, attribute: Any, value: Any) -> None:
         raise ConfigurationError(f"{attribute.name} must be positive, got {value!r}")
 
 
-def _restore_mode(instance: Any, attribute: Any, value: str) -> None:
-    from tstate.checkpoint.lazy import RESTORES
+#: how an execution restores its bins (the embedded engine's tstate.engine.checkpointing.lazy)
+RESTORES = ("lazy", "eager")
 
+
+def _restore_mode(instance: Any, attribute: Any, value: str) -> None:
     if value not in RESTORES:
         raise ConfigurationError(f"checkpoint restore must be one of {', '.join(map(repr, RESTORES))}, got {value!r}")
 
@@ -97,7 +99,7 @@ class Checkpoints:
     record, a timer, a migration or a state query first needs it, and the rest between
     steps, paced so no step absorbs the restore: the time to the first output depends on
     the bins the first records touch, not on the whole state
-    (:mod:`tstate.checkpoint.lazy`); ``"eager"`` decodes every bin before the first step
+    (:mod:`tstate.engine.checkpointing.lazy`); ``"eager"`` decodes every bin before the first step
     (a run then never pays a bin's decoding later, on its processing path).  Either way
     the checkpoint is verified first and the output is the same.  (On Spark the
     executors always read each bin when a batch first needs it:

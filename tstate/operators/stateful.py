@@ -94,7 +94,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         self.outgoing: list[tuple[int, int, int]] = []
         self._shipped: set[tuple[Any, int]] = set()  # (time, bin) moves already made
         self._codec: Any = None
-        #: bins a lazy restore left undecoded (tstate.checkpoint.lazy.LazyBins), None
+        #: bins a lazy restore left undecoded (tstate.engine.checkpointing.lazy.LazyBins), None
         #: once every bin is decoded: :meth:`bin` decodes one when it is first needed
         self.lazy: Any = None
         self.refresh_moves()

@@ -55,7 +55,7 @@ interpreter lock); ``mode="fork"`` does it in a forked *snapshot process*
 **Restoring** (:meth:`Coordinator.restore`, before the first step): the newest usable
 checkpoint is verified, then by default (``restore="lazy"``) each bin goes to its owner
 undecoded and is decoded when first needed, the rest between steps
-(:mod:`tstate.checkpoint.lazy`); ``restore="eager"`` decodes every bin first.
+(:mod:`tstate.engine.checkpointing.lazy`); ``restore="eager"`` decodes every bin first.
 
 **Committed after the sinks.**  The manifest of ``T`` is committed only once every sink
 has committed every epoch before ``T`` and the data files are durable, so recovery from
@@ -240,7 +240,7 @@ class Coordinator:
         self.skipped: list[int] = []  # async mode: checkpoint times skipped (the previous one was being encoded)
         self._deferred = False  # the next barrier waited for an encoding to finish
         self.slice_seconds: list[float] = []  # async mode: each slice of encoding on the processing path
-        #: restore="lazy": the bins restored and not decoded yet (tstate.checkpoint.lazy)
+        #: restore="lazy": the bins restored and not decoded yet (tstate.engine.checkpointing.lazy)
         self.lazy: Any = None
 
     @property
@@ -309,7 +309,7 @@ class Coordinator:
             if self.cfg.restore == "lazy" and stored == codec.fingerprint and manifest.format >= FORMAT:
                 # decoded when first needed (files as they are: no rewrite due)
                 if self.lazy is None:
-                    from tstate.checkpoint.lazy import LazyRestore
+                    from tstate.engine.checkpointing.lazy import LazyRestore
 
                     self.lazy = LazyRestore(self.store, manifest.id)
                 by_owner: dict[int, dict[int, Any]] = {}

@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["LazyBins", "LazyRestore", "RestorePacer", "bin_timer_times", "RESTORES"]
 
 #: the restore modes of ``ts.Checkpoints(restore=...)``
-RESTORES = ("lazy", "eager")
+from tstate.checkpoint.settings import RESTORES  # noqa: E402  (re-exported)
 
 _BinTimers = msgspec.defstruct(
     "BinTimers", [("bin", int), ("timers", list[tuple[Any, msgspec.Raw]])], gc=False

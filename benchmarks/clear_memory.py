@@ -12,8 +12,8 @@ Each (variant, keys) pair runs in its own process (a clean RSS), 2 workers (reco
 cross an exchange: its key memo is part of the picture), checkpoints every 2 epochs
 (``mode="sync"``, ``retain=2``).  Columns: distinct keys seen; live keys at the end;
 RSS at the end and its growth over the process's RSS before the first record; the
-stateful runtime's per-key map entries (key -> bin, key -> states) and the key memos'
-entries (routers and runtimes) at the end; the newest checkpoint's data bytes and files,
+stateful operators' per-key map entries (the key -> bin memo each operator's workers
+share) and the routers' key memos' entries at the end; the newest checkpoint's data bytes and files,
 and the directory's bytes on disk.  The last line is JSON (figures and clear / keep
 ratios at the largest size).
 
@@ -87,8 +87,9 @@ def one(variant: str, keys: int, per_epoch: int, directory: str) -> dict[str, An
     rss = _rss_mb()
     ops = [op for ops in ex.operators for op in ops if op.spec.kind == "stateful"]
     live = sum(len(b.states) for op in ops for b in op.bins.values())
-    maps = sum(len(getattr(op, "_key_bin", ())) + len(getattr(op, "_key_states", ())) for op in ops)
-    memos = sum(len(r.bins._memo) for r in ex._routers.values()) + sum(len(op.keys._memo) for op in ops)
+    # the stateful operators' key -> bin memos (one per operator, shared by its workers)
+    maps = sum(len(m) for m in ex.key_bins.values())
+    memos = sum(len(r.bins._memo) for r in ex._routers.values())
     store = ex.coordinator.store
     m = store.latest()
     inp.close()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
-from typing import Any, Hashable, Iterable
+from typing import Any, Hashable, Iterable, Optional
 
 import msgpack
 import msgspec
@@ -132,17 +132,23 @@ class KeyRouter:
 
     The memo is cleared when it reaches ``limit`` entries (default :data:`MEMO_LIMIT`),
     so its memory stays bounded however many distinct keys pass (a few MB: each entry
-    keeps its key alive)."""
+    keeps its key alive).  ``memo``: a dict to memoise in (shared with its other
+    users; its owner bounds it)."""
 
     __slots__ = ("bins", "_shift", "_memo", "_limit")
 
-    def __init__(self, bins: int, limit: int = 0) -> None:
+    def __init__(self, bins: int, limit: int = 0, memo: Optional[dict[Hashable, int]] = None) -> None:
         limit = limit or MEMO_LIMIT
         check_bins(bins)
         self.bins = bins
         self._shift = 64 - (bins.bit_length() - 1)
-        self._memo: dict[Hashable, int] = {}
+        self._memo: dict[Hashable, int] = {} if memo is None else memo
         self._limit = limit
+
+    @property
+    def memo(self) -> dict[Hashable, int]:
+        """The memo of keys hashed so far (key -> bin; cleared in place when full)."""
+        return self._memo
 
     def bin(self, key: Any) -> int:
         """The bin of ``key`` (memoised)."""

@@ -86,6 +86,9 @@ class Metrics:
         #: the Spark backend: micro-batches Spark replayed after a restart that were
         #: committed before it (skipped: state and sinks see each batch once)
         self.skipped: list[int] = []
+        #: the Spark backend: who checked the files of the last checkpoint recovery
+        #: looked at ("driver" / "executors", tstate.spark.restore; "" if none)
+        self.verified_by = ""
         self.moves: list[Move] = []
         self.closed_at: dict[int, float] = {}
         self.done_at: dict[int, float] = {}

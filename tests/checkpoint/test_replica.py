@@ -20,7 +20,8 @@ from tstate.checkpoint.store import (
 )
 from tstate.errors import CheckpointError, ConfigurationError
 
-from tests.checkpoint.helpers import FP, SCHEMA, damage, delta, snap
+from tests.checkpoint.helpers import SCHEMA, damage, delta, snap
+from tests.recovery.test_unusable import tree
 
 BINS = 4
 
@@ -39,13 +40,21 @@ def commit_some(store: CheckpointStore, n: int, start: int = 0) -> dict[int, Any
     return expected
 
 
-def tree(root: str) -> dict[str, bytes]:
-    out = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            out[os.path.relpath(p, root)] = open(p, "rb").read()
-    return out
+def unreachable(real: Any, why: str) -> Any:
+    """A filesystem every call of which fails like an unreachable store (it still
+    describes paths, for the messages)."""
+
+    class Down:
+        def __getattr__(self, name: str) -> Any:
+            if name == "describe":
+                return real.describe
+
+            def fail(*args: Any, **kw: Any) -> Any:
+                raise ConnectionError(why)
+
+            return fail
+
+    return Down()
 
 
 def test_every_commit_is_copied_and_collected_alike(tmp_path: Any) -> None:
@@ -129,18 +138,7 @@ def test_an_unreachable_replica_never_fails_a_commit_and_catches_up(tmp_path: An
     commit_some(store, 2)
     assert store.replica is not None
     real = store.replica.fs
-
-    class Down:
-        def __getattr__(self, name: str) -> Any:
-            if name == "describe":
-                return real.describe
-
-            def fail(*args: Any, **kw: Any) -> Any:
-                raise ConnectionError("replica unreachable")
-
-            return fail
-
-    store.replica.fs = Down()  # type: ignore[assignment]
+    store.replica.fs = unreachable(real, "replica unreachable")
     with pytest.warns(CheckpointReplicaWarning, match="checkpoint 3 not copied to the replica.*unreachable"):
         commit_some(store, 1, start=2)
     assert CheckpointStore(a, readonly=True).latest().id == 3  # committed all the same
@@ -155,19 +153,7 @@ def test_an_unreachable_primary_recovers_from_the_replica(tmp_path: Any) -> None
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     expected = commit_some(CheckpointStore(a, retain=2, fsync=False, replica=b), 3)
     store = CheckpointStore(a, retain=2, fsync=False, readonly=True, replica=CheckpointStore(b, readonly=True))
-    real = store.fs
-
-    class Down:
-        def __getattr__(self, name: str) -> Any:
-            if name == "describe":
-                return real.describe
-
-            def fail(*args: Any, **kw: Any) -> Any:
-                raise ConnectionError("store unreachable")
-
-            return fail
-
-    store.fs = Down()  # type: ignore[assignment]
+    store.fs = unreachable(store.fs, "store unreachable")
     m = store.latest()
     assert m is not None and m.id == 3
     assert {bi: store.read_chain(m, "op", bi) for bi in range(BINS)} == expected[3]

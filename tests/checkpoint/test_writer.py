@@ -46,3 +46,63 @@ def test_a_dead_writer_fails_what_it_did_not_acknowledge(tmp_path) -> None:
     with pytest.raises(CheckpointError, match=r"data/op/0/z\.bin.*not written|writer process"):
         f.result(timeout=60)
     assert not w.alive
+
+
+def test_ready_is_set_once_the_child_runs_and_batches_sent_before_are_kept(tmp_path) -> None:
+    w = FileWriter(str(tmp_path))
+    try:
+        early = w.write([("data/op/0/early.bin", b"x")])  # before the child has started: queued
+        assert w.ready.wait(60)
+        assert early.result(timeout=60) is None and (tmp_path / "data/op/0/early.bin").read_bytes() == b"x"
+    finally:
+        w.close()
+
+
+def test_the_first_async_checkpoint_does_not_wait_for_the_writer_process(tmp_path) -> None:
+    """Until the writer process has started, a thread writes: a run shorter than an
+    interpreter's start still commits its checkpoints as it goes."""
+    import tstate as ts
+    from tstate.engine.checkpointing import coordinator as writer_module
+
+    class NeverReady:
+        """A writer process that never finishes starting."""
+
+        alive = True
+
+        def __init__(self, location: str) -> None:
+            self.ready = __import__("threading").Event()  # never set
+
+        def write(self, files):  # type: ignore[no-untyped-def]
+            raise AssertionError("the writer process was sent files before it was ready")
+
+        def close(self) -> None:
+            pass
+
+        def kill(self) -> None:
+            pass
+
+    flow = ts.Dataflow("short")
+    def batches():  # type: ignore[no-untyped-def]
+        for t in range(20):
+            __import__("time").sleep(0.01)
+            yield t, [("k", t)]
+
+    src = flow.source(ts.io.from_batches(batches), name="src")
+
+    @flow.stateful(src, key=lambda r: r[0], state=int)
+    def total(s: int, r: tuple, ctx: ts.Context) -> int:
+        ctx.emit(s + r[1])
+        return s + r[1]
+
+    total.collect()
+    original = writer_module.FileWriter
+    writer_module.FileWriter = NeverReady  # type: ignore[misc]
+    try:
+        ex = flow.start(1, checkpoint=ts.Checkpoints(str(tmp_path), every_epochs=2, mode="async"))
+        assert ex.coordinator._files is None or isinstance(ex.coordinator._files, NeverReady)
+        committed_during_run = []
+        while ex.step():
+            committed_during_run.append(len(ex.coordinator.committed))
+        assert max(committed_during_run) >= 1  # a checkpoint committed while the run went on
+    finally:
+        writer_module.FileWriter = original  # type: ignore[misc]

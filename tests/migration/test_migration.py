@@ -37,6 +37,23 @@ def build(kind: str):
             ctx.emit((ctx.key, ctx.time, n + 1))
             return n + 1
 
+    elif kind == "clear":
+
+        @flow.stateful(inp, key=lambda r: r[0], state=int, bins=BINS)
+        def op(n: int, r, ctx):
+            if r[1] == 0:  # drop the state, come back next epoch
+                ctx.clear()
+                ctx.notify_at(ctx.time + 1)
+                return None
+            ctx.emit((ctx.key, ctx.time, n + r[1]))
+            return n + r[1]
+
+        @op.on_notify
+        def fire(n: int, time, ctx) -> None:
+            ctx.emit((ctx.key, time, "timer", n))
+            if time % 2 == 0:
+                ctx.clear()  # a key with neither state nor timer left
+
     else:
 
         @flow.stateful(inp, key=lambda r: r[0], state=list[int], bins=BINS)
@@ -61,9 +78,31 @@ def run(kind: str, data, workers: int, reconfigure=(), live=()):
             ex.reconfigure(live[t], at=t)
         inp.send(batch)
         ex.step()
+        check_lookups(ex)
     inp.close()
     ex.run()
+    check_lookups(ex)
     return sorted(out.items, key=repr), flow.state(op, format="dict"), ex
+
+
+def check_lookups(ex) -> None:
+    """A stateful runtime's bin-indexed lookups lead exactly to the bins it holds, and
+    the operator's key -> bin memo (shared by its workers) is right for every key in it."""
+    from tstate.keys import bin_of, key_hash
+
+    for n in ex.configs:
+        memo = ex.key_bins[n]
+        for w in range(ex.workers):
+            op = ex.operators[w][n]
+            assert op.keys._memo is memo
+            assert op._bin_at[-1] is None and op._states_at[-1] is None
+            for i in range(BINS):
+                b = op.bins.get(i)
+                assert op._bin_at[i] is b, (w, i)
+                assert op._states_at[i] is (None if b is None else b.states), (w, i)
+                assert b is None or i in op.owned
+        for k, bi in memo.items():
+            assert bi == bin_of(key_hash(k), BINS), k
 
 
 def reference(kind: str, data):
@@ -75,6 +114,22 @@ def reference(kind: str, data):
                 counts[k] += 1
                 out.append((t, (k, t, counts[k])))
         return sorted(out, key=repr), dict(counts)
+    if kind == "clear":
+        state: dict = {}
+        pending: dict = defaultdict(dict)
+        for t in range(len(data) + 2):
+            for k, v in data[t] if t < len(data) else ():
+                if v == 0:
+                    state.pop(k, None)
+                    pending[t + 1][k] = None
+                else:
+                    state[k] = state.get(k, 0) + v
+                    out.append((t, (k, t, state[k])))
+            for k in pending.pop(t, {}):
+                out.append((t, (k, t, "timer", state.setdefault(k, 0))))
+                if t % 2 == 0:
+                    del state[k]
+        return sorted(out, key=repr), state
     lists: dict = defaultdict(list)
     timers: dict = defaultdict(dict)
     last = len(data) + 4
@@ -87,7 +142,7 @@ def reference(kind: str, data):
     return sorted(out, key=repr), dict(lists)
 
 
-@pytest.mark.parametrize("kind", ["count", "lists"])
+@pytest.mark.parametrize("kind", ["count", "lists", "clear"])
 @given(data=epoch_data, workers=st.integers(1, 8), sched=schedule)
 def test_planned_reconfiguration_is_invisible(kind, data, workers, sched):
     expected = reference(kind, data)
@@ -97,7 +152,7 @@ def test_planned_reconfiguration_is_invisible(kind, data, workers, sched):
     assert moved[:2] == expected
 
 
-@pytest.mark.parametrize("kind", ["count", "lists"])
+@pytest.mark.parametrize("kind", ["count", "lists", "clear"])
 @given(data=epoch_data, workers=st.integers(1, 8), live=st.lists(st.tuples(st.integers(0, EPOCHS), command), max_size=3))
 def test_live_reconfiguration_is_invisible(kind, data, workers, live):
     live = dict(live)  # one command per epoch, issued while the dataflow runs
@@ -164,3 +219,46 @@ def test_out_and_back_again_live(strategy):
     owners = ex.configs[op].final()
     for w in range(8):  # every bin is where the final configuration says
         assert ex.operators[w][op].owned == {b for b, o in enumerate(owners) if o == w}
+
+
+def test_a_move_rehashes_no_key():
+    """Moving a bin changes one slot of each worker's bin-indexed lookups: every key,
+    moved or not, is still found without hashing it again (the shared memo is not
+    touched by the move)."""
+    import tstate.keys
+
+    flow, inp, op, out = build("count")
+    ex = flow.start(2, max_workers=2)
+    inp.send([(k, 1) for k in range(64)])
+    inp.advance_to(1)
+    ex.step_while(lambda: True)
+    node = next(iter(ex.configs))
+    sender, receiver = ex.operators[0][node], ex.operators[1][node]
+    moving = next(iter(sender.bins))
+    moved_keys = set(sender.bins[moving].states)
+    memo = dict(ex.key_bins[node])
+    assert moved_keys and len(memo) == 64
+    hashed = []
+    real = tstate.keys.KeyRouter.bin_uncached
+
+    def counting(self, key):
+        hashed.append(key)
+        return real(self, key)
+
+    tstate.keys.KeyRouter.bin_uncached = counting  # type: ignore[method-assign]
+    try:
+        ex.reconfigure(MoveBins({moving: 1}), at=1)
+        inp.send([(k, 1) for k in range(64)], time=1)
+        inp.advance_to(2)
+        ex.step_while(lambda: True)
+    finally:
+        tstate.keys.KeyRouter.bin_uncached = real  # type: ignore[method-assign]
+    assert moving in receiver.bins and moving not in sender.bins
+    assert receiver._states_at[moving] is receiver.bins[moving].states
+    assert set(receiver.bins[moving].states) == moved_keys
+    assert ex.key_bins[node] == memo
+    assert not [k for k in hashed if k in memo or k in moved_keys], "a key was hashed again"
+    inp.close()
+    ex.run()
+    assert sorted(out.items, key=repr) == reference("count", [[(k, 1) for k in range(64)]] * 2)[0]
+    check_lookups(ex)

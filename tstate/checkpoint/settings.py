@@ -3,8 +3,8 @@
 The embedded engine uses every field (:meth:`tstate.Dataflow.run`, ``checkpoint=``); the
 Spark backend commits a checkpoint after every micro-batch and takes the location and
 store settings (``directory``, ``retain``, ``compact_after``, ``resume``,
-``fresh_if_unusable``, ``replica``) from it -- the cadence and ``mode`` do not apply
-there.  A plain string is ``Checkpoints(directory)``.
+``fresh_if_unusable``, ``replica``) from it -- the cadence, ``mode`` and ``restore`` do
+not apply there.  A plain string is ``Checkpoints(directory)``.
 
 >>> Checkpoints("/tmp/ckpt", every_epochs=5).mode
 'async'
@@ -42,6 +42,15 @@ MODES = ("async", "fork", "thread", "sync")
 def _positive(instance: Any, attribute: Any, value: Any) -> None:
     if value is not None and (not isinstance(value, (int, float)) or value <= 0):
         raise ConfigurationError(f"{attribute.name} must be positive, got {value!r}")
+
+
+#: how an execution restores its bins (the embedded engine's tstate.engine.checkpointing.lazy)
+RESTORES = ("lazy", "eager")
+
+
+def _restore_mode(instance: Any, attribute: Any, value: str) -> None:
+    if value not in RESTORES:
+        raise ConfigurationError(f"checkpoint restore must be one of {', '.join(map(repr, RESTORES))}, got {value!r}")
 
 
 def _mode(instance: Any, attribute: Any, value: str) -> None:
@@ -83,7 +92,18 @@ class Checkpoints:
 
     ``replica``: a second directory or URL that receives a copy of every committed
     checkpoint, for a store that is not replicated itself; recovery reads whichever copy
-    is reachable and intact and repairs the other (see :mod:`tstate.checkpoint.store`)."""
+    is reachable and intact and repairs the other (see :mod:`tstate.checkpoint.store`).
+
+    ``restore`` (embedded engine): how a resumed run installs the checkpoint's bins:
+    ``"lazy"`` (the default) resumes processing at once and decodes each bin when a
+    record, a timer, a migration or a state query first needs it, and the rest between
+    steps, paced so no step absorbs the restore: the time to the first output depends on
+    the bins the first records touch, not on the whole state
+    (:mod:`tstate.engine.checkpointing.lazy`); ``"eager"`` decodes every bin before the first step
+    (a run then never pays a bin's decoding later, on its processing path).  Either way
+    the checkpoint is verified first and the output is the same.  (On Spark the
+    executors always read each bin when a batch first needs it:
+    :mod:`tstate.spark.restore`.)"""
 
     directory: str = field(converter=str)
     every_epochs: Optional[int] = field(default=10, validator=_positive)
@@ -94,6 +114,7 @@ class Checkpoints:
     resume: bool = True
     fresh_if_unusable: bool = False
     replica: Optional[str] = field(default=None, converter=lambda v: None if v is None else str(v))
+    restore: str = field(default="lazy", validator=_restore_mode)
 
 
 def settings(checkpoint: Union[str, Checkpoints]) -> Checkpoints:

@@ -108,7 +108,7 @@ import secrets
 import threading
 import time as _time
 import warnings
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import msgpack
 import xxhash
@@ -499,9 +499,11 @@ class CheckpointStore:
         :func:`tstate.checkpoint.delta.apply_chain`; ``[]`` for an empty bin."""
         return [self.read(r) for r in self.bin_chain(manifest, operator, bin)]
 
-    def latest(self) -> Manifest | None:
+    def latest(self, *, verify: Callable[[Manifest], list[str]] | None = None) -> Manifest | None:
         """The newest committed checkpoint whose manifest parses and whose every file
-        verifies (size and xxh64), or ``None`` if there is none.  Each newer
+        verifies (size and xxh64), or ``None`` if there is none.  ``verify``: what
+        checks a candidate's files, saying what is wrong like :meth:`verify` (the
+        default; the Spark backend has its executors read them in parallel).  Each newer
         checkpoint skipped is explained in ``problems`` (naming the file) and in
         :attr:`skipped`; a store that may write marks it unusable on disk
         (``manifests/ckpt-000042.unusable``, the reasons as text), so garbage collection
@@ -519,7 +521,7 @@ class CheckpointStore:
                 except CheckpointError as exc:
                     self._skip(i, [str(exc)])
                     continue
-                bad = self.verify(m)
+                bad = (verify or self.verify)(m)
                 if bad:
                     self._skip(i, bad)
                     continue
@@ -597,7 +599,9 @@ class CheckpointStore:
         except OSError as exc:  # the in-memory note still protects it in this process
             self.problems.append(f"{marker}: cannot be written ({exc})")
 
-    def recover(self, *, fresh_if_unusable: bool = False) -> Manifest | None:
+    def recover(
+        self, *, fresh_if_unusable: bool = False, verify: Callable[[Manifest], list[str]] | None = None
+    ) -> Manifest | None:
         """The checkpoint to resume from: :meth:`latest`, but never an empty start by
         surprise.
 
@@ -609,8 +613,9 @@ class CheckpointStore:
           :class:`CheckpointSkippedWarning`: the run starts from empty state).
 
         Nothing is deleted either way: unusable checkpoints stay as evidence (garbage
-        collection keeps them and their files) until someone removes their manifests."""
-        m = self.latest()
+        collection keeps them and their files) until someone removes their manifests.
+        ``verify``: as for :meth:`latest`."""
+        m = self.latest(verify=verify)
         skipped = dict(self.skipped)
         if not skipped:
             return m

@@ -78,6 +78,9 @@ class Execution:
             i: ConfigHistory(balanced_map(n.bins, workers)) for i, n in graph.of_type(Stateful)
         }
         self._routers: dict[int, Any] = {}
+        #: per stateful operator: key -> bin, shared by its workers (a bin's keys never
+        #: change, so a move leaves it as it is: tstate.operators.stateful)
+        self.key_bins: dict[int, dict[Any, int]] = {}
         self.operators: list[list[OperatorRuntime[Any]]] = [
             [runtime(self, i, node, w) for i, node in graph] for w in range(self.workers)
         ]

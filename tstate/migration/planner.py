@@ -19,6 +19,8 @@ A *move* is ``(bin, from_worker, to_worker)``.  Strategies:
 
 from __future__ import annotations
 
+import heapq
+from collections import Counter
 from typing import Sequence
 
 from tstate.errors import ConfigurationError
@@ -46,11 +48,15 @@ def rescale_map(current: Sequence[int], workers: int) -> list[int]:
         if w < workers and load[w] < quota[w]:
             out[b] = w
             load[w] += 1
+    # the least loaded worker relative to its share, lowest index first: a heap of
+    # (load - quota, worker), one pop and push per placed bin
+    heap = [(load[w] - quota[w], w) for w in range(workers)]
+    heapq.heapify(heap)
     for b in range(bins):
         if out[b] < 0:
-            w = min(range(workers), key=lambda x: (load[x] - quota[x], x))
+            d, w = heap[0]
             out[b] = w
-            load[w] += 1
+            heapq.heapreplace(heap, (d + 1, w))
     return out
 
 
@@ -68,16 +74,29 @@ def plan(current: Sequence[int], target: Sequence[int], strategy: str) -> list[d
     if strategy == "batched":
         steps: list[dict[int, int]] = []
         remaining = moves
+        # moves left per sending and per receiving worker: once every worker that still
+        # sends (or receives) is busy, no later move fits the step and the scan stops
+        # (the same steps, without a pass over every remaining move per step)
+        left_src = Counter(m[1] for m in moves)
+        left_dst = Counter(m[2] for m in moves)
         while remaining:
+            n_src, n_dst = len(left_src), len(left_dst)
             senders: set[int] = set()
             receivers: set[int] = set()
             step: dict[int, int] = {}
             rest = []
-            for b, src, dst in remaining:
+            for i, (b, src, dst) in enumerate(remaining):
                 if src not in senders and dst not in receivers:
                     senders.add(src)
                     receivers.add(dst)
                     step[b] = dst
+                    for left, w in ((left_src, src), (left_dst, dst)):
+                        left[w] -= 1
+                        if not left[w]:
+                            del left[w]
+                    if len(senders) == n_src or len(receivers) == n_dst:
+                        rest.extend(remaining[i + 1 :])
+                        break
                 else:
                     rest.append((b, src, dst))
             steps.append(step)

@@ -63,6 +63,11 @@ class Host(Protocol):
     @property
     def restored(self) -> Optional[Restart]: ...
 
+    @property
+    def key_bins(self) -> "dict[int, dict[Any, int]]":
+        """Per stateful node: key -> bin index, shared by the node's workers."""
+        ...
+
     def progress(self, node: int) -> SharedProgress:
         """The progress interface of node ``node``."""
         ...

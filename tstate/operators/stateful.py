@@ -60,11 +60,18 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         #: 0: ``fn`` may return None (mutable state); 1: it must return the new state;
         #: 2: it must when the state is None (``Optional[T]``; see returns_required)
         self.must_return: int = {"never": 0, "always": 1, "when None": 2}[spec.returns]
-        # a small memo: keys this worker holds are in _key_bin already
-        self.keys = KeyRouter(spec.bins, limit=1 << 12)
+        # Finding a key's state: key -> bin index in a memo shared by the operator's
+        # workers (a key's bin never changes; entries leave with ctx.clear()), then bin
+        # index -> the bin this worker holds (None: not here, or no state yet).  A bin
+        # that moves changes one slot of these lists, whatever its keys.  Index -1 (a
+        # key not in the memo) is always None: ``_states_at[memo.get(k, -1)]`` is the
+        # whole fast path.
+        nbins = spec.bins
+        self._memo: dict[Any, int] = exe.key_bins.setdefault(index, {})
+        self.keys = KeyRouter(nbins, limit=1 << 62, memo=self._memo)
         self.bins: dict[int, Bin] = {}
-        self._key_bin: dict[Any, Bin] = {}
-        self._key_states: dict[Any, dict[Any, Any]] = {}  # key -> its bin's states (hot path)
+        self._bin_at: list[Optional[Bin]] = [None] * (nbins + 1)
+        self._states_at: list[Optional[dict[Any, Any]]] = [None] * (nbins + 1)
         self.stash: SortedDict = SortedDict()  # time -> [batch, ...] not yet applicable
         self.timer_times: SortedDict = SortedDict()  # time -> {bin index: None}
         self.caps: dict[Any, Capability] = {}
@@ -87,6 +94,9 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         self.outgoing: list[tuple[int, int, int]] = []
         self._shipped: set[tuple[Any, int]] = set()  # (time, bin) moves already made
         self._codec: Any = None
+        #: bins a lazy restore left undecoded (tstate.engine.checkpointing.lazy.LazyBins), None
+        #: once every bin is decoded: :meth:`bin` decodes one when it is first needed
+        self.lazy: Any = None
         self.refresh_moves()
 
     @property
@@ -103,28 +113,58 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             raise KeyFunctionError(f"operator {self.name!r}: record {record!r} at time {time!r}: {exc}") from None
         if bi not in self.owned:
             return None
-        b = self.bins.get(bi)
+        b = self._bin_at[bi]
         if b is None:
-            b = self.bins[bi] = Bin(bi)
-        self._key_bin[k] = b
-        self._key_states[k] = b.states
+            b = self._held_bin(bi)
         return b
+
+    def _keep(self, b: Bin) -> None:
+        """Keep bin ``b`` (owned) here: in ``bins`` and in the bin-indexed lookups."""
+        self.bins[b.index] = b
+        self._bin_at[b.index] = b
+        self._states_at[b.index] = b.states
+
+    keep_bin = _keep
+
+    def bin(self, index: int) -> Optional[Bin]:
+        """Bin ``index`` if this worker holds it (decoded first if a lazy restore left it
+        encoded: every path that reads or changes a bin goes through here or
+        :meth:`bin_for`); None if it holds no state for it."""
+        b = self.bins.get(index)
+        if b is None and self.lazy is not None and index in self.lazy:
+            b = self.lazy.materialise(index)
+        return b
+
+    def _held_bin(self, index: int) -> Bin:
+        """Bin ``index``, owned here and not in ``bins``: decoded now if a lazy restore
+        left it encoded, else a new empty one."""
+        if self.lazy is not None and index in self.lazy:
+            b: Bin = self.lazy.materialise(index)
+            return b
+        b = Bin(index)
+        self._keep(b)
+        return b
+
+    def restore_all(self) -> None:
+        """Decode every bin a lazy restore left encoded (a state query reads them all)."""
+        if self.lazy is not None:
+            self.lazy.materialise_all()
 
     def install_bin(self, b: Bin) -> None:
         """Take ownership of a bin (migration / recovery)."""
         self.owned.add(b.index)
-        self.bins[b.index] = b
+        self._keep(b)
         for t in b.timers:
             self._index_timer(t, b.index)
 
     def remove_bin(self, index: int) -> Bin:
         """Give up a bin (migration): its state and timers leave with it."""
+        self.bin(index)  # decoded first if it was restored lazily
         self.owned.discard(index)
+        self._bin_at[index] = self._states_at[index] = None
         b = self.bins.pop(index, None)
         if b is None:
             return Bin(index)
-        self._key_bin.clear()
-        self._key_states.clear()
         for t in list(b.timers):
             owners = self.timer_times.get(t)
             if owners is not None:
@@ -151,8 +191,9 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
     def refresh_moves(self) -> None:
         """Re-read this worker's outgoing moves from the configuration history."""
         history = self.exe.configs.get(self.node)
-        moves = history.moves() if history is not None else []
-        self.outgoing = [(t, b, dst) for t, b, src, dst in moves if src == self.worker and (t, b) not in self._shipped]
+        moves = history.moves_from(self.worker) if history is not None else []
+        shipped = self._shipped
+        self.outgoing = [m for m in moves if (m[0], m[1]) not in shipped]
 
     def _pend(self, k: Any, record: Any, t: Any) -> None:
         """Keep a record whose bin has not arrived yet (Megaphone's buffering)."""
@@ -167,14 +208,23 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
 
     def _ship_ready_bins(self, frontier: Any) -> None:
         """Send every bin whose move time ``t`` the input frontier has passed: all its
-        records and timers before ``t`` are done here."""
+        records and timers before ``t`` are done here.  The cyclic garbage collector
+        waits meanwhile (``wire.no_gc``): decoding many bins at once (``all-at-once``)
+        would otherwise start collection after collection over the states just built
+        (acyclic: reference counting frees them)."""
+        from tstate.types import wire
+
+        with wire.no_gc():
+            self._ship_ready(frontier)
+
+    def _ship_ready(self, frontier: Any) -> None:
         while self.outgoing:
             t, bi, dst = self.outgoing[0]
             if bi not in self.owned or _epoch_open(frontier, t):
                 return
             if self.stash and epoch(self.stash.peekitem(0)[0]) < t:
                 return
-            b = self.bins.get(bi)
+            b = self.bin(bi)
             if b is not None and any(epoch(tt) < t for tt in b.timers):
                 return
             self.outgoing.pop(0)
@@ -228,11 +278,11 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
 
     def clear_key(self, key: Any) -> None:
         """Drop ``key``'s state now (``ctx.clear()``): nothing of it stays in memory (its
-        bin, key -> bin and key -> states entries go; its timers stay), and the next
+        bin's entry and its key -> bin memo entry go; its timers stay), and the next
         checkpoint deletes it only if an earlier one may hold it."""
-        b = self._key_bin.pop(key, None) or self.bin_for(key, None, None)
+        b = self.bin_for(key, None, None)
         assert b is not None  # the current key's bin is here
-        self._key_states.pop(key, None)
+        self._memo.pop(key, None)  # the memo keeps no key without state for long
         fz = b.frozen
         if fz is not None and fz.get(key, 0) is None:  # frozen by a checkpoint, not copied yet
             self.cow.before_write(b, key)
@@ -246,10 +296,17 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         else:
             owners[bin_index] = None
 
+    def use_router(self, router: KeyRouter) -> None:
+        """Find keys' bins with ``router`` and its memo (one shared beyond this
+        operator, e.g. an executor's across micro-batches; it must have the same bins)."""
+        assert router.bins == self.keys.bins
+        self.keys = router
+        self._memo = router.memo
+
     def _add_timer(self, key: Any, t: Any) -> None:
         if self.on_notify is None:
             raise GraphError(f"operator {self.name!r}: ctx.notify_at needs an @{self.name}.on_notify handler")
-        b = self._key_bin.get(key)
+        b = self._bin_at[self._memo.get(key, -1)]
         if b is None:
             b = self.bin_for(key, None, t)
             assert b is not None  # the current key's bin is here
@@ -336,7 +393,8 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         ctx.time = t
         fn = self.fn
         key = self.key
-        key_bin = self._key_bin
+        held = self._bin_at
+        memo_get = self._memo.get
         new_state = self.new_state
         must_return = self.must_return
         r: Any = None
@@ -345,7 +403,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             if self.track_dirty:
                 for r in recs:
                     k = key(r)
-                    b = key_bin.get(k)
+                    b = held[memo_get(k, -1)]
                     if b is None:
                         b = self.bin_for(k, r, t)
                         if b is None:
@@ -370,11 +428,11 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                             raise self._no_return(k, s, r, t)
                         b.dirty[k] = None
             else:  # the hot path: no checkpoint bookkeeping
-                key_states = self._key_states
+                held_states = self._states_at
                 missing = _MISSING
                 for r in recs:
                     k = key(r)
-                    st = key_states.get(k)
+                    st = held_states[memo_get(k, -1)]
                     if st is None:
                         b = self.bin_for(k, r, t)
                         if b is None:
@@ -408,9 +466,9 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         ctx.time = t
         groups: dict[int, tuple[Bin, list[Any]]] = {}
         if type(recs) is BinBatch and recs.bin in self.owned:  # one bin, known: no keying
-            b = self.bins.get(recs.bin)
+            b = self._bin_at[recs.bin]
             if b is None:
-                b = self.bins[recs.bin] = Bin(recs.bin)
+                b = self._held_bin(recs.bin)
             groups[b.index] = (b, recs)
         else:
             self._group_fold(t, recs, groups)
@@ -437,7 +495,8 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         """Group a fold's records by bin (arrival order within a bin); records of bins
         still on their way here wait for them."""
         key = self.key
-        key_bin = self._key_bin
+        held = self._bin_at
+        memo_get = self._memo.get
         # key -> the record list of its bin in this batch: one dict lookup per record
         lists: dict[Any, list[Any]] = {}
         r: Any = None
@@ -446,7 +505,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                 k = key(r)
                 lst = lists.get(k)
                 if lst is None:
-                    b = key_bin.get(k)
+                    b = held[memo_get(k, -1)]
                     if b is None:
                         b = self.bin_for(k, r, t)
                         if b is None:
@@ -481,7 +540,9 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
     def _fire_bins(self, t: Any, bin_indexes: dict[int, None], handler: Any, new_state: Any, track: bool) -> None:
         ctx = self.ctx
         for bi in bin_indexes:
-            b = self.bins[bi]
+            b = self.bins.get(bi)
+            if b is None:
+                b = self._held_bin(bi)  # restored lazily: decoded now
             keys = b.timers.pop(t, None)
             if not keys:
                 continue

@@ -61,6 +61,7 @@ from tstate.metrics import Metrics
 from tstate.plan import Sink as SinkNode
 from tstate.plan import Planned, Stateful
 from tstate.spark.batch import BatchMetrics, Committed, Job, MicroBatch, Shuffles
+from tstate.spark.output import ROOT as OUTPUT_ROOT
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.dataflow import Stream
@@ -122,7 +123,11 @@ class Backend:
     :mod:`tstate.spark.rounds`).  ``replica``: a second location that receives a copy
     of every committed batch's checkpoint (copied by the driver after the commit); a
     restart reads whichever copy is intact and repairs the other before executors read
-    state (:mod:`tstate.checkpoint.store`)."""
+    state (:mod:`tstate.checkpoint.store`).  ``verify``: who checks every file of the
+    checkpoint a restart resumes from -- ``"executors"`` (one Spark job, a task per
+    partition), ``"driver"``, or ``"auto"`` (the executors on an object store or for a
+    very large checkpoint; see :mod:`tstate.spark.restore`); the bins themselves are
+    always read and decoded by the executors, in parallel, as batches need them."""
 
     def __init__(
         self,
@@ -138,6 +143,7 @@ class Backend:
         local_loops: int = 64 << 20,
         fresh_if_unusable: bool = False,
         replica: Optional[str] = None,
+        verify: str = "auto",
     ) -> None:
         from tstate.checkpoint.location import resolve
         from tstate.checkpoint.store import CheckpointStore
@@ -171,10 +177,14 @@ class Backend:
         self.resume = resume
         self.fresh_if_unusable = fresh_if_unusable
         self.local_loops = local_loops
+        from tstate.spark.restore import check_verify
+
+        self.verify = check_verify(verify)
         # with a replica, the driver copies each committed checkpoint there and, when it
         # resumes, repairs either copy from the other before any executor reads a bin
         self.store = CheckpointStore(
-            self.directory, retain=retain, compact_after=compact_after, background_gc=True, replica=replica
+            self.directory, retain=retain, compact_after=compact_after, background_gc=True, replica=replica,
+            mirror_dirs=(f"{OUTPUT_ROOT}/",),
         )
         self.metrics = Metrics()
         #: the run's dataflow and what its batches share (None: nothing has run yet)
@@ -221,7 +231,7 @@ class Backend:
         )
         self._owners = {b: balanced_map(plan.nodes[b].bins, self.partitions) for b in plan.boundaries}
         # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)
-        head = self.store.recover(fresh_if_unusable=self.fresh_if_unusable) if self.resume else None
+        head = self.store.recover(fresh_if_unusable=self.fresh_if_unusable, verify=self._verifier(plan)) if self.resume else None
         if head is not None:
             for b in plan.boundaries:
                 pn = plan.nodes[b]
@@ -241,6 +251,27 @@ class Backend:
             sink.open(0, 1)
         self._recover_output()
         return bound
+
+    def _verifier(self, plan: Any) -> Any:
+        """How recovery checks a candidate checkpoint's files: by the executors when
+        ``verify`` says so (:mod:`tstate.spark.restore`), else on the driver."""
+        from tstate.checkpoint.fs import LocalFS
+        from tstate.spark.restore import use_executors, verify_on_executors
+
+        owners = {plan.nodes[b].name: list(o) for b, o in self._owners.items()}
+        local = isinstance(self.store.fs, LocalFS)
+
+        def verify(m: Any) -> list[str]:
+            if not use_executors(self.verify, m, local=local):
+                self.metrics.verified_by = "driver"
+                return self.store.verify(m)
+            self.metrics.verified_by = "executors"
+            bad = verify_on_executors(self.spark, self.directory, m, owners, self.partitions)
+            if bad and self.store.replica is not None:
+                return self.store.verify(m)  # the driver reads the bad files from the replica and repairs them
+            return bad
+
+        return verify
 
     def _recover_output(self) -> None:
         """At a (re)start: delete the output an uncommitted batch left, and write the last

@@ -484,6 +484,11 @@ class MicroBatch:
         self.index = self.last.output
         if self.now:
             self.index = write_index(self.job.store.fs, self.batch, self.writer.token, self.lo, self.hi, self.index, self.now)
+        if self.job.store.replica is not None:  # the output follows the checkpoint to the replica
+            for path in sorted({p.path for p in self.fresh_parts}):
+                self.writer.mirror(path)
+            if self.now:
+                self.writer.mirror(self.index)
         return later
 
     def manifest(

@@ -66,7 +66,7 @@ class StatefulHost:
         runtime = self.execution.operators[0][index]
         assert isinstance(runtime, StatefulRuntime)
         runtime.track_dirty = True
-        runtime.keys = plan.router(node)  # the process-wide memo of hashed keys
+        runtime.use_router(plan.router(node))  # the process-wide memo of hashed keys
         self.op: StatefulRuntime = runtime
 
     def _give(self, t: Any, recs: list[Any]) -> None:

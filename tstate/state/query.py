@@ -47,6 +47,14 @@ class KeyedState(Protocol):
 
     def is_quiet(self) -> bool: ...
 
+    def bin(self, index: int) -> Optional[Bin]:
+        """Bin ``index`` if held here, decoded first if a lazy restore left it encoded."""
+        ...
+
+    def restore_all(self) -> None:
+        """Decode every bin a lazy restore left encoded."""
+        ...
+
 
 class Queryable(Protocol):
     """A running (or finished) execution, as a query reads it."""
@@ -118,6 +126,8 @@ def snapshot(exe: Queryable, op: _Operator, at: Any = None, format: str = "arrow
     from tstate.types import StateCodec
 
     codec = StateCodec(state_type)
+    for r in rts:  # bins a lazy restore left encoded are decoded first
+        r.restore_all()
     rows = [(k, v) for r in rts for b in sorted(r.bins.values(), key=lambda b: b.index) for k, v in b.states.items()]
     if format == "dict":
         copy = codec.copy
@@ -139,7 +149,7 @@ def point_read(exe: Queryable, op: _Operator, key: Any) -> Any:
     rts = _runtimes(exe, op)
     bi = rts[0].keys.bin(key)
     for r in rts:
-        b = r.bins.get(bi)
+        b = r.bin(bi)  # (decoded first if it was restored lazily)
         if b is not None and key in b.states:
             codec = r.codec
             return codec.copy(b.states[key])

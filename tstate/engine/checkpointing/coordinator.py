@@ -52,6 +52,11 @@ interpreter lock); ``mode="fork"`` does it in a forked *snapshot process*
   background thread encodes, writes and commits.  The thread competes with the
   processing path for the interpreter lock.
 
+**Restoring** (:meth:`Coordinator.restore`, before the first step): the newest usable
+checkpoint is verified, then by default (``restore="lazy"``) each bin goes to its owner
+undecoded and is decoded when first needed, the rest between steps
+(:mod:`tstate.engine.checkpointing.lazy`); ``restore="eager"`` decodes every bin first.
+
 **Committed after the sinks.**  The manifest of ``T`` is committed only once every sink
 has committed every epoch before ``T`` and the data files are durable, so recovery from
 ``T`` never loses output and re-computes only epochs ``>= T``, which exactly-once sinks
@@ -111,15 +116,21 @@ class Driven(Protocol):
     @property
     def operators(self) -> list[list[Any]]: ...
 
+    @property
+    def activations(self) -> int: ...
+
 @frozen
 class Restored:
-    """What an execution resumed from: checkpoint ``id`` at ``time``."""
+    """What an execution resumed from: checkpoint ``id`` at ``time``; ``seconds`` until
+    processing could resume; ``lazy``: how many bins were left to decode when it did
+    (``restore="lazy"``: see ``Coordinator.lazy``)."""
 
     id: int
     time: Any
     positions: dict[str, Any]
     seconds: float
     workers_before: int
+    lazy: int = 0
 
 
 class CheckpointLostWarning(RuntimeWarning):
@@ -229,6 +240,8 @@ class Coordinator:
         self.skipped: list[int] = []  # async mode: checkpoint times skipped (the previous one was being encoded)
         self._deferred = False  # the next barrier waited for an encoding to finish
         self.slice_seconds: list[float] = []  # async mode: each slice of encoding on the processing path
+        #: restore="lazy": the bins restored and not decoded yet (tstate.engine.checkpointing.lazy)
+        self.lazy: Any = None
 
     @property
     def writing(self) -> int:
@@ -293,6 +306,18 @@ class Coordinator:
             codec = exe.operators[0][index].codec  # type: ignore[attr-defined]
             # a compatible older schema (e.g. a field added with a default) decodes too
             stored = Schema.from_builtins(entry.schema).fingerprint
+            if self.cfg.restore == "lazy" and stored == codec.fingerprint and manifest.format >= FORMAT:
+                # decoded when first needed (files as they are: no rewrite due)
+                if self.lazy is None:
+                    from tstate.engine.checkpointing.lazy import LazyRestore
+
+                    self.lazy = LazyRestore(self.store, manifest.id)
+                by_owner: dict[int, dict[int, Any]] = {}
+                for bin_index, chain in entry.chains.items():
+                    by_owner.setdefault(owners[bin_index], {})[bin_index] = chain
+                for w, chains in sorted(by_owner.items()):
+                    self.lazy.add(exe.operators[w][index], codec, stored, chains)
+                continue
             for bin_index, chain in sorted(entry.chains.items()):
                 b = restore_bin([self.store.read(ref) for ref in chain], codec, fingerprint=stored)
                 # rewrite it under the new schema, or in the current format
@@ -301,14 +326,20 @@ class Coordinator:
                     raise CheckpointError(f"checkpoint {manifest.id}: operator {spec.name!r} bin {bin_index} holds bin {b.index}")
                 exe.operators[owners[bin_index]][index].install_bin(b)  # type: ignore[attr-defined]
         meta = manifest.meta
+        left = 0
+        if self.lazy is not None:
+            self.lazy.resumed()
+            left = self.lazy.left
         return Restored(
             manifest.id, manifest.time, dict(meta.get("sources", {})), _time.perf_counter() - start,
-            int(meta.get("workers", 0)),
+            int(meta.get("workers", 0)), left,
         )
 
     # -- the checkpoint cycle ---------------------------------------------------------
     def after_step(self) -> None:
         """Called by the execution after every step."""
+        if self.lazy is not None and not self.lazy.done:
+            self.lazy.step(self.exe.activations)
         if self._active is not None:
             self._slice()
             self._deferred = True  # a barrier due now waits for the encoding to finish
@@ -638,6 +669,8 @@ class Coordinator:
             self._discard(p)
         self._fresh = True
         self._chains.clear()
+        if self.lazy is not None:  # the next checkpoint writes every bin whole: decode them
+            self.lazy.materialise_all()
         for op in self._stateful():
             for b in op.bins.values():
                 b.full = True

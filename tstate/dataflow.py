@@ -116,9 +116,15 @@ class Scope:
 
     def feedback(self, step: int = 1, max_iterations: Optional[int] = None, name: Optional[str] = None) -> "Feedback":
         """A loop variable: records given to ``feedback.connect(stream)`` re-appear on
-        ``feedback.stream`` with the iteration count advanced by ``step``.  With
-        ``max_iterations``, records that would pass it (the round of their epoch, in a
-        sequenced scope) are dropped (the summary "overflows")."""
+        ``feedback.stream`` with the iteration count advanced by ``step``.
+
+        :arg step: how many rounds later they come back (>= 1: a loop must advance time).
+        :arg max_iterations: records that would pass this round of their epoch are dropped
+            (the summary "overflows"; None: no limit).
+        :arg name: the feedback's name (default ``feedback#N``).
+        :returns: a :class:`Feedback`: its ``stream`` to read, ``connect(stream)`` to close
+            the loop (see :meth:`Dataflow.iterate` for an example).
+        """
         if self.depth == 0:
             raise GraphError("feedback() needs an iterate scope: use it inside @flow.iterate")
         if step < 1:
@@ -192,43 +198,173 @@ class Stream:
 
     # -- stateless operators --------------------------------------------------------
     def map(self, fn: Callable[[Any], Any], name: Optional[str] = None) -> "Stream":
-        """Apply ``fn`` to every record."""
+        """Apply ``fn`` to every record.
+
+        :arg fn: ``fn(record)`` gives the record that replaces it.
+        :arg name: the operator's name (default ``map#N``); unique in the dataflow.
+        :returns: the stream of the results, each at its record's time.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("map")
+        >>> nums = flow.input("nums")
+        >>> out = nums.map(lambda x: x * 10).collect()
+        >>> nums.send([1, 2]); nums.close(); flow.run()
+        >>> out.records()
+        [10, 20]
+        """
         return self.flow._unary(self, Map, name, fn=fn)
 
     def filter(self, predicate: Callable[[Any], bool], name: Optional[str] = None) -> "Stream":
-        """Keep the records for which ``predicate`` is true."""
+        """Keep the records for which ``predicate`` is true.
+
+        :arg predicate: ``predicate(record)``: keep the record if true.
+        :arg name: the operator's name (default ``filter#N``).
+        :returns: the stream of the records kept, at their times, in their order.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("filter")
+        >>> nums = flow.input("nums")
+        >>> out = nums.filter(lambda x: x % 2 == 0).collect()
+        >>> nums.send(range(6)); nums.close(); flow.run()
+        >>> out.records()
+        [0, 2, 4]
+        """
         return self.flow._unary(self, Filter, name, predicate=predicate)
 
     def flat_map(self, fn: Callable[[Any], Iterable[Any]], name: Optional[str] = None) -> "Stream":
-        """Replace every record by the records of the iterable ``fn`` returns."""
+        """Replace every record by the records of the iterable ``fn`` returns.
+
+        :arg fn: ``fn(record)`` gives an iterable of records (empty: the record is dropped).
+        :arg name: the operator's name (default ``flat_map#N``).
+        :returns: the stream of every record of every iterable, at the time of the record it
+            came from.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("flat_map")
+        >>> lines = flow.input("lines")
+        >>> out = lines.flat_map(str.split).collect()
+        >>> lines.send(["to be", "or not"]); lines.close(); flow.run()
+        >>> out.records()
+        ['to', 'be', 'or', 'not']
+        """
         return self.flow._unary(self, FlatMap, name, fn=fn)
 
     def inspect(self, fn: Callable[[Any, Any], Any], name: Optional[str] = None) -> "Stream":
-        """Call ``fn(time, record)`` for every record and pass it on unchanged."""
+        """Call ``fn(time, record)`` for every record and pass it on unchanged.
+
+        :arg fn: ``fn(time, record)``, called for its side effect (its result is ignored).
+        :arg name: the operator's name (default ``inspect#N``).
+        :returns: the same stream.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("inspect")
+        >>> nums = flow.input("nums")
+        >>> seen = []
+        >>> out = nums.inspect(lambda t, x: seen.append((t, x))).collect()
+        >>> nums.send([7]); nums.advance_to(3); nums.send([8]); nums.close(); flow.run()
+        >>> seen, out.records()
+        ([(0, 7), (3, 8)], [7, 8])
+        """
         return self.flow._unary(self, Inspect, name, fn=fn)
 
     def exchange(self, key: KeyFn, name: Optional[str] = None, bins: int = DEFAULT_BINS) -> "Stream":
-        """Route every record to the worker owning the bin of ``key(record)``."""
+        """Route every record to the worker owning the bin of ``key(record)``.
+
+        Records with equal keys meet on one worker (the one owning their bin among ``bins``),
+        which is what a frontier operator downstream that groups by key needs.
+
+        :arg key: ``key(record)`` gives a hashable key (:mod:`tstate.keys`).
+        :arg name: the operator's name (default ``exchange#N``).
+        :arg bins: how many bins the keys are spread over (a power of two).
+        :returns: the same records, each on its key's worker.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("exchange")
+        >>> words = flow.input("words")
+        >>> where = []
+        >>> @flow.unary_frontier(words.exchange(lambda w: w))
+        ... def tag(inp, out, ctx):
+        ...     for cap, batch in inp:
+        ...         where.extend((w, ctx.worker) for w in batch)
+        >>> words.send(["a", "b", "a", "b", "a"]); words.close(); flow.run(workers=4)
+        >>> len({w for w, _ in where if w == "a"}), len(set(where))   # each word on one worker
+        (1, 2)
+        """
         return self.flow._unary(self, Exchange, name, key=key, bins=bins)
 
     def concat(self, *others: "Stream", name: Optional[str] = None) -> "Stream":
-        """Merge this stream with ``others``."""
+        """Merge this stream with ``others`` (same scope).
+
+        :arg others: streams of this stream's scope.
+        :arg name: the operator's name (default ``concat#N``).
+        :returns: one stream of every record of each, at their times.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("concat")
+        >>> a, b = flow.input("a"), flow.input("b")
+        >>> out = a.concat(b).collect()
+        >>> a.send([1]); b.send([2]); a.close(); b.close(); flow.run()
+        >>> sorted(out.records())
+        [1, 2]
+        """
         return self.flow.concat(self, *others, name=name)
 
     # -- sinks ------------------------------------------------------------------------
     def collect(self, name: Optional[str] = None) -> Collected:
-        """Collect ``(time, record)`` pairs in memory; returns the :class:`Collected`."""
+        """Collect the stream's records in memory.
+
+        :arg name: the sink's name (default ``collect#N``).
+        :returns: a :class:`~tstate.io.sinks.Collected`: ``records()``, ``by_time()`` and
+            ``items`` (``(time, record)`` pairs), filled as the dataflow runs.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("collect")
+        >>> nums = flow.input("nums")
+        >>> out = nums.collect()
+        >>> nums.send([1]); nums.advance_to(2); nums.send([2, 3]); nums.close(); flow.run()
+        >>> out.by_time()
+        {0: [1], 2: [2, 3]}
+        """
         sink = Collected()
         self.flow.sink(self, sink, name=self.flow._name("collect", name))
         return sink
 
     def sink(self, sink: "Sink | Callable[[Any, list[Any]], Any]", name: Optional[str] = None) -> None:
-        """Send the stream to ``sink`` (a :class:`~tstate.io.sinks.Sink`, or a callable
-        ``fn(time, records)`` called per batch)."""
+        """Send the stream to ``sink``.
+
+        :arg sink: a :class:`~tstate.io.sinks.Sink` (e.g. ``ts.io.files(dir)``: one file per
+            epoch, exactly once with checkpoints), or a callable ``fn(time, records)`` called
+            per batch.
+        :arg name: the sink's name (default ``sink#N``).
+        :returns: nothing: a sink ends the stream.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("sink")
+        >>> nums = flow.input("nums")
+        >>> got = []
+        >>> nums.map(str).sink(lambda t, recs: got.append((t, recs)))
+        >>> nums.send([1, 2]); nums.close(); flow.run()
+        >>> got
+        [(0, ['1', '2'])]
+        """
         self.flow.sink(self, sink, name=name)
 
     def probe(self, name: Optional[str] = None) -> Probe:
-        """A :class:`~tstate.probe.Probe` on this stream's frontier."""
+        """A :class:`~tstate.probe.Probe` on this stream's frontier.
+
+        :arg name: the probe's name (default ``probe#N``).
+        :returns: the probe: ``less_than(t)`` is true while records before ``t`` may still
+            arrive here (drive a dataflow step by step with it).
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("probe")
+        >>> nums = flow.input("nums")
+        >>> probe = nums.probe()
+        >>> ex = flow.start()
+        >>> nums.advance_to(5); ex.step_while(lambda: probe.less_than(5))
+        >>> probe.less_than(5), probe.done()
+        (False, False)
+        """
         return self.flow.probe(self, name=name)
 
 
@@ -241,8 +377,32 @@ class StatefulStream(Stream):
         super().__init__(flow, node, 0, scope)
 
     def on_notify(self, handler: H) -> H:
-        """Decorator: ``handler(state, time, ctx)`` runs for each key's timer at ``time``
-        once the input frontier passed it (after every record at ``time``)."""
+        """Decorator: register the operator's timer handler.
+
+        ``handler(state, time, ctx)`` runs for each key with a timer at ``time``
+        (``ctx.notify_at(time)``) once the input frontier passed it -- after every record at
+        ``time`` and before any later one -- with the key's state; timers fire in time order,
+        once per key and time.  It may emit (``ctx.emit``), set later timers, clear the key,
+        and return the new state (None: keep it).  Register it before the dataflow starts.
+
+        :arg handler: a :class:`~tstate.plan.stateful.NotifyHandler`.
+        :returns: ``handler``, unchanged.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("timers")
+        >>> clicks = flow.input("clicks")
+        >>> @flow.stateful(clicks, key=lambda page: page, state=int)
+        ... def count(n: int, page: str, ctx: ts.Context) -> int:
+        ...     ctx.notify_at(ctx.time + 1)          # report one epoch later
+        ...     return n + 1
+        >>> @count.on_notify
+        ... def report(n: int, time: int, ctx: ts.Context) -> None:
+        ...     ctx.emit((ctx.key, n))
+        >>> out = count.collect()
+        >>> clicks.send(["a", "b", "a"]); clicks.close(); flow.run()
+        >>> sorted(out.by_time()[1])
+        [('a', 2), ('b', 1)]
+        """
         if self.flow._backend is not None:
             raise GraphError(f"operator {self.name!r}: on_notify must be registered before the dataflow starts")
         node = self.flow.graph[self.node]
@@ -376,8 +536,22 @@ class Dataflow:
 
     # -- inputs and sources -------------------------------------------------------
     def input(self, name: Optional[str] = None, batch_size: int = 8192) -> InputStream:
-        """A new input (see :class:`InputStream`).  Each ``send`` is cut into batches of
-        at most ``batch_size`` records, spread round-robin over the workers."""
+        """A new input fed from Python (see :class:`InputStream`).
+
+        :arg name: the input's name (default ``input#N``); the Spark backend binds a DataFrame
+            to it by this name.
+        :arg batch_size: each ``send`` is cut into batches of at most this many records,
+            spread round-robin over the workers.
+        :returns: an :class:`InputStream`: ``send``, ``advance_to``, ``close``.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("input")
+        >>> nums = flow.input("nums", batch_size=2)
+        >>> out = nums.collect()
+        >>> nums.send([1, 2, 3]); nums.advance_to(1); nums.send([4]); nums.close()
+        >>> flow.run(workers=2); out.by_time()
+        {0: [1, 2, 3], 1: [4]}
+        """
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
         nm = self._name("input", name)
@@ -386,8 +560,22 @@ class Dataflow:
         return InputStream(self, index, self.root, handle)
 
     def source(self, source: Any, name: Optional[str] = None) -> Stream:
-        """A stream read from ``source``: a :class:`~tstate.io.sources.Source`, or any
-        iterable of ``(time, records)`` pairs in non-decreasing time order."""
+        """A stream read from ``source``, one batch per activation, replayable from a
+        checkpoint's recorded position.
+
+        :arg source: a :class:`~tstate.io.sources.Source` (``ts.io.parquet(...)``,
+            ``ts.io.csv(...)``), or an iterable of ``(time, records)`` pairs in non-decreasing
+            time order.
+        :arg name: the source's name (default ``source#N``); checkpoints record its position
+            under it.
+        :returns: the stream of its records at their times.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("source")
+        >>> out = flow.source([(0, ["a"]), (2, ["b", "c"])]).collect()
+        >>> flow.run(); out.by_time()
+        {0: ['a'], 2: ['b', 'c']}
+        """
         src = source if isinstance(source, Source) else from_batches(source)
         nm = self._name("source", name)
         index = self._add(SourceNode(name=nm, scope=self.root.plan, source=src), [])
@@ -395,7 +583,20 @@ class Dataflow:
 
     # -- combinators --------------------------------------------------------------
     def concat(self, *streams: Stream, name: Optional[str] = None) -> Stream:
-        """Merge several streams of the same scope into one."""
+        """Merge several streams of the same scope into one (see :meth:`Stream.concat`).
+
+        :arg streams: the streams, all of one scope.
+        :arg name: the operator's name (default ``concat#N``).
+        :returns: one stream of all their records, at their times.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("concat")
+        >>> a, b, c = flow.input("a"), flow.input("b"), flow.input("c")
+        >>> out = flow.concat(a, b, c).collect()
+        >>> for i, s in enumerate((a, b, c)): s.send([i]); s.close()
+        >>> flow.run(); sorted(out.records())
+        [0, 1, 2]
+        """
         scope = self._scope_of(streams, "concat")
         node = Concat(name=self._name("concat", name), scope=scope.plan, inputs=len(streams))
         return Stream(self, self._add(node, [(s.node, s.port) for s in streams]), 0, scope)
@@ -411,11 +612,36 @@ class Dataflow:
     ) -> Callable[[Callable[..., Any]], Stream]:
         """Decorator: ``fn(inp, out, ctx)`` becomes a frontier-aware operator.
 
-        ``inp`` iterates ``(capability, batch)`` pairs and has a ``frontier``; ``out``
-        gives records at a capability's time; ``ctx`` has the notificator
-        (``notify_at``, ``notifications``), ``state`` (one ``state()`` per worker),
-        ``worker`` and ``workers``.  With ``exchange``, records are routed by that key
-        first.  The function is called whenever input arrived or a frontier moved."""
+        The function is called whenever input arrived or the input frontier moved.  ``inp``
+        iterates ``(capability, batch)`` pairs and has a ``frontier``; ``out`` gives records at
+        a capability's time (``give``, ``give_many``); ``ctx`` has the notificator
+        (``notify_at``, ``notifications``: in time order, once the frontier passed them),
+        ``state`` (one ``state()`` per worker), ``worker`` and ``workers``
+        (:mod:`tstate.operators.generic`).
+
+        :arg stream: the input stream.
+        :arg exchange: ``key(record)``: route records by key first (None: where they are).
+        :arg name: the operator's name (default: the function's name).
+        :arg state: makes each worker's state object (None: none; such state is not
+            checkpointed: keep state in :meth:`stateful` to use checkpoints).
+        :arg bins: bins of the exchange (a power of two).
+        :returns: the decorated name becomes the operator's output :class:`Stream`.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("batches")
+        >>> nums = flow.input("nums")
+        >>> @flow.unary_frontier(nums, state=dict)
+        ... def sums(inp, out, ctx):
+        ...     for cap, batch in inp:
+        ...         ctx.state[cap.time] = ctx.state.get(cap.time, 0) + sum(batch)
+        ...         ctx.notify_at(cap)
+        ...     for cap in ctx.notifications():             # the time is complete
+        ...         out.give(cap, ctx.state.pop(cap.time))
+        >>> out = sums.collect()
+        >>> nums.send([1, 2]); nums.advance_to(1); nums.send([5]); nums.close(); flow.run()
+        >>> out.by_time()
+        {0: [3], 1: [5]}
+        """
 
         def decorate(fn: Callable[..., Any]) -> Stream:
             scope = self._scope_of([stream], "unary_frontier")
@@ -437,7 +663,34 @@ class Dataflow:
         bins: int = DEFAULT_BINS,
     ) -> Callable[[Callable[..., Any]], Stream]:
         """Decorator: ``fn(left, right, out, ctx)`` over two inputs (see
-        :meth:`unary_frontier`).  Notifications fire when both frontiers passed the time."""
+        :meth:`unary_frontier`); notifications fire once both frontiers passed the time.
+
+        :arg left: the first input stream.
+        :arg right: the second input stream (same scope).
+        :arg exchange: per input, a key to route its records by (None: not exchanged).
+        :arg name: the operator's name (default: the function's name).
+        :arg state: makes each worker's state object (None: none).
+        :arg bins: bins of the exchanges (a power of two).
+        :returns: the decorated name becomes the operator's output :class:`Stream`.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("join")
+        >>> names, ages = flow.input("names"), flow.input("ages")
+        >>> @flow.binary_frontier(names, ages, exchange=(lambda r: r[0], lambda r: r[0]), state=dict)
+        ... def join(left, right, out, ctx):
+        ...     for port, inp in enumerate((left, right)):
+        ...         for cap, batch in inp:
+        ...             for k, v in batch:
+        ...                 ctx.state.setdefault(k, [None, None])[port] = v
+        ...             ctx.notify_at(cap)
+        ...     for cap in ctx.notifications():
+        ...         out.give_many(cap, sorted((k, *v) for k, v in ctx.state.items()))
+        ...         ctx.state.clear()
+        >>> out = join.collect()
+        >>> names.send([(1, "ann")]); ages.send([(1, 31)]); names.close(); ages.close(); flow.run(workers=2)
+        >>> out.records()
+        [(1, 'ann', 31)]
+        """
 
         def decorate(fn: Callable[..., Any]) -> Stream:
             scope = self._scope_of([left, right], "binary_frontier")
@@ -460,22 +713,45 @@ class Dataflow:
     ) -> Callable[[StatefulFn], "StatefulStream"]:
         """Decorator: ``fn(state, record, ctx)`` over typed per-key state.
 
-        ``state`` declares the type of one key's state (an attrs class, ``int``,
-        ``list[int]``, ``dict[str, Route]``, ...); it is checked when the dataflow is
-        built.  A key seen for the first time starts from ``default()`` (default: the
-        type called with no arguments).  ``fn`` mutates the state in place, or returns
-        a new value to replace it.  A state that cannot change in place (``int``,
-        ``float``, ``str``, ``bytes``, ``bool``, datetimes, enums, tuples, frozensets and
-        frozen attrs classes of such values; ``None`` for an ``Optional`` state) must be
-        returned -- return the old value to keep it: returning ``None`` raises
-        :class:`~tstate.errors.StateReturnError` naming the operator and key, and a
-        function with no ``return <value>`` at all is refused here, when the dataflow
-        is built (:func:`tstate.state.declaration.returns_required`).  The ``on_notify``
-        handler may return ``None`` to keep any state.  ``ctx`` is a :class:`~tstate.state.context.Context`
-        (``emit``, ``time``, ``key``, ``notify_at``, ``clear``).  Records of one key are
-        applied in timestamp order.  The decorated name becomes a :class:`StatefulStream`
-        whose ``on_notify`` decorator registers the timer handler
-        ``handler(state, time, ctx)``.  State lives in ``bins`` bins (a power of two)."""
+        Records are routed by ``key`` to the worker owning the key's bin; each key's records
+        are applied in timestamp order.  ``fn`` mutates the key's state in place, or returns
+        a new value to replace it.  A state that cannot change in place (``int``, ``float``,
+        ``str``, ``bytes``, ``bool``, datetimes, enums, tuples, frozensets and frozen attrs
+        classes of such values; ``None`` for an ``Optional`` state) must be returned --
+        return the old value to keep it: returning ``None`` raises
+        :class:`~tstate.errors.StateReturnError` naming the operator and key, and a function
+        with no ``return <value>`` at all is refused when the dataflow is built
+        (:func:`tstate.state.declaration.returns_required`).  ``ctx`` is a
+        :class:`~tstate.state.context.Context` (``emit``, ``time``, ``key``, ``notify_at``,
+        ``clear``); timers set with ``notify_at`` run the ``on_notify`` handler
+        (:meth:`StatefulStream.on_notify`).
+
+        :arg stream: the input stream.
+        :arg key: ``key(record)`` gives the record's key (hashable: :mod:`tstate.keys`).
+        :arg state: the type of one key's state (an attrs class, ``int``, ``list[int]``,
+            ``dict[str, Route]``, a ``TypedDict``, ``tstate.types.Map``, ...), checked when the
+            dataflow is built (:class:`~tstate.errors.StateTypeError` naming the field path).
+        :arg default: makes a new key's state (default: the type called with no arguments).
+        :arg bins: how many bins the keys are spread over (a power of two): the unit of
+            checkpoints and migration.
+        :arg name: the operator's name (default: the function's name); checkpoints record its
+            state under it.
+        :returns: the decorated name becomes a :class:`StatefulStream` of what ``fn`` and the
+            handler emit, at the times they run.  ``fn`` is a
+            :class:`~tstate.plan.stateful.StatefulFn`.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("counts")
+        >>> words = flow.input("words")
+        >>> @flow.stateful(words, key=lambda w: w, state=int)
+        ... def count(n: int, w: str, ctx: ts.Context) -> int:
+        ...     ctx.emit((w, n + 1))
+        ...     return n + 1
+        >>> out = count.collect()
+        >>> words.send(["a", "b", "a"]); words.close(); flow.run(workers=2)
+        >>> sorted(out.records()), sorted(flow.state(count, format="dict").items())
+        ([('a', 1), ('a', 2), ('b', 1)], [('a', 2), ('b', 1)])
+        """
         return self._stateful(stream, key, state, default, bins, name, fold=False)
 
     def fold_bins(
@@ -488,10 +764,33 @@ class Dataflow:
         name: Optional[str] = None,
     ) -> Callable[[FoldFn], "StatefulStream"]:
         """Decorator, the lower-level form (Megaphone's ``fold``): ``fn(states, records,
-        ctx)`` is called per bin for each batch of records (all at ``ctx.time``, in
-        arrival order; batches of one time are applied in time order like every stateful
-        operator's) with the bin's ``key -> state`` dict; it may read and write any key
-        of the bin.  ``ctx.key`` is ``None``; timers are not available here."""
+        ctx)`` per bin and batch.
+
+        ``fn`` is called for each batch of records of one bin (all at ``ctx.time``, in arrival
+        order; the batches of one time in time order, like every stateful operator's) with the
+        bin's ``key -> state`` dict; it may read and write any key of the bin.  ``ctx.key`` is
+        ``None``; timers are not available here.
+
+        :arg stream: the input stream.
+        :arg key: ``key(record)`` gives the key that decides the record's bin.
+        :arg state: the type of one key's state (see :meth:`stateful`).
+        :arg default: makes a new key's state (default: the type called with no arguments).
+        :arg bins: how many bins (a power of two).
+        :arg name: the operator's name (default: the function's name).
+        :returns: the decorated name becomes a :class:`StatefulStream` of what ``fn`` emits.
+            ``fn`` is a :class:`~tstate.plan.stateful.FoldFn`.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("fold")
+        >>> nums = flow.input("nums")
+        >>> @flow.fold_bins(nums, key=lambda x: x % 3, state=int, bins=1)
+        ... def sums(states: dict, xs: list, ctx: ts.Context) -> None:
+        ...     for x in xs:
+        ...         states[x % 3] = states.get(x % 3, 0) + x
+        >>> nums.send(range(7)); nums.close(); flow.run()
+        >>> sorted(flow.state(sums, format="dict").items())
+        [(0, 9), (1, 5), (2, 7)]
+        """
         return self._stateful(stream, key, state, default, bins, name, fold=True)
 
     def _stateful(
@@ -546,25 +845,43 @@ class Dataflow:
     ) -> Callable[[Callable[..., Any]], Any]:
         """Decorator: ``body(scope, *entered)`` builds a loop in a new iterate scope.
 
-        Each stream in ``streams`` enters the scope (time ``t`` becomes
-        ``Product(t, 0)``); ``body`` creates loop variables with ``scope.feedback()``,
-        connects them, and returns the stream (or tuple of streams) that leaves the
-        scope (``Product(t, i)`` becomes ``t``).  The decorated name becomes the left
-        stream(s).
+        Each stream in ``streams`` enters the scope (time ``t`` becomes ``Product(t, 0)``);
+        ``body`` creates loop variables with :meth:`Scope.feedback`, connects them, and returns
+        the stream (or tuple of streams) that leaves the scope (``Product(t, i)`` becomes
+        ``t``).
 
-        ``sequenced=True`` makes the epochs run one after another inside the loop
-        (in a scope of the root, whose epochs are ints ``0 <= t <=``
-        :data:`~tstate.progress.timestamp.MAX_SEQUENCED_EPOCH`): records entering at
-        epoch ``t`` get the time ``scope.at(t, 0)``, round ``k`` of epoch ``t`` is
-        ``scope.at(t, k)`` (:data:`~tstate.progress.timestamp.SEQUENCE_SPAN`), and every
-        time of epoch ``t - 1`` is ``<=`` every time of epoch ``t``.  A ``@flow.stateful``
-        operator in the loop applies a time's records once no earlier time can arrive
-        and fires timers in time order, so it starts epoch ``t`` exactly when epoch
-        ``t - 1`` is over there -- per-key state carried from one epoch to the next
-        (incremental algorithms) without holding anything back.  Plain scopes let
-        epochs overlap: round 3 of epoch 5 and round 0 of epoch 6 are incomparable.
-        Either way ``execution.metrics.rounds(name)`` counts the rounds of every epoch
-        (the distinct times that went around the loop)."""
+        ``sequenced=True`` makes the epochs run one after another inside the loop (in a scope
+        of the root, whose epochs are ints ``0 <= t <=``
+        :data:`~tstate.progress.timestamp.MAX_SEQUENCED_EPOCH`): records entering at epoch
+        ``t`` get the time ``scope.at(t, 0)``, round ``k`` of epoch ``t`` is ``scope.at(t, k)``
+        (:data:`~tstate.progress.timestamp.SEQUENCE_SPAN`), and every time of epoch ``t - 1``
+        is ``<=`` every time of epoch ``t``.  A ``@flow.stateful`` operator in the loop applies
+        a time's records once no earlier time can arrive and fires timers in time order, so it
+        starts epoch ``t`` exactly when epoch ``t - 1`` is over there -- per-key state carried
+        from one epoch to the next (incremental algorithms) without holding anything back.
+        Plain scopes let epochs overlap: round 3 of epoch 5 and round 0 of epoch 6 are
+        incomparable.  Either way ``flow.metrics.rounds(name)`` counts the rounds of every epoch
+        (the distinct times that went around the loop).
+
+        :arg streams: the streams entering the loop (one scope).
+        :arg name: the scope's name (default: the body's name).
+        :arg sequenced: run the epochs one after another inside the loop (see above).
+        :returns: the decorated name becomes the stream (or tuple of streams) leaving the loop.
+
+        >>> import tstate as ts
+        >>> flow = ts.Dataflow("halving")
+        >>> nums = flow.input("nums")
+        >>> @flow.iterate(nums)
+        ... def halved(scope, xs):
+        ...     back = scope.feedback()
+        ...     again = xs.concat(back.stream).map(lambda x: x // 2)
+        ...     back.connect(again.filter(lambda x: x > 1))
+        ...     return again
+        >>> out = halved.collect()
+        >>> nums.send([20]); nums.close(); flow.run()
+        >>> out.records()
+        [10, 5, 2, 1]
+        """
 
         def decorate(body: Callable[..., Any]) -> Any:
             outer = self._scope_of(streams, "iterate")

@@ -67,6 +67,7 @@ def test_feedback_advances_and_drops_past_its_limit(outer: int, k: int, step: in
     else:
         assert nxt == (scope.at(outer, round_after) if seq else Product(outer, round_after))
         assert nxt is not None and fb.round_of(nxt) == round_after
+        assert fb.advance(t) == (nxt, round_after)
     assert fb.summaries() == [[[PathSummary.feedback(1, step)]]]
 
 

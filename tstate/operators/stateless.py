@@ -8,7 +8,6 @@ the engine's overhead is per batch, not per record.
 
 from __future__ import annotations
 
-from typing import Any
 
 from tstate.operators.base import OperatorRuntime
 from tstate.plan.loops import Enter, Feedback, Leave
@@ -88,13 +87,13 @@ class FeedbackRuntime(OperatorRuntime[Feedback]):
         box = self.inboxes[0]
         push = self.outputs[0].push
         node = self.spec
-        next_time = node.next_time
-        round_of = node.round_of
+        advance = node.advance
         note = self.exe.metrics.loop_round
         scope = node.scope.name
         while box:
             t, recs = self.pop(0)
-            t2: Any = next_time(t)
-            if t2 is not None:  # past the limit the summary overflows: records are dropped
-                note(scope, t2.outer, round_of(t2))
+            got = advance(t)
+            if got is not None:  # past the limit the summary overflows: records are dropped
+                t2, k = got
+                note(scope, t2.outer, k)
                 push(t2, recs)

@@ -100,13 +100,20 @@ class Feedback(Node):
 
     def next_time(self, t: Product) -> Optional[Product]:
         """The time a record at ``t`` comes back at, or None: dropped (see module docs)."""
+        got = self.advance(t)
+        return None if got is None else got[0]
+
+    def advance(self, t: Product) -> Optional[tuple[Product, int]]:
+        """:meth:`next_time` and the round of its epoch it is (:meth:`round_of`), in
+        one call (the embedded engine counts the rounds of every epoch)."""
         inner = t.inner + self.step
         if inner > TIME_MAX:
             return None
+        k = inner - t.outer * SEQUENCE_SPAN if self.scope.sequenced else inner
         limit = self.max_iterations
-        if limit is not None and (inner - t.outer * SEQUENCE_SPAN if self.scope.sequenced else inner) > limit:
+        if limit is not None and k > limit:
             return None
-        return Product(t.outer, inner)
+        return Product(t.outer, inner), k
 
     def summaries(self) -> list[list[list[PathSummary]]]:
         return [[[PathSummary.feedback(self.scope.depth, self.step)]]]

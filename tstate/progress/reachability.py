@@ -270,7 +270,9 @@ class Tracker:
             self._succ[self._sid[sn][sp]].append(self._tid[tn][tp])
         self._points = [MutableAntichain() for _ in range(count)]
         self._impl = [MutableAntichain() for _ in range(count)]
-        self._pending: list[tuple[int, Any, int]] = []
+        #: the buffered count changes, ``(location id, time, delta)``, applied by
+        #: :meth:`propagate` (which replaces the list: read the attribute each time)
+        self.pending: list[tuple[int, Any, int]] = []
         self._total = 0  # the sum of the sizes of the pointstamp frontiers: 0 iff no count anywhere
         #: worklist entries processed so far (a measure of the tracker's work)
         self.work_done = 0
@@ -281,21 +283,26 @@ class Tracker:
 
     def update_source(self, node: int, port: int, time: Any, delta: int) -> None:
         """A capability count change at output port ``(node, port)``."""
-        self._pending.append((self._sid[node][port], time, delta))
+        self.pending.append((self._sid[node][port], time, delta))
 
     def update_target(self, node: int, port: int, time: Any, delta: int) -> None:
         """A records-in-flight count change at input port ``(node, port)``."""
-        self._pending.append((self._tid[node][port], time, delta))
+        self.pending.append((self._tid[node][port], time, delta))
+
+    def location_ids(self, node: int) -> tuple[list[int], list[int]]:
+        """The location ids of node ``node``'s input ports and output ports (what
+        :attr:`pending` entries name)."""
+        return self._tid[node], self._sid[node]
 
     def has_pending(self) -> bool:
         """Whether count changes wait for :meth:`propagate`."""
-        return bool(self._pending)
+        return bool(self.pending)
 
     def propagate(self) -> list[tuple[int, int]]:
         """Apply buffered changes; return the input ports whose frontier changed."""
-        if not self._pending:
+        if not self.pending:
             return []
-        pending, self._pending = self._pending, []
+        pending, self.pending = self.pending, []
         net: dict[tuple[int, Any], int]
         if len(pending) == 1:
             net = {(pending[0][0], pending[0][1]): pending[0][2]}
@@ -366,4 +373,4 @@ class Tracker:
 
     def is_idle(self) -> bool:
         """True when no pointstamp is held anywhere (everything is complete)."""
-        return not self._pending and self._total == 0
+        return not self.pending and self._total == 0

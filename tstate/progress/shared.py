@@ -36,6 +36,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from tstate.progress.frontier import Antichain, MutableAntichain
+from tstate.progress.reachability import Tracker
 
 __all__ = ["SharedProgress", "ProgressTracker"]
 
@@ -54,28 +55,43 @@ class ProgressTracker(Protocol):
 
 
 class SharedProgress:
-    """One operator's side of progress tracking (see the module docstring)."""
+    """One operator's side of progress tracking (see the module docstring).  With the
+    worklist :class:`~tstate.progress.reachability.Tracker` a change is one append to
+    its buffer (the hot path: every batch taken or delivered); with another tracker,
+    its ``update_*`` methods."""
 
-    __slots__ = ("node", "_source", "_target", "_frontiers", "_tracker")
+    __slots__ = ("node", "_source", "_target", "_frontiers", "_tracker", "_direct", "_tids", "_sids")
 
     def __init__(self, tracker: ProgressTracker, node: int, inputs: int) -> None:
         self.node = node
         self._source = tracker.update_source
         self._target = tracker.update_target
-        self._tracker = tracker
+        self._tracker: Any = tracker
         self._frontiers = [tracker.mutable_frontier(node, p) for p in range(inputs)]
+        #: the worklist tracker: its buffer is appended to directly
+        self._direct = isinstance(tracker, Tracker)
+        self._tids, self._sids = tracker.location_ids(node) if isinstance(tracker, Tracker) else ([], [])
 
     def consumed(self, port: int, time: Any, batches: int = 1) -> None:
         """``batches`` batches at ``time`` were taken off input ``port``."""
-        self._target(self.node, port, time, -batches)
+        if self._direct:
+            self._tracker.pending.append((self._tids[port], time, -batches))
+        else:
+            self._target(self.node, port, time, -batches)
 
     def arrived(self, port: int, time: Any, batches: int = 1) -> None:
         """``batches`` batches at ``time`` were queued at input ``port``."""
-        self._target(self.node, port, time, batches)
+        if self._direct:
+            self._tracker.pending.append((self._tids[port], time, batches))
+        else:
+            self._target(self.node, port, time, batches)
 
     def internal(self, port: int, time: Any, delta: int) -> None:
         """The capabilities held at output ``port`` for ``time`` changed by ``delta``."""
-        self._source(self.node, port, time, delta)
+        if self._direct:
+            self._tracker.pending.append((self._sids[port], time, delta))
+        else:
+            self._source(self.node, port, time, delta)
 
     def frontier(self, port: int = 0) -> MutableAntichain:
         """The live frontier of input ``port`` (do not mutate it)."""

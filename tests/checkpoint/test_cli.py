@@ -184,7 +184,8 @@ def test_times_are_shown_in_the_sources_epoch_unit(tmp_path, capsys) -> None:
 
     count.on_notify(lambda n, t, ctx: None)
     ck = str(tmp_path / "ck")
-    flow.run(checkpoint=ts.Checkpoints(ck, every_epochs=4, mode="sync")  # which checkpoints exist must not depend on load)
+    # sync: which checkpoints exist must not depend on the load (async ones may be skipped)
+    flow.run(checkpoint=ts.Checkpoints(ck, every_epochs=4, mode="sync"))
     store = CheckpointStore(ck, readonly=True)
     assert store.latest().meta["epoch_unit"] == {"size": 3600.0, "dates": True}
     code, out, _ = run(capsys, "checkpoints", ck)

@@ -13,6 +13,7 @@ pending timers), and drops it as soon as that time is done.
 from __future__ import annotations
 
 import heapq
+import time as _time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from sortedcontainers import SortedDict
@@ -25,6 +26,8 @@ from tstate.plan.stateful import Stateful
 from tstate.progress.timestamp import epoch, less_equal
 from tstate.state.bin import Bin
 from tstate.state.context import Context
+from tstate.state.payload import decode_bin, encode_bin
+from tstate.types import StateCodec, wire
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.operators.base import Host
@@ -182,8 +185,6 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
     @property
     def codec(self) -> Any:
         if self._codec is None:
-            from tstate.types import StateCodec
-
             self._codec = StateCodec(self.spec.state)
         return self._codec
 
@@ -212,8 +213,6 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         waits meanwhile (``wire.no_gc``): decoding many bins at once (``all-at-once``)
         would otherwise start collection after collection over the states just built
         (acyclic: reference counting frees them)."""
-        from tstate.types import wire
-
         with wire.no_gc():
             self._ship_ready(frontier)
 
@@ -232,10 +231,6 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             self._ship(bi, t, dst)
 
     def _ship(self, bi: int, t: Any, dst: int) -> None:
-        import time as _time
-
-        from tstate.state.payload import decode_bin, encode_bin
-
         start = _time.perf_counter()
         b = self.remove_bin(bi)
         data = encode_bin(b, self.codec, self.name)

@@ -287,6 +287,8 @@ def spark_restart(directory: str, keys: int, partitions: int, rows: int, master:
             "batch_seconds": bm.seconds,
             "spark_seconds": bm.spark_seconds,
             "misses": bm.cache_misses,
+            "take": bm.take_seconds,
+            "take_max": bm.take_max_seconds,
             "verified_by": b.metrics.verified_by,
         }
     finally:
@@ -472,17 +474,20 @@ def main(argv: Optional[list[str]] = None) -> None:
         for (p, verify), x in sorted(spark_rows.items(), key=lambda kv: (kv[0][0], order[kv[0][1]])):
             c = spark_rows.get((p, "control"))
             rows.append((p, verify, x["verified_by"] if verify != "control" else "-", _s(x["session"]), _s(x["prepare"]),
-                         _s(x["batch_seconds"]), x["misses"],
+                         _s(x["batch_seconds"]), x["misses"], _s(x["take"]), _s(x["take_max"]),
                          _s(x["batch_seconds"] - c["batch_seconds"]) if c and verify != "control" else "-",
                          _s(x["first_batch"])))
         say(table(["partitions", "restart", "files checked by", "session start", "prepare (checkpoint chosen)",
-                   "first batch", "bins read", "first batch - control (restore)", "to first completed batch"], rows))
+                   "first batch", "bins read", "tasks taking bins: s summed", "slowest task", "first batch - control",
+                   "to first completed batch"], rows))
         for verify in ("driver",):
             base_p = spark_rows.get((parts[0], verify))
             for p in parts[1:]:
                 x = spark_rows.get((p, verify))
                 if base_p and x:
                     ratios[f"spark_{verify}_first_batch_p{p}_over_p{parts[0]}"] = round(x["first_batch"] / base_p["first_batch"], 3)
+                    if base_p["take_max"] > 0:
+                        ratios[f"spark_restore_slowest_task_p{p}_over_p{parts[0]}"] = round(x["take_max"] / base_p["take_max"], 3)
                     c0, c = spark_rows.get((parts[0], "control")), spark_rows.get((p, "control"))
                     if c0 and c and base_p["batch_seconds"] > c0["batch_seconds"]:
                         ratios[f"spark_restore_p{p}_over_p{parts[0]}"] = round(

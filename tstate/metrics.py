@@ -59,6 +59,11 @@ class BatchMetrics:
     output_seconds: float = 0.0
     #: Spark stages of the root boundaries (those whose inputs are ready together share one)
     stages: int = 0
+    #: seconds the tasks spent taking their bins (from the executor's cache, or read and
+    #: decoded from the store: after a restart, the restore), summed over the tasks, and
+    #: the slowest task's (tstate.spark.restore: the executors restore in parallel)
+    take_seconds: float = 0.0
+    take_max_seconds: float = 0.0
 
 
 @frozen

@@ -59,6 +59,7 @@ def test_a_restart_reads_state_on_the_executors_only(spark: Any, tmp_path: Any, 
     # the executors took the bins (from the store, or from a cache their Python workers
     # kept: this test's executors outlive the first run's driver)
     assert first.batch == 4 and first.cache_hits + first.cache_catchups + first.cache_misses > 0
+    assert 0 < first.take_max_seconds <= first.take_seconds  # the tasks' time taking bins, and the slowest's
     assert b.metrics.verified_by == verify
     if verify == "executors":
         assert seen == []  # checked and read by the executors, in parallel

@@ -234,7 +234,7 @@ class MicroBatch:
         #: the state files loop rounds wrote so far (tstate.spark.rounds.Overlay)
         self.overlay: dict[str, Any] = {}
         self.loop_stats = {"rounds": 0, "stages": 0, "root_stages": 0}
-        self.stats = {"records": 0, "hits": 0, "catchups": 0, "misses": 0, "bytes": 0}
+        self.stats = {"records": 0, "hits": 0, "catchups": 0, "misses": 0, "bytes": 0, "take_us": 0, "take_max_us": 0}
         self.fresh_parts: list[Part] = []
         self.now: list[Part] = []
         self.index: Optional[str] = None
@@ -459,6 +459,7 @@ class MicroBatch:
                 s = read_stats(r["payload"])
                 for k in stats:
                     stats[k] += s.get(k, 0)
+                stats["take_max_us"] = max(stats["take_max_us"], s.get("take_us", 0))  # the slowest task
             elif kind == SINK:
                 self.fresh_parts.append(Part.of_row(r["payload"]))
             elif kind == HELD:
@@ -547,5 +548,5 @@ class MicroBatch:
             self.batch, self.hi, _time.perf_counter() - self.start, self.partitions, s["records"], s["hits"],
             s["misses"], s["bytes"], self.moved, s["catchups"], sec["jobs"], sec["driver"], sec["commit"],
             loops["rounds"], loops["stages"], sum(p.records for p in self.now), output_seconds,
-            stages=loops["root_stages"],
+            stages=loops["root_stages"], take_seconds=s["take_us"] / 1e6, take_max_seconds=s["take_max_us"] / 1e6,
         )

@@ -83,8 +83,11 @@ class StatefulHost:
         """Install the bins ``needed`` as of manifest ``m`` (anything with ``chain(operator,
         bin)``; from the executor's cache when it can: :mod:`~tstate.spark.binstore`);
         returns them and how they were found (``hit`` / ``catch-up`` / ``miss`` counts)."""
+        import time
+
         from tstate.spark import binstore
 
+        start = time.perf_counter()
         found = {"hit": 0, "catch-up": 0, "miss": 0}
         loaded = {}
         for b in sorted(needed):
@@ -92,6 +95,7 @@ class StatefulHost:
             found[how] += 1
             loaded[b] = bin_
             self.op.install_bin(bin_)
+        found["us"] = int((time.perf_counter() - start) * 1e6)  # (for BatchMetrics.take_seconds)
         return loaded, found
 
     def run_batch(self, info: BatchInfo, groups: dict[int, dict[int, list[Any]]]) -> dict[Any, list[Any]]:

@@ -240,7 +240,7 @@ def _stateful_round(
     loaded, found = host.take(info, view, needed, stored_fp)
     _push_round(plan, host, groups, routed, sinks)
     written = write_bins(info, view, pn, host.codec, loaded, rows, lambda b: timer_antichain(b.timers))
-    return {"hits": found["hit"], "catchups": found["catch-up"], "misses": found["miss"], "bytes": written}
+    return {"hits": found["hit"], "catchups": found["catch-up"], "misses": found["miss"], "bytes": written, "take_us": found["us"]}
 
 
 @frozen
@@ -273,7 +273,7 @@ def local_loop_task(plan: "Plan", info: "BatchInfo", job: LocalLoops) -> Any:
         timers = {b: {bn: list(ts_) for bn, ts_ in job.timers.get(b, {}).items()} for b in inside}
         bins: dict[int, dict[int, Any]] = {b: {} for b in inside}
         codecs: dict[int, Any] = {}
-        stats = {b: {"hits": 0, "catchups": 0, "misses": 0, "bytes": 0} for b in inside}
+        stats = {b: {"hits": 0, "catchups": 0, "misses": 0, "bytes": 0, "take_us": 0} for b in inside}
         exits: dict[tuple[int, int, Any], list[Any]] = {}
         exit_sinks: dict[tuple[int, int], list[Any]] = {}
         hi = info.hi
@@ -321,7 +321,7 @@ def local_loop_task(plan: "Plan", info: "BatchInfo", job: LocalLoops) -> Any:
                                 m, fp = stored_fingerprint(info, pn, host.codec)
                                 loaded, found = host.take(info, _Manifest(m, job.overlay, pn.name), [b], fp)
                                 mine[b] = loaded[b]
-                                for name, n_ in (("hits", "hit"), ("catchups", "catch-up"), ("misses", "miss")):
+                                for name, n_ in (("hits", "hit"), ("catchups", "catch-up"), ("misses", "miss"), ("take_us", "us")):
                                     stats[node][name] += found[n_]
                             else:
                                 host.op.install_bin(mine[b])

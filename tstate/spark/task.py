@@ -351,4 +351,4 @@ def _stateful(
         plan.push(node, t, recs, routed, sinks)
     emit(plan, info, routed, sinks, rows)
     written = write_bins(info, m, pn, host.codec, loaded, rows, lambda b: min(b.timers) if b.timers else None)
-    return {"hits": found["hit"], "catchups": found["catch-up"], "misses": found["miss"], "bytes": written}
+    return {"hits": found["hit"], "catchups": found["catch-up"], "misses": found["miss"], "bytes": written, "take_us": found["us"]}

@@ -23,8 +23,12 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
+from tstate.checkpoint.delta import encode_delta_parts
 from tstate.checkpoint.freeze import MISSING, Frozen, Raw
+from tstate.keys import encode_keys
 from tstate.state.bin import Bin
+from tstate.state.payload import encode_checked
+from tstate.types.codec import encode_envelope
 
 __all__ = ["BinWork", "Job", "Pacer"]
 
@@ -49,12 +53,10 @@ class BinWork:
 
 
 def encode_work(w: BinWork) -> bytes:
-    """The file of one bin (a snapshot or a delta, :mod:`tstate.checkpoint.delta`)."""
-    from tstate.checkpoint.delta import encode_delta_parts
-    from tstate.keys import encode_keys
-    from tstate.state.payload import raise_bad_state, wire_states
-    from tstate.types.codec import encode_envelope
-
+    """The file of one bin (a snapshot or a delta, :mod:`tstate.checkpoint.delta`): its
+    frozen states encoded in one msgspec call and checked right after, while they are
+    in the processor's cache (:func:`tstate.state.payload.encode_checked`); the ``Raw``
+    copies made by copy-on-write are embedded as they are (checked when made)."""
     codec, b = w.codec, w.bin
 
     def encode(keys: list[Any], values: list[Any], copies: int) -> bytes:
@@ -64,23 +66,22 @@ def encode_work(w: BinWork) -> bytes:
             gone = [k for k, v in pairs if v is MISSING]
             keys = [k for k, v in pairs if v is not MISSING]
             values = [v for v in values if v is not MISSING]
-        states = values
-        if copies:  # check and convert the live states only (a Raw copy was checked when made)
-            live = [i for i, v in enumerate(values) if type(v) is not Raw]
-            _lk, lv = wire_states([keys[i] for i in live], [values[i] for i in live], codec, w.operator)
-            values = list(values)
-            for i, v in zip(live, lv):
-                values[i] = v
-            wkeys = encode_keys(keys)
+        live = [v for v in values if type(v) is not Raw] if copies else None
+        wkeys = encode_keys(keys)
+        if w.snapshot:
+            payload = {"bin": b.index, "keys": wkeys, "states": values, "timers": w.timers}
+            fingerprint = codec.fingerprint
+
+            def build(states: list[Any]) -> bytes:
+                payload["states"] = states
+                return encode_envelope(fingerprint, payload)
         else:
-            wkeys, values = wire_states(keys, values, codec, w.operator)
-        try:
-            if w.snapshot:
-                return encode_envelope(codec.fingerprint, {"bin": b.index, "keys": wkeys, "states": values, "timers": w.timers})
-            return encode_delta_parts(b.index, wkeys, values, encode_keys(gone), w.timers, codec.fingerprint)
-        except (OverflowError, TypeError):  # an int beyond 64 bits, a str subclass... in a state
-            raise_bad_state(((k, v) for k, v in zip(keys, states) if type(v) is not Raw), codec, w.operator)
-            raise
+            deletes = encode_keys(gone)
+
+            def build(states: list[Any]) -> bytes:
+                return encode_delta_parts(b.index, wkeys, states, deletes, w.timers, codec.fingerprint)
+
+        return encode_checked(build, keys, values, codec, w.operator, live)
 
     out: bytes = w.frozen.take(b, encode)
     return out
@@ -159,48 +160,57 @@ class Job:
 
 
 class Pacer:
-    """How long a slice may be, so that a checkpoint's encoding is spread over the
-    interval until the next one and never lands on one step.
+    """How long a slice may be, so that a checkpoint's encoding is spread evenly over
+    the interval until the next one and never lands on one step.
 
-    Encoding may take a fraction of the wall time since the capture: ``share``
-    (default 10%), raised while the job is behind schedule -- its remaining keys at the
-    measured cost per key would not be done within ``target`` (default half) of the
-    expected interval -- up to ``max_share`` (15%); one slice is at most ``max_slice``
-    seconds (work is done one bin at a time, so a slice can overrun by one bin).  The
-    share is the bound on what a checkpoint adds to a step: a job that needs more is
-    not hurried further, the next checkpoint is skipped instead (the coordinator).
+    The work left is estimated from the keys left and the measured cost per key
+    (:meth:`learn`).  Once the interval between checkpoints is known (the coordinator
+    measures it), the work is *scheduled*: by the time ``s`` after the capture, the
+    fraction ``s / (target * interval)`` of it should be done -- the job finishes after
+    ``target`` (default 80%) of the interval, so the next checkpoint finds it done --
+    and a slice does what the schedule is behind by, at most ``max_slice`` seconds
+    (work is done one bin at a time, so a slice can overrun by one bin).  Every step
+    then pays about the same share.  Before the interval is known (the first
+    checkpoints), a slice may take ``share`` (10%) of the wall time since the capture.
+    A job whose rest takes at most ``small`` seconds is finished at once.  A job that
+    needs more than the interval is not hurried further: the next checkpoint is skipped
+    instead (the coordinator).
 
     >>> p = Pacer()
     >>> job = Job([], 1, "ab", lambda batch: None)
-    >>> job.keys_left = 100_000
+    >>> job.keys_left = 100_000                    # 0.2 s of work at the initial 2 us per key
     >>> round(p.budget(job, 0.010, None), 6), p.budget(job, 0.100, None)   # 10% of the time since the capture
     (0.001, 0.003)
+    >>> round(p.budget(job, 0.050, 1.0), 6)        # on schedule: 0.2 s over 0.8 s, 1/16 by 50 ms
+    0.003
+    >>> job.seconds = 0.0125; round(p.budget(job, 0.050, 1.0), 6)
+    0.0
     >>> job.keys_left = 100; round(p.budget(job, 0.0, None), 6)            # small: at once
     0.0002
     """
 
     def __init__(
-        self, share: float = 0.10, max_share: float = 0.15, max_slice: float = 0.003, target: float = 0.5, small: float = 0.0005
+        self, share: float = 0.10, max_slice: float = 0.003, target: float = 0.8, small: float = 0.0005,
+        max_share: float = 0.15,
     ) -> None:
         self.share = share
-        self.max_share = max_share
+        self.max_share = max_share  # (kept for callers that set it; the schedule replaces it)
         self.max_slice = max_slice
         self.target = target
         self.small = small
         self.per_key = 2e-6  # seconds per key encoded: learned from the slices
 
     def budget(self, job: Job, since_capture: float, interval: Optional[float]) -> float:
-        """The length of the next slice (0: not now).  A job whose rest takes at most
-        ``small`` seconds is finished at once."""
+        """The length of the next slice (0: not now)."""
         need = job.keys_left * self.per_key
         if need <= self.small:
             return need
-        share = self.share
         if interval is not None and interval > 0:
-            left = self.target * interval - since_capture
-            if left <= 0 or need > share * left:
-                share = self.max_share
-        allowed = share * since_capture - job.seconds
+            total = job.seconds + need
+            due = total * min(1.0, since_capture / (self.target * interval))
+            allowed = due - job.seconds
+        else:
+            allowed = self.share * since_capture - job.seconds
         return min(allowed, self.max_slice) if allowed > 0 else 0.0
 
     def learn(self, job: Job, keys: int, seconds: float) -> None:

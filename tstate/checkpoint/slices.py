@@ -24,7 +24,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
 from tstate.checkpoint.delta import encode_delta_parts
-from tstate.checkpoint.freeze import MISSING, Frozen, Raw
+from tstate.checkpoint.freeze import MISSING, Frozen
 from tstate.keys import encode_keys
 from tstate.state.bin import Bin
 from tstate.state.payload import encode_checked
@@ -54,9 +54,9 @@ class BinWork:
 
 def encode_work(w: BinWork) -> bytes:
     """The file of one bin (a snapshot or a delta, :mod:`tstate.checkpoint.delta`): its
-    frozen states encoded in one msgspec call and checked right after, while they are
-    in the processor's cache (:func:`tstate.state.payload.encode_checked`); the ``Raw``
-    copies made by copy-on-write are embedded as they are (checked when made)."""
+    states at the checkpoint's time (the live ones, and the copies copy-on-write made)
+    encoded in one msgspec call and checked right after, while they are in the
+    processor's cache (:func:`tstate.state.payload.encode_checked`)."""
     codec, b = w.codec, w.bin
 
     def encode(keys: list[Any], values: list[Any], copies: int) -> bytes:
@@ -66,7 +66,6 @@ def encode_work(w: BinWork) -> bytes:
             gone = [k for k, v in pairs if v is MISSING]
             keys = [k for k, v in pairs if v is not MISSING]
             values = [v for v in values if v is not MISSING]
-        live = [v for v in values if type(v) is not Raw] if copies else None
         wkeys = encode_keys(keys)
         if w.snapshot:
             payload = {"bin": b.index, "keys": wkeys, "states": values, "timers": w.timers}
@@ -81,7 +80,7 @@ def encode_work(w: BinWork) -> bytes:
             def build(states: list[Any]) -> bytes:
                 return encode_delta_parts(b.index, wkeys, states, deletes, w.timers, codec.fingerprint)
 
-        return encode_checked(build, keys, values, codec, w.operator, live)
+        return encode_checked(build, keys, values, codec, w.operator)
 
     out: bytes = w.frozen.take(b, encode)
     return out
@@ -102,6 +101,8 @@ class Job:
         self.seconds = 0.0  # spent encoding (and handing over), all slices
         self.keys_left = sum(w.keys for w in work)
         self.slices = 0
+        self._dirs: dict[str, str] = {}  # operator -> its data directory
+        self.paced_at = 0.0  # the fraction of the interval elapsed at the last slice (the pacer's)
 
     @property
     def encoded(self) -> bool:
@@ -116,13 +117,17 @@ class Job:
         start = _time.perf_counter()
         batch: list[tuple[str, bytes]] = []
         work = self.work
+        dirs = self._dirs
         try:
             while work:
                 w = work.popleft()
                 data = encode_work(w)
                 self.keys_left -= w.keys
                 kind = "snap" if w.snapshot else "delta"
-                path = data_file_path(w.operator, w.bin.index, self.id, self.token, kind)
+                d = dirs.get(w.operator)
+                if d is None:  # data/<operator dir>/ (named once per operator)
+                    d = dirs[w.operator] = data_file_path(w.operator, 0, self.id, self.token, kind).rsplit("/", 2)[0]
+                path = f"{d}/{w.bin.index}/{self.id:06d}-{self.token}-{kind}.bin"
                 ref = file_ref(path, data)
                 self.files.append([w.operator, w.bin.index, w.snapshot, ref.path, ref.size, ref.xxh64])
                 self.bytes += ref.size
@@ -164,26 +169,30 @@ class Pacer:
     the interval until the next one and never lands on one step.
 
     The work left is estimated from the keys left and the measured cost per key
-    (:meth:`learn`).  Once the interval between checkpoints is known (the coordinator
-    measures it), the work is *scheduled*: by the time ``s`` after the capture, the
-    fraction ``s / (target * interval)`` of it should be done -- the job finishes after
-    ``target`` (default 80%) of the interval, so the next checkpoint finds it done --
-    and a slice does what the schedule is behind by, at most ``max_slice`` seconds
-    (work is done one bin at a time, so a slice can overrun by one bin).  Every step
-    then pays about the same share.  Before the interval is known (the first
-    checkpoints), a slice may take ``share`` (10%) of the wall time since the capture.
-    A job whose rest takes at most ``small`` seconds is finished at once.  A job that
-    needs more than the interval is not hurried further: the next checkpoint is skipped
-    instead (the coordinator).
+    (:meth:`learn`).  It is *scheduled* over the interval until the next checkpoint is
+    due: once the fraction ``elapsed`` of that interval has passed (the coordinator
+    measures it in epochs applied when checkpoints are every N epochs, else in wall
+    time), the fraction ``elapsed / target`` of the work should be done -- the job
+    finishes after ``target`` (default 80%) of the interval, so the next checkpoint
+    finds it done -- and a slice does what the schedule is behind by, but at most 1.5
+    times the share of the interval since the previous slice, and at least
+    ``max_slice`` seconds' worth (work is done one bin at a time, so a slice can
+    overrun by one bin).  Every epoch then pays about the same share.  Whatever the
+    schedule, a slice may also use ``share`` (10%) of the wall time since the capture
+    (how the first checkpoints, before the interval is known, progress).  A job whose
+    rest takes at most ``small`` seconds is finished at once.  A job that needs more
+    than the interval is not hurried further: the next checkpoint is skipped instead
+    (the coordinator).
 
     >>> p = Pacer()
     >>> job = Job([], 1, "ab", lambda batch: None)
     >>> job.keys_left = 100_000                    # 0.2 s of work at the initial 2 us per key
     >>> round(p.budget(job, 0.010, None), 6), p.budget(job, 0.100, None)   # 10% of the time since the capture
     (0.001, 0.003)
-    >>> round(p.budget(job, 0.050, 1.0), 6)        # on schedule: 0.2 s over 0.8 s, 1/16 by 50 ms
-    0.003
-    >>> job.seconds = 0.0125; round(p.budget(job, 0.050, 1.0), 6)
+    >>> job = Job([], 1, "ab", lambda batch: None); job.keys_left = 100_000
+    >>> round(p.budget(job, 0.0, 1.0, elapsed=0.1), 6)   # 10% of the interval: 1/8 of the 0.2 s
+    0.025
+    >>> job.seconds, job.keys_left = 0.025, 87_500; p.budget(job, 0.0, 1.0, elapsed=0.1)   # done: nothing more now
     0.0
     >>> job.keys_left = 100; round(p.budget(job, 0.0, None), 6)            # small: at once
     0.0002
@@ -200,18 +209,29 @@ class Pacer:
         self.small = small
         self.per_key = 2e-6  # seconds per key encoded: learned from the slices
 
-    def budget(self, job: Job, since_capture: float, interval: Optional[float]) -> float:
-        """The length of the next slice (0: not now)."""
+    def budget(self, job: Job, since_capture: float, interval: Optional[float], elapsed: Optional[float] = None) -> float:
+        """The length of the next slice in seconds (0: not now).  ``since_capture``:
+        wall seconds since the capture; ``interval``: the expected wall seconds between
+        checkpoints (``None``: not known yet); ``elapsed``: the fraction of the interval
+        passed (default ``since_capture / interval``)."""
         need = job.keys_left * self.per_key
         if need <= self.small:
             return need
-        if interval is not None and interval > 0:
+        allowed = self.share * since_capture - job.seconds
+        cap = self.max_slice
+        if elapsed is None and interval is not None and interval > 0:
+            elapsed = since_capture / interval
+        if elapsed is not None:
             total = job.seconds + need
-            due = total * min(1.0, since_capture / (self.target * interval))
-            allowed = due - job.seconds
-        else:
-            allowed = self.share * since_capture - job.seconds
-        return min(allowed, self.max_slice) if allowed > 0 else 0.0
+            due = total * min(1.0, elapsed / self.target) - job.seconds
+            if due > allowed:
+                allowed = due
+                cap = max(cap, 1.5 * total * (elapsed - job.paced_at) / self.target)
+        if allowed <= 0:
+            return 0.0
+        if elapsed is not None:
+            job.paced_at = elapsed
+        return min(allowed, cap)
 
     def learn(self, job: Job, keys: int, seconds: float) -> None:
         """A slice encoded ``keys`` keys in ``seconds``."""

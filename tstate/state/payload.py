@@ -94,8 +94,7 @@ _UNENCODABLE = (OverflowError, TypeError, ValueError, RecursionError)
 
 
 def encode_checked(
-    encode: Callable[[list[Any]], bytes], keys: list[Any], values: list[Any], codec: Any, operator: Optional[str] = None,
-    live: Optional[list[Any]] = None,
+    encode: Callable[[list[Any]], bytes], keys: list[Any], values: list[Any], codec: Any, operator: Optional[str] = None
 ) -> bytes:
     """``encode(states)``: the bytes of a payload holding ``values`` (the states of
     ``keys``, in order) in their wire form, every state checked against the
@@ -106,30 +105,27 @@ def encode_checked(
     Where the codec encodes natively (:attr:`StateCodec.encodes_natively`) the states
     are encoded *first* and checked after (:meth:`StateCodec.all_encodable`), while
     they are still in the processor's cache: reading a state from memory is most of
-    what encoding a large bin costs, and the check then costs a fraction of it.  Values
-    may be ``msgspec.Raw`` (encoded and checked before: a copy-on-write copy); ``live``
-    then lists the others (the ones to check).  Otherwise the states are checked and
-    turned into their builtins form first."""
-    check = values if live is None else live
+    what encoding a large bin costs, and the check then costs a fraction of it.
+    Otherwise the states are checked and turned into their builtins form first."""
     if codec.encodes_natively:
         try:
             data = encode(values)
         except _UNENCODABLE:
-            raise_bad_state(_pairs(keys, values, live), codec, operator)
+            raise_bad_state(zip(keys, values), codec, operator)
             raise
-        if not _all_encodable(codec, check):
-            raise_bad_state(_pairs(keys, values, live), codec, operator)
+        if not _all_encodable(codec, values):
+            raise_bad_state(zip(keys, values), codec, operator)
             raise StateTypeError(f"operator {operator!r}: a state does not match its declaration")  # pragma: no cover
         return data
-    if not _all_encodable(codec, check):
-        raise_bad_state(_pairs(keys, values, live), codec, operator)
+    if not _all_encodable(codec, values):
+        raise_bad_state(zip(keys, values), codec, operator)
         raise StateTypeError(f"operator {operator!r}: a state does not match its declaration")  # pragma: no cover
     to_wire = codec.to_wire
-    wired = [v if type(v) is msgspec.Raw else to_wire(v) for v in values]
+    wired = [to_wire(v) for v in values]
     try:
         return encode(wired)
     except _UNENCODABLE:
-        raise_bad_state(_pairs(keys, values, live), codec, operator)
+        raise_bad_state(zip(keys, values), codec, operator)
         raise
 
 
@@ -143,12 +139,6 @@ def _all_encodable(codec: Any, values: list[Any]) -> bool:
         return bool(codec.all_encodable(values))
     finally:
         gc.enable()
-
-
-def _pairs(keys: list[Any], values: list[Any], live: Optional[list[Any]]) -> Iterable[tuple[Any, Any]]:
-    """``(key, state)`` of the states to check (not the ``Raw`` copies when ``live`` is given)."""
-    pairs = zip(keys, values)
-    return pairs if live is None else ((k, v) for k, v in pairs if type(v) is not msgspec.Raw)
 
 
 def wire_timers(timers: Any) -> list[Any]:

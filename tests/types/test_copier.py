@@ -1,5 +1,5 @@
-"""The copy-on-write copier: a copy equals the value, encodes to the same bytes, and
-shares no mutable object with it (so the value can change without changing the copy),
+"""The copy-on-write copier: a copy equals the value, encodes to the same bytes (a set
+may iterate in another order), and shares no mutable object with it (so the value can change without changing the copy),
 on arbitrary generated types and values; immutable values are their own copy; values
 of the wrong type are copied as they are (the check after names them)."""
 
@@ -54,7 +54,9 @@ def test_a_copy_equals_the_value_and_shares_nothing_mutable(data: st.DataObject)
     value = data.draw(from_type(tp), label="value")
     copy = compile_copier(codec.schema)(value)
     assert copy == value and type(copy) is type(value)
-    assert codec.encode(copy) == codec.encode(value)
+    assert codec.decode(codec.encode(copy)) == value
+    if "set[" not in repr(tp):  # (a set's copy may iterate in another order: same value, other bytes)
+        assert codec.encode(copy) == codec.encode(value)
     codec.check(copy)
     shared = mutable_objects(value, {}).keys() & mutable_objects(copy, {}).keys()
     assert not shared, f"the copy shares {[type(mutable_objects(value, {})[i]).__name__ for i in shared]}"

@@ -378,13 +378,29 @@ class Coordinator:
         if cfg.every_seconds is not None:
             interval = cfg.every_seconds if interval is None else min(interval, cfg.every_seconds)
         if cfg.every_epochs is not None:
+            # how far the input has come since the capture (an epoch without records counts)
+            reached = self._frontier_epoch()
             applied = self._applied_max()
+            if reached is None:  # every input is done: the rest at once
+                return interval, 1.0
             if applied is not None:
-                elapsed = max(0, applied + 1 - p.time) / cfg.every_epochs
-                if cfg.every_seconds is not None:
-                    elapsed = max(elapsed, since / cfg.every_seconds)
-                return interval, elapsed
+                reached = max(reached, applied + 1)
+            elapsed = max(0, reached - p.time) / cfg.every_epochs
+            if cfg.every_seconds is not None:
+                elapsed = max(elapsed, since / cfg.every_seconds)
+            return interval, elapsed
         return interval, (since / interval if interval else None)
+
+    def _frontier_epoch(self) -> Optional[int]:
+        """The least epoch a stateful operator may still receive input at (``None``:
+        none will receive any)."""
+        least: Optional[int] = None
+        for op in self._stateful():
+            for t in op.frontier(0).elements():
+                e = epoch(t)
+                if least is None or e < least:
+                    least = e
+        return least
 
     def _applied_max(self) -> Optional[int]:
         # inside iterate scopes times are Products: checkpoints are at epoch boundaries

@@ -99,7 +99,9 @@ class Job:
         self.batches: list[Future[None]] = []
         self.bytes = 0
         self.seconds = 0.0  # spent encoding (and handing over), all slices
-        self.keys_left = sum(w.keys for w in work)
+        self.keys_total = self.keys_left = sum(w.keys for w in work)
+        #: stop a slice once this many keys are encoded in all (the pacer's schedule; None: by time only)
+        self.keys_due: Optional[int] = None
         self.slices = 0
         self._dirs: dict[str, str] = {}  # operator -> its data directory
         self.paced_at = 0.0  # the fraction of the interval elapsed at the last slice (the pacer's)
@@ -110,8 +112,9 @@ class Job:
         return not self.work
 
     def run(self, budget: float) -> bool:
-        """Encode bins for about ``budget`` seconds (at least one bin), hand their files
-        to the sink as one batch; whether every bin is encoded now."""
+        """Encode bins for about ``budget`` seconds (at least one bin) -- and, when the
+        pacer set :attr:`keys_due`, no further than that many keys encoded in all --
+        hand their files to the sink as one batch; whether every bin is encoded now."""
         from tstate.checkpoint.store import data_file_path, file_ref
 
         start = _time.perf_counter()
@@ -133,6 +136,9 @@ class Job:
                 self.bytes += ref.size
                 batch.append((path, data))
                 if _time.perf_counter() - start >= budget:
+                    break
+                due = self.keys_due
+                if due is not None and self.keys_total - self.keys_left >= due:
                     break
         finally:
             if batch:
@@ -165,37 +171,35 @@ class Job:
 
 
 class Pacer:
-    """How long a slice may be, so that a checkpoint's encoding is spread evenly over
+    """How much a slice may encode, so that a checkpoint's encoding is spread evenly over
     the interval until the next one and never lands on one step.
 
-    The work left is estimated from the keys left and the measured cost per key
-    (:meth:`learn`).  It is *scheduled* over the interval until the next checkpoint is
-    due: once the fraction ``elapsed`` of that interval has passed (the coordinator
-    measures it in epochs applied when checkpoints are every N epochs, else in wall
-    time), the fraction ``elapsed / target`` of the work should be done -- the job
-    finishes after ``target`` (default 80%) of the interval, so the next checkpoint
-    finds it done -- and a slice does what the schedule is behind by, but at most 1.5
-    times the share of the interval since the previous slice, and at least
-    ``max_slice`` seconds' worth (work is done one bin at a time, so a slice can
-    overrun by one bin).  Every epoch then pays about the same share.  Whatever the
-    schedule, a slice may also use ``share`` (10%) of the wall time since the capture
-    (how the first checkpoints, before the interval is known, progress).  A job whose
-    rest takes at most ``small`` seconds is finished at once.  A job that needs more
-    than the interval is not hurried further: the next checkpoint is skipped instead
-    (the coordinator).
+    The work is *scheduled* in keys over the interval until the next checkpoint is due:
+    once the fraction ``elapsed`` of that interval has passed (the coordinator measures
+    it in epochs applied when checkpoints are every N epochs, else in wall time), the
+    fraction ``elapsed / target`` of the job's keys should be encoded -- the job finishes
+    after ``target`` (default 80%) of the interval, so the next checkpoint finds it done
+    -- and a slice encodes what the schedule is behind by (:attr:`Job.keys_due`; work is
+    done one bin at a time, so a slice can overrun by one bin), in at most 1.5 times the
+    time the share of the interval since the previous slice takes at the measured cost
+    per key (:meth:`learn`), and at least ``max_slice`` seconds.  Every epoch then pays
+    about the same share.  Whatever the schedule, a slice may also use ``share`` (10%) of
+    the wall time since the capture (how the first checkpoints, before the interval is
+    known, progress).  A job whose rest takes at most ``small`` seconds is finished at
+    once.  A job that needs more than the interval is not hurried further: the next
+    checkpoint is skipped instead (the coordinator).
 
     >>> p = Pacer()
     >>> job = Job([], 1, "ab", lambda batch: None)
-    >>> job.keys_left = 100_000                    # 0.2 s of work at the initial 2 us per key
+    >>> job.keys_total = job.keys_left = 100_000     # 0.2 s of work at the initial 2 us per key
     >>> round(p.budget(job, 0.010, None), 6), p.budget(job, 0.100, None)   # 10% of the time since the capture
     (0.001, 0.003)
-    >>> job = Job([], 1, "ab", lambda batch: None); job.keys_left = 100_000
-    >>> round(p.budget(job, 0.0, 1.0, elapsed=0.1), 6)   # 10% of the interval: 1/8 of the 0.2 s
-    0.025
-    >>> job.seconds, job.keys_left = 0.025, 87_500; p.budget(job, 0.0, 1.0, elapsed=0.1)   # done: nothing more now
+    >>> b = p.budget(job, 0.0, 1.0, elapsed=0.1); job.keys_due    # 10% of the interval: 1/8 of the keys
+    12500
+    >>> job.keys_left = 87_500; p.budget(job, 0.0, 1.0, elapsed=0.1)       # done: nothing more now
     0.0
-    >>> job.keys_left = 100; round(p.budget(job, 0.0, None), 6)            # small: at once
-    0.0002
+    >>> job.keys_left = 100; p.budget(job, 0.0, None)                     # small: at once
+    inf
     """
 
     def __init__(
@@ -210,28 +214,29 @@ class Pacer:
         self.per_key = 2e-6  # seconds per key encoded: learned from the slices
 
     def budget(self, job: Job, since_capture: float, interval: Optional[float], elapsed: Optional[float] = None) -> float:
-        """The length of the next slice in seconds (0: not now).  ``since_capture``:
-        wall seconds since the capture; ``interval``: the expected wall seconds between
+        """The length of the next slice in seconds (0: not now), setting
+        :attr:`Job.keys_due` when it follows the schedule.  ``since_capture``: wall
+        seconds since the capture; ``interval``: the expected wall seconds between
         checkpoints (``None``: not known yet); ``elapsed``: the fraction of the interval
         passed (default ``since_capture / interval``)."""
+        job.keys_due = None
         need = job.keys_left * self.per_key
         if need <= self.small:
-            return need
-        allowed = self.share * since_capture - job.seconds
-        cap = self.max_slice
+            return float("inf")  # the rest at once
         if elapsed is None and interval is not None and interval > 0:
             elapsed = since_capture / interval
         if elapsed is not None:
-            total = job.seconds + need
-            due = total * min(1.0, elapsed / self.target) - job.seconds
-            if due > allowed:
-                allowed = due
-                cap = max(cap, 1.5 * total * (elapsed - job.paced_at) / self.target)
-        if allowed <= 0:
-            return 0.0
-        if elapsed is not None:
-            job.paced_at = elapsed
-        return min(allowed, cap)
+            done = job.keys_total - job.keys_left
+            due = int(job.keys_total * min(1.0, elapsed / self.target))
+            if due > done:
+                # a slice: the keys the schedule is behind by, in at most 1.5x the time of
+                # its share since the previous slice (a step can be a whole epoch)
+                share = job.keys_total * max(0.0, elapsed - job.paced_at) / self.target
+                job.paced_at = elapsed
+                job.keys_due = due
+                return max(self.max_slice, 1.5 * share * self.per_key)
+        allowed = self.share * since_capture - job.seconds
+        return min(allowed, self.max_slice) if allowed > 0 else 0.0
 
     def learn(self, job: Job, keys: int, seconds: float) -> None:
         """A slice encoded ``keys`` keys in ``seconds``."""

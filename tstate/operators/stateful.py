@@ -488,7 +488,7 @@ class StatefulRuntime(OperatorRuntime):
             cow = self.cow if self.cow_copies else None
             fz = b.frozen if cow is not None else None
             for k in keys:
-                if fz is not None:
+                if fz is not None and cow is not None:
                     v = fz.get(k, NO_STATE)
                     if v is not NO_STATE and type(v) is not Copied:  # frozen by a checkpoint, not copied yet
                         cow.before_write(b, k)

@@ -10,6 +10,9 @@ checkpoint has not read yet (:mod:`tstate.checkpoint.freeze`): a copy costs abou
 reading the value does, a tenth of encoding and checking it, and the copy is encoded
 and checked later with the other states of its bin, in one call.
 
+A copy equals the value and encodes to the same bytes -- except that a copied ``set``
+may iterate (so encode) its items in another order.
+
 The copy is *not* checked: a value that does not match its declaration is copied as
 it is (anything unexpected by :func:`copy.deepcopy`), so that the check which follows
 names the same mistake.  Structs are copied without calling ``__init__`` (no
@@ -185,11 +188,11 @@ def _struct(schema: Schema) -> Copier:
     ns: dict[str, Any] = {"cls": cls, "new": object.__new__, "setattr": object.__setattr__, "deep": _deep}
     lines = ["def copy_struct(v):", "    if type(v) is not cls:", "        return deep(v)", "    n = new(cls)"]
     for i, f in enumerate(schema.fields):
-        fn = compile_copier(f.schema)
-        if fn is _same:
+        part = compile_copier(f.schema)
+        if part is _same:
             lines.append(f"    setattr(n, {f.name!r}, v.{f.name})")
         else:
-            ns[f"c{i}"] = fn
+            ns[f"c{i}"] = part
             lines.append(f"    setattr(n, {f.name!r}, c{i}(v.{f.name}))")
     lines.append("    return n")
     exec(compile("\n".join(lines), f"<tstate copy {schema.name}>", "exec"), ns)

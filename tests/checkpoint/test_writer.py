@@ -31,7 +31,7 @@ def test_batches_are_written_and_acknowledged(tmp_path) -> None:
         for i in range(20):
             for j in range(5):
                 assert (tmp_path / f"data/op/{i}/f{j}.bin").read_bytes() == bytes([i, j]) * 1000
-        assert not [n for _, _, ns in os.walk(tmp_path) for n in ns if ".tmp-" in n]  # renamed into place
+        assert not [n for _, _, ns in os.walk(tmp_path) for n in ns if ".tmp-" in n]  # no temporaries left
     finally:
         w.close()
     assert w._proc.returncode == 0  # reaped

@@ -12,7 +12,8 @@ thread.  :class:`FileWriter` instead starts ``python -m tstate.checkpoint.writer
 LOCATION`` once (a small process: it imports only the store layer) and sends it
 
 - *batches* of ``(path, bytes)`` (:meth:`FileWriter.write`): the child writes each file
-  atomically (temporary name, rename; no fsync: the commit syncs once);
+  straight under its name (:meth:`~tstate.checkpoint.fs.LocalFS.write_unread`: nothing
+  reads a data file before a manifest names it; no fsync: the commit syncs once);
 - *commits* (:meth:`FileWriter.commit`): which files a checkpoint adopts (per bin: its
   new snapshot or delta, or that it is now empty), its operators' schemas and its
   metadata; the child builds the manifest on the previous one
@@ -24,8 +25,9 @@ One pipe write per message, made by a feeder thread (the lock is released during
 write); the child handles messages in order and acknowledges each, and every method
 returns a future.  A child that dies, or cannot write, fails the futures of the
 messages not acknowledged with a :class:`~tstate.errors.CheckpointError` naming the
-file: the checkpoint is then abandoned like any failed write.  The child dies with its
-parent (``PR_SET_PDEATHSIG`` on Linux): a checkpoint is never committed by a child
+file: the checkpoint is then abandoned like any failed write.  The child runs at a
+lower priority (``nice`` 10): where it shares a processor with the processing process,
+the processing process comes first.  The child dies with its parent (``PR_SET_PDEATHSIG`` on Linux): a checkpoint is never committed by a child
 outliving a killed run (a restarted run could be writing the same checkpoint id).
 
 Frames are a 4-byte big-endian length and msgspec MessagePack: ``[seq, 0, [[path,
@@ -290,6 +292,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     args = sys.argv[1:] if argv is None else argv
     fs = open_filesystem(args[0])
+    # data files: straight under their names where the filesystem can (a manifest names
+    # them only once written and synced: LocalFS.write_unread)
+    unread = getattr(fs, "write_unread", None)
+    write: Any = unread if unread is not None else (lambda path, data: fs.write_atomic(path, data, fsync=False))
+    if hasattr(os, "nice"):
+        try:
+            os.nice(10)  # the processing process comes first when they share a core
+        except OSError:  # pragma: no cover
+            pass
     stores: dict[str, Any] = {}
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     while True:
@@ -302,7 +313,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if kind == _FILES:
             for path, data in body:
                 try:
-                    fs.write_atomic(path, data, fsync=False)
+                    write(path, data)
                 except (OSError, ValueError) as exc:
                     error = f"{path}: cannot be written ({exc})"
                     break

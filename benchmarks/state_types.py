@@ -3,18 +3,24 @@ entries in total each, vs a plain dict + msgpack baseline.
 
 For each: updates/s through the ``stateful`` operator (1 worker), point reads/s
 (``flow.read``), full scans into Arrow (rows/s, ``flow.state``), split + merge of every
-bin (s), encode and decode of every bin (MB/s, ``tstate.state.payload``), and the size
-on the wire.  The baseline keeps the same values in a dict, updates them in a loop,
-reads them by key, builds an Arrow table with ``pyarrow.Table.from_pylist`` and
-encodes the whole dict with msgpack.
+bin (s), encode and decode of every bin (MB/s of CPU time, ``tstate.state.payload``:
+every state checked against its declaration), and the size on the wire.  The baseline
+keeps the same values in a dict, updates them in a loop, reads them by key, builds an
+Arrow table with ``pyarrow.Table.from_pylist`` and encodes the whole dict with msgpack.
 
 The row ``tstate format 1`` encodes and decodes the same bins the way tstate did before
 the msgspec codec (checkpoint format 1: every state unstructured by cattrs, checked,
 packed by msgpack-python; decoded by msgpack-python and structured by cattrs -- the
-reader tstate keeps for format-1 checkpoints), in the same run, so ``speedup`` is
-measured side by side.  The last line is JSON: per state, the encode and decode
-speedups over format 1 (same bins: a ratio of seconds) and the baseline's MB/s over
-tstate's (target <= 1.5).
+reader tstate keeps for format-1 checkpoints), interleaved with tstate's rounds in the
+same run, so ``speedup`` is measured side by side.  The row ``dict + msgpack, bin
+order`` encodes the baseline's very dict grouped into tstate's bins (one ``packb`` per
+bin, the keys of each bin together): the same encoder and values, read in the order a
+binned store reads them -- a key's bin is its hash, so a bin's values lie all over the
+heap, and on a large heap reading them (cache misses) is most of what encoding costs.
+Encoding and decoding are timed in CPU time (``time.process_time``), the best of
+:data:`ROUNDS` rounds (the machine's noise only ever adds).  The last line is JSON: per
+state, the encode and decode speedups over format 1 (same bins: a ratio of seconds) and
+the baseline's MB/s over tstate's (target <= 1.5), also in bin order.
 
     python -m benchmarks.state_types [--entries N]
 """
@@ -111,24 +117,34 @@ def run_case(name: str, entries: int) -> dict[str, float]:
     out = {"updates/s": upd, "reads/s": reads, "scan rows/s": scan, "split+merge s": split_merge}
     _quiet_heap()
     f1 = {"updates/s": nan, "reads/s": nan, "scan rows/s": nan, "split+merge s": nan}
-    for row, enc_fn, dec_fn in ((f1, _encode_format_1, _decode_format_1), (out, encode_bin, decode_bin)):
-        enc = dec = float("inf")
-        for _ in range(3):  # the best of 3: the machine's noise only ever adds
-            t0 = time.perf_counter()
-            blobs = [enc_fn(b, codec) for b in bins.values()]
-            enc = min(enc, time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            for blob in blobs:
+    impls = ((f1, _encode_format_1, _decode_format_1), (out, encode_bin, decode_bin))
+    enc = {id(row): float("inf") for row, _, _ in impls}
+    dec = dict(enc)
+    blobs: dict[int, list[bytes]] = {}
+    for _ in range(ROUNDS):  # interleaved, the best of ROUNDS in CPU time: the machine's noise only ever adds
+        for row, enc_fn, dec_fn in impls:
+            t0 = time.process_time()
+            blobs[id(row)] = [enc_fn(b, codec) for b in bins.values()]
+            enc[id(row)] = min(enc[id(row)], time.process_time() - t0)
+            t0 = time.process_time()
+            for blob in blobs[id(row)]:
                 dec_fn(blob, codec)
-            dec = min(dec, time.perf_counter() - t0)
-        size = sum(len(b) for b in blobs)
-        row.update({"encode MB/s": size / enc / 1e6, "decode MB/s": size / dec / 1e6, "MB": size / 1e6,
-                    "encode s": enc, "decode s": dec})
+            dec[id(row)] = min(dec[id(row)], time.process_time() - t0)
+    for row, _, _ in impls:
+        size = sum(len(b) for b in blobs[id(row)])
+        e, d = enc[id(row)], dec[id(row)]
+        row.update({"encode MB/s": size / e / 1e6, "decode MB/s": size / d / 1e6, "MB": size / 1e6, "encode s": e, "decode s": d})
     gc.unfreeze()
+    # tstate's bins, by key: the baseline encodes the same keys grouped the same way (bin order)
+    out["bins"] = [list(b.states) for b in bins.values()]  # type: ignore[assignment]
     inp.close()
     ex.run()
     out["format 1"] = f1  # type: ignore[assignment]
     return out
+
+
+#: rounds of encoding and decoding (each implementation's best counts)
+ROUNDS = 7
 
 
 def _quiet_heap() -> None:
@@ -153,7 +169,9 @@ def _decode_format_1(data: bytes, codec: Any) -> Any:
     return bin_from_builtins(msgpack.unpackb(data, strict_map_key=False)[2], codec)
 
 
-def run_baseline(name: str, entries: int) -> dict[str, float]:
+def run_baseline(name: str, entries: int, bins: list[list[Any]]) -> dict[str, float]:
+    """The dict + msgpack baseline; ``bins``: tstate's bins (their keys), for the row
+    encoding the same dict bin by bin."""
     tp, _, per_key = CASES[name]
     keys = max(1, entries // per_key)
     rng = random.Random(5)
@@ -191,18 +209,24 @@ def run_baseline(name: str, entries: int) -> dict[str, float]:
         {"key": k, "value": [{"k": str(k2), "v": v2} for k2, v2 in v.items()]} for k, v in d.items()]
     pa.Table.from_pylist(rows)
     scan = keys * per_key / (time.perf_counter() - t0)
+    per_bin = [{k: d[k] for k in b} for b in bins]  # the same dicts, grouped like tstate's bins
     _quiet_heap()
-    enc = dec = float("inf")
-    for _ in range(3):  # the best of 3, like tstate's rows
-        t0 = time.perf_counter()
+    enc = dec = enc_bins = float("inf")
+    for _ in range(ROUNDS):  # the best of ROUNDS in CPU time, like tstate's rows
+        t0 = time.process_time()
         blob = msgpack.packb(d)
-        enc = min(enc, time.perf_counter() - t0)
-        t0 = time.perf_counter()
+        enc = min(enc, time.process_time() - t0)
+        t0 = time.process_time()
         msgpack.unpackb(blob, strict_map_key=False)
-        dec = min(dec, time.perf_counter() - t0)
+        dec = min(dec, time.process_time() - t0)
+        t0 = time.process_time()
+        for pb in per_bin:
+            msgpack.packb(pb)
+        enc_bins = min(enc_bins, time.process_time() - t0)
     gc.unfreeze()
     return {"updates/s": upd, "reads/s": reads, "scan rows/s": scan, "split+merge s": float("nan"),
-            "encode MB/s": len(blob) / enc / 1e6, "decode MB/s": len(blob) / dec / 1e6, "MB": len(blob) / 1e6}
+            "encode MB/s": len(blob) / enc / 1e6, "decode MB/s": len(blob) / dec / 1e6, "MB": len(blob) / 1e6,
+            "bin order encode MB/s": len(blob) / enc_bins / 1e6}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -216,15 +240,21 @@ def main(argv: list[str] | None = None) -> None:
     for name in CASES:
         t = run_case(name, args.entries)
         f1 = t.pop("format 1")  # type: ignore[misc]
-        base = run_baseline(name, args.entries)
+        base = run_baseline(name, args.entries, t.pop("bins"))  # type: ignore[arg-type]
         rows.append((name, "tstate", *fmt(t)))
         rows.append((name, "tstate format 1", *fmt(f1)))  # type: ignore[arg-type]
         rows.append((name, "dict + msgpack", *fmt(base)))
+        in_bins = dict(base, **{"encode MB/s": base["bin order encode MB/s"]})
+        for c in cols:
+            if c != "encode MB/s":
+                in_bins[c] = nan
+        rows.append((name, "dict + msgpack, bin order", *fmt(in_bins)))
         ratios[name] = {
             "encode_speedup_over_format_1": round(f1["encode s"] / t["encode s"], 2),  # type: ignore[index]
             "decode_speedup_over_format_1": round(f1["decode s"] / t["decode s"], 2),  # type: ignore[index]
             "baseline_encode_mbps_over_tstate": round(base["encode MB/s"] / t["encode MB/s"], 2),
             "baseline_decode_mbps_over_tstate": round(base["decode MB/s"] / t["decode MB/s"], 2),
+            "baseline_bin_order_encode_mbps_over_tstate": round(base["bin order encode MB/s"] / t["encode MB/s"], 2),
         }
     print(f"state types, {args.entries:,} entries in total each, 256 bins, 1 worker")
     print(table(["state", "implementation", *cols], rows))

@@ -8,12 +8,12 @@ from __future__ import annotations
 import warnings
 from concurrent.futures import Future
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tstate as ts
 from tstate.engine.checkpointing.coordinator import Checkpoints, CheckpointSkippedWarning
-from tstate.engine.checkpointing.freeze import Frozen
+from tstate.engine.checkpointing.freeze import MISSING, Frozen, must_copy
 from tstate.engine.checkpointing.slices import BinWork, Job
 from tstate.state.bin import Bin
 from tstate.state.payload import decode_payload
@@ -47,7 +47,7 @@ def test_files_hold_the_state_at_the_checkpoints_time(initial, dirty, snapshot, 
     work = []
     expected = {}
     for b in bins:
-        keys = dict.fromkeys(b.states) if snapshot else {k: None for k in dirty if k % 3 == b.index}
+        keys = dict(b.states) if snapshot else {k: b.states.get(k, MISSING) for k in dirty if k % 3 == b.index}
         expected[b.index] = {k: list(b.states[k]) for k in keys if k in b.states}
         frozen.freeze(b, keys)
         work.append(BinWork("op", CODEC, frozen, b, snapshot, [], len(keys)))
@@ -58,8 +58,7 @@ def test_files_hold_the_state_at_the_checkpoints_time(initial, dirty, snapshot, 
         if what == "slice":
             job.run(0.0)  # one bin
             continue
-        fz = b.frozen
-        if fz is not None and fz.get(k, 0) is None:
+        if what == "write" and must_copy(b.frozen, k):  # (clearing or replacing a state needs no copy)
             frozen.before_write(b, k)
         if what == "write" and k in b.states:
             b.states[k].append(9)
@@ -97,7 +96,7 @@ def test_a_slow_checkpoint_skips_the_next_one_and_reports_it(tmp_path) -> None:
     coord = ex.coordinator
     assert coord.mode == "async"
     # a pacer far behind: a slice of one bin per step (the job outlives the interval)
-    coord.pacer.budget = lambda job, since, interval: 1e-9  # type: ignore[method-assign]
+    coord.pacer.budget = lambda job, since, interval, elapsed=None: 1e-9  # type: ignore[method-assign]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ex.run()
@@ -111,3 +110,125 @@ def test_a_slow_checkpoint_skips_the_next_one_and_reports_it(tmp_path) -> None:
     flow2.run(workers=2, checkpoint=Checkpoints(str(tmp_path), every_epochs=2, mode="async"))
     assert flow2.execution.restored is not None
     assert flow2.state(op2, format="dict") == expected
+
+
+# ---------------------------------------------------------------- async == sync
+
+
+def build_mixed():
+    """A keyed list with timers and clears, and a count keyed by value (an immutable
+    state: replaced, never copied): both kinds of state, copy-on-write or not."""
+    flow = ts.Dataflow("mixed")
+    inp = flow.input("in")
+
+    @flow.stateful(inp, key=lambda r: r[0], state=list[int], bins=8, name="acc")
+    def acc(values, r, ctx):
+        values.append(r[1])
+        if r[1] == 0:
+            ctx.clear()
+        elif r[1] % 3 == 0:
+            ctx.notify_at(ctx.time + 1)
+
+    @acc.on_notify
+    def report(values, t, ctx):
+        values.append(-1)
+        ctx.emit((ctx.key, t, sum(values)))
+
+    @flow.stateful(inp, key=lambda r: r[1], state=int, bins=4, name="count")
+    def count(n, r, ctx):
+        return n + 1
+
+    return flow, inp, (acc, count), acc.collect(), acc.probe()
+
+
+def checkpoints_by_time(directory) -> dict:
+    """time -> per operator, per bin, the kinds and bytes of its chain's files."""
+    from tstate.checkpoint.store import CheckpointStore
+
+    store = CheckpointStore(str(directory), readonly=True)
+    return {m.time: {name: {b: [(r.kind, store.read(r)) for r in c] for b, c in e.chains.items()}
+                     for name, e in m.operators.items()} for m in store.manifests()}
+
+
+@settings(max_examples=8)
+@given(batches=st.lists(st.lists(st.tuples(st.integers(0, 15), st.integers(0, 9)), max_size=12), min_size=3, max_size=14),
+       every=st.integers(1, 3), workers=st.integers(1, 3))
+def test_async_checkpoints_hold_what_sync_ones_hold(tmp_path_factory, batches, every, workers) -> None:
+    """On random inputs and schedules, every checkpoint the default mode commits --
+    encoded in slices over the epochs that follow it, the processing path copying the
+    states it changes meanwhile -- is byte for byte the one sync mode commits at the
+    same time, and it commits the same ones while the input is live; the output and the
+    final state are the same."""
+    results = {}
+    for mode in ("sync", "async"):
+        d = tmp_path_factory.mktemp(mode)
+        flow, inp, ops, out, probe = build_mixed()
+        ex = flow.start(workers, checkpoint=Checkpoints(str(d), every_epochs=every, mode=mode, retain=100))
+        if mode == "async":
+            ex.coordinator.pacer.small = 0.0  # slice even tiny jobs: states change while frozen
+        for t, batch in enumerate(batches):  # one epoch at a time, as a live input comes
+            inp.send(batch)
+            inp.advance_to(t + 1)
+            while probe.less_than(t + 1):
+                ex.step()
+        inp.close()
+        ex.run()
+        # (sync mode also checkpoints once more after the input closed, if that
+        # checkpoint was due before: async mode, still encoding the previous one, need not)
+        live = len(batches)
+        results[mode] = ([t for t in ex.coordinator.committed if t <= live],
+                         {t: c for t, c in checkpoints_by_time(d).items() if t <= live},
+                         sorted(out.items), [flow.state(op, format="dict") for op in ops])
+    assert results["async"] == results["sync"]
+    assert results["sync"][1]  # (something was checkpointed)
+
+
+def test_slices_follow_the_schedule(tmp_path) -> None:
+    """Slices encode about the same number of keys every epoch (the schedule: all keys
+    by 80% of the interval), never much more than an epoch's share and one bin."""
+    flow = ts.Dataflow("paced")
+    inp = flow.input("in")
+    op = flow.stateful(inp, key=lambda r: r[0], state=list[int], bins=16, name="acc")(lambda v, r, ctx: v.append(r[1]))
+    probe = op.probe()
+    ex = flow.start(1, checkpoint=Checkpoints(str(tmp_path), every_epochs=10, mode="async", retain=50))
+    coord = ex.coordinator
+    coord.pacer.small = 0.0
+    from tstate.checkpoint import slices
+
+    rows: list[tuple[int, int, int, int, int]] = []  # (checkpoint, epoch, keys encoded, most keys in a bin, keys in all)
+    real_run = slices.Job.run
+
+    def run(job, budget):
+        before = job.keys_left
+        biggest = max((w.keys for w in job.work), default=0)
+        done = real_run(job, budget)
+        # (a job the execution's end finishes at once is not paced: marked)
+        rows.append((job.id, coord._applied_max(), before - job.keys_left, biggest,
+                     -1 if budget == float("inf") else job.keys_total))
+        return done
+
+    slices.Job.run = run  # type: ignore[method-assign]
+    try:
+        for t in range(45):
+            inp.send([(k, t) for k in range(400)] if t == 0 else [(k, t) for k in range(t * 37 % 400, 400, 3)])
+            inp.advance_to(t + 1)
+            while probe.less_than(t + 1):
+                ex.step()
+        inp.close()
+        ex.run()
+    finally:
+        slices.Job.run = real_run  # type: ignore[method-assign]
+    assert coord.committed and not coord.skipped
+    jobs: dict[int, list[tuple[int, int, int, int]]] = {}
+    for cid, epoch, keys, biggest, total in rows:
+        jobs.setdefault(cid, []).append((epoch, keys, biggest, total))
+    # (the last job ends with the input: whatever is left then is encoded at once)
+    spread = [r for r in jobs.values() if r[0][3] > 100 and all(x[3] > 0 for x in r) and max(x[0] for x in r) < 44]
+    assert len(spread) >= 3, "checkpoints were sliced"
+    for job_rows in spread:
+        total = job_rows[0][3]
+        share = total / (0.8 * 10)  # keys per epoch on schedule
+        assert len({epoch for epoch, _, _, _ in job_rows}) >= 6, "spread over the epochs after the capture"
+        for _epoch, keys, biggest, _ in job_rows:
+            assert keys <= 2.5 * share + biggest  # (a slice may catch up what an earlier one could not do in time)
+        assert sum(k for _, k, _, _ in job_rows) == total

@@ -1,14 +1,25 @@
 """The writer process: batches of files written atomically, acknowledged in order;
-errors and a dead child fail the batches naming the files; closing reaps it."""
+errors and a dead child fail the batches naming the files; closing reaps it.  It also
+commits checkpoints (manifest built on the previous one, garbage collected) exactly as
+a commit in process would, refuses an inconsistent one naming why, and dies with its
+parent."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
-from tstate.engine.checkpointing.writer import FileWriter
+from tstate.checkpoint.delta import encode_delta, restore_bin
+from tstate.checkpoint.store import CheckpointStore, data_file_path, file_ref
+from tstate.engine.checkpointing.writer import FileWriter, commit_request
 from tstate.errors import CheckpointError
+from tstate.state.bin import Bin
+from tstate.state.payload import encode_bin
+from tstate.types import StateCodec
 
 
 def test_batches_are_written_and_acknowledged(tmp_path) -> None:
@@ -20,7 +31,7 @@ def test_batches_are_written_and_acknowledged(tmp_path) -> None:
         for i in range(20):
             for j in range(5):
                 assert (tmp_path / f"data/op/{i}/f{j}.bin").read_bytes() == bytes([i, j]) * 1000
-        assert not [n for _, _, ns in os.walk(tmp_path) for n in ns if ".tmp-" in n]  # renamed into place
+        assert not [n for _, _, ns in os.walk(tmp_path) for n in ns if ".tmp-" in n]  # no temporaries left
     finally:
         w.close()
     assert w._proc.returncode == 0  # reaped
@@ -106,3 +117,104 @@ def test_the_first_async_checkpoint_does_not_wait_for_the_writer_process(tmp_pat
         assert max(committed_during_run) >= 1  # a checkpoint committed while the run went on
     finally:
         writer_module.FileWriter = original  # type: ignore[misc]
+
+
+CODEC = StateCodec(list[int])
+SCHEMA = {"op": (CODEC.schema.to_builtins(), 4)}
+
+
+def _files(w, store_writer, bins: dict[int, bytes], kind: str) -> list[list]:
+    """Write one file per bin through the writer process; their rows for a commit."""
+    rows, batch = [], []
+    for b, data in bins.items():
+        path = data_file_path("op", b, store_writer.id, store_writer.token, kind)
+        ref = file_ref(path, data)
+        batch.append((path, data))
+        rows.append(["op", b, kind == "snap", ref.path, ref.size, ref.xxh64])
+    w.write(batch).result(timeout=60)
+    return rows
+
+
+def _snap(index: int, states: dict) -> bytes:
+    b = Bin(index)
+    b.states = states
+    return encode_bin(b, CODEC)
+
+
+def test_the_writer_process_commits_on_the_previous_checkpoint_and_collects_garbage(tmp_path) -> None:
+    store = CheckpointStore(str(tmp_path), retain=1)
+    w = FileWriter(str(tmp_path))
+    try:
+        first = store.begin(10, full=True)
+        rows = _files(w, first, {0: _snap(0, {"a": [1]}), 1: _snap(1, {"b": [2]})}, "snap")
+        out = w.commit(commit_request(first, store, rows, SCHEMA, {"sources": {"s": 7}}, None)).result(timeout=60)
+        assert out == {"problems": []}
+        store.committed_elsewhere(first)
+        assert store.head is not None and store.head.id == first.id  # read when asked for
+        second = store.begin(20)
+        assert second.id == first.id + 1
+        rows = _files(w, second, {0: encode_delta(0, [("a", [1, 5])], [], {}, CODEC.fingerprint)}, "delta")
+        rows.append(["op", 1, True, None, 0, None])  # bin 1 is empty now
+        w.commit(commit_request(second, store, rows, SCHEMA, {"workers": 2}, first.id)).result(timeout=60)
+        store.committed_elsewhere(second)
+    finally:
+        w.close()
+    fresh = CheckpointStore(str(tmp_path), readonly=True)
+    m = fresh.latest()
+    assert m is not None and m.id == second.id and m.time == 20 and fresh.problems == []
+    assert dict(m.meta) == {"sources": {"s": 7}, "workers": 2}  # metadata carried over, then added to
+    chain = m.chain("op", 0)
+    assert [r.kind for r in chain] == ["snap", "delta"] and m.chain("op", 1) == ()
+    assert restore_bin([fresh.read(r) for r in chain], CODEC).states == {"a": [1, 5]}
+    assert [f.name for f in (tmp_path / "manifests").iterdir()] == [m.name.split("/")[1]]  # retain=1: the first went
+    assert not (tmp_path / rows_path(first, 1)).exists()  # and its bin-1 file with it (nothing refers to it)
+    assert store.head is not None and store.head.id == second.id
+
+
+def rows_path(writer, b: int) -> str:
+    return data_file_path("op", b, writer.id, writer.token, "snap")
+
+
+def test_a_commit_that_cannot_be_made_fails_naming_why_and_commits_nothing(tmp_path) -> None:
+    store = CheckpointStore(str(tmp_path))
+    w = FileWriter(str(tmp_path))
+    try:
+        writer = store.begin(5, full=True)
+        rows = _files(w, writer, {0: _snap(0, {"a": [1]})}, "snap")
+        rows[0][4] += 1  # a size the file does not have (a write that did not finish)
+        with pytest.raises(CheckpointError, match=r"data/op-\w+/0/\d+-\w+-snap\.bin: missing or \d+ bytes, expected"):
+            w.commit(commit_request(writer, store, rows, SCHEMA, {}, None)).result(timeout=60)
+        rows[0][4] -= 1
+        # the child forgot the failed writer: the same checkpoint commits when it is right
+        w.commit(commit_request(writer, store, rows, SCHEMA, {}, None)).result(timeout=60)
+    finally:
+        w.close()
+    assert CheckpointStore(str(tmp_path), readonly=True).latest().id == writer.id
+
+
+def test_the_writer_process_dies_with_its_parent(tmp_path) -> None:
+    """A run killed while its writer process is committing must not leave a writer
+    behind: a restarted run could be writing the same checkpoint."""
+    script = (
+        "import os, signal, sys\n"
+        "from tstate.engine.checkpointing.writer import FileWriter\n"
+        f"w = FileWriter({str(tmp_path)!r})\n"
+        "print(w._proc.pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    parent = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert parent.returncode == -9
+    child = int(parent.stdout.split()[0])
+    deadline = time.time() + 20
+    while time.time() < deadline and _alive(child):
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            state = next(line for line in f if line.startswith("State:"))
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return "Z" not in state.split()[1]  # a zombie is dead (its new parent has not reaped it yet)

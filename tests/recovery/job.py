@@ -4,6 +4,10 @@ A deterministic source of keyed records (replayable by position), two stateful
 operators (a keyed list with timers, a keyed count) and an exactly-once file sink.
 ``--crash-commit N`` / ``--crash-write N`` make the process die (``os._exit``) at the
 N-th checkpoint commit / data write, to hit the dangerous instants on purpose;
+``--crash-slice N`` in the middle of the N-th slice of an asynchronous checkpoint (after
+its first bin was encoded and handed to the writer process, before the rest), and
+``--crash-commit-sent N`` right after asking the writer process to commit the N-th
+checkpoint (which it may or may not do before it dies with the run);
 ``--kill-snapshot N`` SIGKILLs, once, the snapshot process (``mode="fork"``) of
 checkpoint N in the middle of its writes: the job must go on and finish.  The last line
 printed says where the run resumed from, how many checkpoints it lost and how many
@@ -16,6 +20,7 @@ import argparse
 import os
 import random
 import sys
+import time
 
 import tstate as ts
 from tstate.engine.checkpointing.coordinator import Checkpoints
@@ -64,7 +69,42 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--crash-commit", type=int, default=0)
     ap.add_argument("--crash-write", type=int, default=0)
     ap.add_argument("--kill-snapshot", type=int, default=0)
+    ap.add_argument("--crash-slice", type=int, default=0)
+    ap.add_argument("--crash-commit-sent", type=int, default=0)
     args = ap.parse_args(argv)
+    if args.crash_slice:
+        from tstate.checkpoint import slices
+
+        encode_work = slices.encode_work
+        seen = {"jobs": set(), "bins": 0}
+
+        def crashing_work(w):
+            # the N-th checkpoint job to encode anything: die at its second bin
+            seen["jobs"].add(id(w.frozen))
+            if len(seen["jobs"]) == args.crash_slice:
+                seen["bins"] += 1
+                if seen["bins"] == 2:
+                    sys.stdout.flush()
+                    os._exit(9)
+            return encode_work(w)
+
+        slices.encode_work = crashing_work
+    if args.crash_commit_sent:
+        from tstate.checkpoint import writer as writer_module
+
+        commit = writer_module.FileWriter.commit
+        sent = [0]
+
+        def crashing_commit(self, request):
+            fut = commit(self, request)
+            sent[0] += 1
+            if sent[0] == args.crash_commit_sent:
+                time.sleep(0.002)  # the feeder thread hands it over
+                sys.stdout.flush()
+                os._exit(9)
+            return fut
+
+        writer_module.FileWriter.commit = crashing_commit
     if args.kill_snapshot:
         import signal
 

@@ -55,6 +55,23 @@ def test_crash_inside_a_checkpoint_write(tmp_path, reference, crash):
     assert outputs(out) == reference
 
 
+@pytest.mark.parametrize("crash", ["--crash-slice=1", "--crash-slice=3", "--crash-commit-sent=1", "--crash-commit-sent=4"])
+def test_crash_inside_an_asynchronous_checkpoint(tmp_path, reference, crash):
+    """Die while an asynchronous checkpoint is half encoded (some of its files written by
+    the writer process, not committed), or right after asking the writer process to
+    commit one: the restarted run (another mode, another worker count) resumes from
+    what was committed and its exactly-once output equals an uninterrupted run."""
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    assert job(ckpt, out, crash, "--mode", "async", "--workers", "2") in (9, -9)
+    assert job(ckpt, out, "--mode", "async", "--workers", "3") == 0
+    assert outputs(out) == reference
+    from tstate.checkpoint.store import CheckpointStore
+
+    store = CheckpointStore(str(ckpt), readonly=True)
+    m = store.latest()
+    assert m is not None and store.problems == [] and store.verify(m) == []
+
+
 @pytest.mark.skipif(not fork_available(), reason="no safe fork on this platform")
 @pytest.mark.parametrize("checkpoint", [1, 2, 4])
 def test_killed_snapshot_process_loses_a_checkpoint_not_the_run(tmp_path, reference, checkpoint):

@@ -80,3 +80,39 @@ def test_decoded_tracked_state_is_clean_and_fingerprints_are_checked() -> None:
     assert back.states["k"].has_base and not back.states["k"].dirty
     with pytest.raises(SchemaMismatchError):
         decode_payload(encode_bin(b, codec), StateCodec(Map[str, str]))
+
+
+def test_states_are_checked_after_encoding_and_the_culprit_named() -> None:
+    """encode_bin encodes first and checks after: every kind of mistake is still refused
+    (no bytes come out) and named by operator, key and field path."""
+    cases: list[tuple[Any, Any, str]] = [
+        (list[int], [1, "2"], r"state\[1\]: expected int, got str"),
+        (list[int], (1, 2), r"state: expected list\[int\], got tuple"),  # msgpack cannot tell them apart
+        (list[bytes], [b"a", bytearray(b"b")], r"state\[1\]: expected bytes, got bytearray"),  # nor these
+        (Map[int, int], Map({1: 2, 3: "x"}), r"state\{3\}: expected int, got str"),
+        (Map[int, int], Map({1: 2, "k": 3}), r"state\{key\}: expected int, got str"),
+        (dict[str, float], {"a": 1.5, "b": None}, r"state\{'b'\}: expected float, got NoneType"),
+        (dict[str, list[int]], {"a": [1], "b": (2,)}, r"state\{'b'\}: expected list\[int\], got tuple"),
+        (Route, Route(1, [2], Map({1: 2 ** 64})), r"Route\.counts\{1\}: expected int between"),
+    ]
+    for tp, bad, message in cases:
+        codec = StateCodec(tp)
+        b = Bin(0)
+        b.states = {"fine": _a_valid(tp), ("k", 7): bad}
+        with pytest.raises(StateTypeError, match=r"^operator 'op', key \('k', 7\): " + message):
+            encode_bin(b, codec, "op")
+
+
+def _a_valid(tp: Any) -> Any:
+    return {list[int]: [1], list[bytes]: [b"x"], Map[int, int]: Map({1: 1}), dict[str, float]: {"a": 1.0},
+            dict[str, list[int]]: {"a": [1]}, Route: Route()}[tp]
+
+
+def test_a_state_that_contains_itself_is_refused_not_a_recursion_error() -> None:
+    codec = StateCodec(list[list[int]])
+    loop: list[Any] = [1]
+    loop.append(loop)
+    b = Bin(0)
+    b.states = {"k": [loop]}
+    with pytest.raises(StateTypeError, match=r"^operator 'op', key 'k': state\[0\]\[1\]: expected int, got list"):
+        encode_bin(b, codec, "op")

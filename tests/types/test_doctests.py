@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["__init__", "schema", "tracked", "check", "codec", "size", "arrow", "strategies"]
+MODULES = ["__init__", "schema", "tracked", "check", "copier", "codec", "size", "arrow", "strategies"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -50,7 +50,7 @@ import msgspec
 from tstate.errors import CheckpointError, StateTypeError
 from tstate.keys import decode_key, encode_key, encode_keys
 from tstate.state.bin import Bin
-from tstate.state.payload import decode_payload, decode_time, encode_time, raise_bad_state, state_pairs, wire_states, wire_timers
+from tstate.state.payload import decode_payload, decode_time, encode_checked, encode_time, state_pairs, wire_timers
 from tstate.types.codec import decode_envelope, encode_envelope, open_envelope
 
 __all__ = ["encode_delta", "encode_delta_parts", "encode_change", "decode_delta", "apply_chain", "restore_bin", "catch_up", "envelope_fingerprint", "Timers"]
@@ -138,13 +138,13 @@ def encode_change(b: Bin, codec: Any, *, snapshot: bool, operator: str | None = 
     states = b.states
     keys = [k for k in b.dirty if k in states]
     values = [states[k] for k in keys]
-    wkeys, wvalues = wire_states(keys, values, codec, operator)
+    wkeys = encode_keys(keys)
     deletes = encode_keys([k for k in b.removed if k not in states])
-    try:
-        return encode_delta_parts(b.index, wkeys, wvalues, deletes, wire_timers(b.timers), codec.fingerprint)
-    except (OverflowError, TypeError):  # an int beyond 64 bits, a str subclass... in a state
-        raise_bad_state(zip(keys, values), codec, operator)
-        raise
+    timers = wire_timers(b.timers)
+    return encode_checked(
+        lambda wvalues: encode_delta_parts(b.index, wkeys, wvalues, deletes, timers, codec.fingerprint),
+        keys, values, codec, operator,
+    )
 
 
 def decode_delta(data: bytes, fingerprint: str) -> dict[str, Any]:

@@ -326,6 +326,7 @@ class CheckpointStore:
         self._lock = threading.RLock()
         self._head: Manifest | None = None
         self._head_known = False
+        self._head_pending: int | None = None  # committed by another process, not read yet
         self._active: dict[str, CheckpointWriter] = {}
         self._bad_ids: set[int] = set()  # checkpoints latest() found unusable (kept as evidence)
         self._refused: set[str] = set()  # paths garbage collection refused to delete (warned once)
@@ -529,7 +530,7 @@ class CheckpointStore:
                 break
             if found is not None and self.replica is not None and not self.readonly:
                 self._check_replica(found)
-            self._head, self._head_known = found, True
+            self._head, self._head_known, self._head_pending = found, True, None
             return found
 
     def _sync_dir(self, directory: str) -> None:
@@ -648,6 +649,11 @@ class CheckpointStore:
     def head(self) -> Manifest | None:
         """The checkpoint the next :meth:`begin` builds on: the last one committed
         through this store, else :meth:`latest` (computed once, on first use)."""
+        if self._head_pending is not None:
+            with self._lock:
+                pending, self._head_pending = self._head_pending, None
+                if pending is not None:
+                    self._head, self._head_known = self._load(pending), True
         if not self._head_known:
             with self._lock:
                 if not self._head_known:
@@ -682,7 +688,8 @@ class CheckpointStore:
         if self.readonly:
             raise CheckpointError(f"checkpoint directory {self.directory}: opened read-only")
         _check_packable(f"checkpoint time {time!r}", encode_time(time))
-        head = self.head
+        # (a head committed by another process is not read here: the ids on disk cover it)
+        head = self._head if self._head_pending is not None else self.head
         with self._lock:
             ids = self._manifest_ids()
             top = max([0, *ids, *(w.id for w in self._active.values())])
@@ -694,6 +701,36 @@ class CheckpointStore:
             writer = CheckpointWriter(self, top + 1, time, token, full)
             self._active[token] = writer
             return writer
+
+    def writer_for(self, checkpoint_id: int, time: Any, token: str, full: bool) -> CheckpointWriter:
+        """A writer for checkpoint ``checkpoint_id`` begun by another process's
+        :meth:`begin` (a helper process commits it: :mod:`tstate.engine.checkpointing.writer`);
+        its files were written there and are :meth:`adopted <CheckpointWriter.adopt>`."""
+        with self._lock:
+            writer = CheckpointWriter(self, checkpoint_id, time, token, full)
+            self._active[token] = writer
+            return writer
+
+    def base_on(self, checkpoint_id: int) -> None:
+        """The next commit builds on checkpoint ``checkpoint_id`` (its manifest is read,
+        not its files verified: the caller knows it is good -- it restored from it or
+        committed it)."""
+        with self._lock:
+            self._head_pending = None
+            if self._head_known and self._head is not None and self._head.id == checkpoint_id:
+                return
+            self._head, self._head_known = self._load(checkpoint_id), True
+
+    def committed_elsewhere(self, w: CheckpointWriter) -> None:
+        """``w`` was committed by another process (:meth:`writer_for` there): it is
+        closed here, and :attr:`head` is its manifest -- read when first asked for (not
+        now: reading it would cost the processing thread what committing elsewhere
+        saves)."""
+        with w._lock:
+            w.state = "committed"
+        with self._lock:
+            self._active.pop(w.token, None)
+            self._head_pending = w.id
 
     def _commit(self, w: CheckpointWriter) -> Manifest:
         with self._lock:
@@ -730,7 +767,7 @@ class CheckpointStore:
             except OSError as exc:
                 raise CheckpointError(f"{self.fs.describe(manifest.name)}: cannot be written ({exc})") from None
             self._active.pop(w.token, None)
-            self._head, self._head_known = manifest, True
+            self._head, self._head_known, self._head_pending = manifest, True, None
             self.problems = []
             if self.background_gc:  # off the committing thread (it may delete thousands of files)
                 previous = self._gc_thread

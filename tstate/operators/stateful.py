@@ -24,10 +24,12 @@ from tstate.keys import KeyRouter
 from tstate.operators.base import OperatorRuntime
 from tstate.plan.stateful import Stateful
 from tstate.progress.timestamp import epoch, less_equal
-from tstate.state.bin import Bin
+from tstate.state.bin import NO_STATE, Bin
 from tstate.state.context import Context
 from tstate.state.payload import decode_bin, encode_bin
 from tstate.types import StateCodec, wire
+from tstate.types.copier import immutable
+from tstate.engine.checkpointing.freeze import Copied
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.operators.base import Host
@@ -85,6 +87,9 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         #: the in-flight checkpoint's frozen bins (copy-on-write before writing a key of
         #: ``bin.frozen``: tstate.engine.checkpointing.freeze)
         self.cow: Any = None
+        #: whether a state can change in place (else a frozen key's state is never
+        #: changed, only replaced: no copy-on-write is needed)
+        self.cow_copies = not immutable(spec.schema)
         self.max_applied: Any = None
         # ownership (migration): bins this worker holds, records waiting for bins
         # still on their way here, and the moves this worker must make
@@ -278,9 +283,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         b = self.bin_for(key, None, None)
         assert b is not None  # the current key's bin is here
         self._memo.pop(key, None)  # the memo keeps no key without state for long
-        fz = b.frozen
-        if fz is not None and fz.get(key, 0) is None:  # frozen by a checkpoint, not copied yet
-            self.cow.before_write(b, key)
+        # (a frozen key keeps the state object it had: clearing does not change it)
         b.clear_key(key, self.track_dirty)
 
     def _index_timer(self, t: Any, bin_index: int) -> None:
@@ -308,7 +311,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         if b.add_timer(t, key):  # the bin's first timer at t: index it (else it is)
             self._index_timer(t, b.index)
         if self.track_dirty:
-            b.dirty[key] = None
+            b.mark_dirty(key)
             b.timers_changed = True  # (clear() may drop the key from dirty: the timer stays)
 
     # -- activation -----------------------------------------------------------------
@@ -393,7 +396,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         new_state = self.new_state
         must_return = self.must_return
         r: Any = None
-        cow = self.cow
+        cow = self.cow if self.cow_copies else None
         try:
             if self.track_dirty:
                 for r in recs:
@@ -405,8 +408,10 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                             self._pend(k, r, t)
                             continue
                     fz = b.frozen
-                    if fz is not None and fz.get(k, 0) is None:  # frozen by a checkpoint, not copied yet
-                        cow.before_write(b, k)
+                    if fz is not None and cow is not None:
+                        v = fz.get(k, NO_STATE)
+                        if v is not NO_STATE and type(v) is not Copied:  # frozen by a checkpoint, not copied yet
+                            cow.before_write(b, k)
                     states = b.states
                     s = states.get(k, _MISSING)
                     if s is _MISSING:
@@ -416,12 +421,13 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                     ns = fn(s, r, ctx)
                     if ctx._cleared:  # clear() already removed the state
                         ctx._cleared = False
+                    elif ns is not None:
+                        states[k] = ns
+                        b.dirty[k] = ns
+                    elif must_return and (must_return == 1 or s is None):
+                        raise self._no_return(k, s, r, t)
                     else:
-                        if ns is not None:
-                            states[k] = ns
-                        elif must_return and (must_return == 1 or s is None):
-                            raise self._no_return(k, s, r, t)
-                        b.dirty[k] = None
+                        b.dirty[k] = s
             else:  # the hot path: no checkpoint bookkeeping
                 held_states = self._states_at
                 missing = _MISSING
@@ -468,7 +474,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         else:
             self._group_fold(t, recs, groups)
         for b, rs in groups.values():
-            if b.frozen is not None:
+            if b.frozen is not None and self.cow_copies:
                 self.cow.before_write_bin(b)
             ctx.key = None
             try:
@@ -481,7 +487,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
             if self.track_dirty:
-                b.dirty.update(dict.fromkeys(b.states))
+                b.dirty.update(b.states)
         if ctx._out:
             out, ctx._out = ctx._out, []
             self.outputs[0].push(t, out)
@@ -544,11 +550,13 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             if track:
                 b.timers_changed = True
             states = b.states
-            cow = self.cow
-            fz = b.frozen
+            cow = self.cow if self.cow_copies else None
+            fz = b.frozen if cow is not None else None
             for k in keys:
-                if fz is not None and fz.get(k, 0) is None:  # frozen by a checkpoint, not copied yet
-                    cow.before_write(b, k)
+                if fz is not None and cow is not None:
+                    v = fz.get(k, NO_STATE)
+                    if v is not NO_STATE and type(v) is not Copied:  # frozen by a checkpoint, not copied yet
+                        cow.before_write(b, k)
                 s = states.get(k, _MISSING)
                 if s is _MISSING:
                     s = states[k] = new_state()
@@ -570,7 +578,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                 if ns is not None:
                     states[k] = ns
                 if track:
-                    b.dirty[k] = None
+                    b.dirty[k] = states[k]
 
     def _no_return(self, k: Any, s: Any, record: Any, t: Any) -> StateReturnError:
         why = "its state is None, which" if s is None else f"its state type {self.spec.schema.name}"

@@ -5,15 +5,18 @@ hash (see :mod:`tstate.keys`).  A bin holds
 
 - ``states``: key → state value;
 - ``timers``: time → keys with a timer at that time (insertion-ordered, deterministic);
-- ``dirty``: keys changed since the last checkpoint (insertion-ordered), ``removed``:
+- ``dirty``: keys changed since the last checkpoint (insertion-ordered), each mapped to
+  its state after its last change (:data:`NO_STATE` if it has none: a timer set for a
+  key without state) -- a checkpoint reads the states it writes from here, not from
+  ``states`` (:mod:`tstate.engine.checkpointing.freeze`); ``removed``:
   keys cleared since then that the last checkpoint may hold (its next delta deletes
   them), ``added``: keys created since then (clearing one of those needs no
   tombstone: no checkpoint holds it), ``timers_changed``: a timer was set or fired
   since then (a delta carries the whole timer set), ``full``: the next checkpoint must
   write the whole bin (all these are kept only while checkpointing);
 - ``frozen``: while a checkpoint that captured this bin has not read it yet, the keys
-  whose state at the checkpoint's time it still needs (``None`` otherwise): the
-  copy-on-write set of :mod:`tstate.engine.checkpointing.freeze`;
+  whose state at the checkpoint's time it still needs, each mapped to that state
+  (``None`` otherwise): the copy-on-write set of :mod:`tstate.engine.checkpointing.freeze`;
 
 and is what moves between workers and what a checkpoint writes (encoded by
 :mod:`tstate.state.payload`: the same bytes for a checkpoint file and a migration
@@ -24,7 +27,10 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-__all__ = ["Bin"]
+__all__ = ["Bin", "NO_STATE"]
+
+#: the state of a key that has none (in ``Bin.dirty`` and ``Bin.frozen``)
+NO_STATE: Any = object()
 
 
 class Bin:
@@ -36,12 +42,12 @@ class Bin:
         self.index = index
         self.states: dict[Any, Any] = {}
         self.timers: dict[Any, dict[Any, None]] = {}
-        self.dirty: dict[Any, None] = {}
+        self.dirty: dict[Any, Any] = {}  # key -> its state after its last change (or NO_STATE)
         self.removed: dict[Any, None] = {}  # keys cleared since the last checkpoint (tombstones)
         self.added: dict[Any, None] = {}  # keys created since the last checkpoint
         self.timers_changed = False  # a timer set or fired since the last checkpoint
         self.full = False  # the next checkpoint writes the whole bin (e.g. it just moved here)
-        self.frozen: dict[Any, None] | None = None  # keys an in-flight checkpoint still reads
+        self.frozen: dict[Any, Any] | None = None  # keys an in-flight checkpoint still reads -> their state
 
     def __len__(self) -> int:
         return len(self.states)
@@ -79,6 +85,10 @@ class Bin:
         per = sum(len(key_bytes(k)) + estimated_size(v) for k, v in picked) / len(picked)
         return int(per * n)
 
+    def mark_dirty(self, key: Any) -> None:
+        """``key`` changed (its state, or a timer of it): the next checkpoint writes it."""
+        self.dirty[key] = self.states.get(key, NO_STATE)
+
     def timer_times(self) -> list[Any]:
         return sorted(self.timers)
 
@@ -86,9 +96,9 @@ class Bin:
         """Drop a key's state (its timers stay: they fire with a fresh state).  With
         ``track`` (checkpointing), the next delta deletes it -- unless it was created
         since the last checkpoint, which then never held it: no tombstone."""
-        if self.states.pop(key, _MISSING) is not _MISSING:
+        if self.states.pop(key, NO_STATE) is not NO_STATE:
             self.dirty.pop(key, None)
-            if self.added.pop(key, _MISSING) is _MISSING and track:
+            if self.added.pop(key, NO_STATE) is NO_STATE and track:
                 self.removed[key] = None
 
     def changed(self) -> bool:
@@ -106,5 +116,3 @@ class Bin:
     def __repr__(self) -> str:
         return f"Bin({self.index}, keys={len(self.states)}, timers={sum(len(k) for k in self.timers.values())})"
 
-
-_MISSING = object()

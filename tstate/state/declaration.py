@@ -54,22 +54,9 @@ def default_factory(tp: Any) -> Callable[[], Any]:
 
 def _immutable(schema: Schema) -> bool:
     """Whether no value of ``schema`` can be changed in place (see the module docstring)."""
-    from tstate.types.schema import SCALAR_KINDS, Kind
+    from tstate.types.copier import immutable
 
-    k = schema.kind
-    if k in SCALAR_KINDS or k in (Kind.DATETIME, Kind.DATE, Kind.ENUM, Kind.UNION):
-        return True
-    if k in (Kind.TUPLE, Kind.FIXED_TUPLE, Kind.FROZENSET, Kind.OPTIONAL):
-        return all(_immutable(a) for a in schema.args)
-    if k is Kind.STRUCT:
-        import importlib
-
-        # attrs has no public "is frozen": frozen classes share this __setattr__ (if it is
-        # ever renamed, frozen classes count as mutable: no error, the old behaviour)
-        frozen_setattr = getattr(importlib.import_module("attr._make"), "_frozen_setattrs", ())
-        frozen = getattr(schema.py_type, "__setattr__", None) is frozen_setattr
-        return frozen and all(_immutable(f.schema) for f in schema.fields)
-    return False
+    return immutable(schema)
 
 
 def returns_required(schema: Schema) -> Literal["always", "when None", "never"]:

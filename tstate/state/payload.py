@@ -24,7 +24,7 @@ decoded typed in one call too (:func:`decode_payload`, which also reads the delt
 from __future__ import annotations
 
 import gc
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import msgspec
 
@@ -33,6 +33,7 @@ from tstate.keys import decode_key, encode_keys
 from tstate.progress.timestamp import Product, from_vector, to_vector
 from tstate.state.bin import Bin
 from tstate.types import wire
+from tstate.types.codec import MAGIC, encode_envelope, open_envelope
 
 __all__ = [
     "encode_bin",
@@ -42,6 +43,7 @@ __all__ = [
     "bin_to_builtins",
     "bin_from_builtins",
     "wire_states",
+    "encode_checked",
     "wire_timers",
     "raise_bad_state",
     "Payload",
@@ -72,8 +74,9 @@ def raise_bad_state(items: Iterable[tuple[Any, Any]], codec: Any, operator: Opti
 
 
 def wire_states(keys: list[Any], values: list[Any], codec: Any, operator: Optional[str] = None) -> tuple[list[Any], list[Any]]:
-    """``(encoded keys, states)`` ready for the encoder, every state checked (raises
-    like :func:`raise_bad_state`)."""
+    """``(encoded keys, states)`` ready for the encoder, every state checked first
+    (raises like :func:`raise_bad_state`).  :func:`encode_checked` is the faster way
+    (it checks after encoding, while the states are still in the processor's cache)."""
     with wire.no_gc():  # checking builds a few temporary containers per state
         ok = codec.all_encodable(values)
     if not ok:
@@ -83,6 +86,59 @@ def wire_states(keys: list[Any], values: list[Any], codec: Any, operator: Option
         to_wire = codec.to_wire
         values = [to_wire(v) for v in values]
     return encode_keys(keys), values
+
+
+#: what msgspec raises for a value it cannot encode as it is (an int beyond 64 bits, an
+#: object of another type, a cycle)
+_UNENCODABLE = (OverflowError, TypeError, ValueError, RecursionError)
+
+
+def encode_checked(
+    encode: Callable[[list[Any]], bytes], keys: list[Any], values: list[Any], codec: Any, operator: Optional[str] = None
+) -> bytes:
+    """``encode(states)``: the bytes of a payload holding ``values`` (the states of
+    ``keys``, in order) in their wire form, every state checked against the
+    declaration -- a wrongly typed one raises :class:`~tstate.errors.StateTypeError`
+    naming the operator, its key and the field path (:func:`raise_bad_state`), and no
+    bytes are returned.
+
+    Where the codec encodes natively (:attr:`StateCodec.encodes_natively`) the states
+    are encoded *first* and checked after (:meth:`StateCodec.all_encodable`), while
+    they are still in the processor's cache: reading a state from memory is most of
+    what encoding a large bin costs, and the check then costs a fraction of it.
+    Otherwise the states are checked and turned into their builtins form first."""
+    if codec.encodes_natively:
+        try:
+            data = encode(values)
+        except _UNENCODABLE:
+            raise_bad_state(zip(keys, values), codec, operator)
+            raise
+        if not _all_encodable(codec, values):
+            raise_bad_state(zip(keys, values), codec, operator)
+            raise StateTypeError(f"operator {operator!r}: a state does not match its declaration")  # pragma: no cover
+        return data
+    if not _all_encodable(codec, values):
+        raise_bad_state(zip(keys, values), codec, operator)
+        raise StateTypeError(f"operator {operator!r}: a state does not match its declaration")  # pragma: no cover
+    to_wire = codec.to_wire
+    wired = [to_wire(v) for v in values]
+    try:
+        return encode(wired)
+    except _UNENCODABLE:
+        raise_bad_state(zip(keys, values), codec, operator)
+        raise
+
+
+def _all_encodable(codec: Any, values: list[Any]) -> bool:
+    """``codec.all_encodable(values)`` with the cyclic garbage collector paused (checking
+    builds a few temporary containers per state: no collection should start meanwhile)."""
+    if not gc.isenabled():
+        return bool(codec.all_encodable(values))
+    gc.disable()
+    try:
+        return bool(codec.all_encodable(values))
+    finally:
+        gc.enable()
 
 
 def wire_timers(timers: Any) -> list[Any]:
@@ -131,16 +187,17 @@ def bin_from_builtins(payload: dict[str, Any], codec: Any) -> Bin:
 
 
 def encode_bin(b: Bin, codec: Any, operator: Optional[str] = None) -> bytes:
-    """Encode a whole bin (states and timers) with its schema fingerprint."""
-    from tstate.types.codec import encode_envelope
+    """Encode a whole bin (states and timers) with its schema fingerprint (every state
+    checked: :func:`encode_checked`)."""
+    keys = list(b.states)
+    payload = {"bin": b.index, "keys": encode_keys(keys), "states": None, "timers": wire_timers(b.timers)}
+    fingerprint = codec.fingerprint
 
-    keys, states = wire_states(list(b.states), list(b.states.values()), codec, operator)
-    payload = {"bin": b.index, "keys": keys, "states": states, "timers": wire_timers(b.timers)}
-    try:
-        return encode_envelope(codec.fingerprint, payload)
-    except (OverflowError, TypeError):  # an int beyond 64 bits, a str subclass... in a state
-        raise_bad_state(b.states.items(), codec, operator)
-        raise
+    def encode(states: list[Any]) -> bytes:
+        payload["states"] = states
+        return encode_envelope(fingerprint, payload)
+
+    return encode_checked(encode, keys, list(b.states.values()), codec, operator)
 
 
 def decode_bin(data: bytes, codec: Any) -> Bin:
@@ -234,8 +291,6 @@ def decode_payload(data: bytes, codec: Any, fingerprint: Optional[str] = None) -
     bin payload.  Format 2 with a codec that decodes typed is one msgspec call (the
     garbage collector paused); anything it refuses is read untyped and built by
     ``codec.from_builtins`` (format 1 always is)."""
-    from tstate.types.codec import MAGIC, open_envelope
-
     expected = codec.fingerprint if fingerprint is None else fingerprint
     dec = _payload_decoder(codec)
     if dec is not None:

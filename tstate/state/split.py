@@ -42,8 +42,8 @@ def split_bin(b: Bin, bins: int) -> tuple[Bin, Bin]:
     side = {k: _half(k, bins) for k in {*b.states, *b.dirty, *b.removed, *(k for ks in b.timers.values() for k in ks)}}
     for k, v in b.states.items():
         halves[side[k]].states[k] = v
-    for k in b.dirty:
-        halves[side[k]].dirty[k] = None
+    for k, v in b.dirty.items():
+        halves[side[k]].dirty[k] = v
     for k in b.removed:
         halves[side[k]].removed[k] = None
     for t, keys in b.timers.items():

@@ -444,12 +444,21 @@ def _vector(schema: Schema) -> VectorChecker:
         container = frozenset({schema.py_type})
         keys, items = compile_vector_checker(schema.args[0]), compile_vector_checker(schema.args[1])
         tracked = k is Kind.MAP
+        key_tp, value_tp = _scalar_annotation(schema.args[0]), _scalar_annotation(schema.args[1])
+        whole = _convert_target(dict[key_tp, value_tp]) if key_tp is not None and value_tp is not None else None  # type: ignore[valid-type]
 
         def check_mappings(values: Iterable[Any]) -> bool:
             vs = values if type(values) is list else list(values)
             if not set(map(type, vs)) <= container:
                 return False
             ds = list(map(_DATA, vs)) if tracked else vs
+            if whole is not None:
+                # scalar keys and values: msgspec validates every entry in C (no Python call per entry)
+                try:
+                    convert(ds, whole)
+                except ValidationError:
+                    return False
+                return True
             return keys(chain.from_iterable(ds)) and items(chain.from_iterable(map(dict.values, ds)))
 
         return check_mappings
@@ -485,24 +494,38 @@ _TUPLE = frozenset({tuple})
 
 # Scalar kinds whose values msgspec.convert (strict) accepts exactly when the checker
 # does (ranges aside): not enums (convert takes their values), dates or datetimes (it
-# parses strings).  A subclass of str / bytes is accepted by convert, refused by the
-# encoder (TypeError): the encoding path then runs the checker, which names it.
-_CONVERTIBLE = {Kind.INT, Kind.FLOAT, Kind.STR, Kind.BYTES, Kind.BOOL, Kind.NONE}
+# parses strings), nor bytes (convert takes a bytearray or memoryview, and so does the
+# encoder).  A subclass of str / int / float is accepted by convert, refused by the
+# encoder (TypeError): the encoding path then runs the checker, which names it -- except
+# an enum member deriving from int or str (``IntEnum``, ``StrEnum``), which the encoder
+# writes as its value: it *is* an int / str, and is stored as the value it equals.
+_CONVERTIBLE = {Kind.INT, Kind.FLOAT, Kind.STR, Kind.BOOL, Kind.NONE}
 
 
-def _convertible(item: Schema) -> Any:
-    """``list[list[T]]`` for an item schema that msgspec can validate, else ``None``."""
+def _scalar_annotation(item: Schema) -> Any:
+    """The annotation msgspec validates values of a scalar ``item`` schema with (see
+    ``_CONVERTIBLE``), else ``None``."""
     k = item.kind
     ok = k in _CONVERTIBLE or (k in (Kind.UNION, Kind.OPTIONAL) and all(a.kind in _CONVERTIBLE for a in item.args))
     if not ok:
         return None
-    tp = type(None) if k is Kind.NONE else item.tp
-    target = list[list[tp]]  # type: ignore[valid-type]
+    return type(None) if k is Kind.NONE else item.tp
+
+
+def _convert_target(tp: Any) -> Any:
+    """``list[tp]`` if ``msgspec.convert`` can validate against it, else ``None``."""
+    target = list[tp]  # type: ignore[valid-type]
     try:
         convert([], target)
     except TypeError:  # a union msgspec cannot express (str | bytes)
         return None
     return target
+
+
+def _convertible(item: Schema) -> Any:
+    """``list[list[T]]`` for an item schema that msgspec can validate, else ``None``."""
+    tp = _scalar_annotation(item)
+    return None if tp is None else _convert_target(list[tp])  # type: ignore[valid-type]
 
 
 def _structs(schema: Schema) -> VectorChecker:

@@ -61,6 +61,7 @@ import msgspec
 from tstate.errors import SchemaMismatchError, StateTypeError
 from tstate.types import wire
 from tstate.types.builtins import converter, plain_for_decode, wire_converter
+from tstate.types.copier import compile_copier
 from tstate.types.check import Checker, Mismatch, VectorChecker, compile_checker, compile_vector_checker
 from tstate.types.schema import Kind, Schema, analyse, root_label
 from tstate.types.tracked import Array, Map
@@ -325,6 +326,7 @@ class StateCodec:
         "_to_wire",
         "_decoder",
         "_wrap",
+        "copier",
         "__weakref__",
     )
 
@@ -343,6 +345,9 @@ class StateCodec:
     _to_wire: Callable[[Any], Any]
     _decoder: Any
     _wrap: Callable[[Any], Any] | None
+    #: a copy of a value sharing nothing mutable with it, not checked
+    #: (:func:`tstate.types.copier.compile_copier`)
+    copier: Callable[[Any], Any]
 
     def __new__(cls, tp: Any) -> StateCodec:
         try:
@@ -374,6 +379,7 @@ class StateCodec:
         self.encodes_natively = wire.encodes_natively(schema)
         self._to_wire = self._root.wire
         self._decoder, self.wire_type, self._wrap = _msgspec_decoder(schema)
+        self.copier = compile_copier(schema)
         return self
 
     def __repr__(self) -> str:

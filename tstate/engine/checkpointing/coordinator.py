@@ -84,9 +84,9 @@ from tstate.checkpoint.schema_check import check_compatible
 from tstate.checkpoint.settings import MODES, Checkpoints
 from tstate.checkpoint.store import CheckpointStore
 from tstate.engine.checkpointing.forked import Snapshot, fork_available
-from tstate.engine.checkpointing.freeze import Frozen
+from tstate.engine.checkpointing.freeze import MISSING, Frozen
 from tstate.engine.checkpointing.slices import BinWork, Job, Pacer
-from tstate.engine.checkpointing.writer import FileWriter
+from tstate.engine.checkpointing.writer import FileWriter, commit_request
 from tstate.errors import CheckpointError, ConfigurationError
 from tstate.migration.configuration import ConfigHistory
 from tstate.plan.graph import Graph
@@ -143,13 +143,21 @@ class CheckpointSkippedWarning(RuntimeWarning):
     skipped (the next one holds its changes)."""
 
 
+def _wait_quietly(f: "Future[Any]") -> None:
+    """Wait for ``f`` to finish, whatever its outcome (read later, in order)."""
+    try:
+        f.result()
+    except BaseException:
+        pass
+
+
 class _Pending:
     """A checkpoint captured and not committed yet: its ``writer``, the job writing its
     data (``written``: bytes written, or the job's error), the commit job once the
     sinks passed its time; in fork mode its snapshot process, the files it reported,
     and the operator schemas and metadata the commit records."""
 
-    __slots__ = ("time", "writer", "written", "commit", "snapshot", "files", "schemas", "meta", "job", "captured")
+    __slots__ = ("time", "writer", "written", "commit", "snapshot", "files", "schemas", "meta", "job", "captured", "base")
 
     def __init__(
         self,
@@ -171,6 +179,7 @@ class _Pending:
         self.meta = meta or {}
         self.job = job  # async / thread / sync: the encoding job (its files are adopted)
         self.captured = _time.perf_counter()
+        self.base: Optional[int] = None  # the checkpoint it builds on (committed by the writer process)
 
 
 def _resolve_mode(mode: str) -> str:
@@ -225,6 +234,10 @@ class Coordinator:
         # the instant of a fork)
         self._uncommitted: list[_Pending] = []
         self._fresh = True  # the next checkpoint carries nothing over (unless restored)
+        # the manifest this execution's checkpoints build on (restored from): the chains
+        # of bins no checkpoint of this execution has captured yet
+        self._base_manifest: Any = None
+        self._last_id: Optional[int] = None  # the id of the last checkpoint captured (or restored)
         # Each checkpoint builds on the previous one: once one is not committed (a write
         # or commit failed, or the execution was abandoned), none after it may be.
         self._broken = False
@@ -291,6 +304,7 @@ class Coordinator:
             return None
         check_format(manifest, self.cfg.directory)
         self._fresh = False
+        self._base_manifest, self._last_id = manifest, manifest.id
         exe = self.exe
         for index, spec in exe.graph.of_type(Stateful):
             entry = manifest.operators.get(spec.name)
@@ -350,6 +364,40 @@ class Coordinator:
                 self._capture(self.barrier)
         if self._uncommitted:
             self._maybe_commit()
+
+    def _elapsed(self, p: _Pending, since: float) -> tuple[Optional[float], Optional[float]]:
+        """``(interval, elapsed)`` for pacing ``p``'s slices: the expected wall seconds
+        between checkpoints, and the fraction of it passed since ``p``'s capture -- in
+        epochs applied when checkpoints are every N epochs (wall time between epochs
+        varies with the input: idle time is not progress), else in wall time."""
+        cfg = self.cfg
+        interval = self._interval
+        if cfg.every_seconds is not None:
+            interval = cfg.every_seconds if interval is None else min(interval, cfg.every_seconds)
+        if cfg.every_epochs is not None:
+            # how far the input has come since the capture (an epoch without records counts)
+            reached = self._frontier_epoch()
+            applied = self._applied_max()
+            if reached is None:  # every input is done: the rest at once
+                return interval, 1.0
+            if applied is not None:
+                reached = max(reached, applied + 1)
+            elapsed = max(0, reached - p.time) / cfg.every_epochs
+            if cfg.every_seconds is not None:
+                elapsed = max(elapsed, since / cfg.every_seconds)
+            return interval, elapsed
+        return interval, (since / interval if interval else None)
+
+    def _frontier_epoch(self) -> Optional[int]:
+        """The least epoch a stateful operator may still receive input at (``None``:
+        none will receive any)."""
+        least: Optional[int] = None
+        for op in self._stateful():
+            for t in op.frontier(0).elements():
+                e = epoch(t)
+                if least is None or e < least:
+                    least = e
+        return least
 
     def _applied_max(self) -> Optional[int]:
         # inside iterate scopes times are Products: checkpoints are at epoch boundaries
@@ -422,7 +470,7 @@ class Coordinator:
         key = (name, index)
         n = self._chains.get(key)
         if n is None:
-            head = None if self._fresh else self.store.head
+            head = None if self._fresh else self._base_manifest
             n = len(head.chain(name, index)) if head is not None else 0
         snapshot = full or n == 0 or n >= self.store.compact_after
         self._chains[key] = 1 if snapshot else n + 1
@@ -482,21 +530,26 @@ class Coordinator:
                     continue
                 snapshot = self._wants_snapshot(name, b.index, b.full)
                 if snapshot:
-                    keys = dict.fromkeys(b.states)
+                    keys = dict(b.states)  # key -> its state (one C-level copy)
                 else:
-                    keys = b.dirty  # handed over: the bin starts a fresh one below
-                    if b.removed:
-                        keys.update(b.removed)
+                    keys = b.dirty  # key -> its state; handed over: the bin starts a fresh one below
+                    for k in b.removed:
+                        if k not in keys:  # (a key cleared and set again is in dirty)
+                            keys[k] = MISSING
                 frozen.freeze(b, keys)
                 work.append(BinWork(name, codec, frozen, b, snapshot, wire_timers(b.timers), len(keys)))
                 b.reset_changes()
             op.cow = frozen if frozen.pending else None
         meta = self._meta_at(t)
         writer = self.store.begin(t, full=self._fresh)  # a fresh run ignores older checkpoints
+        if self._fresh:
+            self._base_manifest = None
         self._fresh = False
         job = Job(work, writer.id, writer.token, self._sink())
         pending = _Pending(t, writer, Future(), schemas=schemas, meta=meta, job=job)
         pending.files = drops
+        pending.base = None if writer.full else self._last_id
+        self._last_id = writer.id
         self._uncommitted.append(pending)
         # the barrier is down: processing continues while the job is encoded and written
         self._release(t)
@@ -540,7 +593,8 @@ class Coordinator:
         assert p is not None and p.job is not None
         job = p.job
         now = _time.perf_counter()
-        budget = self.pacer.budget(job, now - p.captured, self._interval)
+        interval, elapsed = self._elapsed(p, now - p.captured)
+        budget = self.pacer.budget(job, now - p.captured, interval, elapsed)
         if budget <= 0:
             return
         keys = job.keys_left
@@ -593,8 +647,11 @@ class Coordinator:
             if changed:
                 work.append((op.name, op.codec, changed))
         meta = self._meta_at(t)
-        writer = self.store.begin(t, full=self._fresh)  # (it also makes store.head known)
+        writer = self.store.begin(t, full=self._fresh)
+        if self._fresh:
+            self._base_manifest = None
         self._fresh = False
+        self._last_id = writer.id
         store = self.store
 
         def job() -> dict[str, Any]:
@@ -703,16 +760,36 @@ class Coordinator:
         thread; this only notices when it is done."""
         if self.mode == "fork":
             self._poll(block=wait)
+        # the writer process commits once it has started (until then the files were
+        # written, and are committed, here: a commit in process is never overtaken)
+        remote = self._files is not None and self._files.alive and self._files.ready.is_set()
+        local: Optional[Future[Any]] = None  # the last commit submitted here, in this order
         for p in self._uncommitted:
             if p.commit is not None:
+                local = p.commit
                 continue
             if not (wait or self._sinks_past(p.time)):
                 break
             if self.mode == "fork" and not p.written.done():
                 break  # its snapshot process is still writing: later ones wait, in order
+            if remote:
+                # the writer process commits (in order, after the files it was sent)
+                if not p.written.done():
+                    if not wait:
+                        break  # its files are still being written: later ones wait, in order
+                    try:
+                        p.written.result()
+                    except BaseException:
+                        pass  # (abandoned below)
+                if local is not None and not local.done():
+                    if not wait:
+                        break  # an earlier checkpoint still commits here: later ones wait
+                    _wait_quietly(local)
+                p.commit = self._commit_remote(p)
+                continue
             if self._commits is not None:
                 # one thread, in order; it waits for the write job (thread mode)
-                p.commit = self._commits.submit(self._commit_in_order, p)
+                p.commit = local = self._commits.submit(self._commit_in_order, p)
             else:
                 p.written.result()
                 done: Future[Any] = Future()
@@ -744,6 +821,31 @@ class Coordinator:
             self._files.close()
             self._files = None
 
+    def _commit_remote(self, p: _Pending) -> Future[Any]:
+        """Async mode, local store: have the writer process commit ``p`` (whose files it
+        wrote) -- the manifest, the sync and the garbage collection off this process --
+        unless its data or an earlier checkpoint failed."""
+        writer, written = p.writer, p.written
+        if self._broken or written.cancelled() or written.exception() is not None:
+            self._broken = True
+            writer.abort()
+            failed: Future[Any] = Future()
+            failed.set_exception(CheckpointError(f"checkpoint at {writer.time!r} abandoned: an earlier write or commit failed"))
+            return failed
+        store = self.store
+        request = commit_request(writer, store, _files_of(p), p.schemas, p.meta, p.base)
+        fut: Future[Any] = self._files.commit(request)
+
+        def done(f: Future[Any]) -> None:  # (on the writer's acknowledging thread)
+            if f.cancelled() or f.exception() is not None:
+                self._broken = True
+                return
+            store.committed_elsewhere(writer)
+            store.problems = list((f.result() or {}).get("problems", []))
+
+        fut.add_done_callback(done)
+        return fut
+
     def _commit_in_order(self, p: _Pending) -> Any:
         """Writer thread: commit ``p`` unless its data or an earlier checkpoint failed
         (then a later checkpoint, built incrementally on it, would be wrong).  In fork
@@ -772,6 +874,11 @@ class Coordinator:
             active.job.release()
             if not active.written.done():
                 active.written.set_exception(CheckpointError(f"checkpoint at {active.time!r} abandoned"))
+        if self._files is not None:
+            # the writer process finishes what it was sent (a commit requested is valid:
+            # its sinks had passed it); then what it did not commit is deleted below
+            self._files.close()
+            self._files = None
         for p in self._uncommitted:
             if p.snapshot is not None and not p.snapshot.done:
                 p.snapshot.kill()

@@ -1,30 +1,37 @@
 """Copy-on-write freezing: what keeps asynchronous checkpoints off the processing path
 (``mode="fork"`` needs none: the fork is the freeze, see :mod:`tstate.engine.checkpointing.forked`).
 
-At a checkpoint the processing thread only *freezes* each changed bin: the bin's set of
-keys changed (and cleared) since the previous checkpoint becomes its ``frozen`` dict --
-the keys whose state at the checkpoint's time the checkpoint must still read, each
-mapped to ``None`` -- and its change sets start afresh.  That is one dict handed over
-per bin, whatever the number of keys (a bin written whole, a snapshot, freezes all its
-keys: one C-level copy of its key set).  The checkpoint then reads each bin later
-(:meth:`Frozen.take`), in slices on the processing thread (``mode="async"``,
-:mod:`tstate.engine.checkpointing.slices`) or on a background thread (``mode="thread"``).
-Before the processing thread writes a key still frozen and not copied (``frozen.get(k,
-0) is None``: a record or timer for it, or ``ctx.clear()``), it encodes the key's state
-first (:meth:`Frozen.before_write`: a ``msgspec.Raw`` -- embedded as it is in the bin's
-file -- stored in place of the ``None``, or :data:`MISSING`), so the checkpoint always
-sees the state as it was at the checkpoint's time: a key-granular copy-on-write.
-Nothing is copied for the keys nobody writes in the meantime (usually most of them),
-and the bin's file lists its keys in the same order whichever were copied.
+At a checkpoint the processing thread only *freezes* each changed bin: the bin's keys
+changed (and cleared) since the previous checkpoint become its ``frozen`` dict -- each
+key mapped to its state at the checkpoint's time (the bin's ``dirty`` dict, which maps
+every changed key to its state after its last change, is handed over as it is;
+cleared keys map to :data:`MISSING`) -- and its change sets start afresh.  That is one
+dict handed over per bin, whatever the number of keys (a bin written whole, a snapshot,
+freezes a C-level copy of its ``states``).  The checkpoint then reads each bin later
+(:meth:`Frozen.take`: the frozen dict's values, no lookup in the bin), in slices on the
+processing thread (``mode="async"``, :mod:`tstate.engine.checkpointing.slices`) or on a
+background thread (``mode="thread"``).
+
+A frozen state object is what the checkpoint will encode, so it must not change
+meanwhile.  A state that is *replaced* (an ``int``, a tuple, a frozen attrs class: the
+function returns the new one) never changes: the frozen dict keeps the old object.  A
+state that can change *in place* is copied first: before the processing thread writes a
+key still frozen and not copied (a record or timer for it; ``type(v) is not Copied``),
+it calls :meth:`Frozen.before_write`, which replaces the frozen object by a
+:class:`Copied` copy sharing nothing mutable with it
+(:func:`tstate.types.copier.compile_copier`: ``list.copy`` for a ``list[int]``) -- a
+key-granular copy-on-write.  Nothing is copied for the keys nobody writes in the
+meantime (usually most of them), a copy is encoded and checked with the rest of its bin
+(in one call), and the bin's file lists its keys in the same order whichever were
+copied.
 
 >>> from tstate.state.bin import Bin
 >>> from tstate.types import StateCodec
 >>> b = Bin(0); b.states = {"a": [1], "b": [2]}
 >>> f = Frozen(StateCodec(list[int]), "op")
->>> f.freeze(b, {"a": None, "b": None})
+>>> f.freeze(b, dict(b.states))
 >>> f.before_write(b, "a"); b.states["a"].append(99)     # the processing thread moves on
->>> keys, values, copies = f.take(b)
->>> keys, [StateCodec(list[int]).decode(v) if type(v) is Raw else v for v in values], copies
+>>> f.take(b)
 (['a', 'b'], [[1], [2]], 1)
 >>> b.frozen is None
 True
@@ -35,25 +42,42 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from tstate.errors import StateTypeError
-from tstate.state.bin import Bin
-from tstate.types.wire import Raw
+from tstate.state.bin import NO_STATE, Bin
 
-__all__ = ["Frozen", "MISSING", "Raw"]
+__all__ = ["Frozen", "Copied", "MISSING", "must_copy"]
 
-#: the state of a key that had none at the checkpoint's time
-MISSING: Any = object()
+#: the state of a key that had none at the checkpoint's time (:data:`tstate.state.bin.NO_STATE`)
+MISSING: Any = NO_STATE
+
+
+class Copied:
+    """A frozen state's copy (made before the processing thread changed the state)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def must_copy(frozen: dict[Any, Any] | None, key: Any) -> bool:
+    """Whether ``key``'s state must be copied before it changes in place: it is frozen
+    and not copied yet (what the processing path checks inline)."""
+    if frozen is None:
+        return False
+    v = frozen.get(key, MISSING)
+    return v is not MISSING and type(v) is not Copied
 
 
 class Frozen:
     """The frozen bins of one operator instance in one in-flight checkpoint."""
 
-    __slots__ = ("lock", "codec", "operator", "copies", "bins")
+    __slots__ = ("lock", "codec", "operator", "copies", "bins", "copy")
 
     def __init__(self, codec: Any, operator: str) -> None:
         self.lock = threading.Lock()
         self.codec = codec
         self.operator = operator
+        self.copy = codec.copier  # a copy sharing nothing mutable (not checked: the encoding checks it)
         self.copies: dict[int, int] = {}  # id(bin) -> how many of its keys were copied
         self.bins: dict[int, tuple[Bin, dict[Any, Any]]] = {}  # id(bin) -> (bin, its frozen keys), not taken yet
 
@@ -63,32 +87,26 @@ class Frozen:
         return bool(self.bins)
 
     def freeze(self, b: Bin, keys: dict[Any, Any]) -> None:
-        """Processing thread, at the checkpoint: the states of ``keys`` (a dict of key
-        to ``None``, handed over: it becomes ``b.frozen``) are to be read."""
+        """Processing thread, at the checkpoint: ``keys`` (key -> its state at the
+        checkpoint's time, or :data:`MISSING`; handed over: it becomes ``b.frozen``) are
+        to be read."""
         b.frozen = keys
         self.bins[id(b)] = (b, keys)
 
-    def _value(self, b: Bin, k: Any) -> Any:
-        """The state of ``k`` as it is now, encoded (``Raw``), or ``MISSING``."""
-        v = b.states.get(k, MISSING)
-        if v is MISSING:
-            return MISSING
-        try:
-            return Raw(self.codec.encode(v))
-        except StateTypeError as exc:
-            raise StateTypeError(f"operator {self.operator!r}, key {k!r}: {exc}") from None
-
     def before_write(self, b: Bin, k: Any) -> None:
-        """Processing thread, before changing ``k`` in ``b`` (callers check first that
-        ``b.frozen.get(k, 0) is None``): keep its frozen state."""
+        """Processing thread, before changing ``k``'s state in place (callers check
+        first that :func:`must_copy`): keep its frozen state."""
         with self.lock:
             fz = b.frozen
-            if fz is not None and fz.get(k, 0) is None:
-                fz[k] = self._value(b, k)
-                self.copies[id(b)] = self.copies.get(id(b), 0) + 1
+            if fz is not None:
+                v = fz.get(k, MISSING)
+                if v is not MISSING and type(v) is not Copied:
+                    fz[k] = Copied(self.copy(v))
+                    i = id(b)
+                    self.copies[i] = self.copies.get(i, 0) + 1
 
     def before_write_bin(self, b: Bin) -> None:
-        """Processing thread, before code that may change any key of ``b``."""
+        """Processing thread, before code that may change any key of ``b`` in place."""
         with self.lock:
             fz = b.frozen
             if fz:
@@ -96,35 +114,30 @@ class Frozen:
 
     def _copy_all(self, b: Bin, fz: dict[Any, Any]) -> None:
         n = 0
+        copy = self.copy
         for k, v in fz.items():
-            if v is None:
-                fz[k] = self._value(b, k)
+            if v is not MISSING and type(v) is not Copied:
+                fz[k] = Copied(copy(v))
                 n += 1
         if n:
             self.copies[id(b)] = self.copies.get(id(b), 0) + n
 
     def take(self, b: Bin, use: Any = None) -> Any:
         """Writer: ``(keys, values, copies)`` of ``b`` at the checkpoint's time -- a value
-        is the live state (unchanged since), a ``Raw`` copy, or ``MISSING`` for a key
-        that had none; ``copies`` counts the ``Raw`` ones -- and ``b`` is released (no
-        more copy-on-write).  With ``use``, returns ``use(keys, values, copies)``
-        computed while the processing thread cannot change ``b`` (a background writer
-        must encode the live states before they change)."""
+        is the state object (unchanged since), its copy, or :data:`MISSING` for a key
+        that had none; ``copies`` counts the copies -- and ``b`` is released (no more
+        copy-on-write).  With ``use``, returns ``use(keys, values, copies)`` computed
+        while the processing thread cannot change ``b`` (a background writer must encode
+        the states before they change)."""
         with self.lock:
             _b, fz = self.bins.pop(id(b), (b, {}))
             if b.frozen is fz:
                 b.frozen = None  # (else a later checkpoint froze it again: its own now)
             copies = self.copies.pop(id(b), 0)
             keys = list(fz)
-            states = b.states
+            values = list(fz.values())
             if copies:
-                get = states.get
-                values = [get(k, MISSING) if v is None else v for k, v in fz.items()]
-            else:
-                try:
-                    values = list(map(states.__getitem__, keys))
-                except KeyError:  # a key that had no state at the checkpoint's time (cleared)
-                    values = list(map(states.get, keys, [MISSING] * len(keys)))
+                values = [v.value if type(v) is Copied else v for v in values]
             return (keys, values, copies) if use is None else use(keys, values, copies)
 
     def drain(self) -> None:

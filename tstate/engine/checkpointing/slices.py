@@ -23,8 +23,12 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
-from tstate.engine.checkpointing.freeze import MISSING, Frozen, Raw
+from tstate.checkpoint.delta import encode_delta_parts
+from tstate.engine.checkpointing.freeze import MISSING, Frozen
+from tstate.keys import encode_keys
 from tstate.state.bin import Bin
+from tstate.state.payload import encode_checked
+from tstate.types.codec import encode_envelope
 
 __all__ = ["BinWork", "Job", "Pacer"]
 
@@ -49,12 +53,10 @@ class BinWork:
 
 
 def encode_work(w: BinWork) -> bytes:
-    """The file of one bin (a snapshot or a delta, :mod:`tstate.checkpoint.delta`)."""
-    from tstate.checkpoint.delta import encode_delta_parts
-    from tstate.keys import encode_keys
-    from tstate.state.payload import raise_bad_state, wire_states
-    from tstate.types.codec import encode_envelope
-
+    """The file of one bin (a snapshot or a delta, :mod:`tstate.checkpoint.delta`): its
+    states at the checkpoint's time (the live ones, and the copies copy-on-write made)
+    encoded in one msgspec call and checked right after, while they are in the
+    processor's cache (:func:`tstate.state.payload.encode_checked`)."""
     codec, b = w.codec, w.bin
 
     def encode(keys: list[Any], values: list[Any], copies: int) -> bytes:
@@ -64,23 +66,21 @@ def encode_work(w: BinWork) -> bytes:
             gone = [k for k, v in pairs if v is MISSING]
             keys = [k for k, v in pairs if v is not MISSING]
             values = [v for v in values if v is not MISSING]
-        states = values
-        if copies:  # check and convert the live states only (a Raw copy was checked when made)
-            live = [i for i, v in enumerate(values) if type(v) is not Raw]
-            _lk, lv = wire_states([keys[i] for i in live], [values[i] for i in live], codec, w.operator)
-            values = list(values)
-            for i, v in zip(live, lv):
-                values[i] = v
-            wkeys = encode_keys(keys)
+        wkeys = encode_keys(keys)
+        if w.snapshot:
+            payload = {"bin": b.index, "keys": wkeys, "states": values, "timers": w.timers}
+            fingerprint = codec.fingerprint
+
+            def build(states: list[Any]) -> bytes:
+                payload["states"] = states
+                return encode_envelope(fingerprint, payload)
         else:
-            wkeys, values = wire_states(keys, values, codec, w.operator)
-        try:
-            if w.snapshot:
-                return encode_envelope(codec.fingerprint, {"bin": b.index, "keys": wkeys, "states": values, "timers": w.timers})
-            return encode_delta_parts(b.index, wkeys, values, encode_keys(gone), w.timers, codec.fingerprint)
-        except (OverflowError, TypeError):  # an int beyond 64 bits, a str subclass... in a state
-            raise_bad_state(((k, v) for k, v in zip(keys, states) if type(v) is not Raw), codec, w.operator)
-            raise
+            deletes = encode_keys(gone)
+
+            def build(states: list[Any]) -> bytes:
+                return encode_delta_parts(b.index, wkeys, states, deletes, w.timers, codec.fingerprint)
+
+        return encode_checked(build, keys, values, codec, w.operator)
 
     out: bytes = w.frozen.take(b, encode)
     return out
@@ -99,8 +99,12 @@ class Job:
         self.batches: list[Future[None]] = []
         self.bytes = 0
         self.seconds = 0.0  # spent encoding (and handing over), all slices
-        self.keys_left = sum(w.keys for w in work)
+        self.keys_total = self.keys_left = sum(w.keys for w in work)
+        #: stop a slice once this many keys are encoded in all (the pacer's schedule; None: by time only)
+        self.keys_due: Optional[int] = None
         self.slices = 0
+        self._dirs: dict[str, str] = {}  # operator -> its data directory
+        self.paced_at = 0.0  # the fraction of the interval elapsed at the last slice (the pacer's)
 
     @property
     def encoded(self) -> bool:
@@ -108,25 +112,33 @@ class Job:
         return not self.work
 
     def run(self, budget: float) -> bool:
-        """Encode bins for about ``budget`` seconds (at least one bin), hand their files
-        to the sink as one batch; whether every bin is encoded now."""
+        """Encode bins for about ``budget`` seconds (at least one bin) -- and, when the
+        pacer set :attr:`keys_due`, no further than that many keys encoded in all --
+        hand their files to the sink as one batch; whether every bin is encoded now."""
         from tstate.checkpoint.store import data_file_path, file_ref
 
         start = _time.perf_counter()
         batch: list[tuple[str, bytes]] = []
         work = self.work
+        dirs = self._dirs
         try:
             while work:
                 w = work.popleft()
                 data = encode_work(w)
                 self.keys_left -= w.keys
                 kind = "snap" if w.snapshot else "delta"
-                path = data_file_path(w.operator, w.bin.index, self.id, self.token, kind)
+                d = dirs.get(w.operator)
+                if d is None:  # data/<operator dir>/ (named once per operator)
+                    d = dirs[w.operator] = data_file_path(w.operator, 0, self.id, self.token, kind).rsplit("/", 2)[0]
+                path = f"{d}/{w.bin.index}/{self.id:06d}-{self.token}-{kind}.bin"
                 ref = file_ref(path, data)
                 self.files.append([w.operator, w.bin.index, w.snapshot, ref.path, ref.size, ref.xxh64])
                 self.bytes += ref.size
                 batch.append((path, data))
                 if _time.perf_counter() - start >= budget:
+                    break
+                due = self.keys_due
+                if due is not None and self.keys_total - self.keys_left >= due:
                     break
         finally:
             if batch:
@@ -159,48 +171,71 @@ class Job:
 
 
 class Pacer:
-    """How long a slice may be, so that a checkpoint's encoding is spread over the
-    interval until the next one and never lands on one step.
+    """How much a slice may encode, so that a checkpoint's encoding is spread evenly over
+    the interval until the next one and never lands on one step.
 
-    Encoding may take a fraction of the wall time since the capture: ``share``
-    (default 10%), raised while the job is behind schedule -- its remaining keys at the
-    measured cost per key would not be done within ``target`` (default half) of the
-    expected interval -- up to ``max_share`` (15%); one slice is at most ``max_slice``
-    seconds (work is done one bin at a time, so a slice can overrun by one bin).  The
-    share is the bound on what a checkpoint adds to a step: a job that needs more is
-    not hurried further, the next checkpoint is skipped instead (the coordinator).
+    The work is *scheduled* in keys over the interval until the next checkpoint is due:
+    once the fraction ``elapsed`` of that interval has passed (the coordinator measures
+    it in epochs applied when checkpoints are every N epochs, else in wall time), the
+    fraction ``elapsed / target`` of the job's keys should be encoded -- the job finishes
+    after ``target`` (default 80%) of the interval, so the next checkpoint finds it done
+    -- and a slice encodes what the schedule is behind by (:attr:`Job.keys_due`; work is
+    done one bin at a time, so a slice can overrun by one bin), in at most 1.5 times the
+    time the share of the interval since the previous slice takes at the measured cost
+    per key (:meth:`learn`), and at least ``max_slice`` seconds.  Every epoch then pays
+    about the same share.  Whatever the schedule, a slice may also use ``share`` (10%) of
+    the wall time since the capture (how the first checkpoints, before the interval is
+    known, progress).  A job whose rest takes at most ``small`` seconds is finished at
+    once.  A job that needs more than the interval is not hurried further: the next
+    checkpoint is skipped instead (the coordinator).
 
     >>> p = Pacer()
     >>> job = Job([], 1, "ab", lambda batch: None)
-    >>> job.keys_left = 100_000
+    >>> job.keys_total = job.keys_left = 100_000     # 0.2 s of work at the initial 2 us per key
     >>> round(p.budget(job, 0.010, None), 6), p.budget(job, 0.100, None)   # 10% of the time since the capture
     (0.001, 0.003)
-    >>> job.keys_left = 100; round(p.budget(job, 0.0, None), 6)            # small: at once
-    0.0002
+    >>> b = p.budget(job, 0.0, 1.0, elapsed=0.1); job.keys_due    # 10% of the interval: 1/8 of the keys
+    12500
+    >>> job.keys_left = 87_500; p.budget(job, 0.0, 1.0, elapsed=0.1)       # done: nothing more now
+    0.0
+    >>> job.keys_left = 100; p.budget(job, 0.0, None)                     # small: at once
+    inf
     """
 
     def __init__(
-        self, share: float = 0.10, max_share: float = 0.15, max_slice: float = 0.003, target: float = 0.5, small: float = 0.0005
+        self, share: float = 0.10, max_slice: float = 0.003, target: float = 0.8, small: float = 0.0005,
+        max_share: float = 0.15,
     ) -> None:
         self.share = share
-        self.max_share = max_share
+        self.max_share = max_share  # (kept for callers that set it; the schedule replaces it)
         self.max_slice = max_slice
         self.target = target
         self.small = small
         self.per_key = 2e-6  # seconds per key encoded: learned from the slices
 
-    def budget(self, job: Job, since_capture: float, interval: Optional[float]) -> float:
-        """The length of the next slice (0: not now).  A job whose rest takes at most
-        ``small`` seconds is finished at once."""
+    def budget(self, job: Job, since_capture: float, interval: Optional[float], elapsed: Optional[float] = None) -> float:
+        """The length of the next slice in seconds (0: not now), setting
+        :attr:`Job.keys_due` when it follows the schedule.  ``since_capture``: wall
+        seconds since the capture; ``interval``: the expected wall seconds between
+        checkpoints (``None``: not known yet); ``elapsed``: the fraction of the interval
+        passed (default ``since_capture / interval``)."""
+        job.keys_due = None
         need = job.keys_left * self.per_key
         if need <= self.small:
-            return need
-        share = self.share
-        if interval is not None and interval > 0:
-            left = self.target * interval - since_capture
-            if left <= 0 or need > share * left:
-                share = self.max_share
-        allowed = share * since_capture - job.seconds
+            return float("inf")  # the rest at once
+        if elapsed is None and interval is not None and interval > 0:
+            elapsed = since_capture / interval
+        if elapsed is not None:
+            done = job.keys_total - job.keys_left
+            due = int(job.keys_total * min(1.0, elapsed / self.target))
+            if due > done:
+                # a slice: the keys the schedule is behind by, in at most 1.5x the time of
+                # its share since the previous slice (a step can be a whole epoch)
+                share = job.keys_total * max(0.0, elapsed - job.paced_at) / self.target
+                job.paced_at = elapsed
+                job.keys_due = due
+                return max(self.max_slice, 1.5 * share * self.per_key)
+        allowed = self.share * since_capture - job.seconds
         return min(allowed, self.max_slice) if allowed > 0 else 0.0
 
     def learn(self, job: Job, keys: int, seconds: float) -> None:

@@ -193,7 +193,7 @@ def test_slices_follow_the_schedule(tmp_path) -> None:
     ex = flow.start(1, checkpoint=Checkpoints(str(tmp_path), every_epochs=10, mode="async", retain=50))
     coord = ex.coordinator
     coord.pacer.small = 0.0
-    from tstate.checkpoint import slices
+    from tstate.engine.checkpointing import slices
 
     rows: list[tuple[int, int, int, int, int]] = []  # (checkpoint, epoch, keys encoded, most keys in a bin, keys in all)
     real_run = slices.Job.run

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--crash-commit-sent", type=int, default=0)
     args = ap.parse_args(argv)
     if args.crash_slice:
-        from tstate.checkpoint import slices
+        from tstate.engine.checkpointing import slices
 
         encode_work = slices.encode_work
         seen = {"jobs": set(), "bins": 0}
@@ -90,10 +90,19 @@ def main(argv: list[str] | None = None) -> None:
 
         slices.encode_work = crashing_work
     if args.crash_commit_sent:
-        from tstate.checkpoint import writer as writer_module
+        from tstate.engine.checkpointing import writer as writer_module
 
         commit = writer_module.FileWriter.commit
+        init = writer_module.FileWriter.__init__
         sent = [0]
+
+        def started_init(self, location):
+            # until the writer process is ready, checkpoints commit in this process:
+            # wait for it, so that the N-th commit is the writer process's
+            init(self, location)
+            assert self.ready.wait(120)
+
+        writer_module.FileWriter.__init__ = started_init
 
         def crashing_commit(self, request):
             fut = commit(self, request)

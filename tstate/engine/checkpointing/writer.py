@@ -100,7 +100,9 @@ class FileWriter:
         # the feeder thread starts the child and outlives it: the child's parent-death
         # signal (sent when the thread that started it ends) comes only once it is done
         started: Future[subprocess.Popen[bytes]] = Future()
-        cmd = [sys.executable, "-m", "tstate.engine.checkpointing.writer", location]
+        # (``-c`` rather than ``-m``: the package imports this module before ``-m`` would
+        # run it as ``__main__``, which makes runpy warn)
+        cmd = [sys.executable, "-c", _CHILD, location]
         self._feeder = threading.Thread(target=self._feed, args=(cmd, env, started), name="tstate-checkpoint-writer-feed",
                                         daemon=True)
         self._feeder.start()
@@ -286,6 +288,9 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - no prctl here
         return
+
+
+_CHILD = "import sys; from tstate.engine.checkpointing.writer import main; sys.exit(main(sys.argv[1:]))"
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -92,6 +92,9 @@ def test_the_first_async_checkpoint_does_not_wait_for_the_writer_process(tmp_pat
         def kill(self) -> None:
             pass
 
+        def release(self) -> None:
+            pass
+
     flow = ts.Dataflow("short")
     def batches():  # type: ignore[no-untyped-def]
         for t in range(20):
@@ -218,3 +221,28 @@ def _alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return "Z" not in state.split()[1]  # a zombie is dead (its new parent has not reaped it yet)
+
+
+def test_an_abandoned_execution_lets_its_writer_process_go(tmp_path) -> None:
+    """An execution dropped before it finished (a notebook cell interrupted) does not
+    leave its writer process and threads behind once collected."""
+    import gc
+
+    import tstate as ts
+
+    flow = ts.Dataflow("abandoned")
+    src = flow.source(ts.io.from_batches(lambda: ((t, [("k", t)]) for t in range(100))), name="src")
+
+    @flow.stateful(src, key=lambda r: r[0], state=int)
+    def total(s: int, r: tuple, ctx: ts.Context) -> int:
+        return s + r[1]
+
+    ex = flow.start(1, checkpoint=ts.Checkpoints(str(tmp_path), every_epochs=2, mode="async"))
+    writer = ex.coordinator._files
+    assert writer is not None and writer.ready.wait(60)
+    for _ in range(10):
+        ex.step()
+    proc = writer._proc
+    del ex, flow, total, src, writer  # (a dataflow holds its last execution)
+    gc.collect()
+    assert proc.wait(timeout=60) == 0  # the child saw the end of its input and exited

@@ -69,6 +69,7 @@ import gc
 import threading
 import time as _time
 import warnings
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Optional, Protocol, Union
 
@@ -221,6 +222,9 @@ class Coordinator:
         if self.mode == "async" and isinstance(self.store.fs, LocalFS):
             try:
                 self._files = FileWriter(self.store.fs.root)
+                # an execution dropped before it finished (a notebook, a test) lets its
+                # writer process go once collected (its threads hold the writer, not us)
+                weakref.finalize(self, self._files.release)
             except OSError:  # pragma: no cover - no subprocess here: a thread writes them
                 self._files = None
         self._active: Optional[_Pending] = None  # async: the checkpoint being encoded in slices

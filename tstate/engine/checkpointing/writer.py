@@ -218,6 +218,11 @@ class FileWriter:
             self._proc.wait()
         self._reader.join(timeout=10)
 
+    def release(self) -> None:
+        """Let the child finish what it was sent, then exit -- without waiting for it
+        (what the owner of an execution nobody holds any more calls: a finalizer)."""
+        self._queue.put(None)
+
     def kill(self) -> None:
         """Stop the child now (what it did not acknowledge fails)."""
         self._queue.put(None)
@@ -296,14 +301,22 @@ _CHILD = "import sys; from tstate.engine.checkpointing.writer import main; sys.e
 def main(argv: Optional[list[str]] = None) -> int:
     """The child: write the files of every batch read from stdin, commit every commit
     request, acknowledge each."""
-    from tstate.checkpoint.location import open_filesystem
-
     parent = os.getppid()
     _die_with_parent()
     if os.getppid() != parent:  # pragma: no cover - the parent died before prctl
         return 0
     args = sys.argv[1:] if argv is None else argv
-    fs = open_filesystem(args[0])
+    try:
+        return _serve(args[0], parent)
+    except BrokenPipeError:  # the parent went away: nobody waits for an answer
+        return 0
+
+
+def _serve(location: str, parent: int) -> int:
+    """The child's loop (see :func:`main`)."""
+    from tstate.checkpoint.location import open_filesystem
+
+    fs = open_filesystem(location)
     # data files: straight under their names where the filesystem can (a manifest names
     # them only once written and synced: LocalFS.write_unread)
     unread = getattr(fs, "write_unread", None)
@@ -336,7 +349,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             if os.getppid() != parent:  # the run was killed: it may restart and write this checkpoint itself
                 return 0
             try:
-                result = _commit(args[0], stores, msgpack.unpackb(body, raw=False, strict_map_key=False))
+                result = _commit(location, stores, msgpack.unpackb(body, raw=False, strict_map_key=False))
             except (CheckpointError, OSError, ValueError, KeyError, TypeError) as exc:
                 error = str(exc) if isinstance(exc, CheckpointError) else f"checkpoint not committed: {exc!r}"
         reply = _encode([seq, error, result])

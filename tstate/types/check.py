@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 from msgspec import ValidationError, convert
 
 from tstate.errors import StateTypeError
-from tstate.types.schema import Kind, Schema, root_label
+from tstate.types.schema import Kind, Schema, by_type, root_label
 from tstate.types.tracked import Array, Map
 
 __all__ = ["Mismatch", "Checker", "VectorChecker", "compile_checker", "compile_vector_checker", "check", "INT_MIN", "INT_MAX"]
@@ -87,14 +87,7 @@ def compile_checker(schema: Schema, ranges: bool = True) -> Checker:
     With ``ranges=False`` it skips the range check of ints, which is all a
     caller needs that encodes right away: msgpack raises ``OverflowError`` for an int
     out of range, and the caller can then run the full checker to find it."""
-    key = (schema.tp, ranges)
-    try:
-        return _CACHE[key]
-    except KeyError:
-        fn = _CACHE[key] = _compile(schema, ranges)
-        return fn
-    except TypeError:  # an unhashable annotation
-        return _compile(schema, ranges)
+    return by_type(_CACHE, (schema.tp, ranges), lambda: _compile(schema, ranges))
 
 
 # Kinds that are valid exactly when the value's type is one of a fixed set of classes.
@@ -391,13 +384,7 @@ def compile_vector_checker(schema: Schema) -> VectorChecker:
     >>> ok([{"a": [1, 2]}, {"b": []}]), ok([{"a": [1, "2"]}])
     (True, False)
     """
-    try:
-        return _VCACHE[schema.tp]
-    except KeyError:
-        fn = _VCACHE[schema.tp] = _vector(schema)
-        return fn
-    except TypeError:  # an unhashable annotation
-        return _vector(schema)
+    return by_type(_VCACHE, schema.tp, lambda: _vector(schema))
 
 
 def _types_within(allowed: frozenset[type]) -> VectorChecker:

@@ -40,7 +40,7 @@ import copy as _copy
 import importlib
 from typing import Any, Callable
 
-from tstate.types.schema import SCALAR_KINDS, Kind, Schema
+from tstate.types.schema import SCALAR_KINDS, Kind, Schema, by_type
 from tstate.types.tracked import Array, Map
 
 __all__ = ["Copier", "compile_copier", "immutable"]
@@ -83,13 +83,7 @@ _CACHE: dict[Any, Copier] = {}
 
 def compile_copier(schema: Schema) -> Copier:
     """The copier of ``schema`` (cached by declared type; see the module docstring)."""
-    try:
-        return _CACHE[schema.tp]
-    except KeyError:
-        fn = _CACHE[schema.tp] = _compile(schema)
-        return fn
-    except TypeError:  # an unhashable annotation
-        return _compile(schema)
+    return by_type(_CACHE, schema.tp, lambda: _compile(schema))
 
 
 def _compile(schema: Schema) -> Copier:

@@ -46,7 +46,9 @@ import datetime as _dt
 import enum
 import types
 import typing
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
+
+T = TypeVar("T")
 
 import attrs
 import xxhash
@@ -421,6 +423,25 @@ def _compatible(new: Schema, old: Schema, path: str) -> str | None:
 # ---------------------------------------------------------------------- analysing
 
 _CACHE: dict[Any, Schema] = {}
+
+
+
+def by_type(cache: dict[Any, T], key: Any, build: Callable[[], T]) -> T:
+    """``cache[key]``, built by ``build()`` the first time; an unhashable ``key`` (an
+    ``Annotated`` type carrying a list...) is built each time, not cached.  What the
+    compiled checkers, copiers and codecs of a declared type are kept in.
+
+    >>> cache: dict = {}
+    >>> by_type(cache, int, lambda: "built"), by_type(cache, list[int], lambda: "built"), len(cache)
+    ('built', 'built', 2)
+    """
+    try:
+        return cache[key]
+    except KeyError:
+        value = cache[key] = build()
+        return value
+    except TypeError:  # unhashable
+        return build()
 
 
 def analyse(tp: Any) -> Schema:

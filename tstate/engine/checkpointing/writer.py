@@ -114,21 +114,17 @@ class FileWriter:
         """Write ``files`` (paths relative to the location); the future completes once
         all of them are written.  Returns at once: the batch is handed to the child by
         a feeder thread (queued until it has started: see :attr:`ready`)."""
-        fut: Future[None] = Future()
-        with self._lock:
-            if self._dead is not None:
-                fut.set_exception(CheckpointError(self._dead))
-                return fut
-            self._seq += 1
-            seq = self._seq
-            self._futures[seq] = (fut, [p for p, _ in files])
-        self._queue.put(_encode([seq, _FILES, [[p, d] for p, d in files]]))
-        return fut
+        return self._send(_FILES, [[p, d] for p, d in files], [p for p, _ in files])
 
     def commit(self, request: dict[str, Any]) -> Future[Any]:
         """Commit a checkpoint in the child (see :func:`commit_request`); the future's
         result is ``{"problems": [...]}`` (what garbage collection found wrong), or a
         :class:`~tstate.errors.CheckpointError` saying why nothing was committed."""
+        return self._send(_COMMIT, msgpack.packb(request, use_bin_type=True), [f"the manifest of checkpoint {request['id']}"])
+
+    def _send(self, kind: int, body: Any, names: list[str]) -> Future[Any]:
+        """Queue one message for the child; its future fails naming ``names`` (what it
+        writes) if the child dies first."""
         fut: Future[Any] = Future()
         with self._lock:
             if self._dead is not None:
@@ -136,8 +132,8 @@ class FileWriter:
                 return fut
             self._seq += 1
             seq = self._seq
-            self._futures[seq] = (fut, [f"the manifest of checkpoint {request['id']}"])
-        self._queue.put(_encode([seq, _COMMIT, msgpack.packb(request, use_bin_type=True)]))
+            self._futures[seq] = (fut, names)
+        self._queue.put(_encode([seq, kind, body]))
         return fut
 
     def _feed(self, cmd: list[str], env: dict[str, str], started: Future[Any]) -> None:

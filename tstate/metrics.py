@@ -69,7 +69,8 @@ class BatchMetrics:
     bytes_read: int = 0
     handover_bytes: int = 0
     #: pre-copy (Backend.rescale(..., strategy="precopy")): at the hand-over, moved bins
-    #: the new owner found prefetched (only the files since read) and moved bins it had
+    #: the new owner found prefetched (only the files since read; counted in
+    #: cache_catchups too) and moved bins it had
     #: to read whole (its task ran on a process that had not prefetched them); in the
     #: batches before, bins the executors were asked to prefetch and loads they started
     #: (one per executor process and bin)

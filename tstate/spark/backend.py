@@ -40,9 +40,11 @@ their time.
 
 **Rescaling.**  State belongs to bins, and every bin is durable after each batch, so
 the bin→partition map may change between any two batches: :meth:`Backend.rescale`
-(all at once, or fluid: a few bins per batch), or a restart with another
-``partitions``.  The state store is the embedded engine's checkpoint format, so either
-engine resumes from the other's checkpoints.  A moved bin is read by its new owner from the store; a bin whose
+(all at once, fluid: a few bins per batch, or pre-copy: the executors load the moving
+bins in the background during the batch before they move, :mod:`tstate.spark.binstore`),
+or a restart with another ``partitions``.  The state store is the embedded engine's checkpoint format, so either
+engine resumes from the other's checkpoints.  A moved bin is read by its new owner from the store (with
+pre-copy: only the files committed since its prefetch); a bin whose
 owner did not change usually comes from the executor's cache
 (:mod:`tstate.spark.binstore`; ``metrics.cache_hit_rate``).
 """
@@ -344,7 +346,8 @@ class Backend:
         else:
             k = 1 if strategy == "all-at-once" else min(steps, max(1, len(moves)))
             self._steps = [_Step(dict(moves[i::k])) for i in range(k)] if moves else []
-        self.partitions = max(partitions, max((max(o) + 1 for o in self._owners.values()), default=1))
+        if strategy != "precopy":  # (precopy: the lead batches run on the old partitions)
+            self.partitions = max(partitions, max((max(o) + 1 for o in self._owners.values()), default=1))
         self._target_partitions = partitions
         return len(self._steps)
 
@@ -357,6 +360,8 @@ class Backend:
                 self._target_partitions = None
             return _Step({})
         step = self._steps.pop(0)
+        if step.moves and self._target_partitions is not None:
+            self.partitions = max(self.partitions, self._target_partitions)
         for code, p in step.moves.items():
             self._owners[code >> 20][code & _BIN_MASK] = p
         if not self._steps and self._target_partitions is not None:

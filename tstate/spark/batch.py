@@ -559,7 +559,7 @@ class MicroBatch:
         s, sec, loops = self.stats, self.seconds, self.loop_stats
         return BatchMetrics(
             self.batch, self.hi, _time.perf_counter() - self.start, self.partitions, s["records"], s["hits"],
-            s["misses"], s["bytes"], self.moved, s["catchups"], sec["jobs"], sec["driver"], sec["commit"],
+            s["misses"], s["bytes"], self.moved, s["catchups"] + s["prefetched"], sec["jobs"], sec["driver"], sec["commit"],
             loops["rounds"], loops["stages"], sum(p.records for p in self.now), output_seconds,
             stages=loops["root_stages"], take_seconds=s["take_us"] / 1e6, take_max_seconds=s["take_max_us"] / 1e6,
             bytes_read=s["read_bytes"], handover_bytes=s["handover_bytes"], prefetched_bins=s["prefetched"],

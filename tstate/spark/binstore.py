@@ -35,6 +35,7 @@ dropped after the hand-over batch (:func:`expire`).
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Iterable, Optional
 
@@ -178,6 +179,10 @@ def prefetch(
         return 0
 
     def load() -> None:
+        try:  # (Linux: this thread alone at the lowest CPU priority, behind the tasks)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (AttributeError, OSError):
+            pass
         for key, refs, owner in todo:
             try:
                 b = read(directory, refs, codec, fingerprint)

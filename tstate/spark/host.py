@@ -101,7 +101,7 @@ class StatefulHost:
             bin_, how = binstore.take(info.directory, m, self.pn.name, b, self.op.codec, stored_fp, partition)
             found[how.how] += 1
             found["read"] += how.read
-            if b in moved:
+            if b in moved and (how.how != "miss" or how.read):  # (a bin without state has nothing to hand over)
                 found["handover_bins"] += 1
                 found["handover_bytes"] += how.read
             loaded[b] = bin_

@@ -33,7 +33,8 @@ for Spark's own query.
    query (tstate: constructing the Backend) to the first batch's output in the sink.
 
 3. **The hand-over at low churn** (all-at-once, the current strategy, beside precopy and
-   a control run): ``--handover-keys`` keys (default 200k) in state from the first
+   a control run), on a per-key ``stateful`` count (its deltas hold only the changed
+   keys; ``fold_bins`` rewrites a whole bin): ``--handover-keys`` keys (default 200k) in state from the first
    file, then ``--handover-files - 1`` files touching ``--churn`` of the keys each
    (default 1%); ``rescale(4, strategy)`` in batch ``--handover-at``.  Per strategy:
    steady batch median, the lead and hand-over batches' seconds, the worst of them over
@@ -146,11 +147,22 @@ def f2(x: float | None) -> str:
 # ---------------------------------------------------------------- tstate
 
 
-def build_flow(sink: Any) -> tuple[Any, Any]:
+def build_flow(sink: Any, fold: bool = True) -> tuple[Any, Any]:
+    """The keyed count: a ``fold_bins`` over each bin's records (which rewrites a whole
+    bin when it changes), or (``fold=False``) a per-key ``stateful`` emitting the count
+    per record (a bin's delta holds only its changed keys)."""
     import tstate as ts
 
     flow = ts.Dataflow("keyed-count")
     events = flow.input("events")
+    if not fold:
+        @flow.stateful(events, key=lambda r: r["key"], state=int)
+        def counted(n: int, r: dict, ctx: Any) -> int:
+            ctx.emit((r["key"], n + 1))
+            return n + 1
+
+        counted.sink(sink)
+        return flow, counted
 
     @flow.fold_bins(events, key=lambda r: r["key"], state=int)
     def count(states: dict, records: Any, ctx: Any) -> None:
@@ -199,7 +211,7 @@ def tstate_state(backend: Any, op: Any) -> dict[str, int]:
 
 def run_tstate(
     spark: Any, source_dir: str, ckpt: str, partitions: int, out: Collector,
-    hook: Callable[[Any, int], None] | None = None,
+    hook: Callable[[Any, int], None] | None = None, fold: bool = True,
 ) -> dict[str, Any]:
     """One availableNow run of the tstate query; ``hook(backend, batch)`` after each batch's sink."""
     from tstate.spark import Backend
@@ -207,7 +219,7 @@ def run_tstate(
     t0 = time.perf_counter()
     backend = Backend(spark, checkpoint=ckpt, partitions=partitions)
     sink = bench_sink(out, (lambda b: hook(backend, b)) if hook else None)
-    flow, op = build_flow(sink)
+    flow, op = build_flow(sink, fold)
     q = backend.start(flow, {"events": stream_source(spark, source_dir)}, trigger={"availableNow": True})
     q.awaitTermination()
     total = time.perf_counter() - t0
@@ -231,7 +243,7 @@ def expected_moves(bins: int) -> int:
 
 
 def live_run(spark: Any, data_dir: str, ckpt: str, strategy: str, at: int, steps: int,
-             ref: dict[str, int], touched: int, rows: int, files: int, moves: int) -> dict[str, Any]:
+             ref: dict[str, int], touched: int, rows: int, files: int, moves: int, fold: bool = True) -> dict[str, Any]:
     out = Collector()
     fired: list[int] = []
 
@@ -239,7 +251,7 @@ def live_run(spark: Any, data_dir: str, ckpt: str, strategy: str, at: int, steps
         if strategy != "none" and b == at and not fired:
             fired.append(backend.rescale(TO, strategy, steps=steps))
 
-    r = run_tstate(spark, data_dir, ckpt, FROM, out, hook)
+    r = run_tstate(spark, data_dir, ckpt, FROM, out, hook, fold)
     bm = r["batches"]
     status = check(strategy, out, ref, touched, rows)
     problems = [] if status == "ok" else [status]
@@ -594,7 +606,7 @@ def part_handover(args: Any, tmp: TempDirs) -> tuple[str, dict[str, Any]]:
         warm = tmp.new("handover-warm")
         link_files(paths[:2], warm)
         for p in (FROM, TO):
-            run_tstate(spark, warm, tmp.new(f"handover-warm{p}"), p, Collector())
+            run_tstate(spark, warm, tmp.new(f"handover-warm{p}"), p, Collector(), fold=False)
         for rnd in range(args.repeat):
             for s in HANDOVER:
                 print(f"hand-over: {s} (round {rnd + 1}/{args.repeat}) ...", file=sys.stderr, flush=True)
@@ -602,7 +614,7 @@ def part_handover(args: Any, tmp: TempDirs) -> tuple[str, dict[str, Any]]:
                 link_files(paths, src)
                 try:
                     r = live_run(spark, src, tmp.new(f"handover-{s}"), s, at, 1, refs[-1], sum(touched), rows,
-                                 files, moves)
+                                 files, moves, fold=False)
                 except Exception as e:  # noqa: BLE001 -- a failing run must not hide the others
                     traceback.print_exc()
                     r = {"strategy": s, "status": f"failed: {short(e)}", "batches": []}
@@ -710,6 +722,9 @@ def main(argv: list[str] | None = None) -> None:
         f"spark rescale {FROM} -> {TO} partitions: keyed count (fold_bins, 256 bins), {args.files} parquet files x "
         f"{args.rows_per_file:,} rows, {args.keys:,} keys, maxFilesPerTrigger=1 (one micro-batch per file), "
         f"local[2], python {sys.version.split()[0]}, pyspark {pyspark.__version__}"
+    ) if parts & {"live", "restart"} else (
+        f"spark rescale {FROM} -> {TO} partitions: the hand-over, maxFilesPerTrigger=1 (one micro-batch per file), "
+        f"local[2], python {sys.version.split()[0]}, pyspark {pyspark.__version__}"
     )
     sections = [head]
     tmp = TempDirs()
@@ -775,7 +790,8 @@ def main(argv: list[str] | None = None) -> None:
         if "handover" in parts:
             text, figures = part_handover(args, tmp)
             sections.append(
-                f"\n3. the hand-over at low churn: {args.handover_keys:,} keys (file 0 holds each once), then "
+                f"\n3. the hand-over at low churn: a per-key stateful count (256 bins; a bin's delta holds its "
+                f"changed keys), {args.handover_keys:,} keys (file 0 holds each once), then "
                 f"{args.handover_files - 1} files of {args.churn:.0%} of the keys each; rescale({TO}, strategy) called "
                 f"in batch {args.handover_at}: all-at-once moves the bins at batch {args.handover_at + 1}, precopy "
                 f"prefetches them during batch {args.handover_at + 1} (the lead batch) and moves them at "

@@ -40,7 +40,8 @@ for Spark's own query.
    steady batch median, the lead and hand-over batches' seconds, the worst of them over
    the steady median, and the bytes the new owners read for the moved bins at the
    hand-over (``BatchMetrics.handover_bytes``: whole chains for all-at-once, only the
-   files since the prefetch for precopy), with prefetched bins / fallbacks.  The last
+   files since the prefetch for precopy) and the seconds its tasks spent taking bins
+   (``BatchMetrics.take_seconds``), with prefetched bins / fallbacks.  The last
    line is JSON: ``spark_precopy_handover_bytes_ratio`` (precopy's hand-over bytes over
    all-at-once's) and ``spark_precopy_max_over_steady`` (with the same for all-at-once
    and the control run).
@@ -622,13 +623,15 @@ def part_handover(args: Any, tmp: TempDirs) -> tuple[str, dict[str, Any]]:
                 runs[s].append(r)
     finally:
         spark.stop()
-    figures: dict[str, dict[str, list[float]]] = {s: {"bytes": [], "max_over": [], "hand_over": []} for s in HANDOVER}
+    figures: dict[str, dict[str, list[float]]] = {
+        s: {"bytes": [], "max_over": [], "hand_over": [], "take": []} for s in HANDOVER
+    }
     trows = []
     for s in HANDOVER:
         for r in runs[s]:
             bm = r["batches"]
             if not bm or r["status"] != "ok":
-                trows.append((s, "-", "-", "-", "-", "-", "-", "-", "-", f"{r.get('total', 0):.1f}", r["status"]))
+                trows.append((s, "-", "-", "-", "-", "-", "-", "-", "-", "-", f"{r.get('total', 0):.1f}", r["status"]))
                 continue
             before, during, _after = phases(bm, s, at, 2)  # (control: the batches precopy's lead and hand-over take)
             steady = median([b.seconds for b in before]) or 0.0
@@ -639,9 +642,11 @@ def part_handover(args: Any, tmp: TempDirs) -> tuple[str, dict[str, Any]]:
             figures[s]["bytes"].append(hb)
             figures[s]["max_over"].append(worst / steady)
             figures[s]["hand_over"].append(hand[0].seconds / steady)
+            figures[s]["take"].append(hand[0].take_seconds)
             trows.append((
                 s, f2(steady), f2(lead[0].seconds) if lead else "-", f2(hand[0].seconds), f"{worst / steady:.2f}",
                 f"{hb:,}", f"{sum(b.bytes_read for b in during):,}",
+                f"{hand[0].take_seconds:.3f} / {hand[0].take_max_seconds:.3f}",
                 f"{sum(b.moved_bins for b in bm)}",
                 f"{sum(b.prefetched_bins for b in bm)}/{sum(b.prefetch_fallbacks for b in bm)}/"
                 f"{sum(b.prefetch_loads for b in bm)}",
@@ -649,7 +654,8 @@ def part_handover(args: Any, tmp: TempDirs) -> tuple[str, dict[str, Any]]:
             ))
     text = table(
         ["strategy", "steady median s", "lead batch s", "hand-over batch s", "max during / steady",
-         "bytes read at hand-over (moved bins)", "bytes read, all bins, during", "bins moved",
+         "bytes read at hand-over (moved bins)", "bytes read, all bins, during",
+         "hand-over batch: taking bins s (all tasks / slowest)", "bins moved",
          "prefetched/fallbacks/loads", "total s", "check"],
         trows,
     )
@@ -661,6 +667,8 @@ def part_handover(args: Any, tmp: TempDirs) -> tuple[str, dict[str, Any]]:
         if figures[s]["max_over"]:
             out[f"{key}_max_over_steady"] = round(median(figures[s]["max_over"]) or 0, 3)
             out[f"{key}_handover_over_steady"] = round(median(figures[s]["hand_over"]) or 0, 3)
+    if pre["take"] and aao["take"] and median(aao["take"]):
+        out["spark_precopy_handover_take_ratio"] = round((median(pre["take"]) or 0) / (median(aao["take"]) or 1), 4)
     out["spark_precopy_handover_bytes"] = median(pre["bytes"]) if pre["bytes"] else None
     out["spark_all_at_once_handover_bytes"] = median(aao["bytes"]) if aao["bytes"] else None
     return text, out
@@ -798,7 +806,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"{args.handover_at + 2}; steady = median of batches 1..{args.handover_at}; during = the lead and "
                 f"hand-over batches (control: the same two); bytes read at hand-over = BatchMetrics.handover_bytes "
                 f"(state files the new owners read for the moved bins: whole chains, or only the files since the "
-                f"prefetch); a moved bin is never served from the old owner's cached copy (binstore: a bin is "
+                f"prefetch); taking bins = BatchMetrics.take_seconds / take_max_seconds (reading, decoding and "
+                f"catching up the bins the tasks install); a moved bin is never served from the old owner's cached copy (binstore: a bin is "
                 f"cached for the partition that gave it), as on a cluster; {args.repeat} round(s)\n" + text
             )
     finally:

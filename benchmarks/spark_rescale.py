@@ -7,8 +7,10 @@ per file); a ``fold_bins`` count (256 bins) emitting the updated ``(key, count)`
 keys touched in each batch; local[2], RocksDB state store with changelog checkpointing
 for Spark's own query.
 
-1. **Live rescale** (tstate): three runs side by side, all starting on 2 partitions —
-   ``none`` (control), ``all-at-once`` and ``fluid`` (``steps`` batches).  The sink calls
+1. **Live rescale** (tstate): four runs side by side, all starting on 2 partitions —
+   ``none`` (control), ``all-at-once``, ``fluid`` (``steps`` batches) and ``precopy``
+   (the executors prefetch the moving bins during batch ``at + 1``, the bins move at
+   ``at + 2``).  The sink calls
    ``backend.rescale(4, strategy)`` on the driver while delivering batch ``--at`` (default
    5), so the bins move from batch ``at + 1`` on.  Per batch: ``BatchMetrics.seconds``,
    moved bins, executor cache hits / catch-ups / misses.  Table: median before (batches
@@ -30,6 +32,20 @@ for Spark's own query.
    tstate also ``BatchMetrics.seconds``); start -> first output = from starting the
    query (tstate: constructing the Backend) to the first batch's output in the sink.
 
+3. **The hand-over at low churn** (all-at-once, the current strategy, beside precopy and
+   a control run), on a per-key ``stateful`` count (its deltas hold only the changed
+   keys; ``fold_bins`` rewrites a whole bin): ``--handover-keys`` keys (default 200k) in state from the first
+   file, then ``--handover-files - 1`` files touching ``--churn`` of the keys each
+   (default 1%); ``rescale(4, strategy)`` in batch ``--handover-at``.  Per strategy:
+   steady batch median, the lead and hand-over batches' seconds, the worst of them over
+   the steady median, and the bytes the new owners read for the moved bins at the
+   hand-over (``BatchMetrics.handover_bytes``: whole chains for all-at-once, only the
+   files since the prefetch for precopy) and the seconds its tasks spent taking bins
+   (``BatchMetrics.take_seconds``), with prefetched bins / fallbacks.  The last
+   line is JSON: ``spark_precopy_handover_bytes_ratio`` (precopy's hand-over bytes over
+   all-at-once's) and ``spark_precopy_max_over_steady`` (with the same for all-at-once
+   and the control run).
+
 Every run is checked: final counts equal the plain-Python count over the same files,
 the emitted rows equal the keys touched per batch, and the operator's state (tstate:
 ``backend.state``; Spark: ``numRowsTotal``) holds every key, so a broken run cannot look
@@ -37,7 +53,8 @@ fast.  Moved bins are checked against the planner's minimal move.
 
     python -m benchmarks.spark_rescale [--files 20] [--rows-per-file 50000] [--keys 10000]
         [--at 5] [--steps 4] [--restart-files 12] [--after-files 3] [--repeat 2]
-        [--restart-repeat 3] [--only live,restart] [--quick]
+        [--restart-repeat 3] [--handover-files 12] [--handover-keys 200000] [--churn 0.01]
+        [--handover-at 5] [--only live,restart,handover] [--quick]
 
 Writes benchmarks/results/spark_rescale.txt and .png (not with --quick).
 """
@@ -68,7 +85,9 @@ from benchmarks.spark_common import (
 )
 
 FROM, TO = 2, 4
-STRATEGIES = ["none", "all-at-once", "fluid"]
+STRATEGIES = ["none", "all-at-once", "fluid", "precopy"]
+#: part 3 (the hand-over at low churn): the current strategy beside pre-copy
+HANDOVER = ["none", "all-at-once", "precopy"]
 
 
 # ---------------------------------------------------------------- reference + helpers
@@ -129,11 +148,22 @@ def f2(x: float | None) -> str:
 # ---------------------------------------------------------------- tstate
 
 
-def build_flow(sink: Any) -> tuple[Any, Any]:
+def build_flow(sink: Any, fold: bool = True) -> tuple[Any, Any]:
+    """The keyed count: a ``fold_bins`` over each bin's records (which rewrites a whole
+    bin when it changes), or (``fold=False``) a per-key ``stateful`` emitting the count
+    per record (a bin's delta holds only its changed keys)."""
     import tstate as ts
 
     flow = ts.Dataflow("keyed-count")
     events = flow.input("events")
+    if not fold:
+        @flow.stateful(events, key=lambda r: r["key"], state=int)
+        def counted(n: int, r: dict, ctx: Any) -> int:
+            ctx.emit((r["key"], n + 1))
+            return n + 1
+
+        counted.sink(sink)
+        return flow, counted
 
     @flow.fold_bins(events, key=lambda r: r["key"], state=int)
     def count(states: dict, records: Any, ctx: Any) -> None:
@@ -182,7 +212,7 @@ def tstate_state(backend: Any, op: Any) -> dict[str, int]:
 
 def run_tstate(
     spark: Any, source_dir: str, ckpt: str, partitions: int, out: Collector,
-    hook: Callable[[Any, int], None] | None = None,
+    hook: Callable[[Any, int], None] | None = None, fold: bool = True,
 ) -> dict[str, Any]:
     """One availableNow run of the tstate query; ``hook(backend, batch)`` after each batch's sink."""
     from tstate.spark import Backend
@@ -190,7 +220,7 @@ def run_tstate(
     t0 = time.perf_counter()
     backend = Backend(spark, checkpoint=ckpt, partitions=partitions)
     sink = bench_sink(out, (lambda b: hook(backend, b)) if hook else None)
-    flow, op = build_flow(sink)
+    flow, op = build_flow(sink, fold)
     q = backend.start(flow, {"events": stream_source(spark, source_dir)}, trigger={"availableNow": True})
     q.awaitTermination()
     total = time.perf_counter() - t0
@@ -214,7 +244,7 @@ def expected_moves(bins: int) -> int:
 
 
 def live_run(spark: Any, data_dir: str, ckpt: str, strategy: str, at: int, steps: int,
-             ref: dict[str, int], touched: int, rows: int, files: int, moves: int) -> dict[str, Any]:
+             ref: dict[str, int], touched: int, rows: int, files: int, moves: int, fold: bool = True) -> dict[str, Any]:
     out = Collector()
     fired: list[int] = []
 
@@ -222,7 +252,7 @@ def live_run(spark: Any, data_dir: str, ckpt: str, strategy: str, at: int, steps
         if strategy != "none" and b == at and not fired:
             fired.append(backend.rescale(TO, strategy, steps=steps))
 
-    r = run_tstate(spark, data_dir, ckpt, FROM, out, hook)
+    r = run_tstate(spark, data_dir, ckpt, FROM, out, hook, fold)
     bm = r["batches"]
     status = check(strategy, out, ref, touched, rows)
     problems = [] if status == "ok" else [status]
@@ -243,12 +273,13 @@ def live_run(spark: Any, data_dir: str, ckpt: str, strategy: str, at: int, steps
 
 def phases(bm: list[Any], strategy: str, at: int, steps: int) -> tuple[list[Any], list[Any], list[Any]]:
     """(before, during, after) batches: before = 1..at (0 is the cold start); during =
-    the batches that moved bins (control: the fluid window at+1..at+steps)."""
+    the batches that moved bins or prefetched them (precopy: the lead batch and the
+    hand-over; control: the fluid window at+1..at+steps)."""
     ids = [b.batch for b in bm]
     if strategy == "none":
         window = set(range(at + 1, at + 1 + steps))
     else:
-        window = {b.batch for b in bm if b.moved_bins}
+        window = {b.batch for b in bm if b.moved_bins or b.prefetch_bins}
     last = max(window) if window else at
     before = [b for b in bm if 1 <= b.batch <= at]
     during = [b for b in bm if b.batch in window]
@@ -324,7 +355,8 @@ def plot_live(runs: dict[str, list[dict[str, Any]]], at: int, steps: int, path: 
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    styles = {"none": ("tab:gray", "o"), "all-at-once": ("tab:red", "s"), "fluid": ("tab:blue", "^")}
+    styles = {"none": ("tab:gray", "o"), "all-at-once": ("tab:red", "s"), "fluid": ("tab:blue", "^"),
+              "precopy": ("tab:green", "D")}
     for s in STRATEGIES:
         for i, r in enumerate(runs[s]):
             bm = r["batches"]
@@ -529,6 +561,119 @@ def part_restart(args: Any, paths: list[str], tmp: TempDirs, refs: list[dict[str
     return text, notes, cases
 
 
+# ---------------------------------------------------------------- part 3: the hand-over at low churn
+
+
+def generate_churn(data_dir: str, files: int, keys: int, churn: float, seed: int = 11) -> list[str]:
+    """File 0: every one of ``keys`` keys once (the state); files 1..: ``churn`` of the
+    keys each (distinct, random): few keys change per batch.  Reused if already there."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    os.makedirs(data_dir, exist_ok=True)
+    names = np.array([f"key{i:07d}" for i in range(keys)], dtype=object)
+    rng = np.random.default_rng(seed)
+    per = max(1, int(keys * churn))
+    base = int(time.time()) - files - 10
+    paths = []
+    for f in range(files):
+        ks = rng.permutation(keys) if f == 0 else rng.choice(keys, per, replace=False)
+        path = os.path.join(data_dir, f"part-{f:05d}.parquet")
+        if not os.path.exists(path):
+            tbl = pa.table({"key": pa.array(names[ks], type=pa.string()),
+                            "value": pa.array(np.arange(len(ks)), type=pa.int64())})
+            pq.write_table(tbl, path + ".tmp")
+            os.replace(path + ".tmp", path)
+        os.utime(path, (base + f, base + f))
+        paths.append(path)
+    return paths
+
+
+def part_handover(args: Any, tmp: TempDirs) -> tuple[str, dict[str, Any]]:
+    """The hand-over at low churn: the current strategy (all-at-once) beside precopy and
+    a control run, round-robin; returns the table and the JSON figures."""
+    from tstate.dataflow import DEFAULT_BINS
+
+    files, keys, churn, at = args.handover_files, args.handover_keys, args.churn, args.handover_at
+    data_dir = default_data_dir(files, 0, keys) + f"-churn{churn:g}"
+    paths = generate_churn(data_dir, files, keys, churn)
+    refs, touched = reference(paths)
+    rows = keys + (files - 1) * max(1, int(keys * churn))
+    moves = expected_moves(DEFAULT_BINS)
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in HANDOVER}
+    spark = spark_session("spark-rescale-handover")
+    try:
+        warm = tmp.new("handover-warm")
+        link_files(paths[:2], warm)
+        for p in (FROM, TO):
+            run_tstate(spark, warm, tmp.new(f"handover-warm{p}"), p, Collector(), fold=False)
+        for rnd in range(args.repeat):
+            for s in HANDOVER:
+                print(f"hand-over: {s} (round {rnd + 1}/{args.repeat}) ...", file=sys.stderr, flush=True)
+                src = tmp.new(f"handover-src-{s}")
+                link_files(paths, src)
+                try:
+                    r = live_run(spark, src, tmp.new(f"handover-{s}"), s, at, 1, refs[-1], sum(touched), rows,
+                                 files, moves, fold=False)
+                except Exception as e:  # noqa: BLE001 -- a failing run must not hide the others
+                    traceback.print_exc()
+                    r = {"strategy": s, "status": f"failed: {short(e)}", "batches": []}
+                print(f"  {s}: {r.get('total', 0):.1f} s, check {r['status']}", file=sys.stderr, flush=True)
+                runs[s].append(r)
+    finally:
+        spark.stop()
+    figures: dict[str, dict[str, list[float]]] = {
+        s: {"bytes": [], "max_over": [], "hand_over": [], "take": []} for s in HANDOVER
+    }
+    trows = []
+    for s in HANDOVER:
+        for r in runs[s]:
+            bm = r["batches"]
+            if not bm or r["status"] != "ok":
+                trows.append((s, "-", "-", "-", "-", "-", "-", "-", "-", "-", f"{r.get('total', 0):.1f}", r["status"]))
+                continue
+            before, during, _after = phases(bm, s, at, 2)  # (control: the batches precopy's lead and hand-over take)
+            steady = median([b.seconds for b in before]) or 0.0
+            hand = [b for b in during if b.moved_bins] or during[-1:]
+            lead = [b for b in during if b.prefetch_bins]
+            worst = max(b.seconds for b in during)
+            hb = sum(b.handover_bytes for b in bm)
+            figures[s]["bytes"].append(hb)
+            figures[s]["max_over"].append(worst / steady)
+            figures[s]["hand_over"].append(hand[0].seconds / steady)
+            figures[s]["take"].append(hand[0].take_seconds)
+            trows.append((
+                s, f2(steady), f2(lead[0].seconds) if lead else "-", f2(hand[0].seconds), f"{worst / steady:.2f}",
+                f"{hb:,}", f"{sum(b.bytes_read for b in during):,}",
+                f"{hand[0].take_seconds:.3f} / {hand[0].take_max_seconds:.3f}",
+                f"{sum(b.moved_bins for b in bm)}",
+                f"{sum(b.prefetched_bins for b in bm)}/{sum(b.prefetch_fallbacks for b in bm)}/"
+                f"{sum(b.prefetch_loads for b in bm)}",
+                f"{r['total']:.1f}", r["status"],
+            ))
+    text = table(
+        ["strategy", "steady median s", "lead batch s", "hand-over batch s", "max during / steady",
+         "bytes read at hand-over (moved bins)", "bytes read, all bins, during",
+         "hand-over batch: taking bins s (all tasks / slowest)", "bins moved",
+         "prefetched/fallbacks/loads", "total s", "check"],
+        trows,
+    )
+    out: dict[str, Any] = {}
+    pre, aao = figures["precopy"], figures["all-at-once"]
+    if pre["bytes"] and aao["bytes"] and median(aao["bytes"]):
+        out["spark_precopy_handover_bytes_ratio"] = round((median(pre["bytes"]) or 0) / (median(aao["bytes"]) or 1), 4)
+    for s, key in (("precopy", "spark_precopy"), ("all-at-once", "spark_all_at_once"), ("none", "spark_control")):
+        if figures[s]["max_over"]:
+            out[f"{key}_max_over_steady"] = round(median(figures[s]["max_over"]) or 0, 3)
+            out[f"{key}_handover_over_steady"] = round(median(figures[s]["hand_over"]) or 0, 3)
+    if pre["take"] and aao["take"] and median(aao["take"]):
+        out["spark_precopy_handover_take_ratio"] = round((median(pre["take"]) or 0) / (median(aao["take"]) or 1), 4)
+    out["spark_precopy_handover_bytes"] = median(pre["bytes"]) if pre["bytes"] else None
+    out["spark_all_at_once_handover_bytes"] = median(aao["bytes"]) if aao["bytes"] else None
+    return text, out
+
+
 # ---------------------------------------------------------------- driver
 
 
@@ -546,7 +691,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--after-files", type=int, default=3, help="files arriving after the restart")
     ap.add_argument("--repeat", type=int, default=2, help="rounds of the live part (round-robin; one table row each)")
     ap.add_argument("--restart-repeat", type=int, default=3, help="rounds of each restart case (median)")
-    ap.add_argument("--only", default="live,restart")
+    ap.add_argument("--handover-files", type=int, default=12, help="part 3: files (the first holds every key)")
+    ap.add_argument("--handover-keys", type=int, default=200_000, help="part 3: keys in state")
+    ap.add_argument("--churn", type=float, default=0.01, help="part 3: share of the keys each later file touches")
+    ap.add_argument("--handover-at", type=int, default=5, help="part 3: the batch during which rescale() is called")
+    ap.add_argument("--only", default="live,restart,handover")
     ap.add_argument("--quick", action="store_true", help="smoke test: 6 files x 10k rows, 2k keys")
     ap.add_argument("--data-dir", default="")
     ap.add_argument("--out", default=None,
@@ -556,11 +705,14 @@ def main(argv: list[str] | None = None) -> None:
         args.files, args.rows_per_file, args.keys = 6, 10_000, 2_000
         args.at, args.steps, args.restart_files, args.after_files = 1, 2, 3, 2
         args.repeat, args.restart_repeat = 1, 1
+        args.handover_files, args.handover_keys, args.handover_at = 6, 20_000, 2
     if args.out is None:
         args.out = "" if args.quick else os.path.join("benchmarks", "results", "spark_rescale")
     parts = {s.strip() for s in args.only.split(",") if s.strip()}
-    if parts - {"live", "restart"}:
-        ap.error("--only takes live and/or restart")
+    if parts - {"live", "restart", "handover"}:
+        ap.error("--only takes live, restart and/or handover")
+    if args.handover_at + 2 >= args.handover_files - 1:
+        ap.error("--handover-at + 2 must leave batches after the move")
     if args.at + args.steps >= args.files - 1:
         ap.error("--at + --steps must leave batches after the move")
     if args.restart_files + args.after_files > args.files or args.after_files < 1:
@@ -577,6 +729,9 @@ def main(argv: list[str] | None = None) -> None:
     head = (
         f"spark rescale {FROM} -> {TO} partitions: keyed count (fold_bins, 256 bins), {args.files} parquet files x "
         f"{args.rows_per_file:,} rows, {args.keys:,} keys, maxFilesPerTrigger=1 (one micro-batch per file), "
+        f"local[2], python {sys.version.split()[0]}, pyspark {pyspark.__version__}"
+    ) if parts & {"live", "restart"} else (
+        f"spark rescale {FROM} -> {TO} partitions: the hand-over, maxFilesPerTrigger=1 (one micro-batch per file), "
         f"local[2], python {sys.version.split()[0]}, pyspark {pyspark.__version__}"
     )
     sections = [head]
@@ -640,11 +795,30 @@ def main(argv: list[str] | None = None) -> None:
                 f"repartition {f2(c.get('repartition'))}, start->first output {f2(c.get('to_first'))}, "
                 f"tstate first batch jobs/driver/commit s {c.get('first_split', '-')}, "
                 f"status {c['status']}" for c in cases))
+        if "handover" in parts:
+            text, figures = part_handover(args, tmp)
+            sections.append(
+                f"\n3. the hand-over at low churn: a per-key stateful count (256 bins; a bin's delta holds its "
+                f"changed keys), {args.handover_keys:,} keys (file 0 holds each once), then "
+                f"{args.handover_files - 1} files of {args.churn:.0%} of the keys each; rescale({TO}, strategy) called "
+                f"in batch {args.handover_at}: all-at-once moves the bins at batch {args.handover_at + 1}, precopy "
+                f"prefetches them during batch {args.handover_at + 1} (the lead batch) and moves them at "
+                f"{args.handover_at + 2}; steady = median of batches 1..{args.handover_at}; during = the lead and "
+                f"hand-over batches (control: the same two); bytes read at hand-over = BatchMetrics.handover_bytes "
+                f"(state files the new owners read for the moved bins: whole chains, or only the files since the "
+                f"prefetch); taking bins = BatchMetrics.take_seconds / take_max_seconds (reading, decoding and "
+                f"catching up the bins the tasks install); a moved bin is never served from the old owner's cached copy (binstore: a bin is "
+                f"cached for the partition that gave it), as on a cluster; {args.repeat} round(s)\n" + text
+            )
     finally:
         tmp.cleanup()
     sections.append(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after "
                     f"({os.cpu_count()} CPUs)")
     text = "\n".join(sections)
+    if "handover" in parts:
+        import json
+
+        text += "\n" + json.dumps(figures)
     print(text)
     if args.out:
         with open(args.out + ".txt", "w") as f:

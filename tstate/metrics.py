@@ -64,6 +64,20 @@ class BatchMetrics:
     #: the slowest task's (tstate.spark.restore: the executors restore in parallel)
     take_seconds: float = 0.0
     take_max_seconds: float = 0.0
+    #: bytes of state files the tasks read taking their bins (catch-ups and misses), and
+    #: of those the bytes read for bins that changed owner at this batch (the hand-over)
+    bytes_read: int = 0
+    handover_bytes: int = 0
+    #: pre-copy (Backend.rescale(..., strategy="precopy")): at the hand-over, moved bins
+    #: the new owner found prefetched (only the files since read; counted in
+    #: cache_catchups too) and moved bins it had
+    #: to read whole (its task ran on a process that had not prefetched them); in the
+    #: batches before, bins the executors were asked to prefetch and loads they started
+    #: (one per executor process and bin)
+    prefetched_bins: int = 0
+    prefetch_fallbacks: int = 0
+    prefetch_bins: int = 0
+    prefetch_loads: int = 0
 
 
 @frozen

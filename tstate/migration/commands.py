@@ -25,7 +25,7 @@ from tstate.errors import ConfigurationError
 
 __all__ = ["Rescale", "MoveBins", "Assign", "Command", "STRATEGIES"]
 
-STRATEGIES = ("all-at-once", "fluid", "batched")
+STRATEGIES = ("all-at-once", "fluid", "batched", "precopy")
 
 
 def _check_strategy(instance: object, attribute: object, value: str) -> None:

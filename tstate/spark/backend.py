@@ -40,9 +40,11 @@ their time.
 
 **Rescaling.**  State belongs to bins, and every bin is durable after each batch, so
 the bin→partition map may change between any two batches: :meth:`Backend.rescale`
-(all at once, or fluid: a few bins per batch), or a restart with another
-``partitions``.  The state store is the embedded engine's checkpoint format, so either
-engine resumes from the other's checkpoints.  A moved bin is read by its new owner from the store; a bin whose
+(all at once, fluid: a few bins per batch, or pre-copy: the executors load the moving
+bins in the background during the batch before they move, :mod:`tstate.spark.binstore`),
+or a restart with another ``partitions``.  The state store is the embedded engine's checkpoint format, so either
+engine resumes from the other's checkpoints.  A moved bin is read by its new owner from the store (with
+pre-copy: only the files committed since its prefetch); a bin whose
 owner did not change usually comes from the executor's cache
 (:mod:`tstate.spark.binstore`; ``metrics.cache_hit_rate``).
 """
@@ -53,7 +55,7 @@ import os
 import time as _time
 from typing import TYPE_CHECKING, Any, Optional
 
-from attrs import define
+from attrs import define, field
 
 from tstate.checkpoint.settings import Checkpoints
 from tstate.errors import CheckpointError, ConfigurationError, SparkError
@@ -69,6 +71,20 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Backend", "Source", "BatchMetrics"]
 
 _INT_TYPES = ("tinyint", "smallint", "int", "bigint")
+#: a rescale step's bin code is ``boundary << 20 | bin``
+_BIN_MASK = (1 << 20) - 1
+
+
+@define
+class _Step:
+    """One batch of a rescale: ``moves`` (bin code -> partition) change owner at it;
+    ``prefetch`` (bin code -> next owner): pre-copy, loaded by the executors during it
+    for the hand-over ``ahead`` batches later; ``precopy``: its moves were prefetched."""
+
+    moves: dict[int, int]
+    prefetch: dict[int, int] = field(factory=dict)
+    ahead: int = 0
+    precopy: bool = False
 
 
 @define
@@ -192,7 +208,7 @@ class Backend:
         self._job: Optional[Job] = None
         self._shuffles = Shuffles(spark)
         self._owners: dict[int, list[int]] = {}
-        self._steps: list[dict[int, int]] = []  # pending rescale steps (bin -> partition, for every boundary)
+        self._steps: list[_Step] = []  # pending rescale steps
         self._target_partitions: Optional[int] = None
         #: what the last committed batch left for the next (tstate.spark.batch.Committed)
         self._last = Committed()
@@ -295,21 +311,27 @@ class Backend:
         finalise(self.spark, self.directory, files, last, plan.records)
 
     # -- rescaling --------------------------------------------------------------------
-    def rescale(self, partitions: int, strategy: str = "all-at-once", steps: int = 4) -> int:
+    def rescale(self, partitions: int, strategy: str = "all-at-once", steps: int = 4, *, lead: int = 1) -> int:
         """Spread the bins over ``partitions`` partitions from the next micro-batch on,
         moving as few bins as possible: ``"all-at-once"`` in one batch, ``"fluid"``
         spread evenly over ``steps`` batches (a moved bin costs its new owner one read
         from the store, so fluid spreads that cost).  ``"batched"`` is accepted as
-        ``"fluid"`` (every step here is already a batch boundary).  Returns the number
-        of batches the move takes."""
+        ``"fluid"`` (every step here is already a batch boundary).  ``"precopy"``: during
+        the next ``lead`` batches the executors load the moving bins' committed chains in
+        the background (:func:`tstate.spark.binstore.prefetch`) while the old owners keep
+        processing, then all bins move at once and each new owner reads only the files
+        committed since it loaded (``BatchMetrics.prefetched_bins``,
+        ``handover_bytes``).  Returns the number of batches the move takes."""
         from tstate.migration.planner import rescale_map
 
         if not isinstance(partitions, int) or partitions < 1:
             raise ConfigurationError(f"partitions must be an integer >= 1, got {partitions!r}")
-        if strategy not in ("all-at-once", "fluid", "batched"):
-            raise ConfigurationError(f"strategy must be 'all-at-once' or 'fluid', got {strategy!r}")
+        if strategy not in ("all-at-once", "fluid", "batched", "precopy"):
+            raise ConfigurationError(f"strategy must be 'all-at-once', 'fluid' or 'precopy', got {strategy!r}")
         if not isinstance(steps, int) or steps < 1:
             raise ConfigurationError(f"steps must be an integer >= 1, got {steps!r}")
+        if not isinstance(lead, int) or lead < 1:
+            raise ConfigurationError(f"lead must be an integer >= 1, got {lead!r}")
         if self._job is None:
             self.partitions = partitions
             return 0
@@ -319,27 +341,33 @@ class Backend:
             for bin_, p in enumerate(rescale_map(owners, partitions))
             if owners[bin_] != p
         ]
-        k = 1 if strategy == "all-at-once" else min(steps, max(1, len(moves)))
-        self._steps = [dict(moves[i::k]) for i in range(k)] if moves else []
-        self.partitions = max(partitions, max((max(o) + 1 for o in self._owners.values()), default=1))
+        if strategy == "precopy":
+            self._steps = [_Step({}, dict(moves), lead - i) for i in range(lead)] + [_Step(dict(moves), precopy=True)] if moves else []
+        else:
+            k = 1 if strategy == "all-at-once" else min(steps, max(1, len(moves)))
+            self._steps = [_Step(dict(moves[i::k])) for i in range(k)] if moves else []
+        if strategy != "precopy":  # (precopy: the lead batches run on the old partitions)
+            self.partitions = max(partitions, max((max(o) + 1 for o in self._owners.values()), default=1))
         self._target_partitions = partitions
         return len(self._steps)
 
-    def _next_owners(self) -> int:
-        """Apply the next rescale step; returns how many bins moved."""
+    def _next_owners(self) -> "_Step":
+        """Apply the next rescale step; returns it (an empty step: no rescale under way)."""
         if not self._steps:
             target = self._target_partitions
             if target is not None:
                 self.partitions = target
                 self._target_partitions = None
-            return 0
+            return _Step({})
         step = self._steps.pop(0)
-        for code, p in step.items():
-            self._owners[code >> 20][code & ((1 << 20) - 1)] = p
+        if step.moves and self._target_partitions is not None:
+            self.partitions = max(self.partitions, self._target_partitions)
+        for code, p in step.moves.items():
+            self._owners[code >> 20][code & _BIN_MASK] = p
         if not self._steps and self._target_partitions is not None:
             self.partitions = self._target_partitions
             self._target_partitions = None
-        return len(step)
+        return step
 
     # -- running ----------------------------------------------------------------------
     def run(
@@ -360,8 +388,9 @@ class Backend:
         for any cut: a micro-batch only decides when state is committed.
         ``reconfigure``: ``(time, tstate.Rescale(partitions, strategy=...))`` pairs, like
         the embedded engine's: from the first micro-batch at or after ``time``, the
-        bins move to the new partitions (per the strategy, over one or more batches);
-        with automatic cuts a micro-batch starts at each such time."""
+        bins move to the new partitions (per the strategy, over one or more batches;
+        ``"precopy"``: the executors load them during the batch before, see
+        :meth:`rescale`); with automatic cuts a micro-batch starts at each such time."""
         from pyspark.sql import functions as F
 
         from tstate.migration.commands import Rescale
@@ -404,10 +433,15 @@ class Backend:
         # each micro-batch filters its epochs out of the sources: read them once
         cached = {name: src.df.persist() for name, src in bound.items() if src.time is not None and len(cuts) > 1}
         try:
-            for lo, hi in cuts:
+            for i, (lo, hi) in enumerate(cuts):
                 while pending and pending[0][0] <= lo:
                     cmd = pending.pop(0)[1]
                     self.rescale(cmd.workers, cmd.strategy)
+                # pre-copy: the bins move at the next batch; the executors load them during this one
+                nxt = cuts[i + 1][0] if i + 1 < len(cuts) else None
+                while pending and nxt is not None and pending[0][1].strategy == "precopy" and pending[0][0] <= nxt:
+                    cmd = pending.pop(0)[1]
+                    self.rescale(cmd.workers, "precopy")
                 dfs = {}
                 for name, src in bound.items():
                     if src.time is None:
@@ -505,12 +539,25 @@ class Backend:
         """One micro-batch (:class:`~tstate.spark.batch.MicroBatch`): run it, commit,
         then deliver the sinks' records; ``newest``: the newest event time seen."""
         start = _time.perf_counter()
-        moved = self._next_owners()
+        rescaling = self._next_owners()
         assert self._job is not None
         last = self._last
+        plan = self._job.plan
+        moved: dict[int, set[int]] = {}
+        for code in rescaling.moves:
+            moved.setdefault(code >> 20, set()).add(code & _BIN_MASK)
+        prefetch: dict[int, list[tuple[int, int]]] = {}
+        for code, p in rescaling.prefetch.items():  # (loop operators' bins are not prefetched)
+            node = plan.nodes[code >> 20]
+            if node.kind == "stateful" and node.loop is None:
+                prefetch.setdefault(code >> 20, []).append((code & _BIN_MASK, p))
         step = MicroBatch(
             self._job, last, self._owners, self.partitions, dfs, bound, batch, lo, hi, const_time,
-            moved=moved, newest=newest if newest is not None else last.newest, start=start,
+            moved=len(rescaling.moves), newest=newest if newest is not None else last.newest, start=start,
+            moved_bins={b: frozenset(s) for b, s in moved.items()},
+            prefetch={b: tuple(s) for b, s in prefetch.items()},
+            handover=batch + rescaling.ahead if prefetch else (batch if rescaling.precopy else -1),
+            precopy=rescaling.precopy,
         )
         self._last = step.run()
         m = step.finish()

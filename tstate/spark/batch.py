@@ -184,7 +184,10 @@ class MicroBatch:
     (``hi`` None: the inputs close, every timer fires); ``const_time``: the time of rows
     without a time column (None: 0); ``last``: what the previous batch committed;
     ``owners``: per boundary, the partition owning each bin, over ``partitions``
-    partitions (``moved`` bins moved since the last batch); ``newest``: the newest event
+    partitions (``moved`` bins moved since the last batch, ``moved_bins`` which, per
+    boundary; ``precopy``: they were prefetched); ``prefetch``: per stateful boundary, the
+    ``(bin, next owner)`` pairs the executors load for the hand-over at batch
+    ``handover`` (pre-copy, :mod:`tstate.spark.binstore`); ``newest``: the newest event
     time seen (event-time streaming)."""
 
     def __init__(
@@ -203,9 +206,16 @@ class MicroBatch:
         moved: int = 0,
         newest: Optional[int] = None,
         start: Optional[float] = None,
+        moved_bins: Optional[dict[int, frozenset[int]]] = None,
+        prefetch: Optional[dict[int, tuple[tuple[int, int], ...]]] = None,
+        handover: int = -1,
+        precopy: bool = False,
     ) -> None:
         self.job, self.last, self.plan = job, last, job.plan
         self.owners, self.partitions, self.moved = owners, partitions, moved
+        self.moved_bins, self.prefetch, self.handover = dict(moved_bins or {}), dict(prefetch or {}), handover
+        #: this batch is a pre-copy hand-over (its moved bins were prefetched)
+        self.precopy = precopy
         self.dfs, self.bound = dfs, bound
         self.batch, self.lo, self.hi, self.const_time = batch, lo, hi, const_time
         self.newest = newest
@@ -234,7 +244,10 @@ class MicroBatch:
         #: the state files loop rounds wrote so far (tstate.spark.rounds.Overlay)
         self.overlay: dict[str, Any] = {}
         self.loop_stats = {"rounds": 0, "stages": 0, "root_stages": 0}
-        self.stats = {"records": 0, "hits": 0, "catchups": 0, "misses": 0, "bytes": 0, "take_us": 0, "take_max_us": 0}
+        self.stats = {
+            "records": 0, "hits": 0, "catchups": 0, "misses": 0, "bytes": 0, "take_us": 0, "take_max_us": 0,
+            "prefetched": 0, "read_bytes": 0, "handover_bins": 0, "handover_bytes": 0, "prefetch_loads": 0,
+        }
         self.fresh_parts: list[Part] = []
         self.now: list[Part] = []
         self.index: Optional[str] = None
@@ -251,7 +264,7 @@ class MicroBatch:
             self.info = BatchInfo(
                 self.batch, lo, hi, job.directory, head.id if head is not None else None, self.writer.id,
                 self.writer.token, self.labels, {b: tuple(o) for b, o in self.owners.items()}, self.due_timers(),
-                job.compact_after,
+                job.compact_after, self.prefetch, self.handover, self.moved_bins,
             )
             self.input_frames()
             self.held_rows()
@@ -546,7 +559,10 @@ class MicroBatch:
         s, sec, loops = self.stats, self.seconds, self.loop_stats
         return BatchMetrics(
             self.batch, self.hi, _time.perf_counter() - self.start, self.partitions, s["records"], s["hits"],
-            s["misses"], s["bytes"], self.moved, s["catchups"], sec["jobs"], sec["driver"], sec["commit"],
+            s["misses"], s["bytes"], self.moved, s["catchups"] + s["prefetched"], sec["jobs"], sec["driver"], sec["commit"],
             loops["rounds"], loops["stages"], sum(p.records for p in self.now), output_seconds,
             stages=loops["root_stages"], take_seconds=s["take_us"] / 1e6, take_max_seconds=s["take_max_us"] / 1e6,
+            bytes_read=s["read_bytes"], handover_bytes=s["handover_bytes"], prefetched_bins=s["prefetched"],
+            prefetch_fallbacks=(s["handover_bins"] - s["prefetched"]) if self.precopy else 0,
+            prefetch_bins=sum(len(p) for p in self.prefetch.values()), prefetch_loads=s["prefetch_loads"],
         )

@@ -14,24 +14,66 @@ tagged with the file it wrote — which is the committed version only if the dri
 commits the batch; otherwise the next task sees a different version and re-reads the
 store.  So a task retry, a lost executor or a restarted driver never sees a half-applied
 bin.
+
+**Whose bin.**  A cached bin is tagged with the partition whose task gave it back, and a
+task of partition ``p`` takes only bins given by ``p`` (or tagged for ``p`` by a
+prefetch): on a cluster a bin that changes owner runs on another executor, which does
+not hold it, and a local session (where every partition's tasks share a few Python
+workers) must not look cheaper than that.  A bin that did not move is always given and
+taken by the same partition.
+
+**Pre-copy** (``Backend.rescale(..., strategy="precopy")``): in the batches before a
+bin changes owner, :func:`prefetch` loads its committed chain on a background thread of
+the executor process into a separate table, tagged with the bin's next owner; at the
+hand-over the new owner's task takes it and applies only the files committed since
+(:func:`take` says ``"prefetched"``).  Spark decides where a partition's task runs, so a
+task may land on a process that did not prefetch: it then reads the chain as usual
+(counted as a fallback in the batch's metrics).  A prefetch still loading when the
+hand-over needs it is waited for.  Prefetched bins the hand-over did not take are
+dropped after the hand-over batch (:func:`expire`).
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
+
+from attrs import frozen
 
 from tstate.checkpoint.manifest import FileRef, Manifest
 from tstate.checkpoint.store import CheckpointStore
 from tstate.state.bin import Bin
 
-__all__ = ["take", "give", "read", "manifest", "store", "clear"]
+__all__ = ["take", "give", "read", "manifest", "store", "clear", "prefetch", "expire", "Taken", "ANY"]
+
+#: ``partition`` of a task that takes any partition's cached bins (loop rounds)
+ANY = -1
 
 _lock = threading.Lock()
 _stores: dict[str, CheckpointStore] = {}
 _manifests: dict[tuple[str, int], Manifest] = {}
-#: (directory, operator, bin) -> (version, bin)
-_bins: dict[tuple[str, str, int], tuple[str, Bin]] = {}
+_Key = tuple[str, str, int]
+#: (directory, operator, bin) -> (version, bin, partition that gave it or ANY)
+_bins: dict[_Key, tuple[str, Bin, int]] = {}
+#: prefetched bins: (directory, operator, bin) -> (version, bin, next owner, hand-over batch)
+_prefetched: dict[_Key, tuple[str, Bin, int, int]] = {}
+#: prefetches under way in this process, with the owner they load for: the event is set
+#: when the bin is in _prefetched (or the load failed)
+_loading: dict[_Key, tuple[threading.Event, int]] = {}
+#: how long a hand-over waits for a prefetch still loading its bin
+WAIT_SECONDS = 120.0
+
+
+@frozen
+class Taken:
+    """How :func:`take` found a bin: ``how`` is ``"hit"`` (cached at the committed
+    version), ``"catch-up"`` (cached at an older version: the files since applied),
+    ``"prefetched"`` (loaded ahead of a hand-over: the files since applied) or
+    ``"miss"`` (read from the store); ``read``: the bytes of state files read."""
+
+    how: str
+    read: int = 0
 
 
 def store(directory: str) -> CheckpointStore:
@@ -67,30 +109,104 @@ def chain(m: Optional[Manifest], operator: str, bin: int) -> tuple[FileRef, ...]
 
 
 def take(
-    directory: str, m: Optional[Manifest], operator: str, bin: int, codec: Any, fingerprint: str
-) -> tuple[Bin, str]:
-    """The bin as of manifest ``m``, and how it was found: ``"hit"`` (cached at that
-    version), ``"catch-up"`` (cached at an older version still in the bin's chain: only
-    the files written since are read and applied) or ``"miss"`` (read from the store)."""
+    directory: str, m: Optional[Manifest], operator: str, bin: int, codec: Any, fingerprint: str,
+    partition: int = ANY,
+) -> tuple[Bin, Taken]:
+    """The bin as of manifest ``m`` for a task of ``partition`` (:data:`ANY`: any
+    partition's cached copy will do), and how it was found (:class:`Taken`): cached at
+    that version, cached or prefetched at an older version still in the bin's chain
+    (only the files written since are read and applied), or read from the store."""
     from tstate.checkpoint.delta import catch_up
 
     refs = chain(m, operator, bin)
     version = refs[-1].path if refs else ""
+    key = (directory, operator, bin)
     with _lock:
-        cached = _bins.pop((directory, operator, bin), None)
-    if cached is not None:
-        if cached[0] == version:
-            return cached[1], "hit"
-        paths = [r.path for r in refs]
-        if cached[0] in paths:
+        loading = _loading.get(key)
+    if loading is not None and partition in (loading[1], ANY):
+        loading[0].wait(WAIT_SECONDS)  # a prefetch for this task is under way: nearer done than a new read
+    with _lock:
+        cached = _bins.pop(key, None)
+        pre = _prefetched.get(key)
+        if pre is not None and (partition == ANY or pre[2] == partition):
+            del _prefetched[key]
+        else:  # (loaded for another partition: the old owner's task in this process leaves it)
+            pre = None
+    found: list[tuple[str, Bin, str]] = []
+    if cached is not None and (partition == ANY or cached[2] in (partition, ANY)):
+        found.append((cached[0], cached[1], "hit"))
+    if pre is not None:
+        found.append((pre[0], pre[1], "prefetched"))
+    paths = [r.path for r in refs]
+    for v, b, how in found:
+        if v == version:
+            return b, Taken(how)
+        if v in paths:
             s = store(directory)
-            later = refs[paths.index(cached[0]) + 1 :]
-            return catch_up(cached[1], [s.read(r) for r in later], codec, fingerprint), "catch-up"
+            later = refs[paths.index(v) + 1 :]
+            b = catch_up(b, [s.read(r) for r in later], codec, fingerprint)
+            return b, Taken("catch-up" if how == "hit" else how, sum(r.size for r in later))
     if not refs:
-        return Bin(bin), "miss"
+        return Bin(bin), Taken("miss")
     b = read(directory, refs, codec, fingerprint)
     b.full = fingerprint != codec.fingerprint  # an older compatible schema: rewrite whole
-    return b, "miss"
+    return b, Taken("miss", sum(r.size for r in refs))
+
+
+def prefetch(
+    directory: str, m: Optional[Manifest], operator: str, codec: Any, fingerprint: str,
+    bins: Iterable[tuple[int, int]], handover: int,
+) -> int:
+    """Pre-copy: load each ``(bin, next owner)`` of ``bins`` as of manifest ``m`` (its
+    committed chain) into this process, on a background thread, for the hand-over at
+    batch ``handover`` (module docstring).  Bins this process already holds for that
+    owner, or is loading, are skipped.  Returns how many loads were started.  A load
+    that fails (a file collected meanwhile) leaves nothing: the hand-over reads the
+    chain itself."""
+    todo: list[tuple[_Key, tuple[FileRef, ...], int]] = []
+    with _lock:
+        for b, owner in bins:
+            key = (directory, operator, b)
+            refs = chain(m, operator, b)
+            if not refs or key in _loading:
+                continue
+            pre, cached = _prefetched.get(key), _bins.get(key)
+            if (pre is not None and pre[2] == owner) or (cached is not None and cached[2] == owner):
+                continue
+            _loading[key] = (threading.Event(), owner)
+            todo.append((key, refs, owner))
+    if not todo:
+        return 0
+
+    def load() -> None:
+        try:  # (Linux: this thread alone at the lowest CPU priority, behind the tasks)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (AttributeError, OSError):
+            pass
+        for key, refs, owner in todo:
+            try:
+                b = read(directory, refs, codec, fingerprint)
+                b.full = fingerprint != codec.fingerprint
+                with _lock:
+                    _prefetched[key] = (refs[-1].path, b, owner, handover)
+            except Exception:  # noqa: BLE001 -- the hand-over falls back to reading the chain
+                pass
+            finally:
+                with _lock:
+                    ev = _loading.pop(key, None)
+                if ev is not None:
+                    ev[0].set()
+
+    threading.Thread(target=load, name=f"tstate-prefetch-{operator}", daemon=True).start()
+    return len(todo)
+
+
+def expire(batch: int) -> None:
+    """Forget prefetched bins whose hand-over batch is before ``batch`` (their owner's
+    task ran elsewhere, or the move was given up)."""
+    with _lock:
+        for key in [k for k, e in _prefetched.items() if e[3] < batch]:
+            del _prefetched[key]
 
 
 def read(directory: str, refs: Any, codec: Any, fingerprint: str) -> Bin:
@@ -101,16 +217,18 @@ def read(directory: str, refs: Any, codec: Any, fingerprint: str) -> Bin:
     return restore_bin([s.read(r) for r in refs], codec, fingerprint=fingerprint)
 
 
-def give(directory: str, operator: str, b: Bin, version: str) -> None:
-    """Keep ``b`` for the next batch, as of ``version`` (the last file written for it)."""
+def give(directory: str, operator: str, b: Bin, version: str, partition: int = ANY) -> None:
+    """Keep ``b`` for the next batch, as of ``version`` (the last file written for it),
+    given by a task of ``partition``."""
     b.reset_changes()
     with _lock:
-        _bins[directory, operator, b.index] = (version, b)
+        _bins[directory, operator, b.index] = (version, b, partition)
 
 
 def clear() -> None:
-    """Forget every cached bin and manifest (tests)."""
+    """Forget every cached, prefetched bin and manifest (tests)."""
     with _lock:
         _bins.clear()
+        _prefetched.clear()
         _manifests.clear()
         _stores.clear()

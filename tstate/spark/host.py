@@ -79,20 +79,31 @@ class StatefulHost:
     def codec(self) -> Any:
         return self.op.codec
 
-    def take(self, info: BatchInfo, m: Any, needed: Iterable[int], stored_fp: str) -> tuple[dict[int, Any], dict[str, int]]:
+    def take(
+        self, info: BatchInfo, m: Any, needed: Iterable[int], stored_fp: str, partition: int = -1
+    ) -> tuple[dict[int, Any], dict[str, int]]:
         """Install the bins ``needed`` as of manifest ``m`` (anything with ``chain(operator,
-        bin)``; from the executor's cache when it can: :mod:`~tstate.spark.binstore`);
-        returns them and how they were found (``hit`` / ``catch-up`` / ``miss`` counts)."""
+        bin)``) for a task of ``partition`` (-1: any; from the executor's cache when it
+        can: :mod:`~tstate.spark.binstore`); returns them and how they were found
+        (``hit`` / ``catch-up`` / ``prefetched`` / ``miss`` counts, ``read``: bytes of
+        state files read, ``handover_bins`` / ``handover_bytes``: of the bins that
+        changed owner at this batch, how many and the bytes read for them)."""
         import time
 
         from tstate.spark import binstore
 
         start = time.perf_counter()
-        found = {"hit": 0, "catch-up": 0, "miss": 0}
+        binstore.expire(info.batch)
+        found = {"hit": 0, "catch-up": 0, "prefetched": 0, "miss": 0, "read": 0, "handover_bins": 0, "handover_bytes": 0}
+        moved = info.moved.get(self.node, frozenset())
         loaded = {}
         for b in sorted(needed):
-            bin_, how = binstore.take(info.directory, m, self.pn.name, b, self.op.codec, stored_fp)
-            found[how] += 1
+            bin_, how = binstore.take(info.directory, m, self.pn.name, b, self.op.codec, stored_fp, partition)
+            found[how.how] += 1
+            found["read"] += how.read
+            if b in moved and (how.how != "miss" or how.read):  # (a bin without state has nothing to hand over)
+                found["handover_bins"] += 1
+                found["handover_bytes"] += how.read
             loaded[b] = bin_
             self.op.install_bin(bin_)
         found["us"] = int((time.perf_counter() - start) * 1e6)  # (for BatchMetrics.take_seconds)
@@ -174,12 +185,15 @@ def stored_fingerprint(info: BatchInfo, pn: "PlanNode", codec: Any) -> tuple[Any
 
 
 def write_bins(
-    info: BatchInfo, m: Any, pn: "PlanNode", codec: Any, loaded: dict[int, Any], rows: list[Row], timers: Callable[[Any], Any]
+    info: BatchInfo, m: Any, pn: "PlanNode", codec: Any, loaded: dict[int, Any], rows: list[Row],
+    timers: Callable[[Any], Any], partition: int = -1,
 ) -> int:
     """Write each changed bin of ``loaded`` as a delta (or a snapshot, when its chain in
-    ``m`` is long or absent) and report it in a ``FILE`` row (``timers(bin)``: what the
-    driver keeps of its pending timers); give every bin back to the executor's cache,
-    tagged with its version.  Returns the bytes written."""
+    ``m`` is long or absent -- but not for a bin being prefetched for a hand-over: the
+    prefetched version must stay in its chain) and report it in a ``FILE`` row
+    (``timers(bin)``: what the driver keeps of its pending timers); give every bin back to
+    the executor's cache, tagged with its version and ``partition``.  Returns the bytes
+    written."""
     from tstate.checkpoint.delta import encode_change
     from tstate.checkpoint.store import write_data_file
     from tstate.spark import binstore
@@ -188,6 +202,7 @@ def write_bins(
     token = info.token + secrets.token_hex(3)
     written = 0
     node = pn.node
+    keep = {b for b, _owner in info.prefetch.get(node, ())}
     for b, bin_ in loaded.items():
         refs = binstore.chain(m, pn.name, b)
         version = refs[-1].path if refs else ""
@@ -197,12 +212,12 @@ def write_bins(
                     rows.append(FileReport.dropped().row(node, b))
                 version = ""
             else:
-                snapshot = bin_.full or not refs or len(refs) + 1 > info.compact_after
+                snapshot = bin_.full or not refs or (len(refs) + 1 > info.compact_after and b not in keep)
                 kind = "snap" if snapshot else "delta"
                 data = encode_change(bin_, codec, snapshot=snapshot, operator=pn.name)
                 ref = write_data_file(fs, pn.name, b, info.checkpoint, token, kind, data)
                 written += ref.size
                 version = ref.path
                 rows.append(FileReport(ref.path, ref.size, ref.xxh64, kind, timers(bin_)).row(node, b))
-        binstore.give(info.directory, pn.name, bin_, version)
+        binstore.give(info.directory, pn.name, bin_, version, partition)
     return written

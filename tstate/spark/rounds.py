@@ -240,7 +240,10 @@ def _stateful_round(
     loaded, found = host.take(info, view, needed, stored_fp)
     _push_round(plan, host, groups, routed, sinks)
     written = write_bins(info, view, pn, host.codec, loaded, rows, lambda b: timer_antichain(b.timers))
-    return {"hits": found["hit"], "catchups": found["catch-up"], "misses": found["miss"], "bytes": written, "take_us": found["us"]}
+    return {
+        "hits": found["hit"], "catchups": found["catch-up"] + found["prefetched"], "misses": found["miss"],
+        "bytes": written, "take_us": found["us"], "read_bytes": found["read"],
+    }
 
 
 @frozen
@@ -323,6 +326,7 @@ def local_loop_task(plan: "Plan", info: "BatchInfo", job: LocalLoops) -> Any:
                                 mine[b] = loaded[b]
                                 for name, n_ in (("hits", "hit"), ("catchups", "catch-up"), ("misses", "miss"), ("take_us", "us")):
                                     stats[node][name] += found[n_]
+                                stats[node]["catchups"] += found["prefetched"]
                             else:
                                 host.op.install_bin(mine[b])
                         _push_round(plan, host, groups, routed, sinks)

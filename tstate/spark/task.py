@@ -342,7 +342,9 @@ def _stateful(
     needed = {b for bins in groups.values() for b in bins} | {
         b for b in info.due.get(node, ()) if owners[b] == partition
     }
-    loaded, found = host.take(info, m, needed, stored_fp)
+    if info.handover == info.batch:  # a pre-copy hand-over: the new owner installs every bin it got
+        needed |= {b for b in info.moved.get(node, ()) if owners[b] == partition}
+    loaded, found = host.take(info, m, needed, stored_fp, partition)
     produced = host.run_batch(info, groups)
     # outputs, through the fused chain after the operator
     routed: dict[tuple[int, int, int], list[Any]] = {}
@@ -350,5 +352,16 @@ def _stateful(
     for t, recs in sorted(produced.items(), key=lambda kv: kv[0]):
         plan.push(node, t, recs, routed, sinks)
     emit(plan, info, routed, sinks, rows)
-    written = write_bins(info, m, pn, host.codec, loaded, rows, lambda b: min(b.timers) if b.timers else None)
-    return {"hits": found["hit"], "catchups": found["catch-up"], "misses": found["miss"], "bytes": written, "take_us": found["us"]}
+    written = write_bins(
+        info, m, pn, host.codec, loaded, rows, lambda b: min(b.timers) if b.timers else None, partition
+    )
+    loads = 0
+    if info.prefetch.get(node):  # pre-copy: this process loads the moving bins while it would idle
+        from tstate.spark import binstore
+
+        loads = binstore.prefetch(info.directory, m, pn.name, host.codec, stored_fp, info.prefetch[node], info.handover)
+    return {
+        "hits": found["hit"], "catchups": found["catch-up"], "misses": found["miss"], "bytes": written,
+        "take_us": found["us"], "prefetched": found["prefetched"], "read_bytes": found["read"],
+        "handover_bins": found["handover_bins"], "handover_bytes": found["handover_bytes"], "prefetch_loads": loads,
+    }

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 import msgpack
-from attrs import frozen
+from attrs import field, frozen
 
 from tstate.checkpoint.commit import BinFile, adopt
 from tstate.checkpoint.manifest import FileRef
@@ -80,6 +80,13 @@ class BatchInfo:
     #: per stateful node: bins with a timer due before ``hi``
     due: dict[int, frozenset[int]]
     compact_after: int = 8
+    #: pre-copy (tstate.spark.binstore.prefetch): per stateful node, the ``(bin, next
+    #: owner)`` pairs every task of the node loads in the background for the hand-over at
+    #: batch ``handover`` (their old owners do not compact them in this batch)
+    prefetch: dict[int, tuple[tuple[int, int], ...]] = field(factory=dict)
+    handover: int = -1
+    #: per boundary node: the bins whose owner changed at this batch
+    moved: dict[int, frozenset[int]] = field(factory=dict)
 
 
 def arrow(rows: list[Row]) -> "pa.RecordBatch":

@@ -70,6 +70,9 @@ __all__ = ["CCBlock", "CCVertex", "ComponentSizes", "ComponentsSummary", "Compon
 PHASE2 = 1 << 27  # rounds of epoch e (loop times at(e, round), apps.graph.loop)
 PHASE3 = 1 << 29
 _P2, _P3, _END = 1, 2, 4  # bits of CCVertex.armed
+#: blocks > 1: a worker applies the messages for its own bins within the round
+#: (tstate's ``local_rounds``; the module docstring says why that is exact)
+LOCAL_ROUNDS = True
 
 
 @define
@@ -105,7 +108,7 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
     t = ctx.time
     k = round_of(t)
     v = ctx.key
-    if k == 0:  # an edge change (v, w, +1/-1)
+    if k == 0 and len(rec) == 3:  # an edge change (v, w, +1/-1)
         e = t.outer
         if st.epoch != e:
             _touch(st, e, ctx)
@@ -130,7 +133,7 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
             if st.parent == w:
                 ctx.emit((v, w))  # the path to the root is cut here: reset, next round
         return
-    if k < PHASE2:  # reset flood: (v, sender)
+    if len(rec) == 2:  # reset flood: (v, sender) (with local rounds, also in round 0)
         frm = rec[1]
         if st.label is None or st.reset:
             return
@@ -347,13 +350,15 @@ def components(
     ops = []
 
     def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
-        vertex = flow.stateful(inputs, key=itemgetter(0), state=CCVertex, name=f"{name}.vertex", bins=bins)(_step)
+        vertex = flow.stateful(
+            inputs, key=itemgetter(0), state=CCVertex, name=f"{name}.vertex", bins=bins, local_rounds=LOCAL_ROUNDS
+        )(_step)
         vertex.on_notify(_phase)
         ops.append(vertex)
         results = vertex.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
         return vertex, results  # the gate drops the results from the loop
 
-    labels = sequenced_loop(flow, edges.undirected, body, name=name, expand=_endpoints)
+    labels = sequenced_loop(flow, edges.undirected, body, name=name, expand=_endpoints, local_rounds=LOCAL_ROUNDS)
     sizes = flow.stateful(labels, key=_zero, state=ComponentSizes, name=f"{name}.summary")(_count_sizes)
     sizes.on_notify(_emit_summary)
     return Components(labels, sizes, ops[0])

@@ -17,9 +17,18 @@ really merge or split.
 
 **blocks > 1**: min-label propagation per vertex in an iterate scope, spread over the
 bins.  Besides its adjacency and label,
-a vertex keeps a ``parent``: the neighbour its label came from.  Because propagation runs
-in synchronous rounds, the parents form a BFS spanning forest rooted at the label
+a vertex keeps a ``parent``: the neighbour its label came from.  A vertex adopts a label
+only after its parent held it, so the parents form a spanning forest rooted at the label
 vertices, and **a deletion only matters if it cuts a tree edge**.
+
+The vertices run with tstate's *local rounds* (``local_rounds=True``,
+:mod:`tstate.plan.local_rounds`): a worker applies the messages for its own vertices
+within the round, and only messages to other workers' vertices take a round (none on
+one worker).  That is exact because within a phase nothing depends on the round a
+message arrives in: the reset flood resets exactly the vertices whose parent chain is
+cut (parents do not change during the flood), and propagation converges to the least
+label whatever the order.  Records say what they are by their shape, not their round
+(a reset ``(v, sender)`` may arrive in round 0 then).
 
 One epoch is one pass of an epoch-sequenced loop (:mod:`apps.graph.loop`), in phases:
 

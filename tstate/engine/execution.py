@@ -98,6 +98,8 @@ class Execution:
                         h.time = t  # the input resumes at the checkpoint's time
                 for _, snk in graph.of_type(Sink):
                     snk.sink.restore(t)
+        self._sources: Optional[list[OperatorRuntime[Any]]] = None
+        self._ends: Optional[list[int]] = None
         self.steps = 0
         #: operator activations so far
         self.activations = 0
@@ -228,18 +230,23 @@ class Execution:
     # -- metrics ------------------------------------------------------------------
     def _observe_inputs(self) -> None:
         times = [h.time for h in self._inputs if not h.closed]
-        for ops in self.operators[:1]:
-            for op in ops:
-                cap = getattr(op, "cap", None)
-                if op.spec.kind == "source" and cap is not None:
-                    times.append(cap.time)
+        sources = self._sources
+        if sources is None:  # worker 0's source runtimes: found once
+            sources = self._sources = [op for op in self.operators[0] if op.spec.kind == "source"]
+        for op in sources:
+            cap = getattr(op, "cap", None)
+            if cap is not None:
+                times.append(cap.time)
         self.metrics.inputs_at(min(times) if times else None)
 
     def _observe_outputs(self) -> None:
-        ends = [i for i, n in self.graph if isinstance(n, (Sink, Probe)) and n.scope.depth == 0]
+        ends = self._ends
+        if ends is None:  # the root-scope sinks and probes: found once
+            ends = self._ends = [i for i, n in self.graph if isinstance(n, (Sink, Probe)) and n.scope.depth == 0]
         if not ends:
             return
-        fronts = [t for n in ends for t in self.tracker.frontier(n, 0)]
+        frontier = self.tracker.frontier
+        fronts = [t for n in ends for t in frontier(n, 0)]
         self.metrics.outputs_at(min(fronts) if fronts else None)
 
     # -- reconfiguration ------------------------------------------------------------

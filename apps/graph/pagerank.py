@@ -50,6 +50,14 @@ partitions to spread the work there (an epoch-sequenced loop, one round per exch
    ``y / sum(y)`` changed by more than ``rank_threshold`` (by anything, with the default
    0), and ``Change(vertex, old_rank, None)`` for vertices that left the graph.
 
+With **one block** (the default) the pushes start from a better ``y``: BiCGSTAB on
+``(I - alpha P^T) y = 1`` from the warm start, about a dozen iterations of two
+products each instead of ~50 push passes, then the residual of its result recomputed
+exactly as at step 2 (and kept only if smaller than step 2's).  The pushes then stop at
+once if the stopping rule already holds, and go on otherwise, so the guarantee below is
+the pushes' whatever BiCGSTAB did; it only saves passes.  (With several blocks every
+product would be a round, and the pushes work per block.)
+
 The cost of an epoch is a handful of rounds and the passes, each a few numpy
 operations over a block's vertices and out-edges; a pass pushes only the vertices above
 the threshold.  (At a tight tolerance on a small-world graph a change reaches most
@@ -73,8 +81,9 @@ residuals are recomputed from ``y`` at every epoch's start with pairwise summati
 (relative error below ``40 * 2**-53`` of the terms), and the threshold uses ``c``
 made 1/8 smaller, which covers that for ``tol >= 1e-12`` (smaller tolerances are
 refused).  Every sum is taken in an order fixed by the data (messages by source
-block, edges in a canonical order), never by arrival: the results are **identical on
-any number of workers**, after migration and after recovery.
+block, edges in a canonical order), never by arrival, and with numpy's own sums (no
+BLAS, whose rounding depends on the build): the results are **identical on any number
+of workers**, after migration and after recovery.
 
 Output: ``ranks``, ``Change(vertex, old_rank, new_rank)`` (``None``: not in the graph).
 """

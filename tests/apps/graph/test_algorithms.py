@@ -63,6 +63,22 @@ def test_pagerank_blocks_change_only_the_rounding():
         pagerank_close(runs[1], runs[b], tol=2e-9)
 
 
+@pytest.mark.parametrize("iterations", [0, 1, 3])
+def test_pagerank_one_block_without_or_with_a_partial_krylov_start(monkeypatch, iterations):
+    """With one block the pushes start from BiCGSTAB's result; with none (0 iterations)
+    or a partial one the pushes do the rest: every epoch stays within tol of networkx
+    (run_checked) and within 2 tol of the full start."""
+    import importlib
+
+    pr = importlib.import_module("apps.graph.pagerank")  # (apps.graph.pagerank is also the function)
+    rng = random.Random(6)
+    epochs = stream_of(list(GRAPHS["les_miserables"].edges()), rng, epochs=4)
+    full = run_checked(epochs, workers=1, tol=1e-9, algorithms=("pagerank",))
+    monkeypatch.setattr(pr, "_KRYLOV_ITERATIONS", iterations)
+    part = run_checked(epochs, workers=1, tol=1e-9, algorithms=("pagerank",))
+    pagerank_close(full, part, tol=2e-9)
+
+
 def test_pagerank_block_with_work_left_and_nothing_coming_back():
     """A block that stops its passes because most of what it pushes leaves it must go on
     in the next round even when no other block sends it anything (here: b loses its

@@ -710,6 +710,7 @@ class Dataflow:
         default: Optional[Callable[[], Any]] = None,
         bins: int = DEFAULT_BINS,
         name: Optional[str] = None,
+        local_rounds: bool = False,
     ) -> Callable[[StatefulFn], "StatefulStream"]:
         """Decorator: ``fn(state, record, ctx)`` over typed per-key state.
 
@@ -736,6 +737,20 @@ class Dataflow:
             checkpoints and migration.
         :arg name: the operator's name (default: the function's name); checkpoints record its
             state under it.
+        :arg local_rounds: inside an iterate scope, the operator's promise that its results
+            depend on which records each key gets, not on the round they arrive in (a
+            minimum label, a sum to a fixed point): what it emits that comes back to it
+            through the loop, to a key whose bin its worker holds, is then applied at once
+            -- at the time it was emitted, pass after pass within the round -- and only
+            records for other workers' bins go around the loop (one round per exchange
+            really needed; ``flow.metrics.rounds(scope)`` counts them,
+            ``flow.metrics.local_passes(name)`` the passes).  The way back may hold only
+            ``map``/``filter``/``flat_map``/``inspect``/``exchange``/``concat`` and one
+            feedback without ``max_iterations`` (:mod:`tstate.plan.local_rounds`; else a
+            :class:`~tstate.errors.GraphError` when the run starts).  A record applied
+            early also comes before the timers of its time.  The embedded engine only: the
+            Spark backend runs such an operator round by round (the same results, by the
+            promise).
         :returns: the decorated name becomes a :class:`StatefulStream` of what ``fn`` and the
             handler emit, at the times they run.  ``fn`` is a
             :class:`~tstate.plan.stateful.StatefulFn`.
@@ -752,7 +767,7 @@ class Dataflow:
         >>> sorted(out.records()), sorted(flow.state(count, format="dict").items())
         ([('a', 1), ('a', 2), ('b', 1)], [('a', 2), ('b', 1)])
         """
-        return self._stateful(stream, key, state, default, bins, name, fold=False)
+        return self._stateful(stream, key, state, default, bins, name, fold=False, local_rounds=local_rounds)
 
     def fold_bins(
         self,
@@ -762,6 +777,7 @@ class Dataflow:
         default: Optional[Callable[[], Any]] = None,
         bins: int = DEFAULT_BINS,
         name: Optional[str] = None,
+        local_rounds: bool = False,
     ) -> Callable[[FoldFn], "StatefulStream"]:
         """Decorator, the lower-level form (Megaphone's ``fold``): ``fn(states, records,
         ctx)`` per bin and batch.
@@ -777,6 +793,8 @@ class Dataflow:
         :arg default: makes a new key's state (default: the type called with no arguments).
         :arg bins: how many bins (a power of two).
         :arg name: the operator's name (default: the function's name).
+        :arg local_rounds: apply what comes back to this worker's bins within the round
+            (see :meth:`stateful`).
         :returns: the decorated name becomes a :class:`StatefulStream` of what ``fn`` emits.
             ``fn`` is a :class:`~tstate.plan.stateful.FoldFn`.
 
@@ -791,7 +809,7 @@ class Dataflow:
         >>> sorted(flow.state(sums, format="dict").items())
         [(0, 9), (1, 5), (2, 7)]
         """
-        return self._stateful(stream, key, state, default, bins, name, fold=True)
+        return self._stateful(stream, key, state, default, bins, name, fold=True, local_rounds=local_rounds)
 
     def _stateful(
         self,
@@ -802,13 +820,14 @@ class Dataflow:
         bins: int,
         name: Optional[str],
         fold: bool,
+        local_rounds: bool = False,
     ) -> Callable[[Any], "StatefulStream"]:
         Stateful.check(key, state, default, bins, fold)  # refused here, before a function is given
 
         def decorate(fn: Any) -> "StatefulStream":
             scope = self._scope_of([stream], "stateful")
             nm = self._fn_name(fn, "stateful", name)
-            node = Stateful.declare(nm, scope.plan, fn, key, state, default, bins, fold)
+            node = Stateful.declare(nm, scope.plan, fn, key, state, default, bins, fold, local_rounds)
             return StatefulStream(self, self._add(node, [(stream.node, stream.port)]), scope)
 
         return decorate

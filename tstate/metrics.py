@@ -4,7 +4,8 @@ Every backend's ``metrics`` (:class:`tstate.backend.Backend`) is a :class:`Metri
 each engine fills what it measures and leaves the rest empty:
 
 - the embedded engine: per-epoch latency, bins moved between workers (:class:`Move`),
-  bytes moved, migration durations, the rounds of iterate scopes;
+  bytes moved, migration durations, the rounds of iterate scopes and the local passes
+  of ``local_rounds`` operators;
 - the Spark backend: one :class:`BatchMetrics` per committed micro-batch, records
   dropped as late, micro-batches skipped after a restart, and the executors' bin cache
   rates.
@@ -114,6 +115,7 @@ class Metrics:
         self._closed_upto: Optional[int] = None  # epochs < this are closed
         self._done_upto: Optional[int] = None
         self._rounds: dict[str, dict[Any, set[int]]] = {}  # scope -> epoch -> rounds fed back
+        self._passes: dict[str, dict[Any, int]] = {}  # operator -> epoch -> local passes
 
     def loop_round(self, scope: str, epoch: Any, round: int) -> None:
         """Records went around iterate scope ``scope`` into ``round`` of ``epoch``."""
@@ -132,6 +134,20 @@ class Metrics:
         whose records never went around has no entry).  A round is one exchange: the
         fewer, the less waiting for the slowest worker."""
         return {e: len(ks) for e, ks in sorted(self._rounds.get(scope, {}).items())}
+
+    def local_pass(self, operator: str, epoch: Any) -> None:
+        """Stateful operator ``operator`` (``local_rounds=True``) applied a batch of what
+        it fed back to itself at once, in a round of ``epoch`` (a round saved)."""
+        per = self._passes.get(operator)
+        if per is None:
+            per = self._passes[operator] = {}
+        per[epoch] = per.get(epoch, 0) + 1
+
+    def local_passes(self, operator: str) -> dict[Any, int]:
+        """Per epoch, the passes stateful operator ``operator`` made over records it fed
+        back to its own worker's bins within a round (``local_rounds=True``: each pass
+        would have been a round of the loop without it; counted per worker)."""
+        return dict(sorted(self._passes.get(operator, {}).items()))
 
     def record_move(self, operator: str, bin: int, source: int, target: int, t: Any, nbytes: int, seconds: float) -> None:
         self.moves.append(Move(operator, bin, source, target, t, nbytes, seconds, time.perf_counter()))

@@ -17,9 +17,18 @@ really merge or split.
 
 **blocks > 1**: min-label propagation per vertex in an iterate scope, spread over the
 bins.  Besides its adjacency and label,
-a vertex keeps a ``parent``: the neighbour its label came from.  Because propagation runs
-in synchronous rounds, the parents form a BFS spanning forest rooted at the label
+a vertex keeps a ``parent``: the neighbour its label came from.  A vertex adopts a label
+only after its parent held it, so the parents form a spanning forest rooted at the label
 vertices, and **a deletion only matters if it cuts a tree edge**.
+
+The vertices run with tstate's *local rounds* (``local_rounds=True``,
+:mod:`tstate.plan.local_rounds`): a worker applies the messages for its own vertices
+within the round, and only messages to other workers' vertices take a round (none on
+one worker).  That is exact because within a phase nothing depends on the round a
+message arrives in: the reset flood resets exactly the vertices whose parent chain is
+cut (parents do not change during the flood), and propagation converges to the least
+label whatever the order.  Records say what they are by their shape, not their round
+(a reset ``(v, sender)`` may arrive in round 0 then).
 
 One epoch is one pass of an epoch-sequenced loop (:mod:`apps.graph.loop`), in phases:
 
@@ -70,6 +79,9 @@ __all__ = ["CCBlock", "CCVertex", "ComponentSizes", "ComponentsSummary", "Compon
 PHASE2 = 1 << 27  # rounds of epoch e (loop times at(e, round), apps.graph.loop)
 PHASE3 = 1 << 29
 _P2, _P3, _END = 1, 2, 4  # bits of CCVertex.armed
+#: blocks > 1: a worker applies the messages for its own bins within the round
+#: (tstate's ``local_rounds``; the module docstring says why that is exact)
+LOCAL_ROUNDS = True
 
 
 @define
@@ -105,7 +117,7 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
     t = ctx.time
     k = round_of(t)
     v = ctx.key
-    if k == 0:  # an edge change (v, w, +1/-1)
+    if k == 0 and len(rec) == 3:  # an edge change (v, w, +1/-1)
         e = t.outer
         if st.epoch != e:
             _touch(st, e, ctx)
@@ -130,7 +142,7 @@ def _step(st: CCVertex, rec: tuple[Any, ...], ctx: Context) -> None:
             if st.parent == w:
                 ctx.emit((v, w))  # the path to the root is cut here: reset, next round
         return
-    if k < PHASE2:  # reset flood: (v, sender)
+    if len(rec) == 2:  # reset flood: (v, sender) (with local rounds, also in round 0)
         frm = rec[1]
         if st.label is None or st.reset:
             return
@@ -347,13 +359,15 @@ def components(
     ops = []
 
     def body(scope: ts.Scope, inputs: ts.Stream) -> tuple[ts.Stream, ts.Stream]:
-        vertex = flow.stateful(inputs, key=itemgetter(0), state=CCVertex, name=f"{name}.vertex", bins=bins)(_step)
+        vertex = flow.stateful(
+            inputs, key=itemgetter(0), state=CCVertex, name=f"{name}.vertex", bins=bins, local_rounds=LOCAL_ROUNDS
+        )(_step)
         vertex.on_notify(_phase)
         ops.append(vertex)
         results = vertex.filter(lambda r: r.__class__ is Change, name=f"{name}.results")
         return vertex, results  # the gate drops the results from the loop
 
-    labels = sequenced_loop(flow, edges.undirected, body, name=name, expand=_endpoints)
+    labels = sequenced_loop(flow, edges.undirected, body, name=name, expand=_endpoints, local_rounds=LOCAL_ROUNDS)
     sizes = flow.stateful(labels, key=_zero, state=ComponentSizes, name=f"{name}.summary")(_count_sizes)
     sizes.on_notify(_emit_summary)
     return Components(labels, sizes, ops[0])

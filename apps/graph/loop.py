@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 import tstate as ts
+from tstate.errors import ConfigurationError
 from tstate.progress import Product
 from tstate.progress.timestamp import MAX_SEQUENCED_EPOCH, SEQUENCE_SPAN, sequenced, sequenced_round
 
@@ -124,6 +125,7 @@ def sequenced_loop(
     expand: Optional[Callable[[Any], Iterable[Any]]] = None,
     combine: Optional[Callable[[list[list[Any]]], list[Any]]] = None,
     announce: Optional[Callable[[int], list[Any]]] = None,
+    local_rounds: bool = False,
 ) -> ts.Stream:
     """An iterate scope over ``stream`` whose epochs run one after another (see the
     module docstring).  ``body(scope, inputs)`` gets the entering records (each
@@ -133,13 +135,27 @@ def sequenced_loop(
     turns each round's batches into the records passed on), ``results`` leave it;
     ``announce(e)`` adds records at the start of every epoch with input.  The
     per-epoch sequencing needs the body's state to be a ``@flow.stateful`` operator
-    fed by ``inputs`` (it applies a time's records once no earlier time can arrive)."""
+    fed by ``inputs`` (it applies a time's records once no earlier time can arrive).
+
+    ``local_rounds=True`` (no ``combine`` or ``announce``): the gate is a ``flat_map``
+    and a ``filter`` of the messages, which a ``@flow.stateful(..., local_rounds=True)``
+    body can apply itself (:mod:`tstate.plan.local_rounds`): a worker then applies the
+    messages to its own bins within the round, and only messages for other workers'
+    bins take a round -- the body must not depend on the round a message arrives in
+    (within a phase)."""
 
     def loop(scope: ts.Scope, entered: ts.Stream) -> ts.Stream:
         fb = scope.feedback(name=f"{name}.feedback")
-        inputs = _entrance(
-            flow, entered, fb.stream, name=f"{name}.gate", expand=expand, combine=combine, announce=announce
-        )
+        if local_rounds:
+            if combine is not None or announce is not None:
+                raise ConfigurationError(f"loop {name!r}: local_rounds needs a gate without combine and announce")
+            new = entered.flat_map(expand, name=f"{name}.expand") if expand is not None else entered
+            messages = fb.stream.filter(lambda r: r.__class__ is tuple, name=f"{name}.messages")
+            inputs = new.concat(messages, name=f"{name}.gate")
+        else:
+            inputs = _entrance(
+                flow, entered, fb.stream, name=f"{name}.gate", expand=expand, combine=combine, announce=announce
+            )
         messages, results = body(scope, inputs)
         fb.connect(messages)
         return results

@@ -33,7 +33,10 @@ from tstate.migration.configuration import ConfigHistory
 from tstate.migration.planner import balanced_map, plan, rescale_map
 from tstate.migration.routing import ConfiguredRouter
 from tstate.operators.base import OperatorRuntime
+from tstate.operators.local_rounds import LocalReturn
+from tstate.operators.stateful import StatefulRuntime
 from tstate.plan import Frontier, Graph, Input, Node, Pact, Probe, Sink, Stateful
+from tstate.plan.local_rounds import local_loop
 from tstate.progress.frontier import Antichain
 from tstate.progress.reachability import GraphBuilder, Tracker
 from tstate.progress.shared import SharedProgress
@@ -95,6 +98,8 @@ class Execution:
                         h.time = t  # the input resumes at the checkpoint's time
                 for _, snk in graph.of_type(Sink):
                     snk.sink.restore(t)
+        self._sources: Optional[list[OperatorRuntime[Any]]] = None
+        self._ends: Optional[list[int]] = None
         self.steps = 0
         #: operator activations so far
         self.activations = 0
@@ -126,10 +131,15 @@ class Execution:
         for w in range(self.workers):
             for i, node in graph:
                 self.operators[w][i].outputs = [OutputPort(i, o, w) for o in range(node.outputs)]
+        # local_rounds operators apply the first stretch of their way back themselves
+        loops = {i: local_loop(graph, i) for i, node in graph.of_type(Stateful) if node.local_rounds}
+        skipped = {lp.first for lp in loops.values()}
         for i, node in graph:
             pacts = node.pacts()
             for port, src in enumerate(graph.sources(i)):
                 assert src is not None  # checked by graph.validate()
+                if (i, port) in skipped and src[0] in loops and loops[src[0]].first == (i, port):
+                    continue
                 pact = pacts[port]
                 router: Optional[ExchangeRouter] = None
                 if pact is not None:
@@ -137,6 +147,14 @@ class Execution:
                 inboxes = [self.operators[w][i].inboxes[port] for w in range(self.workers)]
                 for w in range(self.workers):
                     self.operators[w][src[0]].outputs[src[1]].connect(inboxes, self._progress[i], port, router)
+        for i, lp in loops.items():
+            inboxes = [self.operators[w][i].inboxes[0] for w in range(self.workers)]
+            for w in range(self.workers):
+                op = self.operators[w][i]
+                assert isinstance(op, StatefulRuntime)
+                op.local = LocalReturn(
+                    lp, self._routers[i], inboxes, self._progress[i], w, self.metrics.loop_round, op.name
+                )
 
     def make_router(self, index: int, node: Node, pact: Pact) -> ExchangeRouter:
         """The router of an exchange channel: by bin, over the worker pool; in front of
@@ -212,18 +230,23 @@ class Execution:
     # -- metrics ------------------------------------------------------------------
     def _observe_inputs(self) -> None:
         times = [h.time for h in self._inputs if not h.closed]
-        for ops in self.operators[:1]:
-            for op in ops:
-                cap = getattr(op, "cap", None)
-                if op.spec.kind == "source" and cap is not None:
-                    times.append(cap.time)
+        sources = self._sources
+        if sources is None:  # worker 0's source runtimes: found once
+            sources = self._sources = [op for op in self.operators[0] if op.spec.kind == "source"]
+        for op in sources:
+            cap = getattr(op, "cap", None)
+            if cap is not None:
+                times.append(cap.time)
         self.metrics.inputs_at(min(times) if times else None)
 
     def _observe_outputs(self) -> None:
-        ends = [i for i, n in self.graph if isinstance(n, (Sink, Probe)) and n.scope.depth == 0]
+        ends = self._ends
+        if ends is None:  # the root-scope sinks and probes: found once
+            ends = self._ends = [i for i, n in self.graph if isinstance(n, (Sink, Probe)) and n.scope.depth == 0]
         if not ends:
             return
-        fronts = [t for n in ends for t in self.tracker.frontier(n, 0)]
+        frontier = self.tracker.frontier
+        fronts = [t for n in ends for t in frontier(n, 0)]
         self.metrics.outputs_at(min(fronts) if fronts else None)
 
     # -- reconfiguration ------------------------------------------------------------

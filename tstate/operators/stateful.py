@@ -22,6 +22,7 @@ from tstate.capability import Capability
 from tstate.errors import GraphError, KeyFunctionError, OperatorError, StateReturnError, TstateError
 from tstate.keys import KeyRouter
 from tstate.operators.base import OperatorRuntime
+from tstate.operators.local_rounds import LocalReturn
 from tstate.plan.stateful import Stateful
 from tstate.progress.timestamp import epoch, less_equal
 from tstate.state.bin import NO_STATE, Bin
@@ -105,6 +106,10 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         #: bins a lazy restore left undecoded (tstate.engine.checkpointing.lazy.LazyBins), None
         #: once every bin is decoded: :meth:`bin` decodes one when it is first needed
         self.lazy: Any = None
+        #: ``local_rounds``: the way back to this operator (set by the embedded engine
+        #: when it wires the loop; None: everything goes around the loop)
+        self.local: Optional[LocalReturn] = None
+        self._local_queue: list[list[Any]] = []
         self.refresh_moves()
 
     @property
@@ -378,6 +383,31 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             blocked.append(t)
         return None
 
+    def _emit(self, t: Any, out: list[Any]) -> None:
+        """Send what was emitted at ``t``; with local rounds, what of it comes back to
+        this worker's bins is applied now, at ``t``, pass after pass until nothing is
+        left for them (:mod:`tstate.plan.local_rounds`)."""
+        self.outputs[0].push(t, out)
+        local = self.local
+        if local is None:
+            return
+        now = local.split(t, out)
+        if not now:
+            return
+        queue = self._local_queue
+        queue.append(now)
+        if len(queue) > 1:
+            return  # a pass is under way (this is one of its records' output): it goes on
+        note = self.exe.metrics.local_pass
+        e = epoch(t)
+        try:
+            while queue:
+                note(self.name, e)
+                self._apply(t, queue[0])
+                queue.pop(0)
+        finally:
+            queue.clear()
+
     def _note_applied(self, t: Any) -> None:
         if self.max_applied is None or _lex_lt(self.max_applied, t):
             self.max_applied = t
@@ -460,7 +490,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             raise self._error(exc, r, t) from exc
         if ctx._out:
             out, ctx._out = ctx._out, []
-            self.outputs[0].push(t, out)
+            self._emit(t, out)
 
     def _apply_fold(self, t: Any, recs: list[Any]) -> None:
         ctx = self.ctx
@@ -490,7 +520,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                 b.dirty.update(b.states)
         if ctx._out:
             out, ctx._out = ctx._out, []
-            self.outputs[0].push(t, out)
+            self._emit(t, out)
 
     def _group_fold(self, t: Any, recs: list[Any], groups: dict[int, tuple[Bin, list[Any]]]) -> None:
         """Group a fold's records by bin (arrival order within a bin); records of bins
@@ -536,7 +566,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             ctx._firing = False
         if ctx._out:
             out, ctx._out = ctx._out, []
-            self.outputs[0].push(t, out)
+            self._emit(t, out)
 
     def _fire_bins(self, t: Any, bin_indexes: dict[int, None], handler: Any, new_state: Any, track: bool) -> None:
         ctx = self.ctx

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional, Pr
 
 from attrs import evolve, field, frozen
 
-from tstate.errors import ConfigurationError, StateReturnError
+from tstate.errors import ConfigurationError, GraphError, StateReturnError
 from tstate.keys import check_bins
 from tstate.plan.node import KeyFn, Node, Pact, _bins
 from tstate.plan.scope import Scope
@@ -74,6 +74,9 @@ class Stateful(Node):
     fold: bool = False
     returns: Returns = "never"
     on_notify: Optional[NotifyHandler] = None
+    #: apply what comes back to keys held by the same worker within the round
+    #: (:mod:`tstate.plan.local_rounds`)
+    local_rounds: bool = False
 
     @classmethod
     def declare(
@@ -86,20 +89,27 @@ class Stateful(Node):
         default: Optional[Callable[[], Any]] = None,
         bins: int = 256,
         fold: bool = False,
+        local_rounds: bool = False,
     ) -> "Stateful":
         """A checked node: ``key`` is a function, ``bins`` a power of two, ``state`` a
         supported type (:class:`~tstate.errors.StateTypeError` naming the field path),
         and a function whose state cannot change in place returns a value
-        (:class:`~tstate.errors.StateReturnError`)."""
+        (:class:`~tstate.errors.StateReturnError`); ``local_rounds`` needs an iterate
+        scope (:class:`~tstate.errors.GraphError`; the way back is checked when the
+        execution is built: :func:`tstate.plan.local_rounds.local_loop`)."""
         schema, new_state, returns = cls.check(key, state, default, bins, fold)
         if returns == "always" and never_returns_a_value(fn):
             raise StateReturnError(
                 f"stateful operator {name!r}: {getattr(fn, '__qualname__', fn)} never returns a value, but its state "
                 f"type {schema.name} cannot change in place: return the new state (return the old one to keep it)"
             )
+        if local_rounds and scope.depth == 0:
+            raise GraphError(
+                f"stateful operator {name!r}: local_rounds=True needs an iterate scope (it is in the root scope)"
+            )
         return cls(
             name=name, scope=scope, fn=fn, key=key, state=state, schema=schema, new_state=new_state, bins=bins,
-            fold=fold, returns=returns,
+            fold=fold, returns=returns, local_rounds=local_rounds,
         )
 
     @staticmethod

@@ -47,19 +47,20 @@ class StatefulHost:
         self.frontier = frontier
         #: what the operator gave: time -> records, in arrival order
         self.produced: dict[Any, list[Any]] = {}
-        # the operator's own node, alone in a plan of its own (helper names cannot be its name)
+        # the operator's own node, alone in a plan of its own (helper names cannot be its name);
+        # without local rounds: on Spark its loop runs round by round (the driver's rounds)
         g = Graph(f"{plan.name}/{pn.name}")
         self.input = InputHandle(f"{pn.name}/in", 1 << 30)
         src = (g.add(Input(name=self.input.name, scope=g.root, handle=self.input), []), 0)
         if frontier is None:
-            index = g.add(evolve(op, scope=g.root), [src])
+            index = g.add(evolve(op, scope=g.root, local_rounds=False), [src])
             g.add(Sink(name=f"{pn.name}/out", scope=g.root, sink=CallbackSink(self._give)), [(index, 0)])
         else:
             loop = Scope("loop", depth=1, parent=g.root)
             entered = g.add(Enter(name=f"{pn.name}/enter", scope=loop), [src])
             place = UnaryFrontier(name=f"{pn.name}/place", scope=loop, logic=_placing(frontier), state=list)
             placed = g.add(place, [(entered, 0)])
-            index = g.add(evolve(op, scope=loop), [(placed, 0)])
+            index = g.add(evolve(op, scope=loop, local_rounds=False), [(placed, 0)])
             seen = g.add(Inspect(name=f"{pn.name}/out", scope=loop, fn=self._give_one), [(index, 0)])
             g.add(Leave(name=f"{pn.name}/leave", scope=g.root, inner=loop), [(seen, 0)])
         self.execution = Execution(g, 1)

@@ -63,6 +63,22 @@ def test_pagerank_blocks_change_only_the_rounding():
         pagerank_close(runs[1], runs[b], tol=2e-9)
 
 
+@pytest.mark.parametrize("iterations", [0, 1, 3])
+def test_pagerank_one_block_without_or_with_a_partial_krylov_start(monkeypatch, iterations):
+    """With one block the pushes start from BiCGSTAB's result; with none (0 iterations)
+    or a partial one the pushes do the rest: every epoch stays within tol of networkx
+    (run_checked) and within 2 tol of the full start."""
+    import importlib
+
+    pr = importlib.import_module("apps.graph.pagerank")  # (apps.graph.pagerank is also the function)
+    rng = random.Random(6)
+    epochs = stream_of(list(GRAPHS["les_miserables"].edges()), rng, epochs=4)
+    full = run_checked(epochs, workers=1, tol=1e-9, algorithms=("pagerank",))
+    monkeypatch.setattr(pr, "_KRYLOV_ITERATIONS", iterations)
+    part = run_checked(epochs, workers=1, tol=1e-9, algorithms=("pagerank",))
+    pagerank_close(full, part, tol=2e-9)
+
+
 def test_pagerank_block_with_work_left_and_nothing_coming_back():
     """A block that stops its passes because most of what it pushes leaves it must go on
     in the next round even when no other block sends it anything (here: b loses its
@@ -205,7 +221,33 @@ def test_rounds_per_epoch_are_in_the_metrics():
             assert rounds[1] == {} and g.execution.metrics.rounds("components") == {}
         else:
             assert set(rounds[blocks]) == {t for t, _ in epochs}
-            assert g.execution.metrics.rounds("components")  # every loop is counted
+            # components' vertices apply their messages to their own worker's bins within
+            # the round (local_rounds): on one worker the loop needs no round at all
+            assert g.execution.metrics.rounds("components") == {}
+            assert g.execution.metrics.local_passes("components.vertex")
         g.close()
     for blocks in (2, 4):  # rounds 0-2, the pushes, and the sum's two
         assert all(n >= 5 for n in rounds[blocks].values())
+
+
+def test_components_in_blocks_take_fewer_rounds_with_local_rounds(monkeypatch):
+    """Components per vertex on 3 workers: the messages for a worker's own bins are
+    applied within the round, so an epoch takes fewer rounds than its longest chain of
+    messages (the loop without local rounds: the same dataflow, the option off) -- and
+    the same labels."""
+    import importlib
+
+    from apps.graph.stream import GraphStream
+
+    cc = importlib.import_module("apps.graph.components")  # (apps.graph.components is also the function)
+    rng = random.Random(3)
+    epochs = stream_of(list(GRAPHS["les_miserables"].edges()), rng, epochs=4)
+    got, rounds = {}, {}
+    for local in (True, False):
+        monkeypatch.setattr(cc, "LOCAL_ROUNDS", local)
+        g = GraphStream(("components",), blocks=4, workers=3)
+        got[local] = [(r.epoch, r.sorted()) for t, ups in epochs for r in g.advance(t, ups)]
+        rounds[local] = g.execution.metrics.rounds("components")
+        g.close()
+    assert got[True] == got[False]
+    assert sum(rounds[True].values()) < sum(rounds[False].values())

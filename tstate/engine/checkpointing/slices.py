@@ -27,7 +27,7 @@ from tstate.checkpoint.delta import encode_delta_parts
 from tstate.engine.checkpointing.freeze import MISSING, Frozen
 from tstate.keys import encode_keys
 from tstate.state.bin import Bin
-from tstate.state.payload import encode_checked
+from tstate.state.payload import encode_checked, encode_keys_raw
 from tstate.types.codec import encode_envelope
 
 __all__ = ["BinWork", "Job", "Pacer"]
@@ -66,7 +66,7 @@ def encode_work(w: BinWork) -> bytes:
             gone = [k for k, v in pairs if v is MISSING]
             keys = [k for k, v in pairs if v is not MISSING]
             values = [v for v in values if v is not MISSING]
-        wkeys = encode_keys(keys)
+        wkeys = encode_keys_raw(keys)
         if w.snapshot:
             payload = {"bin": b.index, "keys": wkeys, "states": values, "timers": w.timers}
             fingerprint = codec.fingerprint

@@ -253,6 +253,7 @@ class Coordinator:
         self.skipped: list[int] = []  # async mode: checkpoint times skipped (the previous one was being encoded)
         self._deferred = False  # the next barrier waited for an encoding to finish
         self.slice_seconds: list[float] = []  # async mode: each slice of encoding on the processing path
+        self.slice_cpu_seconds: list[float] = []  # ...and the processing thread's CPU time in it
         #: restore="lazy": the bins restored and not decoded yet (tstate.engine.checkpointing.lazy)
         self.lazy: Any = None
 
@@ -598,6 +599,7 @@ class Coordinator:
         if budget <= 0:
             return
         keys = job.keys_left
+        cpu = _time.thread_time()
         try:
             done = job.run(budget)
         except BaseException as exc:
@@ -607,6 +609,7 @@ class Coordinator:
             raise
         took = _time.perf_counter() - now
         self.slice_seconds.append(took)
+        self.slice_cpu_seconds.append(_time.thread_time() - cpu)
         self.pacer.learn(job, keys - job.keys_left, took)
         if done:
             self._active = None

@@ -111,7 +111,7 @@ def one(mode: str, keys: int, touch: float, every: int, epochs: int, directory: 
         overlap.append(busy or (coord is not None and coord.writing > 0))
         # where the epoch's time went: [cpu, gc, slices, capture, slices count] (seconds)
         sl = coord.slice_seconds[s0:] if coord is not None else []
-        slc = coord.slice_cpu_seconds[s0:] if coord is not None else []
+        slc = getattr(coord, "slice_cpu_seconds", [])[s0:] if coord is not None else []
         cap = coord.capture_seconds[c0:] if coord is not None else []
         parts.append([driver.cpu, driver.gc, sum(sl), sum(cap), len(sl), sum(slc)])
     inp.close()

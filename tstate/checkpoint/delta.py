@@ -106,11 +106,15 @@ def encode_delta(
 
 
 def encode_delta_parts(
-    bin_index: int, keys: list[Any], states: list[Any], deletes: list[Any], timers: list[Any], fingerprint: str
+    bin_index: int, keys: list[Any] | msgspec.Raw, states: list[Any] | msgspec.Raw, deletes: list[Any],
+    timers: list[Any], fingerprint: str,
 ) -> bytes:
     """:func:`encode_delta` from its parts, already encoded: ``keys`` and ``deletes``
-    by :func:`tstate.keys.encode_keys`, ``states`` ready for the encoder (``states[i]``
-    is the state of ``keys[i]``), ``timers`` by :func:`tstate.state.payload.wire_timers`."""
+    by :func:`tstate.keys.encode_keys` (``keys`` also as the ``msgspec.Raw`` of
+    :func:`tstate.state.payload.encode_keys_raw`), ``states`` ready for the encoder
+    (``states[i]`` is the state of ``keys[i]``; or the ``msgspec.Raw`` of
+    :func:`tstate.state.payload.encode_states`), ``timers`` by
+    :func:`tstate.state.payload.wire_timers`."""
     payload = {"bin": bin_index, "keys": keys, "upserts": states, "deletes": deletes, "timers": timers}
     return encode_envelope(fingerprint, payload)
 

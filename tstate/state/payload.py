@@ -6,10 +6,11 @@ carrying the state schema's fingerprint and ``{"bin", "keys": [key, ...], "state
 ``keys[i]``), keys encoded by :func:`tstate.keys.encode_key`, states by the operator's
 :class:`~tstate.types.StateCodec` (which checks every value against its declaration: a
 wrongly typed value is reported with its key and field path, never silently written).
-A whole bin is one msgspec call: the states are checked together
-(:meth:`~tstate.types.StateCodec.all_encodable`) and handed to the encoder as they are,
-in one list (no object per state is built, so encoding a large bin starts no garbage
-collection).  ``decode_bin`` checks the fingerprint and rebuilds the bin, its states
+A whole bin's states are handed to the encoder as they are (no object per state is
+built, so encoding a large bin starts no garbage collection), :data:`CHUNK` at a time,
+each chunk checked (:meth:`~tstate.types.StateCodec.all_encodable`) right after it is
+encoded, while its states are still in the processor's cache
+(:func:`encode_states`); the keys likewise (:func:`encode_keys_raw`).  ``decode_bin`` checks the fingerprint and rebuilds the bin, its states
 decoded typed in one call too (:func:`decode_payload`, which also reads the deltas of
 :mod:`tstate.checkpoint.delta`).  Format 1 wrote ``"states": [[key, state], ...]``
 (and no ``"keys"``): still read.  No pickle: a payload can never run code.

@@ -8,9 +8,10 @@ process; the store's files are written there, never under the processing thread'
 interpreter lock) as one batch.  The coordinator runs slices between steps of the
 processing thread, paced so that the checkpoint is written well before the next one is
 due (:class:`Pacer`); ``mode="thread"`` runs the whole job on a background thread, and
-``mode="sync"`` at once.  Each bin is one msgspec call
-(:func:`tstate.state.payload.wire_states`), its frozen states read where they are (or
-as the copy made before the processing thread changed them).
+``mode="sync"`` at once.  Each bin's states are encoded
+by msgspec and checked a chunk at a time (:func:`tstate.state.payload.encode_checked`),
+its frozen states read where they are (or as the copy made before the processing
+thread changed them).
 
 The files are named and checksummed here; the writer then *adopts* the references at
 the commit (:meth:`tstate.checkpoint.store.CheckpointWriter.adopt`).

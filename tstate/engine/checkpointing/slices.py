@@ -56,8 +56,8 @@ class BinWork:
 def encode_work(w: BinWork) -> bytes:
     """The file of one bin (a snapshot or a delta, :mod:`tstate.checkpoint.delta`): its
     states at the checkpoint's time (the live ones, and the copies copy-on-write made)
-    encoded in one msgspec call and checked right after, while they are in the
-    processor's cache (:func:`tstate.state.payload.encode_checked`)."""
+    encoded by msgspec and checked right after, a chunk at a time, while they are in
+    the processor's cache (:func:`tstate.state.payload.encode_checked`)."""
     codec, b = w.codec, w.bin
 
     def encode(keys: list[Any], values: list[Any], copies: int) -> bytes:

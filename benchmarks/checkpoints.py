@@ -99,17 +99,24 @@ def one(mode: str, keys: int, touch: float, every: int, epochs: int, directory: 
     rss = _rss_mb()
     rng = random.Random(3)
     n = int(keys * touch)
-    lat, faults, overlap = [], [], []
+    lat, faults, overlap, parts = [], [], [], []
     for _ in range(epochs):
         records = [(rng.randrange(keys), rng.randrange(1000)) for _ in range(n)]
         busy = coord is not None and coord.writing > 0
         f0 = _faults()
+        s0 = len(coord.slice_seconds) if coord is not None else 0
+        c0 = len(coord.capture_seconds) if coord is not None else 0
         lat.append((driver.epoch, run_epoch(records)))
         faults.append(_faults() - f0)
         overlap.append(busy or (coord is not None and coord.writing > 0))
+        # where the epoch's time went: [cpu, gc, slices, capture, slices count] (seconds)
+        sl = coord.slice_seconds[s0:] if coord is not None else []
+        slc = getattr(coord, "slice_cpu_seconds", [])[s0:] if coord is not None else []
+        cap = coord.capture_seconds[c0:] if coord is not None else []
+        parts.append([driver.cpu, driver.gc, sum(sl), sum(cap), len(sl), sum(slc)])
     inp.close()
     ex.run()
-    result = {"mode": mode, "latency": lat, "faults": faults, "overlap": overlap, "rss_mb": rss}
+    result = {"mode": mode, "latency": lat, "faults": faults, "overlap": overlap, "rss_mb": rss, "parts": parts}
     if coord is not None:
         ms = coord.store.manifests()
         result["manifest_sizes"] = [m.total_size for m in ms]
@@ -153,6 +160,29 @@ def restore(directory: str, workers: int) -> float:
     took = time.perf_counter() - t0
     assert ex.restored is not None
     return took
+
+
+def breakdown(results: dict) -> str:
+    """Where the time of each mode's p99 epoch went (by wall time, and the p99 epoch by
+    processing-thread CPU time): wall, CPU, encoding slices, capture (the freeze), the
+    cyclic GC, and the rest (processing the records, copy-on-write copies, waiting for
+    the CPU); the no-checkpoint run's p50 and p99 epochs for comparison."""
+    rows = []
+    for mode, r in results.items():
+        lat = [s for _, s in r["latency"]]
+        for by, vals in (("wall", lat), ("CPU", [p[0] for p in r["parts"]])):
+            order = sorted(range(len(vals)), key=vals.__getitem__)
+            picks = [("p99", order[min(len(order) - 1, int(0.99 * len(order)))])]
+            if mode == "none" and by == "wall":
+                picks.insert(0, ("p50", order[len(order) // 2]))
+            for label, i in picks:
+                cpu, g, sl, cap, nsl, slc = r["parts"][i]
+                rows.append((f"{LABELS.get(mode, mode)}", f"{label} by {by}", r["latency"][i][0], f"{lat[i] * 1000:.1f}",
+                             f"{cpu * 1000:.1f}", f"{sl * 1000:.1f} ({nsl})", f"{slc * 1000:.1f}", f"{cap * 1000:.1f}",
+                             f"{g * 1000:.1f}", f"{(lat[i] - sl - cap - g) * 1000:.1f}", f"{(cpu - slc) * 1000:.1f}"))
+    return "where the time of an epoch went (ms; CPU: the processing thread's):\n" + table(
+        ["checkpoints", "epoch", "#", "wall", "CPU", "slices: wall (count)", "slices: CPU", "capture (wall)", "GC (wall)",
+         "rest: wall", "rest: CPU"], rows)
 
 
 MODES = ("none", "sync", "async", "thread", "fork")
@@ -213,21 +243,29 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     base_p99 = None
     ratios: dict[str, float] = {}
+    base_cpu_p99 = None
     for mode, r in results.items():
         lats = sorted(s for _, s in r["latency"])
         p99 = statistics.quantiles(lats, n=100)[98]
+        cpus = sorted(p[0] for p in r["parts"])
+        cpu_p99 = statistics.quantiles(cpus, n=100)[98]
         base_p99 = base_p99 or p99
+        base_cpu_p99 = base_cpu_p99 or cpu_p99
         if mode != "none":
             ratios[f"{mode}_p99_over_none"] = round(p99 / base_p99, 3)
+            ratios[f"{mode}_cpu_p99_over_none"] = round(cpu_p99 / base_cpu_p99, 3)
         rows.append((LABELS.get(mode, mode), f"{statistics.median(lats) * 1000:.1f}", f"{p99 * 1000:.1f}",
-                     f"{max(lats) * 1000:.1f}", f"{p99 / base_p99:.2f}", len(r.get("committed", [])),
+                     f"{max(lats) * 1000:.1f}", f"{p99 / base_p99:.2f}",
+                     f"{statistics.median(cpus) * 1000:.1f}", f"{cpu_p99 * 1000:.1f}", f"{cpu_p99 / base_cpu_p99:.2f}",
+                     len(r.get("committed", [])),
                      f"{statistics.median(r['faults']):,.0f}", _ms(r.get("capture_seconds", []))))
     print(f"{args.keys:,} keys, {args.touch:.0%} touched per epoch, checkpoint every {args.every} epochs, "
           f"{args.epochs} epochs measured (latency in ms; one process per mode, run one after the other; "
           f"{os.cpu_count()} CPUs, load average {load_before:.1f} before, {load_after:.1f} after, "
           f"{time.perf_counter() - started:.0f} s)")
-    print(table(["checkpoints", "p50", "p99", "max", "p99 / none p99", "committed", "minor faults / epoch",
-                 "on processing path at capture, median / max"], rows))
+    print(table(["checkpoints", "p50", "p99", "max", "p99 / none p99", "CPU p50", "CPU p99", "CPU p99 / none",
+                 "committed", "minor faults / epoch", "on processing path at capture, median / max"], rows))
+    print(breakdown(results))
     f = results.get("fork")
     if f is not None and f.get("fork_seconds"):
         inside = [s for (_, s), o in zip(f["latency"], f["overlap"]) if o]

@@ -116,3 +116,34 @@ def test_a_state_that_contains_itself_is_refused_not_a_recursion_error() -> None
     b.states = {"k": [loop]}
     with pytest.raises(StateTypeError, match=r"^operator 'op', key 'k': state\[0\]\[1\]: expected int, got list"):
         encode_bin(b, codec, "op")
+
+
+@given(st.data())
+def test_states_encoded_in_chunks_are_the_bytes_of_one_call(data: st.DataObject) -> None:
+    """encode_states encodes and checks CHUNK states at a time: the bytes are those of
+    encoding the whole list at once, at every size around the chunk and header bounds."""
+    from tstate.state import payload
+    from tstate.types import wire
+
+    n = data.draw(st.sampled_from([0, 1, 15, 16, 17, payload.CHUNK - 1, payload.CHUNK, payload.CHUNK + 1,
+                                   3 * payload.CHUNK + 5, 65_535, 65_536, 65_540]), label="n")
+    codec = StateCodec(Route)
+    values = [Route(i, [i, -i], Map({i: i + 1})) for i in range(n)]
+    raw = payload.encode_states(values, codec)
+    assert raw is not None and bytes(raw) == wire.encode(values)
+
+
+def test_a_wrong_state_in_a_later_chunk_is_named() -> None:
+    """A wrongly typed state after the first chunk (encoded fine, refused by the check
+    of its chunk) or beyond 64 bits (refused by the encoder) is named by its key."""
+    from tstate.state.payload import CHUNK
+
+    codec = StateCodec(Route)
+    b = Bin(0)
+    b.states = {i: Route(i, [i]) for i in range(3 * CHUNK)}
+    b.states[2 * CHUNK + 3] = Route(1, [2, "3"])
+    with pytest.raises(StateTypeError, match=rf"^operator 'op', key {2 * CHUNK + 3}: Route\.delays\[1\]: expected int"):
+        encode_bin(b, codec, "op")
+    b.states[2 * CHUNK + 3] = Route(2**64)
+    with pytest.raises(StateTypeError, match=rf"^operator 'op', key {2 * CHUNK + 3}: Route\.flights: expected int between"):
+        encode_bin(b, codec, "op")

@@ -50,7 +50,7 @@ import msgspec
 from tstate.errors import CheckpointError, StateTypeError
 from tstate.keys import decode_key, encode_key, encode_keys
 from tstate.state.bin import Bin
-from tstate.state.payload import decode_payload, decode_time, encode_checked, encode_time, state_pairs, wire_timers
+from tstate.state.payload import decode_payload, encode_keys_raw, decode_time, encode_checked, encode_time, state_pairs, wire_timers
 from tstate.types.codec import decode_envelope, encode_envelope, open_envelope
 
 __all__ = ["encode_delta", "encode_delta_parts", "encode_change", "decode_delta", "apply_chain", "restore_bin", "catch_up", "envelope_fingerprint", "Timers"]
@@ -106,11 +106,15 @@ def encode_delta(
 
 
 def encode_delta_parts(
-    bin_index: int, keys: list[Any], states: list[Any], deletes: list[Any], timers: list[Any], fingerprint: str
+    bin_index: int, keys: list[Any] | msgspec.Raw, states: list[Any] | msgspec.Raw, deletes: list[Any],
+    timers: list[Any], fingerprint: str,
 ) -> bytes:
     """:func:`encode_delta` from its parts, already encoded: ``keys`` and ``deletes``
-    by :func:`tstate.keys.encode_keys`, ``states`` ready for the encoder (``states[i]``
-    is the state of ``keys[i]``), ``timers`` by :func:`tstate.state.payload.wire_timers`."""
+    by :func:`tstate.keys.encode_keys` (``keys`` also as the ``msgspec.Raw`` of
+    :func:`tstate.state.payload.encode_keys_raw`), ``states`` ready for the encoder
+    (``states[i]`` is the state of ``keys[i]``; or the ``msgspec.Raw`` of
+    :func:`tstate.state.payload.encode_states`), ``timers`` by
+    :func:`tstate.state.payload.wire_timers`."""
     payload = {"bin": bin_index, "keys": keys, "upserts": states, "deletes": deletes, "timers": timers}
     return encode_envelope(fingerprint, payload)
 
@@ -138,7 +142,7 @@ def encode_change(b: Bin, codec: Any, *, snapshot: bool, operator: str | None = 
     states = b.states
     keys = [k for k in b.dirty if k in states]
     values = [states[k] for k in keys]
-    wkeys = encode_keys(keys)
+    wkeys = encode_keys_raw(keys)
     deletes = encode_keys([k for k in b.removed if k not in states])
     timers = wire_timers(b.timers)
     return encode_checked(

@@ -6,10 +6,11 @@ carrying the state schema's fingerprint and ``{"bin", "keys": [key, ...], "state
 ``keys[i]``), keys encoded by :func:`tstate.keys.encode_key`, states by the operator's
 :class:`~tstate.types.StateCodec` (which checks every value against its declaration: a
 wrongly typed value is reported with its key and field path, never silently written).
-A whole bin is one msgspec call: the states are checked together
-(:meth:`~tstate.types.StateCodec.all_encodable`) and handed to the encoder as they are,
-in one list (no object per state is built, so encoding a large bin starts no garbage
-collection).  ``decode_bin`` checks the fingerprint and rebuilds the bin, its states
+A whole bin's states are handed to the encoder as they are (no object per state is
+built, so encoding a large bin starts no garbage collection), :data:`CHUNK` at a time,
+each chunk checked (:meth:`~tstate.types.StateCodec.all_encodable`) right after it is
+encoded, while its states are still in the processor's cache
+(:func:`encode_states`); the keys likewise (:func:`encode_keys_raw`).  ``decode_bin`` checks the fingerprint and rebuilds the bin, its states
 decoded typed in one call too (:func:`decode_payload`, which also reads the deltas of
 :mod:`tstate.checkpoint.delta`).  Format 1 wrote ``"states": [[key, state], ...]``
 (and no ``"keys"``): still read.  No pickle: a payload can never run code.
@@ -44,6 +45,8 @@ __all__ = [
     "bin_from_builtins",
     "wire_states",
     "encode_checked",
+    "encode_states",
+    "encode_keys_raw",
     "wire_timers",
     "raise_bad_state",
     "Payload",
@@ -94,7 +97,7 @@ _UNENCODABLE = (OverflowError, TypeError, ValueError, RecursionError)
 
 
 def encode_checked(
-    encode: Callable[[list[Any]], bytes], keys: list[Any], values: list[Any], codec: Any, operator: Optional[str] = None
+    encode: Callable[[Any], bytes], keys: list[Any], values: list[Any], codec: Any, operator: Optional[str] = None
 ) -> bytes:
     """``encode(states)``: the bytes of a payload holding ``values`` (the states of
     ``keys``, in order) in their wire form, every state checked against the
@@ -102,21 +105,18 @@ def encode_checked(
     naming the operator, its key and the field path (:func:`raise_bad_state`), and no
     bytes are returned.
 
-    Where the codec encodes natively (:attr:`StateCodec.encodes_natively`) the states
-    are encoded *first* and checked after (:meth:`StateCodec.all_encodable`), while
-    they are still in the processor's cache: reading a state from memory is most of
-    what encoding a large bin costs, and the check then costs a fraction of it.
-    Otherwise the states are checked and turned into their builtins form first."""
+    Where the codec encodes natively (:attr:`StateCodec.encodes_natively`) ``states``
+    is a ``msgspec.Raw`` of the encoded array of states (:func:`encode_states`:
+    encoded *first* and checked right after, :data:`CHUNK` states at a time, while they
+    are still in the processor's cache -- reading a state from memory is most of what
+    encoding a large bin costs, and the check then costs a fraction of it).  Otherwise
+    the states are checked and turned into their builtins form first (a list)."""
     if codec.encodes_natively:
-        try:
-            data = encode(values)
-        except _UNENCODABLE:
-            raise_bad_state(zip(keys, values), codec, operator)
-            raise
-        if not _all_encodable(codec, values):
+        raw = encode_states(values, codec)
+        if raw is None:
             raise_bad_state(zip(keys, values), codec, operator)
             raise StateTypeError(f"operator {operator!r}: a state does not match its declaration")  # pragma: no cover
-        return data
+        return encode(raw)
     if not _all_encodable(codec, values):
         raise_bad_state(zip(keys, values), codec, operator)
         raise StateTypeError(f"operator {operator!r}: a state does not match its declaration")  # pragma: no cover
@@ -129,6 +129,54 @@ def encode_checked(
         raise
 
 
+#: how many states :func:`encode_states` encodes, then checks, at a time: a few hundred
+#: states stay in the processor's cache between the two (a whole bin of thousands,
+#: scattered over the heap, does not: checking it after encoding read it all again)
+CHUNK = 256
+
+
+def _array_header(n: int) -> bytes:
+    """The MessagePack header of an array of ``n`` items."""
+    if n < 16:
+        return bytes((0x90 | n,))
+    if n < 0x10000:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
+def encode_states(values: list[Any], codec: Any) -> Optional[msgspec.Raw]:
+    """The MessagePack array of ``values`` (states of a codec that
+    :attr:`~tstate.types.StateCodec.encodes_natively`) as a ``msgspec.Raw``, every
+    state checked (:meth:`~tstate.types.StateCodec.all_encodable`) right after it is
+    encoded, :data:`CHUNK` at a time; ``None`` if one does not match its declaration or
+    cannot be encoded (:func:`raise_bad_state` then says which and where).  The bytes
+    are those of ``wire.encode(values)``; the garbage collector is paused meanwhile
+    (checking builds a few temporary containers per state)."""
+    encode, ok = wire.encode, codec.all_encodable
+    enabled = gc.isenabled()
+    if enabled:
+        gc.disable()
+    try:
+        n = len(values)
+        if n <= CHUNK:
+            data = encode(values)
+            return msgspec.Raw(data) if ok(values) else None
+        parts: list[Any] = [_array_header(n)]
+        append = parts.append
+        for i in range(0, n, CHUNK):
+            chunk = values[i : i + CHUNK]
+            data = encode(chunk)
+            if not ok(chunk):
+                return None
+            append(memoryview(data)[len(_array_header(len(chunk))) :])
+        return msgspec.Raw(b"".join(parts))
+    except _UNENCODABLE:
+        return None
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _all_encodable(codec: Any, values: list[Any]) -> bool:
     """``codec.all_encodable(values)`` with the cyclic garbage collector paused (checking
     builds a few temporary containers per state: no collection should start meanwhile)."""
@@ -139,6 +187,14 @@ def _all_encodable(codec: Any, values: list[Any]) -> bool:
         return bool(codec.all_encodable(values))
     finally:
         gc.enable()
+
+
+def encode_keys_raw(keys: list[Any]) -> msgspec.Raw:
+    """The MessagePack array of ``keys`` encoded (:func:`tstate.keys.encode_keys`) as a
+    ``msgspec.Raw``: encoded right after their types are checked, while the keys (spread
+    over the heap) are still in the processor's cache -- a payload then does not read
+    them a second time."""
+    return msgspec.Raw(wire.encode(encode_keys(keys)))
 
 
 def wire_timers(timers: Any) -> list[Any]:
@@ -190,7 +246,7 @@ def encode_bin(b: Bin, codec: Any, operator: Optional[str] = None) -> bytes:
     """Encode a whole bin (states and timers) with its schema fingerprint (every state
     checked: :func:`encode_checked`)."""
     keys = list(b.states)
-    payload = {"bin": b.index, "keys": encode_keys(keys), "states": None, "timers": wire_timers(b.timers)}
+    payload = {"bin": b.index, "keys": encode_keys_raw(keys), "states": None, "timers": wire_timers(b.timers)}
     fingerprint = codec.fingerprint
 
     def encode(states: list[Any]) -> bytes:

@@ -257,6 +257,7 @@ class Coordinator:
         self.skipped: list[int] = []  # async mode: checkpoint times skipped (the previous one was being encoded)
         self._deferred = False  # the next barrier waited for an encoding to finish
         self.slice_seconds: list[float] = []  # async mode: each slice of encoding on the processing path
+        self.slice_cpu_seconds: list[float] = []  # ...and the processing thread's CPU time in it
         #: restore="lazy": the bins restored and not decoded yet (tstate.engine.checkpointing.lazy)
         self.lazy: Any = None
 
@@ -303,9 +304,19 @@ class Coordinator:
             return None
         start = _time.perf_counter()
         # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)
-        manifest = self.store.recover(fresh_if_unusable=self.cfg.fresh_if_unusable)
+        # an eager restore decodes every file the verification reads: it keeps their
+        # bytes (read once, not twice), each dropped once its bin is decoded
+        verified: dict[str, bytes] = {}
+        keep = None if self.cfg.restore == "lazy" else self._verify_keeping(verified)
+        manifest = self.store.recover(fresh_if_unusable=self.cfg.fresh_if_unusable, verify=keep)
         if manifest is None:
             return None
+        read = self.store.read
+
+        def data(ref: Any) -> bytes:
+            got = verified.pop(ref.path, None)
+            return read(ref) if got is None else got
+
         check_format(manifest, self.cfg.directory)
         self._fresh = False
         self._base_manifest, self._last_id = manifest, manifest.id
@@ -337,7 +348,7 @@ class Coordinator:
                     self.lazy.add(exe.operators[w][index], codec, stored, chains)
                 continue
             for bin_index, chain in sorted(entry.chains.items()):
-                b = restore_bin([self.store.read(ref) for ref in chain], codec, fingerprint=stored)
+                b = restore_bin([data(ref) for ref in chain], codec, fingerprint=stored)
                 # rewrite it under the new schema, or in the current format
                 b.full = stored != codec.fingerprint or manifest.format < FORMAT
                 if b.index != bin_index:
@@ -352,6 +363,26 @@ class Coordinator:
             manifest.id, manifest.time, dict(meta.get("sources", {})), _time.perf_counter() - start,
             int(meta.get("workers", 0)), left,
         )
+
+    def _verify_keeping(self, verified: dict[str, bytes]) -> Any:
+        """A ``verify`` for :meth:`CheckpointStore.recover` that reads and checks every
+        data file of a candidate (like :meth:`CheckpointStore.verify`) and keeps the
+        bytes of the candidate it accepts in ``verified`` (path -> bytes)."""
+        store = self.store
+
+        def verify(m: Any) -> list[str]:
+            verified.clear()
+            problems = []
+            for ref in m.files():
+                try:
+                    verified[ref.path] = store.read(ref)
+                except CheckpointError as exc:
+                    problems.append(str(exc))
+            if problems:
+                verified.clear()
+            return problems
+
+        return verify
 
     # -- the checkpoint cycle ---------------------------------------------------------
     def after_step(self) -> None:
@@ -602,6 +633,7 @@ class Coordinator:
         if budget <= 0:
             return
         keys = job.keys_left
+        cpu = _time.thread_time()
         try:
             done = job.run(budget)
         except BaseException as exc:
@@ -611,6 +643,7 @@ class Coordinator:
             raise
         took = _time.perf_counter() - now
         self.slice_seconds.append(took)
+        self.slice_cpu_seconds.append(_time.thread_time() - cpu)
         self.pacer.learn(job, keys - job.keys_left, took)
         if done:
             self._active = None

@@ -8,9 +8,10 @@ process; the store's files are written there, never under the processing thread'
 interpreter lock) as one batch.  The coordinator runs slices between steps of the
 processing thread, paced so that the checkpoint is written well before the next one is
 due (:class:`Pacer`); ``mode="thread"`` runs the whole job on a background thread, and
-``mode="sync"`` at once.  Each bin is one msgspec call
-(:func:`tstate.state.payload.wire_states`), its frozen states read where they are (or
-as the copy made before the processing thread changed them).
+``mode="sync"`` at once.  Each bin's states are encoded
+by msgspec and checked a chunk at a time (:func:`tstate.state.payload.encode_checked`),
+its frozen states read where they are (or as the copy made before the processing
+thread changed them).
 
 The files are named and checksummed here; the writer then *adopts* the references at
 the commit (:meth:`tstate.checkpoint.store.CheckpointWriter.adopt`).
@@ -27,7 +28,7 @@ from tstate.checkpoint.delta import encode_delta_parts
 from tstate.engine.checkpointing.freeze import MISSING, Frozen
 from tstate.keys import encode_keys
 from tstate.state.bin import Bin
-from tstate.state.payload import encode_checked
+from tstate.state.payload import encode_checked, encode_keys_raw
 from tstate.types.codec import encode_envelope
 
 __all__ = ["BinWork", "Job", "Pacer"]
@@ -55,8 +56,8 @@ class BinWork:
 def encode_work(w: BinWork) -> bytes:
     """The file of one bin (a snapshot or a delta, :mod:`tstate.checkpoint.delta`): its
     states at the checkpoint's time (the live ones, and the copies copy-on-write made)
-    encoded in one msgspec call and checked right after, while they are in the
-    processor's cache (:func:`tstate.state.payload.encode_checked`)."""
+    encoded by msgspec and checked right after, a chunk at a time, while they are in
+    the processor's cache (:func:`tstate.state.payload.encode_checked`)."""
     codec, b = w.codec, w.bin
 
     def encode(keys: list[Any], values: list[Any], copies: int) -> bytes:
@@ -66,7 +67,7 @@ def encode_work(w: BinWork) -> bytes:
             gone = [k for k, v in pairs if v is MISSING]
             keys = [k for k, v in pairs if v is not MISSING]
             values = [v for v in values if v is not MISSING]
-        wkeys = encode_keys(keys)
+        wkeys = encode_keys_raw(keys)
         if w.snapshot:
             payload = {"bin": b.index, "keys": wkeys, "states": values, "timers": w.timers}
             fingerprint = codec.fingerprint

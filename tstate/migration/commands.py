@@ -6,9 +6,14 @@
 - :class:`Assign` — install a complete bin → worker map.
 
 Each carries a ``strategy``: ``"all-at-once"`` (one step), ``"fluid"`` (one bin per
-step) or ``"batched"`` (steps in which every worker sends at most one bin and receives
-at most one bin, as in Megaphone).  Steps take effect at consecutive times
-``t, t + spacing, ...``.  ``operator`` restricts a command to one stateful operator
+step), ``"batched"`` (steps in which every worker sends at most one bin and receives
+at most one bin, as in Megaphone) or ``"precopy"`` (Rhino-style: one step, like
+``"all-at-once"``, but each moving bin's new owner loads it ahead of the step from the
+latest committed checkpoint chain while the old owner keeps processing, and at the step
+only the bin's changes since that checkpoint -- a delta in the incremental checkpoint
+format -- are handed over; a bin without a committed chain, or a run without
+checkpoints, falls back to shipping the whole bin).  Steps take effect at consecutive
+times ``t, t + spacing, ...``.  ``operator`` restricts a command to one stateful operator
 (by name); by default it applies to all of them.
 
 >>> Rescale(8)
@@ -25,7 +30,7 @@ from tstate.errors import ConfigurationError
 
 __all__ = ["Rescale", "MoveBins", "Assign", "Command", "STRATEGIES"]
 
-STRATEGIES = ("all-at-once", "fluid", "batched")
+STRATEGIES = ("all-at-once", "fluid", "batched", "precopy")
 
 
 def _check_strategy(instance: object, attribute: object, value: str) -> None:

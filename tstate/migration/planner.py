@@ -7,7 +7,10 @@ A *move* is ``(bin, from_worker, to_worker)``.  Strategies:
 - ``batched``: each step is a *matching* — every worker sends at most one bin and
   receives at most one bin — so no worker is swamped; moves are grouped greedily into
   maximal matchings (in bin order, deterministic), which needs at most about twice the
-  optimal number of steps (the maximum number of moves at one worker).
+  optimal number of steps (the maximum number of moves at one worker);
+- ``precopy``: one step with every move, like ``all-at-once``: the new owners load the
+  moving bins from the latest checkpoint before the step, so the step itself hands
+  over only each bin's changes since that checkpoint and need not be spread out.
 
 >>> plan([0, 0, 1, 1], [0, 1, 1, 0], "batched")
 [{1: 1, 3: 0}]
@@ -67,7 +70,7 @@ def plan(current: Sequence[int], target: Sequence[int], strategy: str) -> list[d
     moves = [(b, current[b], target[b]) for b in range(len(current)) if current[b] != target[b]]
     if not moves:
         return []
-    if strategy == "all-at-once":
+    if strategy in ("all-at-once", "precopy"):
         return [{b: dst for b, _, dst in moves}]
     if strategy == "fluid":
         return [{b: dst} for b, _, dst in moves]

@@ -7,13 +7,14 @@
 
 Each carries a ``strategy``: ``"all-at-once"`` (one step), ``"fluid"`` (one bin per
 step), ``"batched"`` (steps in which every worker sends at most one bin and receives
-at most one bin, as in Megaphone) or ``"precopy"`` (Rhino-style: one step, like
-``"all-at-once"``, but each moving bin's new owner loads it ahead of the step from the
+at most one bin, as in Megaphone) or ``"precopy"`` (Rhino-style: the steps of
+``"batched"``, but each moving bin's new owner loads the bin ahead of its step from the
 latest committed checkpoint chain while the old owner keeps processing, and at the step
 only the bin's changes since that checkpoint -- a delta in the incremental checkpoint
-format -- are handed over; a bin without a committed chain, or a run without
-checkpoints, falls back to shipping the whole bin).  Steps take effect at consecutive
-times ``t, t + spacing, ...``.  ``operator`` restricts a command to one stateful operator
+format -- are handed over; without checkpoints, or for a bin with no usable committed
+checkpoint, the whole bin is shipped instead and counted as a fallback:
+:mod:`tstate.engine.precopy`).  Steps take effect at consecutive times
+``t, t + spacing, ...``.  ``operator`` restricts a command to one stateful operator
 (by name); by default it applies to all of them.
 
 >>> Rescale(8)

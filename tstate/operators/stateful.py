@@ -173,14 +173,26 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         b = self.bins.pop(index, None)
         if b is None:
             return Bin(index)
-        for t in list(b.timers):
+        self._unindex_timers(index, list(b.timers))
+        return b
+
+    def release_bin(self, index: int, timer_times: list[Any]) -> None:
+        """Give up bin ``index`` without decoding it (a pre-copy hand-over of a bin a lazy
+        restore left encoded, whose lazy entry the caller dropped): its pending timer
+        times ``timer_times`` are unindexed here."""
+        self.owned.discard(index)
+        self._bin_at[index] = self._states_at[index] = None
+        self.bins.pop(index, None)
+        self._unindex_timers(index, timer_times)
+
+    def _unindex_timers(self, index: int, times: list[Any]) -> None:
+        for t in times:
             owners = self.timer_times.get(t)
             if owners is not None:
                 owners.pop(index, None)
                 if not owners:
                     del self.timer_times[t]
                     self._release(t)
-        return b
 
     @property
     def state_type(self) -> Any:
@@ -236,6 +248,17 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             self._ship(bi, t, dst)
 
     def _ship(self, bi: int, t: Any, dst: int) -> None:
+        """Hand bin ``bi`` over to worker ``dst`` at ``t``: a pre-copy move hands over its
+        changes since a checkpoint (the engine's ``precopy``:
+        :mod:`tstate.engine.precopy`), any other ships it whole."""
+        precopy = getattr(self.exe, "precopy", None)
+        if precopy is not None and precopy.pending and precopy.hand_over(self, bi, t, dst):
+            return
+        self.ship_whole(bi, t, dst)
+
+    def ship_whole(self, bi: int, t: Any, dst: int) -> int:
+        """Ship bin ``bi`` whole (:func:`~tstate.state.payload.encode_bin`) to worker
+        ``dst`` at ``t``; the bytes shipped."""
         start = _time.perf_counter()
         b = self.remove_bin(bi)
         data = encode_bin(b, self.codec, self.name)
@@ -243,11 +266,15 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         assert isinstance(target, StatefulRuntime)
         target.receive_bin(decode_bin(data, target.codec), t)
         self.exe.metrics.record_move(self.name, bi, self.worker, dst, t, len(data), _time.perf_counter() - start)
+        return len(data)
 
-    def receive_bin(self, b: Bin, t: Any) -> None:
+    def receive_bin(self, b: Bin, t: Any, *, tracked: bool = False) -> None:
         """Install a bin that arrived from its previous owner, then release the records
-        that were waiting for it (into the time-ordered buffer)."""
-        b.full = True  # its changes since the last checkpoint are not tracked here
+        that were waiting for it (into the time-ordered buffer).  ``tracked``: the bin
+        carries its change sets since the last checkpoint captured it (a pre-copy
+        hand-over), so the next checkpoint may write a delta; else it writes it whole."""
+        if not tracked:
+            b.full = True  # its changes since the last checkpoint are not tracked here
         self.install_bin(b)
         waiting = self.pending.pop(b.index, None)
         if waiting:

@@ -82,7 +82,8 @@ class PreCopyStats:
     from a checkpoint (``preload_bytes`` read, ``preload_seconds`` spent, ``late``: of
     them read only at the hand-over, not ahead), ``rebased``: copies brought forward to a
     newer checkpoint (``rebase_bytes`` read); ``handover_seconds``: time in the
-    hand-overs (encoding, decoding, applying)."""
+    hand-overs (encoding, decoding, applying); ``undecoded``: hand-overs of bins a lazy
+    restore had left encoded at their old owner (handed over without decoding them)."""
 
     planned: int = 0
     handovers: int = 0
@@ -98,6 +99,7 @@ class PreCopyStats:
     rebased: int = 0
     rebase_bytes: int = 0
     handover_seconds: float = 0.0
+    undecoded: int = 0
 
 
 class Track:
@@ -345,6 +347,7 @@ class PreCopy:
             lazy.forget(index)
             src.release_bin(index, list(tr.copy.timers))
             data = encode_handover(old, keys or (), src.codec, src.name)
+            self.stats.undecoded += 1
         else:
             held = src.bins.get(index)
             old = held if held is not None else Bin(index)

@@ -240,9 +240,13 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                 return
             if self.stash and epoch(self.stash.peekitem(0)[0]) < t:
                 return
-            b = self.bin(bi)
-            if b is not None and any(epoch(tt) < t for tt in b.timers):
-                return
+            if self.lazy is not None and bi in self.lazy:  # (not decoded just to look: its timers are indexed)
+                if self._timer_before(bi, t):
+                    return
+            else:
+                b = self.bin(bi)
+                if b is not None and any(epoch(tt) < t for tt in b.timers):
+                    return
             self.outgoing.pop(0)
             self._shipped.add((t, bi))
             self._ship(bi, t, dst)
@@ -267,6 +271,16 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         target.receive_bin(decode_bin(data, target.codec), t)
         self.exe.metrics.record_move(self.name, bi, self.worker, dst, t, len(data), _time.perf_counter() - start)
         return len(data)
+
+    def _timer_before(self, index: int, t: int) -> bool:
+        """Whether bin ``index`` has a pending timer at an epoch before ``t`` (read from the
+        timer index, in time order: the bin itself need not be decoded)."""
+        for tt, owners in self.timer_times.items():
+            if epoch(tt) >= t:
+                return False
+            if index in owners:
+                return True
+        return False
 
     def receive_bin(self, b: Bin, t: Any, *, tracked: bool = False) -> None:
         """Install a bin that arrived from its previous owner, then release the records

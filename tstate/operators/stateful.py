@@ -377,13 +377,20 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                     lst.append(recs)
         if self.stash or self.timer_times:
             self._drain(frontier)
-        if self.outgoing:
+        while self.outgoing:
+            left = len(self.outgoing)
             self._ship_ready_bins(frontier)
             if self.stash or self.timer_times:
                 self._drain(frontier)
+            if len(self.outgoing) == left:
+                break
 
     def _drain(self, frontier: Any) -> None:
-        """Apply buffered records and fire timers that became ready, in time order."""
+        """Apply buffered records and fire timers that became ready, in time order --
+        no timer at or after the time of a move this worker has not made yet: a bin's
+        timers at or after its move's time fire at its new owner, after the records of
+        that time, which go there (the frontier may have passed the move's time before
+        the bin could leave, e.g. while a checkpoint barrier held this worker back)."""
         while True:
             pick = self._next_ready(frontier)
             if pick is None:
@@ -405,6 +412,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         lexicographic order, a linear extension of the product order, so an item that
         must come first is always met first; with ``int`` times the first one decides."""
         barrier = self.barrier
+        move = self.outgoing[0][0] if self.outgoing else None  # the next move not made yet
         blocked: list[Any] = []
         stash = ((t, 0) for t in self.stash.keys())
         timers = ((t, 1) for t in self.timer_times.keys())
@@ -412,6 +420,8 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             ready = not frontier.less_than(t) if kind == 0 else not frontier.less_equal(t)
             if ready and barrier is not None and epoch(t) >= barrier:
                 ready = False
+            if ready and kind == 1 and move is not None and epoch(t) >= move:
+                ready = False  # (its bin may be leaving: it fires at the new owner)
             if ready and not any(less_equal(b, t) for b in blocked):
                 return t, kind
             if type(t) is int:

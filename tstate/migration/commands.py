@@ -46,7 +46,12 @@ def _check_spacing(instance: object, attribute: object, value: int) -> None:
 
 @frozen
 class Rescale:
-    """Spread the bins over ``workers`` workers."""
+    """Spread the bins over ``workers`` workers, moving as few as possible
+    (:func:`~tstate.migration.planner.rescale_map`), in steps per ``strategy`` (see the
+    module docstring).  With ``strategy="precopy"`` each moving bin is loaded by its new
+    owner from the latest committed checkpoint a few epochs before its step and only its
+    changes since that checkpoint are handed over at the step (a whole bin without a
+    usable checkpoint: ``Execution.precopy.stats.fallbacks``)."""
 
     workers: int
     strategy: str = field(default="batched", validator=_check_strategy)
@@ -60,7 +65,9 @@ class Rescale:
 
 @frozen
 class MoveBins:
-    """Move each bin in ``moves`` (bin → worker) to its worker."""
+    """Move each bin in ``moves`` (bin → worker) to its worker, in steps per
+    ``strategy`` (see the module docstring; ``"precopy"``: preloaded from the latest
+    committed checkpoint, only the changes since handed over, as for :class:`Rescale`)."""
 
     moves: dict[int, int] = field(converter=dict)
     strategy: str = field(default="all-at-once", validator=_check_strategy)

@@ -290,17 +290,23 @@ class PreCopy:
             start = _time.perf_counter()
             enabled = gc.isenabled()
             gc.disable()
+            old, copy = tr.chain, tr.copy
+            extend = copy is not None and len(chain) >= len(old) and chain[: len(old)] == old
             try:
-                old = tr.chain
-                if tr.copy is not None and len(chain) >= len(old) and chain[: len(old)] == old:
-                    data = [store.read(ref) for ref in chain[len(old):]]
+                data = [store.read(ref) for ref in (chain[len(old):] if extend else chain)]
+            except CheckpointError:  # (e.g. collected meanwhile): the copy is as it was
+                gc.freeze()
+                if enabled:
+                    gc.enable()
+                continue
+            try:
+                if copy is not None and extend:
                     if data:
-                        catch_up(tr.copy, data, codec)
+                        catch_up(copy, data, codec)
                         self.stats.rebased += 1
                         self.stats.rebase_bytes += sum(len(d) for d in data)
                 else:
-                    data = [store.read(ref) for ref in chain]
-                    tr.copy = restore_bin(data, codec, index=tr.bin)
+                    copy = tr.copy = restore_bin(data, codec, index=tr.bin)
                     self.stats.preloaded += 1
                     self.stats.preload_bytes += sum(len(d) for d in data)
             except (CheckpointError, TstateError):
@@ -311,8 +317,8 @@ class PreCopy:
                 if enabled:
                     gc.enable()
                 self.stats.preload_seconds += _time.perf_counter() - start
-            if tr.copy.index != tr.bin:
-                raise CheckpointError(f"checkpoint {cid}: operator {name!r} bin {tr.bin} holds bin {tr.copy.index}")
+            if copy.index != tr.bin:
+                raise CheckpointError(f"checkpoint {cid}: operator {name!r} bin {tr.bin} holds bin {copy.index}")
             tr.base, tr.chain = cid, tuple(chain)
             tr.changes.forget_before(cid)
             return True

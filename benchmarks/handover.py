@@ -35,6 +35,9 @@ twin); the last line is JSON with ``precopy_handover_bytes_ratio`` and
                                   [--skip-at-largest fluid]
 
 ``--quick``: 20k, 50k and 100k keys, fewer epochs (a check that it runs, not figures).
+Every run's measurements are kept in ``--raw`` (``benchmarks/results/handover.json``) as
+they come; ``--reuse`` takes the runs found there instead of running them again (the
+sizes can be measured in separate invocations, the last one printing the whole table).
 ``--skip-at-largest``: strategies not run at the largest size (fluid moves one bin per
 epoch: 2,048 epochs at 4M keys take long on a shared machine); ``--skip
 fluid:1000000,...``: strategy and size pairs not run; the table's first line says which.
@@ -230,6 +233,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--ratio-size", type=int, default=1_000_000, help="the size the headline ratios are taken at")
     ap.add_argument("--out", default=os.path.join("benchmarks", "results", "handover.txt"))
     ap.add_argument("--png", default=os.path.join("benchmarks", "results", "handover.png"))
+    ap.add_argument("--raw", default=os.path.join("benchmarks", "results", "handover.json"),
+                    help="every run's measurements, kept as they come (JSON)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="take the runs already in --raw (same strategy and size) instead of running them again")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.quick:
@@ -247,9 +254,17 @@ def main(argv: Optional[list[str]] = None) -> None:
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     results: list[dict[str, Any]] = []
+    raw: dict[str, Any] = {}
+    if args.reuse and os.path.exists(args.raw):
+        with open(args.raw) as f:
+            raw = json.load(f)
     for n in sizes:
         for s in strategies:
             if (n == max(sizes) and s in skipped) or (s, n) in pairs:
+                continue
+            if f"{s}@{n}" in raw:
+                results.append(raw[f"{s}@{n}"])
+                print(f"  {_size(n)} {s}: reused from {args.raw}", file=sys.stderr, flush=True)
                 continue
             cmd = [sys.executable, "-m", "benchmarks.handover", "--one", s, "--sizes", str(n), "--bins", str(args.bins),
                    "--churn", str(args.churn), "--steady", str(args.steady), "--after", str(args.after),
@@ -257,6 +272,11 @@ def main(argv: Optional[list[str]] = None) -> None:
             t = time.perf_counter()
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             results.append(json.loads(out.strip().splitlines()[-1]))
+            raw[f"{s}@{n}"] = results[-1]
+            os.makedirs(os.path.dirname(args.raw) or ".", exist_ok=True)
+            with open(args.raw + ".tmp", "w") as f:
+                json.dump(raw, f)
+            os.replace(args.raw + ".tmp", args.raw)
             print(f"  {_size(n)} {s}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     ms = lambda x: x * 1000  # noqa: E731
     lines = [

@@ -197,6 +197,9 @@ def one(strategy: str, keys: int, bins: int, churn: float, steady: int, after: i
                 "handover_s": pc.handover_seconds, "undecoded": pc.undecoded,
             },
             "checkpoints_skipped": len(ex.coordinator.skipped),
+            # how far commits lag behind captures at the end (a writer that cannot keep up)
+            "uncommitted_at_end": len(ex.coordinator._uncommitted),
+            "commit_lag_epochs": (ex.coordinator.last_time or 0) - (ex.coordinator.committed[-1] if ex.coordinator.committed else 0),
             "preload_s": preloaded,
             "total_s": time.perf_counter() - started,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

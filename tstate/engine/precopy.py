@@ -13,7 +13,9 @@ A move of bin ``b`` from worker ``a`` to worker ``c`` at time ``t`` planned with
 2. **Preloading** (new owner ``c``), between steps while ``a`` keeps processing: once
    ``t`` is at most :attr:`PreCopy.window` epochs ahead, the bin is read from the newest
    *committed* checkpoint the track knows the changes since (its chain: a snapshot and
-   deltas, :func:`~tstate.checkpoint.delta.restore_bin`) into a copy held aside, paced
+   deltas, :func:`~tstate.checkpoint.delta.restore_bin`) -- or from a newer one whose
+   files are all written but whose commit lags behind (its chain built as the commit
+   will build it; every file checked by size and xxh64 when read) -- into a copy held aside, paced
    like a lazy restore (:class:`~tstate.engine.checkpointing.lazy.RestorePacer`: a share
    of the wall time, whole slices while idle; a bin due at the next epoch is loaded
    whatever the budget).  When a newer checkpoint commits before ``t``, the copy is
@@ -225,7 +227,8 @@ class PreCopy:
         start = _time.perf_counter()
         budget = self.pacer.budget(start - self._started, busy)
         now_epoch = self._epoch()
-        newest = coord.committed_ids[-1]
+        written = coord.written_uncommitted()
+        newest = written[-1][0] if written else coord.committed_ids[-1]
         try:
             for tr in self._order:
                 if now_epoch is not None and tr.time > now_epoch + self.window:
@@ -261,6 +264,40 @@ class PreCopy:
             self._manifests[checkpoint_id] = m
         return m
 
+    def _written_chains(self, name: str, index: int, fingerprint: str) -> dict[int, tuple["FileRef", ...]]:
+        """Bin ``index``'s chain in each checkpoint captured after the last commit whose
+        files are written (not committed yet: commits may lag behind captures), built as
+        the commit will build it from the last committed manifest's chain."""
+        from tstate.checkpoint.manifest import FileRef
+
+        coord = self.exe.coordinator
+        out: dict[int, tuple[FileRef, ...]] = {}
+        pending = coord.written_uncommitted()
+        if not pending or not coord.committed_ids:
+            return out
+        m = self._manifest(coord.committed_ids[-1])
+        if m is None:
+            return out
+        fp = self._fingerprint(m, name)
+        if fp is not None and fp != fingerprint:
+            return out  # another schema: not a base
+        chain: tuple[FileRef, ...] = m.chain(name, index)
+        for cid, full, files in pending:
+            if full:
+                chain = ()  # a fresh checkpoint carries nothing over
+            for f in files:
+                if f[1] != index or f[0] != name:
+                    continue
+                _op, _bin, snapshot, path, size, xxh64 = f
+                if path is None:
+                    chain = ()
+                elif snapshot:
+                    chain = (FileRef(path, size, xxh64),)
+                else:
+                    chain = chain + (FileRef(path, size, xxh64),)
+            out[cid] = chain
+        return out
+
     def _fingerprint(self, m: "Manifest", name: str) -> Optional[str]:
         entry = m.operators.get(name)
         if entry is None:
@@ -279,18 +316,24 @@ class PreCopy:
         codec, name = rt.codec, rt.name
         store = coord.store
         committed = coord.committed_set
+        written: Optional[dict[int, tuple["FileRef", ...]]] = None
         for cid in reversed(tr.changes.bases()):
             if tr.base is not None and cid <= tr.base:
                 break  # nothing newer than the copy
-            if cid not in committed:
-                continue
-            m = self._manifest(cid)
-            if m is None:
-                continue
-            fp = self._fingerprint(m, name)
-            if fp is not None and fp != codec.fingerprint:
-                continue  # another schema: its files would be rewritten anyway
-            chain = m.chain(name, tr.bin)
+            if cid in committed:
+                m = self._manifest(cid)
+                if m is None:
+                    continue
+                fp = self._fingerprint(m, name)
+                if fp is not None and fp != codec.fingerprint:
+                    continue  # another schema: its files would be rewritten anyway
+                chain = m.chain(name, tr.bin)
+            else:
+                if written is None:
+                    written = self._written_chains(name, tr.bin, codec.fingerprint)
+                if cid not in written:
+                    continue
+                chain = written[cid]
             start = _time.perf_counter()
             enabled = gc.isenabled()
             gc.disable()

@@ -266,6 +266,21 @@ class Coordinator:
         change sets (``dirty``, ``removed``) are relative to."""
         return self._last_id
 
+    def written_uncommitted(self) -> list[tuple[int, bool, list[list[Any]]]]:
+        """The checkpoints captured after the last commit whose files are all written
+        (in order, up to the first that is not): ``(id, full, files)``, ``files`` as
+        ``[operator, bin, snapshot, path, size, xxh64]`` (``path`` None: the bin's chain
+        dropped).  Each builds on the one before it (the first on the last committed; a
+        ``full`` one on nothing): what a pre-copy move may load a bin from before the
+        commit (tstate.engine.precopy; the files are checked by size and xxh64 when read)."""
+        out: list[tuple[int, bool, list[list[Any]]]] = []
+        for p in self._uncommitted:
+            w = p.written
+            if self._broken or not w.done() or w.cancelled() or w.exception() is not None:
+                break
+            out.append((p.writer.id, bool(p.writer.full), _files_of(p)))
+        return out
+
     def _precopy(self) -> Any:
         """The execution's pre-copy moves (:mod:`tstate.engine.precopy`) if any are
         pending: a capture tells them which changes it took."""

@@ -258,3 +258,29 @@ def test_a_lazily_restored_bin_is_handed_over_without_being_decoded(tmp_path):
 
 def _node(ex) -> int:
     return next(iter(ex.configs))
+
+
+def test_commits_lagging_behind_captures_do_not_force_fallbacks(monkeypatch):
+    """Commits held back (a sink that has not passed them, or a slow writer): the
+    checkpoints captured since are written but not committed, and the copies are loaded
+    from them (their chains built as the commits will build them) -- deltas, not
+    whole bins, and exact."""
+    from tstate.engine.checkpointing.coordinator import Coordinator
+
+    monkeypatch.setattr(Coordinator, "_sinks_past", lambda self, t: t <= 2)  # only the first commits
+    data = _big(30, 1500, 10, clear_every=3)
+    kind = "clear"
+    live = {8: Rescale(4, strategy="precopy")}  # planned after the commits stopped
+    out, state, ex = run(kind, data, 2, ckpt=checkpoints(2, "sync"), live=live)
+    assert (out, state) == reference(kind, data)
+    st_ = ex.precopy.stats
+    assert ex.coordinator.committed == list(range(2, 31, 2))  # all but the first at the end
+    assert st_.handovers == BINS // 2 and st_.fallbacks == 0
+    node = _node(ex)
+    keys = sum(len(b.states) for w in range(4) for b in ex.operators[w][node].bins.values())
+    assert st_.delta_keys < 0.2 * keys
+    # without the written checkpoints as bases, every bin would have gone whole
+    monkeypatch.setattr(Coordinator, "written_uncommitted", lambda self: [])
+    out, state, ex = run(kind, data, 2, ckpt=checkpoints(2, "sync"), live=live)
+    assert (out, state) == reference(kind, data)
+    assert ex.precopy.stats.fallbacks == BINS // 2

@@ -47,10 +47,8 @@ the first checkpoint committed, or the bin had just arrived whole and no checkpo
 captured it since), or its files cannot be read.  A bin that had no state in that
 checkpoint (no chain) is preloaded as an empty bin: its hand-over delta then holds all
 its keys.  Tracking starts when the move is planned, so the checkpoint a bin is loaded
-from was captured at or after that (the one captured last then, or a later one): when
-commits lag far behind captures (a writer that cannot keep up with frequent
-checkpoints of many bins), moves planned shortly before their step find no such
-checkpoint committed and fall back -- plan them a few checkpoint intervals ahead.
+from was captured at or after that (the one captured last then, or a later one): a
+move due before any such checkpoint is written falls back.
 
 :attr:`Execution.precopy <tstate.engine.execution.Execution>` is the engine's
 :class:`PreCopy`; its :attr:`~PreCopy.stats` count what was preloaded and handed over.

@@ -262,3 +262,25 @@ def test_a_move_rehashes_no_key():
     ex.run()
     assert sorted(out.items, key=repr) == reference("count", [[(k, 1) for k in range(64)]] * 2)[0]
     check_lookups(ex)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_timers_at_the_move_time_fire_at_the_new_owner_behind_a_checkpoint_barrier(tmp_path, strategy):
+    """Regression: while a checkpoint barrier held the old owner back, the frontier
+    passed a move's time; the old owner then fired the bin's timers at that time before
+    shipping it -- before the records of that time, which went to the new owner (a
+    report one record short).  Timers at or after a pending move's time now wait for
+    the move: the output equals a run that never moves."""
+    from tests.recovery import job
+    from tstate.checkpoint.settings import Checkpoints
+    from tests.recovery.killable import outputs
+
+    want = job.build(str(tmp_path / "plain"), 1, 40, 30)
+    want.run(workers=1)
+    flow = job.build(str(tmp_path / "moved"), 1, 40, 30)
+    flow.run(
+        workers=2, reconfigure=[(12, Rescale(4, strategy=strategy)), (25, Rescale(3, strategy=strategy))],
+        checkpoint=Checkpoints(str(tmp_path / "ck"), every_epochs=3, mode="sync"),
+    )
+    assert flow.metrics.moves
+    assert outputs(tmp_path / "moved") == outputs(tmp_path / "plain")

@@ -9,7 +9,12 @@ its first bin was encoded and handed to the writer process, before the rest), an
 ``--crash-commit-sent N`` right after asking the writer process to commit the N-th
 checkpoint (which it may or may not do before it dies with the run);
 ``--kill-snapshot N`` SIGKILLs, once, the snapshot process (``mode="fork"``) of
-checkpoint N in the middle of its writes: the job must go on and finish.  The last line
+checkpoint N in the middle of its writes: the job must go on and finish.
+``--precopy`` rescales with ``strategy="precopy"`` (to ``workers + 2`` at epoch 12, back
+to ``workers`` at epoch 30: bins preloaded from checkpoints, deltas handed over);
+``--crash-preload N`` dies right after the N-th bin is preloaded (mid-preload: copies
+loaded, not handed over yet), ``--crash-handover N`` right after the N-th pre-copy
+hand-over.  The last line
 printed says where the run resumed from, how many checkpoints it lost and how many
 child processes it left behind (always 0: children are reaped).
 """
@@ -71,7 +76,31 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kill-snapshot", type=int, default=0)
     ap.add_argument("--crash-slice", type=int, default=0)
     ap.add_argument("--crash-commit-sent", type=int, default=0)
+    ap.add_argument("--precopy", action="store_true")
+    ap.add_argument("--crash-preload", type=int, default=0)
+    ap.add_argument("--crash-handover", type=int, default=0)
     args = ap.parse_args(argv)
+    if args.crash_preload or args.crash_handover:
+        from tstate.engine.precopy import PreCopy
+
+        done = {"preload": 0, "handover": 0}
+
+        def dying(name: str, limit: int, fn):
+            def wrapper(*a, **kw):
+                out = fn(*a, **kw)
+                if out:
+                    done[name] += 1
+                    if done[name] == limit:
+                        sys.stdout.flush()
+                        os._exit(9)
+                return out
+
+            return wrapper
+
+        if args.crash_preload:
+            PreCopy._load = dying("preload", args.crash_preload, PreCopy._load)
+        if args.crash_handover:
+            PreCopy.hand_over = dying("handover", args.crash_handover, PreCopy.hand_over)
     if args.crash_slice:
         from tstate.engine.checkpointing import slices
 
@@ -164,8 +193,17 @@ def main(argv: list[str] | None = None) -> None:
 
             coordinator._write_batch = crashing_batch
     flow = build(args.out, args.seed, args.epochs, args.per_epoch)
-    flow.run(workers=args.workers, checkpoint=Checkpoints(args.ckpt, every_epochs=args.every, mode=args.mode))
+    reconfigure = []
+    if args.precopy:
+        reconfigure = [(12, ts.Rescale(args.workers + 2, strategy="precopy")), (30, ts.Rescale(args.workers, strategy="precopy"))]
+    flow.run(
+        workers=args.workers, checkpoint=Checkpoints(args.ckpt, every_epochs=args.every, mode=args.mode),
+        reconfigure=reconfigure,
+    )
     r = flow.execution.restored
+    if args.precopy:
+        st = flow.execution.precopy.stats
+        print(f"precopy handovers={st.handovers} fallbacks={st.fallbacks} preloaded={st.preloaded} late={st.late}")
     try:
         os.waitpid(-1, os.WNOHANG)
         children = 1  # a child exists (running or a zombie)

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 from tstate.engine.channels import ExchangeRouter, OutputPort
 from tstate.engine.checkpointing.coordinator import Coordinator
 from tstate.engine.lowering import runtime
+from tstate.engine.precopy import PreCopy
 from tstate.errors import CapabilityLeakError, ConfigurationError, OperatorError, TstateError
 from tstate.io.inputs import InputHandle
 from tstate.metrics import Metrics
@@ -81,6 +82,8 @@ class Execution:
             i: ConfigHistory(balanced_map(n.bins, workers)) for i, n in graph.of_type(Stateful)
         }
         self._routers: dict[int, Any] = {}
+        #: the pre-copy moves (strategy="precopy"): preloaded bins, hand-over deltas, stats
+        self.precopy = PreCopy(self)
         #: per stateful operator: key -> bin, shared by its workers (a bin's keys never
         #: change, so a move leaves it as it is: tstate.operators.stateful)
         self.key_bins: dict[int, dict[Any, int]] = {}
@@ -225,6 +228,8 @@ class Execution:
         self._observe_outputs()
         if self.coordinator is not None:
             self.coordinator.after_step()
+        if self.precopy.pending:
+            self.precopy.step()
         return did
 
     # -- metrics ------------------------------------------------------------------
@@ -289,6 +294,7 @@ class Execution:
             spec = self.graph[n]
             history = self.configs[n]
             history.schedule(at, [])  # newest command wins: drop later steps
+            self.precopy.forget(n, at)
             current = history.owners_at(at)
             if isinstance(command, Rescale):
                 if command.workers > self.workers:
@@ -312,6 +318,8 @@ class Execution:
             else:
                 raise ConfigurationError(f"not a reconfiguration command: {command!r}")
             out[spec.name] = history.schedule(at, plan(current, target, command.strategy), command.spacing)
+            if command.strategy == "precopy":
+                self.precopy.plan(n, [m for m in history.moves() if m[0] >= at])
             for w in range(self.workers):
                 op = self.operators[w][n]
                 op.refresh_moves()  # type: ignore[attr-defined]

@@ -6,8 +6,14 @@
 - :class:`Assign` — install a complete bin → worker map.
 
 Each carries a ``strategy``: ``"all-at-once"`` (one step), ``"fluid"`` (one bin per
-step) or ``"batched"`` (steps in which every worker sends at most one bin and receives
-at most one bin, as in Megaphone).  Steps take effect at consecutive times
+step), ``"batched"`` (steps in which every worker sends at most one bin and receives
+at most one bin, as in Megaphone) or ``"precopy"`` (Rhino-style: the steps of
+``"batched"``, but each moving bin's new owner loads the bin ahead of its step from the
+latest committed checkpoint chain while the old owner keeps processing, and at the step
+only the bin's changes since that checkpoint -- a delta in the incremental checkpoint
+format -- are handed over; without checkpoints, or for a bin with no usable committed
+checkpoint, the whole bin is shipped instead and counted as a fallback:
+:mod:`tstate.engine.precopy`).  Steps take effect at consecutive times
 ``t, t + spacing, ...``.  ``operator`` restricts a command to one stateful operator
 (by name); by default it applies to all of them.
 
@@ -40,7 +46,12 @@ def _check_spacing(instance: object, attribute: object, value: int) -> None:
 
 @frozen
 class Rescale:
-    """Spread the bins over ``workers`` workers."""
+    """Spread the bins over ``workers`` workers, moving as few as possible
+    (:func:`~tstate.migration.planner.rescale_map`), in steps per ``strategy`` (see the
+    module docstring).  With ``strategy="precopy"`` each moving bin is loaded by its new
+    owner from the latest committed checkpoint a few epochs before its step and only its
+    changes since that checkpoint are handed over at the step (a whole bin without a
+    usable checkpoint: ``Execution.precopy.stats.fallbacks``)."""
 
     workers: int
     strategy: str = field(default="batched", validator=_check_strategy)
@@ -54,7 +65,9 @@ class Rescale:
 
 @frozen
 class MoveBins:
-    """Move each bin in ``moves`` (bin → worker) to its worker."""
+    """Move each bin in ``moves`` (bin → worker) to its worker, in steps per
+    ``strategy`` (see the module docstring; ``"precopy"``: preloaded from the latest
+    committed checkpoint, only the changes since handed over, as for :class:`Rescale`)."""
 
     moves: dict[int, int] = field(converter=dict)
     strategy: str = field(default="all-at-once", validator=_check_strategy)

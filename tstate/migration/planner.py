@@ -7,12 +7,18 @@ A *move* is ``(bin, from_worker, to_worker)``.  Strategies:
 - ``batched``: each step is a *matching* — every worker sends at most one bin and
   receives at most one bin — so no worker is swamped; moves are grouped greedily into
   maximal matchings (in bin order, deterministic), which needs at most about twice the
-  optimal number of steps (the maximum number of moves at one worker).
+  optimal number of steps (the maximum number of moves at one worker);
+- ``precopy``: the steps of ``batched`` (Rhino-style pre-copy moves each bin at its
+  own step, so a step hands over the changes of a few bins only, whatever the state's
+  size, and each bin is loaded from the checkpoint just before its step:
+  :mod:`tstate.engine.precopy`).
 
 >>> plan([0, 0, 1, 1], [0, 1, 1, 0], "batched")
 [{1: 1, 3: 0}]
 >>> plan([0, 0, 0, 0], [1, 1, 1, 1], "batched")
 [{0: 1}, {1: 1}, {2: 1}, {3: 1}]
+>>> plan([0, 0, 1, 1], [0, 1, 1, 0], "precopy")   # the steps of batched
+[{1: 1, 3: 0}]
 >>> rescale_map([0, 1, 0, 1], 3)
 [0, 1, 0, 2]
 """
@@ -71,7 +77,7 @@ def plan(current: Sequence[int], target: Sequence[int], strategy: str) -> list[d
         return [{b: dst for b, _, dst in moves}]
     if strategy == "fluid":
         return [{b: dst} for b, _, dst in moves]
-    if strategy == "batched":
+    if strategy in ("batched", "precopy"):
         steps: list[dict[int, int]] = []
         remaining = moves
         # moves left per sending and per receiving worker: once every worker that still

@@ -178,14 +178,26 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         b = self.bins.pop(index, None)
         if b is None:
             return Bin(index)
-        for t in list(b.timers):
+        self._unindex_timers(index, list(b.timers))
+        return b
+
+    def release_bin(self, index: int, timer_times: list[Any]) -> None:
+        """Give up bin ``index`` without decoding it (a pre-copy hand-over of a bin a lazy
+        restore left encoded, whose lazy entry the caller dropped): its pending timer
+        times ``timer_times`` are unindexed here."""
+        self.owned.discard(index)
+        self._bin_at[index] = self._states_at[index] = None
+        self.bins.pop(index, None)
+        self._unindex_timers(index, timer_times)
+
+    def _unindex_timers(self, index: int, times: list[Any]) -> None:
+        for t in times:
             owners = self.timer_times.get(t)
             if owners is not None:
                 owners.pop(index, None)
                 if not owners:
                     del self.timer_times[t]
                     self._release(t)
-        return b
 
     @property
     def state_type(self) -> Any:
@@ -233,14 +245,29 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                 return
             if self.stash and epoch(self.stash.peekitem(0)[0]) < t:
                 return
-            b = self.bin(bi)
-            if b is not None and any(epoch(tt) < t for tt in b.timers):
-                return
+            if self.lazy is not None and bi in self.lazy:  # (not decoded just to look: its timers are indexed)
+                if self._timer_before(bi, t):
+                    return
+            else:
+                b = self.bin(bi)
+                if b is not None and any(epoch(tt) < t for tt in b.timers):
+                    return
             self.outgoing.pop(0)
             self._shipped.add((t, bi))
             self._ship(bi, t, dst)
 
     def _ship(self, bi: int, t: Any, dst: int) -> None:
+        """Hand bin ``bi`` over to worker ``dst`` at ``t``: a pre-copy move hands over its
+        changes since a checkpoint (the engine's ``precopy``:
+        :mod:`tstate.engine.precopy`), any other ships it whole."""
+        precopy = getattr(self.exe, "precopy", None)
+        if precopy is not None and precopy.pending and precopy.hand_over(self, bi, t, dst):
+            return
+        self.ship_whole(bi, t, dst)
+
+    def ship_whole(self, bi: int, t: Any, dst: int) -> int:
+        """Ship bin ``bi`` whole (:func:`~tstate.state.payload.encode_bin`) to worker
+        ``dst`` at ``t``; the bytes shipped."""
         start = _time.perf_counter()
         b = self.remove_bin(bi)
         data = encode_bin(b, self.codec, self.name)
@@ -248,11 +275,25 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         assert isinstance(target, StatefulRuntime)
         target.receive_bin(decode_bin(data, target.codec), t)
         self.exe.metrics.record_move(self.name, bi, self.worker, dst, t, len(data), _time.perf_counter() - start)
+        return len(data)
 
-    def receive_bin(self, b: Bin, t: Any) -> None:
+    def _timer_before(self, index: int, t: int) -> bool:
+        """Whether bin ``index`` has a pending timer at an epoch before ``t`` (read from the
+        timer index, in time order: the bin itself need not be decoded)."""
+        for tt, owners in self.timer_times.items():
+            if epoch(tt) >= t:
+                return False
+            if index in owners:
+                return True
+        return False
+
+    def receive_bin(self, b: Bin, t: Any, *, tracked: bool = False) -> None:
         """Install a bin that arrived from its previous owner, then release the records
-        that were waiting for it (into the time-ordered buffer)."""
-        b.full = True  # its changes since the last checkpoint are not tracked here
+        that were waiting for it (into the time-ordered buffer).  ``tracked``: the bin
+        carries its change sets since the last checkpoint captured it (a pre-copy
+        hand-over), so the next checkpoint may write a delta; else it writes it whole."""
+        if not tracked:
+            b.full = True  # its changes since the last checkpoint are not tracked here
         self.install_bin(b)
         waiting = self.pending.pop(b.index, None)
         if waiting:
@@ -341,13 +382,20 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                     lst.append(recs)
         if self.stash or self.timer_times:
             self._drain(frontier)
-        if self.outgoing:
+        while self.outgoing:
+            left = len(self.outgoing)
             self._ship_ready_bins(frontier)
             if self.stash or self.timer_times:
                 self._drain(frontier)
+            if len(self.outgoing) == left:
+                break
 
     def _drain(self, frontier: Any) -> None:
-        """Apply buffered records and fire timers that became ready, in time order."""
+        """Apply buffered records and fire timers that became ready, in time order --
+        no timer at or after the time of a move this worker has not made yet: a bin's
+        timers at or after its move's time fire at its new owner, after the records of
+        that time, which go there (the frontier may have passed the move's time before
+        the bin could leave, e.g. while a checkpoint barrier held this worker back)."""
         while True:
             pick = self._next_ready(frontier)
             if pick is None:
@@ -369,6 +417,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         lexicographic order, a linear extension of the product order, so an item that
         must come first is always met first; with ``int`` times the first one decides."""
         barrier = self.barrier
+        move = self.outgoing[0][0] if self.outgoing else None  # the next move not made yet
         blocked: list[Any] = []
         stash = ((t, 0) for t in self.stash.keys())
         timers = ((t, 1) for t in self.timer_times.keys())
@@ -376,6 +425,8 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             ready = not frontier.less_than(t) if kind == 0 else not frontier.less_equal(t)
             if ready and barrier is not None and epoch(t) >= barrier:
                 ready = False
+            if ready and kind == 1 and move is not None and epoch(t) >= move:
+                ready = False  # (its bin may be leaving: it fires at the new owner)
             if ready and not any(less_equal(b, t) for b in blocked):
                 return t, kind
             if type(t) is int:

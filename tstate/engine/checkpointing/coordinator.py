@@ -249,6 +249,10 @@ class Coordinator:
         self._schemas: dict[str, tuple[Any, int]] = operator_schemas(n for _, n in exe.graph.of_type(Stateful))
         self._chains: dict[tuple[str, int], int] = {}  # (operator, bin) -> chain length once captured
         self.committed: list[int] = []  # times of checkpoints committed by this execution
+        #: ids of the checkpoints committed by this execution (and the one restored from),
+        #: in order: what a pre-copy move may load a bin from (tstate.engine.precopy)
+        self.committed_ids: list[int] = []
+        self.committed_set: set[int] = set()
         self.capture_seconds: list[float] = []  # time on the processing path, per checkpoint
         self.written_bytes: list[int] = []  # bytes of data files written, per committed checkpoint
         self.fork_seconds: list[float] = []  # fork mode: the fork() itself, per checkpoint
@@ -260,6 +264,33 @@ class Coordinator:
         self.slice_cpu_seconds: list[float] = []  # ...and the processing thread's CPU time in it
         #: restore="lazy": the bins restored and not decoded yet (tstate.engine.checkpointing.lazy)
         self.lazy: Any = None
+
+    @property
+    def last_captured(self) -> Optional[int]:
+        """The id of the last checkpoint captured (or restored from): the one the bins'
+        change sets (``dirty``, ``removed``) are relative to."""
+        return self._last_id
+
+    def written_uncommitted(self) -> list[tuple[int, bool, list[list[Any]]]]:
+        """The checkpoints captured after the last commit whose files are all written
+        (in order, up to the first that is not): ``(id, full, files)``, ``files`` as
+        ``[operator, bin, snapshot, path, size, xxh64]`` (``path`` None: the bin's chain
+        dropped).  Each builds on the one before it (the first on the last committed; a
+        ``full`` one on nothing): what a pre-copy move may load a bin from before the
+        commit (tstate.engine.precopy; the files are checked by size and xxh64 when read)."""
+        out: list[tuple[int, bool, list[list[Any]]]] = []
+        for p in self._uncommitted:
+            w = p.written
+            if self._broken or not w.done() or w.cancelled() or w.exception() is not None:
+                break
+            out.append((p.writer.id, bool(p.writer.full), _files_of(p)))
+        return out
+
+    def _precopy(self) -> Any:
+        """The execution's pre-copy moves (:mod:`tstate.engine.precopy`) if any are
+        pending: a capture tells them which changes it took."""
+        pc = getattr(self.exe, "precopy", None)
+        return pc if pc is not None and pc.pending else None
 
     @property
     def writing(self) -> int:
@@ -320,6 +351,8 @@ class Coordinator:
         check_format(manifest, self.cfg.directory)
         self._fresh = False
         self._base_manifest, self._last_id = manifest, manifest.id
+        self.committed_ids.append(manifest.id)
+        self.committed_set.add(manifest.id)
         exe = self.exe
         for index, spec in exe.graph.of_type(Stateful):
             entry = manifest.operators.get(spec.name)
@@ -545,6 +578,9 @@ class Coordinator:
             self._capture_forked(t)
             return
         start = _time.perf_counter()
+        precopy = self._precopy()
+        if precopy is not None:
+            precopy.before_capture()
         work: list[BinWork] = []
         drops: list[list[Any]] = []  # bins emptied since the last checkpoint: their chains go
         schemas: dict[str, tuple[Any, int]] = {}
@@ -585,6 +621,8 @@ class Coordinator:
         pending.files = drops
         pending.base = None if writer.full else self._last_id
         self._last_id = writer.id
+        if precopy is not None:
+            precopy.captured(writer.id)
         self._uncommitted.append(pending)
         # the barrier is down: processing continues while the job is encoded and written
         self._release(t)
@@ -667,6 +705,9 @@ class Coordinator:
         """Fork mode: take each changed bin's change sets (resetting them), fork a
         snapshot process that encodes and writes them, and go on."""
         start = _time.perf_counter()
+        precopy = self._precopy()
+        if precopy is not None:
+            precopy.before_capture()
         # per changed bin: (bin, dirty, removed, snapshot?) -- None: empty, dropped
         work: list[tuple[str, Any, list[tuple[Bin, dict[Any, None], dict[Any, None], Optional[bool]]]]] = []
         schemas: dict[str, tuple[Any, int]] = {}
@@ -689,6 +730,8 @@ class Coordinator:
             self._base_manifest = None
         self._fresh = False
         self._last_id = writer.id
+        if precopy is not None:
+            precopy.captured(writer.id)
         store = self.store
 
         def job() -> dict[str, Any]:
@@ -839,6 +882,8 @@ class Coordinator:
             self.written_bytes.append(p.written.result())  # re-raises a writer error here
             p.commit.result()
             self.committed.append(p.time)
+            self.committed_ids.append(p.writer.id)
+            self.committed_set.add(p.writer.id)
             self._uncommitted.pop(0)
             for op in self._stateful():  # everything was read: no more copy-on-write
                 if op.cow is not None and not op.cow.pending and not self._uncommitted:

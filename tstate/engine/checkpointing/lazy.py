@@ -183,6 +183,14 @@ class LazyBins:
         self.restore._note(background, _time.perf_counter() - start)
         return b
 
+    def forget(self, index: int) -> None:
+        """Bin ``index`` leaves the runtime undecoded (a pre-copy hand-over: its new
+        owner has it from a checkpoint): it is no longer restored here."""
+        del self.chains[index]
+        if not self.chains:
+            self.runtime.lazy = None
+        self.restore._forget()
+
     def materialise_all(self) -> None:
         """Decode every bin left here."""
         for index in sorted(self.chains):
@@ -252,6 +260,11 @@ class LazyRestore:
             self.background += 1
         else:
             self.on_demand += 1
+        if self.left == 0:
+            self.finished = _time.perf_counter()
+
+    def _forget(self) -> None:
+        self.left -= 1
         if self.left == 0:
             self.finished = _time.perf_counter()
 

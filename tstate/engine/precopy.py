@@ -1,0 +1,440 @@
+"""Pre-copy migration on the embedded engine (``strategy="precopy"``, Rhino-style).
+
+A move of bin ``b`` from worker ``a`` to worker ``c`` at time ``t`` planned with
+``strategy="precopy"`` (the planner gives it the steps of ``batched``,
+:mod:`tstate.migration.planner`) is a :class:`Track` from the moment it is planned:
+
+1. **Tracking** (old owner ``a``).  The bin's changes since each checkpoint captured
+   while it is tracked are kept (:class:`~tstate.migration.handover.Changes`): at every
+   capture the keys the checkpoint takes from the bin's change sets (``dirty``,
+   ``removed``) become one segment (the coordinator calls :meth:`PreCopy.before_capture`
+   and :meth:`PreCopy.captured`).  Tracking starts from the last checkpoint captured (or
+   restored from) if the bin's change sets started there, else from the next capture.
+2. **Preloading** (new owner ``c``), between steps while ``a`` keeps processing: once
+   ``t`` is at most :attr:`PreCopy.window` epochs ahead, the bin is read from the newest
+   *committed* checkpoint the track knows the changes since (its chain: a snapshot and
+   deltas, :func:`~tstate.checkpoint.delta.restore_bin`) -- or from a newer one whose
+   files are all written but whose commit lags behind (its chain built as the commit
+   will build it; every file checked by size and xxh64 when read) -- into a copy held aside, paced
+   like a lazy restore (:class:`~tstate.engine.checkpointing.lazy.RestorePacer`: a share
+   of the wall time, whole slices while idle; a bin due at the next epoch is loaded
+   whatever the budget).  When a newer checkpoint commits before ``t``, the copy is
+   *re-based*: brought forward by the chain's files written since (the deltas only,
+   :func:`~tstate.checkpoint.delta.catch_up`; a new snapshot is read whole), so that
+   the hand-over carries the changes since the newest checkpoint only.
+3. **Hand-over** at ``t`` (when ``a`` has processed everything before ``t``, as for
+   every move): ``a`` encodes the keys changed since the copy's checkpoint -- the
+   segments from it on plus the live change sets -- as a delta in the incremental
+   checkpoint format (:func:`~tstate.migration.handover.encode_handover`: upserts,
+   deletes, the full timer set), ``c`` applies it to the copy and installs it with the
+   bin's change sets since the last capture (so the next checkpoint writes a delta for
+   it, not a snapshot), and records at ``>= t`` are processed by ``c``.  A bin that a
+   lazy restore left undecoded at ``a`` has not changed since that checkpoint: it is
+   handed over without being decoded there.
+
+The delta covers every change since the copy's checkpoint was *captured*, including
+those made while a newer checkpoint was being taken or committed (a segment per
+capture, whatever commits when), cleared keys (deletes) and timers (the full set), so
+the bin after the hand-over is exactly the old owner's: the output is identical to a
+run without migration.
+
+**Fallbacks**: the whole bin is shipped (as by the other strategies) and counted in
+:attr:`PreCopyStats.fallbacks` (with the reason in ``fallback_reasons``) when the run
+has no checkpoints, the operator is a ``fold_bins`` one (its function changes a whole
+bin's dict, so its deletions are not tracked), no committed checkpoint has the bin's
+state at a capture the track knows the changes since (e.g. the move was planned before
+the first checkpoint committed, or the bin had just arrived whole and no checkpoint
+captured it since), or its files cannot be read.  A bin that had no state in that
+checkpoint (no chain) is preloaded as an empty bin: its hand-over delta then holds all
+its keys.  Tracking starts when the move is planned, so the checkpoint a bin is loaded
+from was captured at or after that (the one captured last then, or a later one): a
+move due before any such checkpoint is written falls back.
+
+:attr:`Execution.precopy <tstate.engine.execution.Execution>` is the engine's
+:class:`PreCopy`; its :attr:`~PreCopy.stats` count what was preloaded and handed over.
+"""
+
+from __future__ import annotations
+
+import gc
+import time as _time
+from typing import TYPE_CHECKING, Any, Optional
+
+from attrs import define, field
+
+from tstate.checkpoint.delta import catch_up, restore_bin
+from tstate.engine.checkpointing.lazy import RestorePacer
+from tstate.errors import CheckpointError, TstateError
+from tstate.migration.handover import Changes, apply_handover, encode_handover
+from tstate.progress.timestamp import epoch
+from tstate.state.bin import NO_STATE, Bin
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tstate.checkpoint.manifest import FileRef, Manifest
+    from tstate.engine.execution import Execution
+    from tstate.operators.stateful import StatefulRuntime
+
+__all__ = ["PreCopy", "PreCopyStats", "Track"]
+
+
+@define
+class PreCopyStats:
+    """What pre-copy moves did so far (all operators): ``planned`` bins; ``handovers``:
+    bins handed over as a delta on a preloaded copy, ``delta_bytes`` / ``delta_keys``
+    their deltas' bytes and keys; ``fallbacks``: bins shipped whole instead
+    (``whole_bytes``), per reason in ``fallback_reasons``; ``preloaded``: copies read
+    from a checkpoint (``preload_bytes`` read, ``preload_seconds`` spent, ``late``: of
+    them read only at the hand-over, not ahead), ``rebased``: copies brought forward to a
+    newer checkpoint (``rebase_bytes`` read); ``handover_seconds``: time in the
+    hand-overs (encoding, decoding, applying); ``undecoded``: hand-overs of bins a lazy
+    restore had left encoded at their old owner (handed over without decoding them)."""
+
+    planned: int = 0
+    handovers: int = 0
+    delta_bytes: int = 0
+    delta_keys: int = 0
+    fallbacks: int = 0
+    whole_bytes: int = 0
+    fallback_reasons: dict[str, int] = field(factory=dict)
+    preloaded: int = 0
+    preload_bytes: int = 0
+    preload_seconds: float = 0.0
+    late: int = 0
+    rebased: int = 0
+    rebase_bytes: int = 0
+    handover_seconds: float = 0.0
+    undecoded: int = 0
+
+
+class Track:
+    """One planned pre-copy move: bin ``bin`` of stateful node ``node`` from worker
+    ``src`` to ``dst`` at ``time``; ``changes`` since the checkpoints captured meanwhile;
+    ``copy``: the bin as of checkpoint ``base`` (its files: ``chain``), or None."""
+
+    __slots__ = ("node", "bin", "src", "dst", "time", "changes", "copy", "base", "chain")
+
+    def __init__(self, node: int, bin: int, src: int, dst: int, time: int, changes: Changes) -> None:
+        self.node = node
+        self.bin = bin
+        self.src = src
+        self.dst = dst
+        self.time = time
+        self.changes = changes
+        self.copy: Optional[Bin] = None
+        self.base: Optional[int] = None
+        self.chain: tuple["FileRef", ...] = ()
+
+    def __repr__(self) -> str:
+        return f"Track(node={self.node}, bin={self.bin}, {self.src} -> {self.dst} at {self.time}, base={self.base})"
+
+
+class PreCopy:
+    """The pre-copy moves of one execution (see the module docstring)."""
+
+    #: a bin is preloaded once its move is at most this many epochs ahead
+    window = 4
+
+    def __init__(self, exe: "Execution") -> None:
+        self.exe = exe
+        self.tracks: dict[tuple[int, int, int], Track] = {}  # (node, time, bin) -> track
+        self._order: list[Track] = []  # by (time, node, bin)
+        self._nodes: set[int] = set()  # the nodes of the tracks
+        self.stats = PreCopyStats()
+        self.pacer = RestorePacer(share=0.1, max_slice=0.003, idle_slice=0.02)
+        self._started = _time.perf_counter()
+        self._activations: Optional[int] = None
+        self._captured: list[tuple[Track, set[Any], bool]] = []
+        self._manifests: dict[int, Any] = {}
+        self._fingerprints: dict[tuple[int, str], str] = {}
+
+    @property
+    def pending(self) -> bool:
+        """Whether any pre-copy move is still to be handed over."""
+        return bool(self.tracks)
+
+    # -- planning ---------------------------------------------------------------------
+    def plan(self, node: int, moves: list[tuple[int, int, int, int]]) -> None:
+        """Track the moves ``(time, bin, from, to)`` of stateful node ``node`` (just
+        scheduled with ``strategy="precopy"``)."""
+        for t, b, src, dst in moves:
+            tr = Track(node, b, src, dst, t, Changes(self._open_for(node, b, src)))
+            self.tracks[node, t, b] = tr
+        self._order = sorted(self.tracks.values(), key=lambda tr: (tr.time, tr.node, tr.bin))
+        self._nodes = {tr.node for tr in self._order}
+        self.stats.planned += len(moves)
+        if self.tracks:
+            self._started = _time.perf_counter()
+
+    def forget(self, node: int, since: int) -> None:
+        """A new command for ``node`` from ``since`` on supersedes its moves from then."""
+        for key in [k for k in self.tracks if k[0] == node and k[1] >= since]:
+            del self.tracks[key]
+        self._order = [tr for tr in self._order if (tr.node, tr.time, tr.bin) in self.tracks]
+        self._nodes = {tr.node for tr in self._order}
+
+    def _open_for(self, node: int, index: int, src: int) -> Optional[int]:
+        """The checkpoint from whose capture the changes of bin ``index`` on ``src`` are
+        known now: the last one captured or restored, if ``src`` holds the bin and its
+        change sets started there (None: from the next capture)."""
+        coord = self.exe.coordinator
+        if coord is None or coord.last_captured is None:
+            return None
+        rt = self._runtime(src, node)
+        if not rt.track_dirty or rt.fold or index not in rt.owned:
+            return None
+        b = rt.bins.get(index)
+        if b is not None and b.full:  # arrived whole (or to be rewritten): not since a capture
+            return None
+        last: Optional[int] = coord.last_captured
+        return last
+
+    def _runtime(self, worker: int, node: int) -> "StatefulRuntime":
+        rt: Any = self.exe.operators[worker][node]
+        return rt  # (a stateful node's runtime)
+
+    # -- the coordinator's hooks ---------------------------------------------------------
+    def before_capture(self) -> None:
+        """A checkpoint is being captured: note each tracked bin's change sets, which the
+        capture is about to take (and reset)."""
+        captured = self._captured = []
+        for tr in self._order:
+            rt = self._runtime(tr.src, tr.node)
+            held = tr.bin in rt.owned
+            b = rt.bins.get(tr.bin) if held else None
+            keys: set[Any] = set(b.dirty) | set(b.removed) if b is not None else set()
+            captured.append((tr, keys, held))
+
+    def captured(self, checkpoint_id: int) -> None:
+        """The checkpoint noted by :meth:`before_capture` is ``checkpoint_id``."""
+        for tr, keys, held in self._captured:
+            tr.changes.capture(checkpoint_id, keys, valid=held)
+        self._captured = []
+
+    # -- preloading --------------------------------------------------------------------
+    def step(self) -> None:
+        """Between steps: preload (or re-base) the copies of the moves due within
+        :attr:`window` epochs, paced (a move due by the next epoch whatever the budget)."""
+        if not self._order:
+            return
+        coord = self.exe.coordinator
+        if coord is None or not coord.committed_ids:
+            return
+        activations = self.exe.activations
+        busy = self._activations is None or activations != self._activations
+        self._activations = activations
+        start = _time.perf_counter()
+        budget = self.pacer.budget(start - self._started, busy)
+        now_epoch = self._epoch()
+        written = coord.written_uncommitted()
+        newest = written[-1][0] if written else coord.committed_ids[-1]
+        try:
+            for tr in self._order:
+                if now_epoch is not None and tr.time > now_epoch + self.window:
+                    break
+                if tr.base is not None and tr.base >= newest:
+                    continue  # up to date
+                due = now_epoch is None or tr.time <= now_epoch + 1
+                if not due and _time.perf_counter() - start >= budget:
+                    break
+                self._load(tr)
+        finally:
+            self.pacer.spent += _time.perf_counter() - start
+
+    def _epoch(self) -> Optional[int]:
+        """The least epoch a tracked operator may still receive records at (None: none)."""
+        least: Optional[int] = None
+        for node in self._nodes:
+            for t in self.exe.frontier(node, 0).elements:
+                e = epoch(t)
+                if least is None or e < least:
+                    least = e
+        return least
+
+    def _manifest(self, checkpoint_id: int) -> "Optional[Manifest]":
+        m = self._manifests.get(checkpoint_id)
+        if m is None:
+            try:
+                m = self.exe.coordinator.store.manifest(checkpoint_id)
+            except CheckpointError:
+                return None
+            if len(self._manifests) >= 2:
+                del self._manifests[min(self._manifests)]
+            self._manifests[checkpoint_id] = m
+        return m
+
+    def _written_chains(self, name: str, index: int, fingerprint: str) -> dict[int, tuple["FileRef", ...]]:
+        """Bin ``index``'s chain in each checkpoint captured after the last commit whose
+        files are written (not committed yet: commits may lag behind captures), built as
+        the commit will build it from the last committed manifest's chain."""
+        from tstate.checkpoint.manifest import FileRef
+
+        coord = self.exe.coordinator
+        out: dict[int, tuple[FileRef, ...]] = {}
+        pending = coord.written_uncommitted()
+        if not pending or not coord.committed_ids:
+            return out
+        m = self._manifest(coord.committed_ids[-1])
+        if m is None:
+            return out
+        fp = self._fingerprint(m, name)
+        if fp is not None and fp != fingerprint:
+            return out  # another schema: not a base
+        chain: tuple[FileRef, ...] = m.chain(name, index)
+        for cid, full, files in pending:
+            if full:
+                chain = ()  # a fresh checkpoint carries nothing over
+            for f in files:
+                if f[1] != index or f[0] != name:
+                    continue
+                _op, _bin, snapshot, path, size, xxh64 = f
+                if path is None:
+                    chain = ()
+                elif snapshot:
+                    chain = (FileRef(path, size, xxh64),)
+                else:
+                    chain = chain + (FileRef(path, size, xxh64),)
+            out[cid] = chain
+        return out
+
+    def _fingerprint(self, m: "Manifest", name: str) -> Optional[str]:
+        entry = m.operators.get(name)
+        if entry is None:
+            return None
+        fp = self._fingerprints.get((m.id, name))
+        if fp is None:
+            fp = self._fingerprints[m.id, name] = entry.fingerprint
+        return fp
+
+    def _load(self, tr: Track) -> bool:
+        """Bring ``tr``'s copy to the newest committed checkpoint the track knows the
+        changes since (read whole, or caught up by the files added to its chain);
+        whether it has a copy now."""
+        coord = self.exe.coordinator
+        rt = self._runtime(tr.dst, tr.node)
+        codec, name = rt.codec, rt.name
+        store = coord.store
+        committed = coord.committed_set
+        written: Optional[dict[int, tuple["FileRef", ...]]] = None
+        for cid in reversed(tr.changes.bases()):
+            if tr.base is not None and cid <= tr.base:
+                break  # nothing newer than the copy
+            if cid in committed:
+                m = self._manifest(cid)
+                if m is None:
+                    continue
+                fp = self._fingerprint(m, name)
+                if fp is not None and fp != codec.fingerprint:
+                    continue  # another schema: its files would be rewritten anyway
+                chain = m.chain(name, tr.bin)
+            else:
+                if written is None:
+                    written = self._written_chains(name, tr.bin, codec.fingerprint)
+                if cid not in written:
+                    continue
+                chain = written[cid]
+            start = _time.perf_counter()
+            enabled = gc.isenabled()
+            gc.disable()
+            old, copy = tr.chain, tr.copy
+            extend = copy is not None and len(chain) >= len(old) and chain[: len(old)] == old
+            try:
+                data = [store.read(ref) for ref in (chain[len(old):] if extend else chain)]
+            except CheckpointError:  # (e.g. collected meanwhile): the copy is as it was
+                gc.freeze()
+                if enabled:
+                    gc.enable()
+                continue
+            try:
+                if copy is not None and extend:
+                    if data:
+                        catch_up(copy, data, codec)
+                        self.stats.rebased += 1
+                        self.stats.rebase_bytes += sum(len(d) for d in data)
+                else:
+                    copy = tr.copy = restore_bin(data, codec, index=tr.bin)
+                    self.stats.preloaded += 1
+                    self.stats.preload_bytes += sum(len(d) for d in data)
+            except (CheckpointError, TstateError):
+                tr.copy, tr.base, tr.chain = None, None, ()  # (a catch-up may have applied part)
+                continue
+            finally:
+                gc.freeze()  # long-lived and acyclic, as a lazy restore's bins
+                if enabled:
+                    gc.enable()
+                self.stats.preload_seconds += _time.perf_counter() - start
+            if copy.index != tr.bin:
+                raise CheckpointError(f"checkpoint {cid}: operator {name!r} bin {tr.bin} holds bin {copy.index}")
+            tr.base, tr.chain = cid, tuple(chain)
+            tr.changes.forget_before(cid)
+            return True
+        return tr.copy is not None
+
+    # -- the hand-over -------------------------------------------------------------------
+    def hand_over(self, src: "StatefulRuntime", index: int, t: Any, dst: int) -> bool:
+        """``src`` hands bin ``index`` over to worker ``dst`` at ``t``: as a delta on the
+        preloaded copy if the move is a pre-copy one with a usable copy, else whole
+        (counted as a fallback).  False: not a pre-copy move (the caller ships it)."""
+        tr = self.tracks.pop((src.node, t, index), None)
+        if tr is None:
+            return False
+        self._order.remove(tr)
+        if not self._order:
+            self._nodes = set()
+        reason = self._unusable(src, tr)
+        if reason is not None:
+            self.stats.fallbacks += 1
+            self.stats.fallback_reasons[reason] = self.stats.fallback_reasons.get(reason, 0) + 1
+            self.stats.whole_bytes += src.ship_whole(index, t, dst)
+            return True
+        assert tr.copy is not None and tr.base is not None
+        start = _time.perf_counter()
+        target = self._runtime(dst, src.node)
+        lazy = src.lazy
+        if lazy is not None and index in lazy:
+            # restored lazily and never decoded here: unchanged since that checkpoint
+            keys = tr.changes.since(tr.base, ())
+            old = Bin(index)
+            old.timers = tr.copy.timers
+            lazy.forget(index)
+            src.release_bin(index, list(tr.copy.timers))
+            data = encode_handover(old, keys or (), src.codec, src.name)
+            self.stats.undecoded += 1
+        else:
+            held = src.bins.get(index)
+            old = held if held is not None else Bin(index)
+            keys = tr.changes.since(tr.base, [*old.dirty, *old.removed])
+            data = encode_handover(old, keys or (), src.codec, src.name)
+            src.remove_bin(index)
+        assert keys is not None
+        copy = apply_handover(tr.copy, data, target.codec)
+        # the bin's changes since the last capture come along: the next checkpoint writes
+        # a delta of them (on the chain it had), not a snapshot
+        states = copy.states
+        copy.dirty = {k: states.get(k, NO_STATE) for k in old.dirty}
+        copy.removed = dict(old.removed)
+        copy.added = dict(old.added)
+        copy.timers_changed = old.timers_changed
+        target.receive_bin(copy, t, tracked=not old.full)
+        seconds = _time.perf_counter() - start
+        self.exe.metrics.record_move(src.name, index, src.worker, dst, t, len(data), seconds)
+        st = self.stats
+        st.handovers += 1
+        st.delta_bytes += len(data)
+        st.delta_keys += len(keys)
+        st.handover_seconds += seconds
+        return True
+
+    def _unusable(self, src: "StatefulRuntime", tr: Track) -> Optional[str]:
+        """Why ``tr`` cannot be handed over as a delta (None: it can; its copy is ready,
+        read now if it was not preloaded)."""
+        if self.exe.coordinator is None:
+            return "no checkpoints"
+        if src.fold:
+            return "fold_bins operator"
+        if tr.copy is None or not tr.changes.tracks(tr.base if tr.base is not None else -1):
+            tr.copy, tr.base, tr.chain = None, None, ()
+            if self._load(tr):
+                self.stats.late += 1
+        if tr.copy is None or tr.base is None:
+            return "no committed checkpoint with the bin's state at a tracked capture"
+        return None

@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
     if a is not None and a.get("slice_seconds"):
         sl = a["slice_seconds"]
         print(f"async mode: {len(sl)} slices of encoding between steps, median {statistics.median(sl) * 1000:.2f} ms, "
-              f"max {max(sl) * 1000:.2f} ms; checkpoints skipped (the previous one still being encoded): "
+              f"max {max(sl) * 1000:.2f} ms; checkpoints skipped (the previous one still being encoded or written): "
               f"{len(a.get('skipped', []))}")
     src = results[recovered_from]
     print(f"checkpoint directory after the {recovered_from} run: {ckpt_bytes / 1e6:.1f} MB; "

@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -261,6 +262,7 @@ def _run_spark(args: argparse.Namespace, data: Any, names: dict[str, str]) -> in
     vtype = "string" if str in ids or not ids else "bigint"
     window = args.window or None
     owned = SparkContext._active_spark_context is None
+    # without --checkpoint the state lives in a temporary directory, removed at the end
     directory = str(args.checkpoint) if args.checkpoint is not None else tempfile.mkdtemp(prefix="graph-spark-")
     out = sys.stdout
     t0 = time.perf_counter()
@@ -283,6 +285,8 @@ def _run_spark(args: argparse.Namespace, data: Any, names: dict[str, str]) -> in
     finally:
         if owned:
             spark.stop()
+        if args.checkpoint is None:
+            shutil.rmtree(directory, ignore_errors=True)
     dt = time.perf_counter() - t0
     view = GraphView()
     by_epoch: dict[int, dict[str, list[object]]] = {}

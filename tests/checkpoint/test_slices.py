@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import warnings
 from concurrent.futures import Future
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tstate as ts
-from tstate.engine.checkpointing.coordinator import Checkpoints, CheckpointSkippedWarning
+from tstate.engine.checkpointing.coordinator import Checkpoints, CheckpointSkippedWarning, Coordinator
 from tstate.engine.checkpointing.freeze import MISSING, Frozen, must_copy
 from tstate.engine.checkpointing.slices import BinWork, Job
 from tstate.state.bin import Bin
@@ -90,6 +91,12 @@ def build(batches):
 BATCHES = [[(k, t) for k in range(t % 7, 300, 7)] for t in range(40)]
 
 
+# (these tests are about encoding: the writes are taken as instant, never deferring a
+# checkpoint -- test_a_checkpoint_waits_for_the_previous_ones_files covers that)
+_WRITES_INSTANT = patch.object(Coordinator, "_writing", lambda self: False)
+
+
+@_WRITES_INSTANT
 def test_a_slow_checkpoint_skips_the_next_one_and_reports_it(tmp_path) -> None:
     flow, op = build(BATCHES)
     ex = flow.start(1, checkpoint=Checkpoints(str(tmp_path), every_epochs=2, mode="async", retain=50))
@@ -150,6 +157,7 @@ def checkpoints_by_time(directory) -> dict:
                      for name, e in m.operators.items()} for m in store.manifests()}
 
 
+@_WRITES_INSTANT
 @settings(max_examples=8)
 @given(batches=st.lists(st.lists(st.tuples(st.integers(0, 15), st.integers(0, 9)), max_size=12), min_size=3, max_size=14),
        every=st.integers(1, 3), workers=st.integers(1, 3))
@@ -183,6 +191,7 @@ def test_async_checkpoints_hold_what_sync_ones_hold(tmp_path_factory, batches, e
     assert results["sync"][1]  # (something was checkpointed)
 
 
+@_WRITES_INSTANT
 def test_slices_follow_the_schedule(tmp_path) -> None:
     """Slices encode about the same number of keys every epoch (the schedule: all keys
     by 80% of the interval), never much more than an epoch's share and one bin."""
@@ -232,3 +241,70 @@ def test_slices_follow_the_schedule(tmp_path) -> None:
         for _epoch, keys, biggest, _ in job_rows:
             assert keys <= 2.5 * share + biggest  # (a slice may catch up what an earlier one could not do in time)
         assert sum(k for _, k, _, _ in job_rows) == total
+
+
+def test_a_checkpoint_waits_for_the_previous_ones_files(tmp_path) -> None:
+    """A checkpoint due while the previous one's files are still being written is
+    skipped and reported (its changes go into the next one), not queued behind a
+    writer that cannot keep up: at most one checkpoint is being written at a time, and
+    what is committed restores the same state."""
+    import threading
+    import time
+
+    def build_live():  # type: ignore[no-untyped-def]
+        flow = ts.Dataflow("slow-writer")
+        inp = flow.input("in")
+        op = flow.stateful(inp, key=lambda r: r[0], state=list[int], bins=16, name="acc")(
+            lambda v, r, ctx: v.append(r[1])
+        )
+        return flow, inp, op, op.probe()
+
+    flow, inp, op, probe = build_live()
+    ex = flow.start(1, checkpoint=Checkpoints(str(tmp_path), every_epochs=2, mode="async", retain=50))
+    coord = ex.coordinator
+    real_sink = coord._sink
+    gate = threading.Event()
+
+    def slow_sink():  # type: ignore[no-untyped-def]
+        write = real_sink()
+
+        def later(batch):  # type: ignore[no-untyped-def]
+            done: Future = Future()
+
+            def run() -> None:
+                gate.wait(60)  # the writer is stuck until the input reaches epoch 10
+                write(batch).add_done_callback(lambda f: done.set_result(f.result()))
+
+            threading.Thread(target=run, daemon=True).start()
+            return done
+
+        return later
+
+    coord._sink = slow_sink  # type: ignore[method-assign]
+    most_writing = 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for t in range(20):
+            inp.send([(k, t) for k in range(t % 5, 60, 5)])
+            inp.advance_to(t + 1)
+            while probe.less_than(t + 1):
+                ex.step()
+                most_writing = max(most_writing, sum(1 for p in coord._uncommitted if not p.written.done()))
+            if t == 10:
+                gate.set()
+                deadline = time.monotonic() + 60
+                while coord._writing() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+        inp.close()
+        ex.run()
+    assert most_writing == 1, "a checkpoint was captured while the previous one's files were being written"
+    assert coord.skipped and not set(coord.skipped) & set(coord.committed)
+    assert any(issubclass(w.category, CheckpointSkippedWarning) and "written" in str(w.message) for w in caught)
+    newest = max(coord.committed)
+    assert newest > 10  # checkpoints went on once the writer caught up
+    # the newest committed checkpoint restores the state at its time
+    flow2, inp2, op2, _ = build_live()
+    inp2.close()
+    flow2.run(workers=1, checkpoint=Checkpoints(str(tmp_path), every_epochs=2, mode="async"))
+    reference = {k: [t for t in range(newest) if t % 5 == k % 5] for k in range(60)}
+    assert flow2.state(op2, format="dict") == {k: v for k, v in reference.items() if v}

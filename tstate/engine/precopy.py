@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import gc
 import time as _time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from attrs import define, field
 
@@ -67,14 +67,34 @@ from tstate.engine.checkpointing.lazy import RestorePacer
 from tstate.errors import CheckpointError, TstateError
 from tstate.migration.handover import Changes, apply_handover, encode_handover
 from tstate.progress.timestamp import epoch
+from tstate.metrics import Metrics
+from tstate.progress.frontier import Antichain
 from tstate.state.bin import NO_STATE, Bin
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.checkpoint.manifest import FileRef, Manifest
-    from tstate.engine.execution import Execution
     from tstate.operators.stateful import StatefulRuntime
 
 __all__ = ["PreCopy", "PreCopyStats", "Track"]
+
+
+class Moving(Protocol):
+    """The execution whose moves :class:`PreCopy` makes, as it reads it (the embedded
+    engine's :class:`~tstate.engine.execution.Execution`)."""
+
+    @property
+    def activations(self) -> int: ...
+
+    @property
+    def coordinator(self) -> Any: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def operators(self) -> list[list[Any]]: ...
+
+    def frontier(self, node: int, port: int = 0) -> Antichain: ...
 
 
 @define
@@ -134,7 +154,7 @@ class PreCopy:
     #: a bin is preloaded once its move is at most this many epochs ahead
     window = 4
 
-    def __init__(self, exe: "Execution") -> None:
+    def __init__(self, exe: Moving) -> None:
         self.exe = exe
         self.tracks: dict[tuple[int, int, int], Track] = {}  # (node, time, bin) -> track
         self._order: list[Track] = []  # by (time, node, bin)

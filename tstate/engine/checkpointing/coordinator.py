@@ -23,9 +23,11 @@ the bins are then encoded in bounded *slices* between steps
 next checkpoint, and their files written by a helper process
 (:mod:`tstate.engine.checkpointing.writer`; a thread for object stores) that never holds the
 processing thread's interpreter lock.  No step absorbs the whole checkpoint.  If a
-checkpoint is due while the previous one is still being encoded, it is **skipped**
-(its changes go into the next one; ``skipped`` lists it and a
-:class:`CheckpointSkippedWarning` reports it), never piled onto the processing path.
+checkpoint is due while the previous one is still being encoded or its files written,
+it is **skipped** (its changes go into the next one; ``skipped`` lists it and a
+:class:`CheckpointSkippedWarning` reports it), never piled onto the processing path nor
+queued behind a writer that cannot keep up (the newest committed checkpoint stays
+recent: what recovery replays, what a pre-copy migration reads).
 ``mode="thread"`` encodes and writes on a background thread instead (it competes for the
 interpreter lock); ``mode="fork"`` does it in a forked *snapshot process*
 (:mod:`tstate.engine.checkpointing.forked`; a thread where the platform cannot fork safely); with
@@ -140,8 +142,8 @@ class CheckpointLostWarning(RuntimeWarning):
 
 
 class CheckpointSkippedWarning(RuntimeWarning):
-    """A checkpoint was due while the previous one was still being encoded: it was
-    skipped (the next one holds its changes)."""
+    """A checkpoint was due while the previous one was still being encoded or written:
+    it was skipped (the next one holds its changes)."""
 
 
 def _wait_quietly(f: "Future[Any]") -> None:
@@ -424,14 +426,24 @@ class Coordinator:
             self.lazy.step(self.exe.activations)
         if self._active is not None:
             self._slice()
-            self._deferred = True  # a barrier due now waits for the encoding to finish
-        if self.barrier is None and self._active is None:
+        busy = self._active is not None or self._writing()
+        if busy:
+            self._deferred = True  # a barrier due now waits for the encoding and writing to finish
+        if self.barrier is None and not busy:
             self._maybe_set_barrier()
         if self.barrier is not None and all(op.complete_before(self.barrier) for op in self._stateful()):
             if self._sources_past(self.barrier):
                 self._capture(self.barrier)
         if self._uncommitted:
             self._maybe_commit()
+
+    def _writing(self) -> bool:
+        """Async mode: whether the newest captured checkpoint's files are still being
+        written (its commit may also wait for the sinks).  The next capture waits for
+        the write: a writer that cannot keep up is never handed an ever longer queue.
+        (Thread and fork mode bound their own work: one thread, and snapshot processes
+        that see the bins as they were.)"""
+        return self.mode == "async" and bool(self._uncommitted) and not self._uncommitted[-1].written.done()
 
     def _elapsed(self, p: _Pending, since: float) -> tuple[Optional[float], Optional[float]]:
         """``(interval, elapsed)`` for pacing ``p``'s slices: the expected wall seconds
@@ -495,7 +507,7 @@ class Coordinator:
 
     def _note_skipped(self, t: int) -> None:
         """Report the checkpoints that were due before ``t`` while the previous one was
-        still being encoded (async mode defers the next barrier until it is done)."""
+        still being encoded or written (async mode defers the next barrier until it is done)."""
         cfg, last = self.cfg, self.last_time
         deferred, self._deferred = self._deferred, False
         if last is None or not deferred:
@@ -513,7 +525,7 @@ class Coordinator:
             warnings.warn(
                 CheckpointSkippedWarning(
                     f"checkpoint{'s' if len(missed) > 1 else ''} at {', '.join(map(str, missed))} skipped: the "
-                    f"checkpoint at {last} was still being encoded (the next one, at {t}, holds their changes)"
+                    f"checkpoint at {last} was still being encoded or written (the next one, at {t}, holds their changes)"
                 ),
                 stacklevel=3,
             )

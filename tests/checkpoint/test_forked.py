@@ -160,6 +160,8 @@ def test_fork_mode_writes_what_sync_mode_writes(tmp_path, monkeypatch) -> None:
     # async: each job encoded at the first step after its capture, so that no checkpoint is
     # skipped on a loaded machine (the times would then differ; tests/checkpoint/test_slices.py)
     monkeypatch.setattr(slices.Pacer, "budget", lambda self, job, since, interval, elapsed=None: float("inf"))
+    # ... and none skipped while the previous one's files are still being written
+    monkeypatch.setattr(Coordinator, "_writing", lambda self: False)
     results = {}
     for mode in ("sync", "async", "thread", "fork"):
         d = tmp_path / mode

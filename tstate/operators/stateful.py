@@ -412,7 +412,8 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         """The next buffered time to process: ``(t, 0)`` for records, ``(t, 1)`` for
         timers (records of a time before its timers).  Ready means: records at ``t`` once
         no earlier time can arrive (``not frontier.less_than(t)``), timers once the
-        frontier passed ``t``, nothing at or after a checkpoint barrier's epoch -- and
+        frontier passed ``t``, nothing at or after a checkpoint barrier's epoch nor at
+        or after the time of a move this worker has not made yet -- and
         no buffered item at a time ``<= t`` is still waiting.  Candidates are walked in
         lexicographic order, a linear extension of the product order, so an item that
         must come first is always met first; with ``int`` times the first one decides."""
@@ -425,8 +426,12 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             ready = not frontier.less_than(t) if kind == 0 else not frontier.less_equal(t)
             if ready and barrier is not None and epoch(t) >= barrier:
                 ready = False
-            if ready and kind == 1 and move is not None and epoch(t) >= move:
-                ready = False  # (its bin may be leaving: it fires at the new owner)
+            if ready and move is not None and epoch(t) >= move:
+                # a bin may be leaving at ``move``: nothing at or after it is applied
+                # here before the move is made (a worker not scheduled since the move's
+                # time would otherwise apply later records to a bin it should have
+                # shipped, and gets back); timers fire at the new owner
+                ready = False
             if ready and not any(less_equal(b, t) for b in blocked):
                 return t, kind
             if type(t) is int:

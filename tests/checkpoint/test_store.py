@@ -521,3 +521,26 @@ def test_background_gc_deletes_the_same_files_off_the_committing_thread(tmp_path
     strip = [n.split("-")[0] + n.rsplit("-", 1)[-1] for n in dirs[True]]
     assert strip == [n.split("-")[0] + n.rsplit("-", 1)[-1] for n in dirs[False]]
     assert len(dirs[True]) == 4 + 1  # the last checkpoint's 4 files and its manifest
+
+
+def test_a_directory_removed_while_a_file_is_written_is_created_again(tmp_path, monkeypatch) -> None:
+    """Garbage collection removes empty directories while files are written: a
+    directory above the file's, removed while ``makedirs`` creates the ones below it,
+    is created again (it used to fail the checkpoint: found by a hypothesis test)."""
+    fs = LocalFS(str(tmp_path))
+    real = os.makedirs
+    failures = {"left": 0}
+
+    def racing(path, exist_ok=False):  # type: ignore[no-untyped-def]
+        if failures["left"]:
+            failures["left"] -= 1
+            raise FileNotFoundError(2, "No such file or directory", path)
+        return real(path, exist_ok=exist_ok)
+
+    monkeypatch.setattr(os, "makedirs", racing)
+    failures["left"] = 1
+    fs.write_atomic("data/op/0/a.bin", b"a", fsync=False)
+    failures["left"] = 1
+    fs.write_unread("data/op/1/b.bin", b"b")
+    assert (tmp_path / "data/op/0/a.bin").read_bytes() == b"a"
+    assert (tmp_path / "data/op/1/b.bin").read_bytes() == b"b"

@@ -137,10 +137,11 @@ class LocalFS:
         tmp = f"{final}{TMP_MARK}{secrets.token_hex(4)}"
         parent = os.path.dirname(final)
         for attempt in range(5):
-            # A concurrent garbage collection may remove the (empty) parent between
-            # makedirs and open: create it again and retry.
-            os.makedirs(parent, exist_ok=True)
+            # A concurrent garbage collection may remove the (empty) parent -- or a
+            # directory above it, while makedirs creates the ones below -- before the
+            # open: create them again and retry.
             try:
+                os.makedirs(parent, exist_ok=True)
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileNotFoundError:
                 if attempt == 4:
@@ -169,11 +170,17 @@ class LocalFS:
         the system calls of :meth:`write_atomic`.  ``FileExistsError`` if it exists."""
         final = self._abs(path)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-        try:
-            fd = os.open(final, flags, 0o644)
-        except FileNotFoundError:  # a new directory (or one garbage collection removed)
-            os.makedirs(os.path.dirname(final), exist_ok=True)
-            fd = os.open(final, flags, 0o644)
+        for attempt in range(5):
+            try:
+                fd = os.open(final, flags, 0o644)
+                break
+            except FileNotFoundError:  # a new directory (or one garbage collection removed)
+                if attempt == 4:
+                    raise
+                try:
+                    os.makedirs(os.path.dirname(final), exist_ok=True)
+                except FileNotFoundError:  # (a directory above removed meanwhile: again)
+                    pass
         try:
             view = memoryview(data)
             while view:

@@ -61,6 +61,7 @@ def test_epoch_of_products() -> None:
 # a worker not scheduled between a move of its bin away (at 1) and back (at 4) must
 # not apply the records at 4 to the copy it kept (found by hypothesis)
 @example(records=[[0], [], [], [1], [0]], workers=4, schedule=[(1, 1, "all-at-once"), (4, 4, "all-at-once")])
+@example(records=[[], [], [0], [1], [14]], workers=4, schedule=[(3, 1, "fluid"), (4, 4, "all-at-once")])
 def test_moving_loop_operators_changes_nothing(records: list, workers: int, schedule: list) -> None:
     flow, col = build(records)
     flow.run(workers=workers)

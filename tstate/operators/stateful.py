@@ -371,6 +371,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                 and (not self.timer_times or not _lex_lt(self.timer_times.peekitem(0)[0], t))
                 and not frontier.less_than(t)
                 and (self.barrier is None or epoch(t) < self.barrier)
+                and (not self.outgoing or epoch(t) < self.outgoing[0][0])  # (see _next_ready)
             ):
                 self._apply(t, recs)
             else:

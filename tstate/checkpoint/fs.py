@@ -135,19 +135,7 @@ class LocalFS:
     def write_atomic(self, path: str, data: bytes, *, fsync: bool = True) -> None:
         final = self._abs(path)
         tmp = f"{final}{TMP_MARK}{secrets.token_hex(4)}"
-        parent = os.path.dirname(final)
-        for attempt in range(5):
-            # A concurrent garbage collection may remove the (empty) parent -- or a
-            # directory above it, while makedirs creates the ones below -- before the
-            # open: create them again and retry.
-            try:
-                os.makedirs(parent, exist_ok=True)
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileNotFoundError:
-                if attempt == 4:
-                    raise
-                continue
-            break
+        fd = _create(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -169,18 +157,7 @@ class LocalFS:
         size and checksum would not match anyway) and is collected as garbage.  Half
         the system calls of :meth:`write_atomic`.  ``FileExistsError`` if it exists."""
         final = self._abs(path)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-        for attempt in range(5):
-            try:
-                fd = os.open(final, flags, 0o644)
-                break
-            except FileNotFoundError:  # a new directory (or one garbage collection removed)
-                if attempt == 4:
-                    raise
-                try:
-                    os.makedirs(os.path.dirname(final), exist_ok=True)
-                except FileNotFoundError:  # (a directory above removed meanwhile: again)
-                    pass
+        fd = _create(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0))
         try:
             view = memoryview(data)
             while view:
@@ -260,3 +237,21 @@ class LocalFS:
 
     def __repr__(self) -> str:
         return f"LocalFS({self.root!r})"
+
+
+def _create(full: str, flags: int) -> int:
+    """Open the new file ``full`` (``flags`` hold ``O_CREAT``), creating its directories
+    as needed.  A concurrent garbage collection may remove an (empty) directory on its
+    path -- the parent before the open, or one above it while ``makedirs`` creates the
+    ones below -- so the directories are created again and the open retried."""
+    for attempt in range(5):
+        try:
+            return os.open(full, flags, 0o644)
+        except FileNotFoundError:  # a new directory (or one garbage collection removed)
+            if attempt == 4:
+                raise
+        try:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+        except FileNotFoundError:  # (a directory above removed meanwhile: again)
+            pass
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -452,16 +452,25 @@ class CheckpointStore:
         missing or does not parse; data files are not verified)."""
         return self._load(checkpoint_id)
 
-    def verify(self, manifest: Manifest) -> list[str]:
+    def verify(self, manifest: Manifest, keep: dict[str, bytes] | None = None) -> list[str]:
         """What is wrong with the data files of ``manifest``: one line per problem, the
         file's path then what (``missing``, a size or a checksum mismatch); ``[]`` when
-        every file is present with the recorded size and xxh64.  Reads every file."""
+        every file is present with the recorded size and xxh64.  Reads every file;
+        ``keep``: filled with the bytes read (path -> bytes) when every file is good,
+        emptied otherwise (a caller about to decode them reads each file once)."""
         problems = []
+        if keep is not None:
+            keep.clear()
         for ref in manifest.files():
             try:
-                self.read(ref)
+                data = self.read(ref)
             except CheckpointError as exc:
                 problems.append(str(exc))
+                continue
+            if keep is not None and not problems:
+                keep[ref.path] = data
+        if problems and keep is not None:
+            keep.clear()
         return problems
 
     def read(self, ref: FileRef) -> bytes:

@@ -370,8 +370,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                 not self.stash
                 and (not self.timer_times or not _lex_lt(self.timer_times.peekitem(0)[0], t))
                 and not frontier.less_than(t)
-                and (self.barrier is None or epoch(t) < self.barrier)
-                and (not self.outgoing or epoch(t) < self.outgoing[0][0])  # (see _next_ready)
+                and ((held := self._held_from()) is None or epoch(t) < held)
             ):
                 self._apply(t, recs)
             else:
@@ -409,6 +408,20 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                 self._fire(t, self.timer_times.pop(t))
             self._release(t)
 
+    def _held_from(self) -> Optional[int]:
+        """The epoch from which nothing is applied here for now (``None``: none): a
+        checkpoint barrier's, or the time of the next move this worker has not made
+        yet -- a bin may be leaving then, so what comes at or after it waits for the
+        move (a worker not scheduled since the move's time would otherwise apply later
+        records to a bin it should have shipped, and gets back; timers fire at the new
+        owner, after the records of that time)."""
+        held = self.barrier
+        if self.outgoing:
+            move = self.outgoing[0][0]
+            if held is None or move < held:
+                held = move
+        return held
+
     def _next_ready(self, frontier: Any) -> Any:
         """The next buffered time to process: ``(t, 0)`` for records, ``(t, 1)`` for
         timers (records of a time before its timers).  Ready means: records at ``t`` once
@@ -418,20 +431,13 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         no buffered item at a time ``<= t`` is still waiting.  Candidates are walked in
         lexicographic order, a linear extension of the product order, so an item that
         must come first is always met first; with ``int`` times the first one decides."""
-        barrier = self.barrier
-        move = self.outgoing[0][0] if self.outgoing else None  # the next move not made yet
+        held = self._held_from()
         blocked: list[Any] = []
         stash = ((t, 0) for t in self.stash.keys())
         timers = ((t, 1) for t in self.timer_times.keys())
         for t, kind in heapq.merge(stash, timers):
             ready = not frontier.less_than(t) if kind == 0 else not frontier.less_equal(t)
-            if ready and barrier is not None and epoch(t) >= barrier:
-                ready = False
-            if ready and move is not None and epoch(t) >= move:
-                # a bin may be leaving at ``move``: nothing at or after it is applied
-                # here before the move is made (a worker not scheduled since the move's
-                # time would otherwise apply later records to a bin it should have
-                # shipped, and gets back); timers fire at the new owner
+            if ready and held is not None and epoch(t) >= held:
                 ready = False
             if ready and not any(less_equal(b, t) for b in blocked):
                 return t, kind

@@ -26,33 +26,46 @@ def _by_epoch(pairs: list[tuple[int, str, Any]]) -> dict[tuple[int, str], list[A
     return {k: sorted(v, key=repr) for k, v in out.items()}
 
 
-def test_whole_sample_on_spark_equals_the_embedded_engine(spark: Any, tmp_path: Any) -> None:
-    data = EdgeFile(DEFAULT_INPUT)
-    epochs = data.epochs
-    batches = dict(data.batches())
-    assert epochs == 48
-
-    g = GraphStream(ALGORITHMS, workers=1, window=WINDOW, horizon=epochs, on_invalid="skip")
+def _embedded(batches: dict[int, list[Any]], epochs: int, blocks: int = 1) -> list[tuple[int, str, Any]]:
+    """The embedded engine's changes ``(epoch, output, record)`` for ``batches``."""
+    g = GraphStream(ALGORITHMS, workers=1, window=WINDOW, horizon=epochs, on_invalid="skip", blocks=blocks)
     ref: list[tuple[int, str, Any]] = []
     for e in range(epochs):
         for res in g.advance(e, batches.get(e, [])):
             ref.extend((res.epoch, name, r) for name, recs in res.changes.items() for r in recs)
     for res in g.close():
         ref.extend((res.epoch, name, r) for name, recs in res.changes.items() for r in recs)
+    return ref
 
+
+def _on_spark(
+    spark: Any, tmp_path: Any, batches: dict[int, list[Any]], epochs: int, epochs_per_batch: int, blocks: int = 1
+) -> tuple[list[tuple[int, str, Any]], Backend, set[str]]:
+    """The same changes from the graph dataflow run on Spark (2 partitions), its
+    backend, and the names of the dataflow's outputs."""
     flow = ts.Dataflow("graph")
     updates = flow.input("updates").map(itemgetter(1, 2, 3), name="edge")
-    analytics = build(flow, updates, ALGORITHMS, WINDOW, epochs, True, "skip", InputStats())
+    analytics = build(flow, updates, ALGORITHMS, WINDOW, epochs, True, "skip", InputStats(), blocks=blocks)
     sinks = {name: s.collect(name=f"out.{name}") for name, s in analytics.outputs().items()}
     rows = [(e, s, d, k) for e, recs in sorted(batches.items()) for s, d, k in recs]
     df = spark.createDataFrame(rows, "epoch bigint, src string, dst string, delta bigint")
     backend = Backend(spark, checkpoint=str(tmp_path / "ck"), partitions=2)
+    backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=epochs_per_batch)
+    return [(t, name, r) for name, sink in sinks.items() for t, r in sink.items], backend, set(sinks)
+
+
+def test_whole_sample_on_spark_equals_the_embedded_engine(spark: Any, tmp_path: Any) -> None:
+    data = EdgeFile(DEFAULT_INPUT)
+    epochs = data.epochs
+    batches = dict(data.batches())
+    assert epochs == 48
+
+    ref = _embedded(batches, epochs)
     # 2 batches of epochs (the window's expiries are held from one to the next) + closing
-    backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=WINDOW)
-    got = [(t, name, r) for name, sink in sinks.items() for t, r in sink.items]
+    got, backend, outputs = _on_spark(spark, tmp_path, batches, epochs, epochs_per_batch=WINDOW)
 
     assert _by_epoch(got) == _by_epoch(ref)
-    assert {name for _e, name, _r in ref} == set(sinks)  # every output has changes
+    assert {name for _e, name, _r in ref} == outputs  # every output has changes
     m = backend.metrics.batches
     # one block (the default): every algorithm is one timer per epoch, no loop rounds
     assert sum(b.loop_rounds for b in m) == 0
@@ -65,23 +78,8 @@ def test_sample_in_blocks_on_spark_equals_the_embedded_engine(spark: Any, tmp_pa
     data = EdgeFile(DEFAULT_INPUT)
     epochs = 12
     batches = {e: b for e, b in data.batches() if e < epochs}
-    g = GraphStream(ALGORITHMS, workers=1, window=WINDOW, horizon=epochs, on_invalid="skip", blocks=2)
-    ref: list[tuple[int, str, Any]] = []
-    for e in range(epochs):
-        for res in g.advance(e, batches.get(e, [])):
-            ref.extend((res.epoch, name, r) for name, recs in res.changes.items() for r in recs)
-    for res in g.close():
-        ref.extend((res.epoch, name, r) for name, recs in res.changes.items() for r in recs)
-
-    flow = ts.Dataflow("graph")
-    updates = flow.input("updates").map(itemgetter(1, 2, 3), name="edge")
-    analytics = build(flow, updates, ALGORITHMS, WINDOW, epochs, True, "skip", InputStats(), blocks=2)
-    sinks = {name: s.collect(name=f"out.{name}") for name, s in analytics.outputs().items()}
-    rows = [(e, s, d, k) for e, recs in sorted(batches.items()) for s, d, k in recs]
-    df = spark.createDataFrame(rows, "epoch bigint, src string, dst string, delta bigint")
-    backend = Backend(spark, checkpoint=str(tmp_path / "ck"), partitions=2)
-    backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=6)
-    got = [(t, name, r) for name, sink in sinks.items() for t, r in sink.items]
+    ref = _embedded(batches, epochs, blocks=2)
+    got, backend, _outputs = _on_spark(spark, tmp_path, batches, epochs, epochs_per_batch=6, blocks=2)
 
     assert _by_epoch(got) == _by_epoch(ref)  # PageRank's floats too: sums in a fixed order
     m = backend.metrics.batches

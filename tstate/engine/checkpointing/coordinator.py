@@ -340,8 +340,9 @@ class Coordinator:
         # an eager restore decodes every file the verification reads: it keeps their
         # bytes (read once, not twice), each dropped once its bin is decoded
         verified: dict[str, bytes] = {}
-        keep = None if self.cfg.restore == "lazy" else self._verify_keeping(verified)
-        manifest = self.store.recover(fresh_if_unusable=self.cfg.fresh_if_unusable, verify=keep)
+        store = self.store
+        keep = None if self.cfg.restore == "lazy" else (lambda m: store.verify(m, keep=verified))
+        manifest = store.recover(fresh_if_unusable=self.cfg.fresh_if_unusable, verify=keep)
         if manifest is None:
             return None
         read = self.store.read
@@ -398,26 +399,6 @@ class Coordinator:
             manifest.id, manifest.time, dict(meta.get("sources", {})), _time.perf_counter() - start,
             int(meta.get("workers", 0)), left,
         )
-
-    def _verify_keeping(self, verified: dict[str, bytes]) -> Any:
-        """A ``verify`` for :meth:`CheckpointStore.recover` that reads and checks every
-        data file of a candidate (like :meth:`CheckpointStore.verify`) and keeps the
-        bytes of the candidate it accepts in ``verified`` (path -> bytes)."""
-        store = self.store
-
-        def verify(m: Any) -> list[str]:
-            verified.clear()
-            problems = []
-            for ref in m.files():
-                try:
-                    verified[ref.path] = store.read(ref)
-                except CheckpointError as exc:
-                    problems.append(str(exc))
-            if problems:
-                verified.clear()
-            return problems
-
-        return verify
 
     # -- the checkpoint cycle ---------------------------------------------------------
     def after_step(self) -> None:

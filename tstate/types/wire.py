@@ -32,6 +32,16 @@ value, sets and tuples arrays, bytes bin.  Keys and times of a
 bin's payload are encoded by :func:`tstate.keys.encode_key` (extension types for
 datetimes, dates, frozensets and ints beyond 64 bits).
 
+**Order is kept, not canonicalised.**  Dicts, ``Map``s, sets and frozensets are written
+in their iteration order, and dicts come back in it (a state's insertion order
+survives a checkpoint, a migration and a restore, as user code iterating it expects).
+So the bytes of a state are a function of its value *and* its iteration order: two
+equal sets built in different orders may encode differently (each decodes to the
+equal value).  Sorting would make the bytes canonical only by giving up a dict's
+order, and would cost a sort per container on every checkpoint.  A key's *bin* never
+depends on order: it is the hash of the key's canonical encoding
+(:func:`tstate.keys.key_bytes`, a frozenset's items sorted).
+
 >>> encode([1, "a", b"b"]) == bytes([0x93, 0x01, 0xa1, 0x61, 0xc4, 0x01, 0x62])
 True
 >>> decode_any(encode({(1, 2): "x"}))

@@ -5,7 +5,8 @@
 * :mod:`apps.cep.matcher` -- the per-key engine (:class:`Matcher`, :class:`Match`,
   :class:`TimedOut`) whose state (:class:`KeyState`) is plain typed data;
 * :mod:`apps.cep.sql` -- ``match_recognize(query)``: Flink SQL's MATCH_RECOGNIZE
-  compiled into a :class:`Pattern` (with :mod:`apps.cep.sql_expressions`);
+  compiled into a :class:`Pattern` (with :mod:`apps.cep.sql_expressions`,
+  :mod:`apps.cep.sql_functions`, :mod:`apps.cep.sql_cast`, :mod:`apps.cep.sql_fields`);
 * :mod:`apps.cep.dataflow` -- ``cep(...)``, the tstate operator;
 * :mod:`apps.cep.reference` -- a brute-force matcher, the oracle of the tests;
 * :mod:`apps.cep.flights` -- the two flight-delay patterns of the sample app.

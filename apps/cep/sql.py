@@ -49,6 +49,12 @@ Translation -- Flink's planner (``StreamExecMatch``) rule for rule:
   time, ties in arrival order).  ``ONE ROW PER MATCH`` (the only mode Flink has): the
   partition columns, then the measures, in order.
 
+Columns are the rows' declared fields, resolved when the query is compiled
+(``match_recognize(query, fields=...)``) or bound to its rows (:meth:`Query.bind`:
+``run`` binds to the table, ``cep`` to the source's record type): see
+:mod:`apps.cep.sql_fields`.  Result types and casts are Flink's
+(:mod:`apps.cep.sql_functions`, :mod:`apps.cep.sql_cast`).
+
 Errors are :class:`~apps.cep.errors.SqlError`, naming the line and column in the query.
 Parsing uses lark (a LALR grammar, ``sql_grammar.lark``): sqlglot parses
 MATCH_RECOGNIZE but keeps PATTERN as raw text and has no WITHIN.
@@ -68,7 +74,8 @@ from apps.cep.dataflow import CepStreams, cep
 from apps.cep.errors import SqlError
 from apps.cep.matcher import Match, Matcher
 from apps.cep.pattern import AfterMatchSkip, Pattern
-from apps.cep.sql_expressions import ExprCompiler, field_getter, interval_of, name_of, sql_error
+from apps.cep.sql_expressions import ExprCompiler, interval_of, name_of, sql_error
+from apps.cep.sql_fields import Fields, RowFields, fields_of
 
 __all__ = ["Measure", "Query", "SqlStreams", "match_recognize"]
 
@@ -155,6 +162,17 @@ class SqlStreams:
     cep: CepStreams
 
 
+@frozen
+class Readers:
+    """How a compiled query reads a row's key, time and ORDER BY columns (getters of
+    declared fields, resolved when the query was compiled)."""
+
+    key: Callable[[Any], Any]
+    time: Callable[[Any], Any]
+    partition: tuple[Callable[[Any], Any], ...]
+    order: tuple[Callable[[Any], Any], ...]
+
+
 @frozen(eq=False)
 class Query:
     """A compiled MATCH_RECOGNIZE query (see the module docstring)."""
@@ -170,6 +188,10 @@ class Query:
     #: SELECT items as (output column of the clause, name in the result), or None for *
     select: Optional[tuple[tuple[str, str], ...]]
     within: Optional[dt.timedelta]
+    #: the rows' fields the query was compiled against (:mod:`apps.cep.sql_fields`)
+    fields: Fields
+    exact_avg: bool
+    read: Readers
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -179,20 +201,32 @@ class Query:
     def time_column(self) -> str:
         return self.order_by[0][0]
 
+    def bind(self, declared: Any) -> "Query":
+        """The query compiled against the fields of rows declared as ``declared`` (a type,
+        a pyarrow schema, column names: :func:`~apps.cep.sql_fields.fields_of`); itself
+        when it was compiled against declared fields already, or ``declared`` declares
+        none.  Raises :class:`SqlError` for a column the rows do not have."""
+        if not isinstance(self.fields, RowFields):
+            return self
+        fields = fields_of(declared)
+        if isinstance(fields, RowFields):
+            return self
+        return match_recognize(self.text, fields, exact_avg=self.exact_avg)
+
     def key(self, row: Any) -> Any:
         """The partition key of a row: the PARTITION BY column's value, a tuple of them
         for several, ``None`` without PARTITION BY."""
-        return _key_fn(self.partition_by)(row)
+        return self.read.key(row)
 
     def time(self, row: Any) -> Any:
         """The time of a row (its ORDER BY column)."""
-        return field_getter(self.time_column)(row)
+        return self.read.time(row)
 
     def row(self, match: Match) -> dict[str, Any]:
         """The output row of a match: the partition columns (of the match's first row)
         and the measures (ONE ROW PER MATCH), projected by the SELECT list."""
         first = match.events()[0]
-        out = {c: field_getter(c)(first) for c in self.partition_by}
+        out = {c: get(first) for c, get in zip(self.partition_by, self.read.partition)}
         for m in self.measures:
             out[m.name] = m.fn(match)
         if self.select is None:
@@ -209,20 +243,28 @@ class Query:
         ORDER BY order (the input order breaks remaining ties), the time advanced to each
         row's before it is matched, and to the end of time after the last row (windows
         close; without WITHIN a match held back by a partial match that never ends is
-        never emitted, as in Flink).  Returns the output rows: partitions in the order
-        of their first row, matches in emission order within each."""
+        never emitted, as in Flink).  The query is first bound to the rows' fields (the
+        table's columns, the first row's keys or class: :meth:`bind`), so a column they
+        lack is an :class:`SqlError` before any row is matched.  Returns the output rows:
+        partitions in the order of their first row, matches in emission order within each."""
         if hasattr(rows, "to_pylist"):
+            q = self.bind(rows.schema)
             rows = rows.to_pylist()
+        else:
+            rows = list(rows)
+            q = self.bind(_declared_by(rows))
+        return q._run(rows, time_unit)
+
+    def _run(self, rows: list[Any], time_unit: Optional[dt.timedelta]) -> list[dict[str, Any]]:
         m = self.matcher(time_unit)
-        key = _key_fn(self.partition_by)
+        key = self.read.key
         groups: dict[Any, list[Any]] = {}
         for r in rows:
             groups.setdefault(key(r), []).append(r)
-        time = field_getter(self.time_column)
+        time = self.read.time
         out: list[dict[str, Any]] = []
         for part in groups.values():
-            for col, desc in reversed(self.order_by):  # stable sorts, last key first
-                get = field_getter(col)
+            for get, (_col, desc) in reversed(list(zip(self.read.order, self.order_by))):  # stable sorts, last first
                 part.sort(key=get, reverse=desc)
             st = m.new_state()
             last: Any = None
@@ -242,17 +284,20 @@ class Query:
         the query's columns): :func:`apps.cep.dataflow.cep` keyed by the PARTITION BY
         columns, in event time of the ORDER BY column (the epoch, unit and record type
         come from the source when it declares them; ``kwargs`` go to ``cep``: ``epoch``,
-        ``lateness``, ``event_type``, ``time_unit``, ``name``, ...).  ``rows`` carries
-        :meth:`row` of every match."""
+        ``lateness``, ``event_type``, ``time_unit``, ``name``, ...).  The query is bound
+        to the records' fields (``event_type``, else the source's record type:
+        :meth:`bind`) when the dataflow is built.  ``rows`` carries :meth:`row` of every
+        match."""
         if len(self.order_by) > 1:
             raise SqlError(
                 f"ORDER BY {', '.join(c for c, _ in self.order_by)}: the dataflow orders rows by time only "
                 "(ties in arrival order); use one ORDER BY column there (Query.run takes several)"
             )
-        kwargs.setdefault("time", field_getter(self.time_column))
+        q = self.bind(_declared_rows(stream, kwargs.get("event_type")))
+        kwargs.setdefault("time", q.read.time)
         kwargs.setdefault("name", "match_recognize")
-        streams = cep(flow, stream, self.pattern, key=_key_fn(self.partition_by), **kwargs)
-        to_row = self.row
+        streams = cep(flow, stream, q.pattern, key=q.read.key, **kwargs)
+        to_row = q.row
         rows = streams.matches.map(lambda km: to_row(km[1]), name=f"{streams.operator.name}.rows")
         return SqlStreams(rows, streams)
 
@@ -260,10 +305,35 @@ class Query:
         return f"Query({self.pattern!r}, partition_by={self.partition_by}, columns={self.columns})"
 
 
-def _key_fn(columns: tuple[str, ...]) -> Callable[[Any], Any]:
-    if not columns:
+def _declared_rows(stream: Any, event_type: Any) -> Any:
+    """What declares the records of ``stream``: ``event_type``, else its source's record
+    type (or, for a table source whose columns have no record type, its Arrow schema)."""
+    if event_type is not None:
+        return event_type
+    src = stream.origin_source() if hasattr(stream, "origin_source") else None
+    if src is None:
+        return None
+    declared = src.record_type()
+    if declared is None and hasattr(src, "arrow_schema"):
+        declared = src.arrow_schema()
+    return declared
+
+
+def _declared_by(rows: list[Any]) -> Any:
+    """What declares rows in memory: every key of dict rows (in first-seen order), the
+    class of objects of one class, else nothing (checked per row)."""
+    if not rows:
+        return None
+    if all(r.__class__ is dict for r in rows):
+        keys = list(dict.fromkeys(k for r in rows for k in r))
+        return keys if all(isinstance(k, str) for k in keys) else None
+    cls = rows[0].__class__
+    return cls if all(r.__class__ is cls for r in rows) else None
+
+
+def _key_fn(getters: tuple[Callable[[Any], Any], ...]) -> Callable[[Any], Any]:
+    if not getters:
         return lambda _r: None
-    getters = [field_getter(c) for c in columns]
     if len(getters) == 1:
         return getters[0]
     return lambda r: tuple(g(r) for g in getters)
@@ -278,13 +348,21 @@ def _end_of_time(t: Any) -> Any:
 # ---- compiling the parse tree ---------------------------------------------------------------
 
 
-def match_recognize(query: str) -> Query:
+def match_recognize(query: str, fields: Any = None, *, exact_avg: bool = False) -> Query:
     """Parse and compile a MATCH_RECOGNIZE query (see the module docstring); raises
-    :class:`~apps.cep.errors.SqlError` naming the position of what is wrong."""
+    :class:`~apps.cep.errors.SqlError` naming the position of what is wrong.
+
+    ``fields``: what the rows declare (an attrs class, a dataclass, a named tuple, a
+    ``TypedDict``, a pyarrow schema, column names: :func:`~apps.cep.sql_fields.fields_of`);
+    every column the query names is resolved against it now, and one it lacks is an
+    ``SqlError`` naming the column, the clause and the columns there are.  Without it
+    the query is bound when it is used (:meth:`Query.run`, :meth:`Query.cep`:
+    :meth:`Query.bind`).  ``exact_avg``: ``AVG`` of integers divides exactly instead of
+    truncating as Flink does (:mod:`apps.cep.sql_functions`)."""
     if not isinstance(query, str):
         raise SqlError(f"match_recognize: the query must be a str, got {type(query).__name__}")
     tree = _parse(query)
-    return _Compiler(query).query(tree)
+    return _Compiler(query, fields_of(fields), exact_avg).query(tree)
 
 
 def _child(tree: Any, data: str) -> Any:
@@ -295,8 +373,13 @@ def _child(tree: Any, data: str) -> Any:
 
 
 class _Compiler:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, fields: Fields, exact_avg: bool) -> None:
         self.text = text
+        self.fields = fields
+        self.exact_avg = exact_avg
+
+    def expressions(self, variables: tuple[str, ...], current: Optional[str], clause: str) -> ExprCompiler:
+        return ExprCompiler(self.text, variables, current, clause, self.fields, self.exact_avg)
 
     def error(self, node: Any, message: str) -> SqlError:
         meta = getattr(node, "meta", None)
@@ -334,13 +417,14 @@ class _Compiler:
         assert p is not None
         window = None
         if within is not None:
-            window = interval_of(ExprCompiler(self.text, variables, None, "WITHIN"), within.children[0])
+            window = interval_of(self.expressions(variables, None, "WITHIN"), within.children[0])
             if window <= dt.timedelta(0):
                 raise self.error(within, f"WITHIN {window}: the interval must be positive")
             p = p.within(window)
         self.flink_checks(p, pattern, terms)
-        part = tuple(self.column_name(c) for c in partition.children) if partition is not None else ()
-        order_by = self.order(order, pattern)
+        part_nodes = list(partition.children) if partition is not None else []
+        part = tuple(self.column_name(c, "PARTITION BY") for c in part_nodes)
+        order_by, order_nodes = self.order(order, pattern)
         ms = self.measures(measures, variables)
         names = [*part, *(m.name for m in ms)]
         for i, n in enumerate(names):
@@ -348,7 +432,19 @@ class _Compiler:
                 raise self.error(measures or partition, f"the output column {n!r} appears twice")
         select = self.select(select_node, names)
         columns = tuple(names) if select is None else tuple(new for _, new in select)
-        return Query(self.text, p.validate(), part, order_by, ms, columns, select, window)
+        partition_getters = tuple(self.getter(n, c, "PARTITION BY") for n, c in zip(part_nodes, part))
+        order_getters = tuple(self.getter(n, c, "ORDER BY") for n, (c, _) in zip(order_nodes, order_by))
+        read = Readers(_key_fn(partition_getters), order_getters[0], partition_getters, order_getters)
+        return Query(
+            self.text, p.validate(), part, order_by, ms, columns, select, window, self.fields, self.exact_avg, read
+        )
+
+    def getter(self, node: Any, column: str, clause: str) -> Callable[[Any], Any]:
+        """The getter of ``column`` (named at ``node`` in ``clause``), or an SqlError."""
+        problem = self.fields.problem(column)
+        if problem is not None:
+            raise self.error(node, f"{clause}: {problem}")
+        return self.fields.getter(column)
 
     # -- PATTERN -------------------------------------------------------------------------------
     def pattern_terms(self, pattern: Any) -> tuple[tuple[str, ...], list[tuple[str, Any, Any]]]:
@@ -444,13 +540,13 @@ class _Compiler:
                 raise self.error(d, f"DEFINE {var}: {var!r} is not a variable of the pattern ({', '.join(variables)})")
             if var in out:
                 raise self.error(d, f"DEFINE {var}: defined twice")
-            out[var] = ExprCompiler(self.text, variables, var, f"DEFINE {var}").condition(expr)
+            out[var] = self.expressions(variables, var, f"DEFINE {var}").condition(expr)
         return out
 
     def measures(self, measures: Any, variables: tuple[str, ...]) -> tuple[Measure, ...]:
         if measures is None:
             return ()
-        comp = ExprCompiler(self.text, variables, None, "MEASURES")
+        comp = self.expressions(variables, None, "MEASURES")
         out = []
         for m in measures.children:
             _mode, expr, alias = m.children
@@ -479,22 +575,24 @@ class _Compiler:
         s = AfterMatchSkip.skip_to_first(var) if kind == "skip_to_first" else AfterMatchSkip.skip_to_last(var)
         return s.throw_exception_on_miss()
 
-    def column_name(self, node: Any) -> str:
+    def column_name(self, node: Any, clause: str) -> str:
         if node.data == "var_column":
-            raise self.error(node, "PARTITION BY / ORDER BY take column names, not variable.column")
+            raise self.error(node, f"{clause} takes column names, not variable.column")
         return name_of(node.children[0])
 
-    def order(self, order: Any, pattern: Any) -> tuple[tuple[str, bool], ...]:
+    def order(self, order: Any, pattern: Any) -> tuple[tuple[tuple[str, bool], ...], list[Any]]:
         if order is None:
             raise self.error(pattern, "ORDER BY <time column> is required (MATCH_RECOGNIZE orders the rows by time)")
         keys = []
+        nodes = []
         for item in order.children:
             col, direction = item.children
             desc = direction is not None and str(direction).upper() == "DESC"
-            keys.append((self.column_name(col), desc))
+            keys.append((self.column_name(col, "ORDER BY"), desc))
+            nodes.append(col)
         if keys[0][1]:
             raise self.error(order.children[0], "the first ORDER BY column is the time and must be ascending")
-        return tuple(keys)
+        return tuple(keys), nodes
 
     def select(self, node: Any, names: list[str]) -> Optional[tuple[tuple[str, str], ...]]:
         if node is None or node.data == "select_all":

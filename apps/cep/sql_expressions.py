@@ -19,8 +19,10 @@ into a function, with Flink's semantics (``MatchCodeGenerator``):
   references one variable only, as in Flink (``LAST(A.price * A.tax)``).
 * **Aggregates** ``COUNT``/``SUM``/``AVG``/``MIN``/``MAX`` over the rows of one
   variable (``SUM(A.price)``, ``COUNT(*)``, ``COUNT(A.*)``); NULLs are skipped, an
-  empty set gives NULL (``COUNT``: 0).  ``AVG`` divides exactly (14.5, as the
-  documentation's example shows; Flink's ``AVG`` of a ``BIGINT`` column truncates).
+  empty set gives NULL (``COUNT``: 0).  Result types are Flink's: ``AVG`` of integers
+  is an integer, truncated toward zero, as Flink's ``AVG`` of an ``INT``/``BIGINT``
+  column (``match_recognize(..., exact_avg=True)`` divides exactly); see
+  :mod:`apps.cep.sql_functions`.
 * **NULL** is ``None``, with SQL's three-valued logic: comparisons and arithmetic with
   NULL give NULL, ``NULL AND FALSE`` is FALSE, ``NOT NULL`` is NULL, a condition holds
   only when TRUE.  ``/`` of two integers truncates toward zero, ``%`` takes the sign of
@@ -28,34 +30,33 @@ into a function, with Flink's semantics (``MatchCodeGenerator``):
 * Scalars: literals (``1``, ``2.5``, ``'text'``, ``TRUE``, ``NULL``), ``INTERVAL '10'
   MINUTE`` (a ``timedelta``, to add to datetimes), ``+ - * / %``, ``||``, comparisons,
   ``IS [NOT] NULL``, ``[NOT] BETWEEN``, ``[NOT] IN (...)``, ``CASE WHEN``, ``AND``/``OR``/
-  ``NOT``, ``ABS``, ``COALESCE``, ``UPPER``, ``LOWER``, and in MEASURES
-  ``MATCH_ROWTIME()`` (the time of the match's last row).
+  ``NOT``, ``ABS``, ``COALESCE``, ``UPPER``, ``LOWER``, ``CAST``/``TRY_CAST(x AS
+  DOUBLE | BIGINT | INT | VARCHAR | TIMESTAMP(p))`` (Flink's cast rules:
+  :mod:`apps.cep.sql_cast`), and in MEASURES ``MATCH_ROWTIME()`` (the time of the
+  match's last row).
 
-Rows are dicts (``row[col]``) or objects (``row.col``).  A column the row lacks raises
-``KeyError`` / ``AttributeError``, which the matcher reports as
-:class:`~apps.cep.errors.EventFieldError`; a type mismatch or a division by zero raises
-:class:`~apps.cep.errors.ExpressionError` naming the clause and the expression.
+Columns are resolved when the expression is compiled, against the fields the rows
+declare (:mod:`apps.cep.sql_fields`): a name that is not plain, or not a declared field,
+is a :class:`~apps.cep.errors.SqlError` naming it, the clause and the columns there are.
+Rows are dicts (``row[col]``) or objects (``row.col``, declared fields only).  A
+column a row lacks (rows whose type declares nothing up front) raises
+:class:`~apps.cep.errors.EventFieldError`; a type mismatch, a failed ``CAST`` or a
+division by zero raises :class:`~apps.cep.errors.ExpressionError` naming the clause
+and the expression.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from operator import attrgetter, itemgetter
 from typing import Any, Optional
 
-from attrs import frozen
+from apps.cep.errors import EventFieldError, ExpressionError, SqlError
+from apps.cep.sql_cast import TARGETS, cast_function
+from apps.cep.sql_fields import Fields, RowFields
+from apps.cep.sql_functions import ALL, Compiled, Functions, RowScope, const, name_of
 
-from apps.cep.errors import ExpressionError, SqlError
-
-__all__ = ["Compiled", "ExprCompiler", "field_getter", "interval_value", "sql_error"]
-
-#: the default pattern variable (every row)
-ALL = "*"
-_AGGREGATES = ("COUNT", "SUM", "AVG", "MIN", "MAX")
-_NAVIGATION = ("FIRST", "LAST", "PREV", "NEXT")
-_SCALARS = ("ABS", "COALESCE", "UPPER", "LOWER")
-Fn = Callable[[Any, Any], Any]
+__all__ = ["Compiled", "ExprCompiler", "interval_of", "interval_value", "name_of", "sql_error"]
 
 
 def sql_error(text: str, line: int, column: int, message: str) -> SqlError:
@@ -64,20 +65,6 @@ def sql_error(text: str, line: int, column: int, message: str) -> SqlError:
     src = lines[line - 1] if 0 < line <= len(lines) else ""
     caret = " " * (max(column, 1) - 1) + "^"
     return SqlError(f"line {line}, column {column}: {message}\n  {src}\n  {caret}", line=line, column=column)
-
-
-def field_getter(name: str) -> Callable[[Any], Any]:
-    """Read column ``name`` of a row: ``row[name]`` for a dict, else ``row.name``
-    (``None`` for no row)."""
-    item = itemgetter(name)
-    attr = attrgetter(name)
-
-    def get(row: Any) -> Any:
-        if row is None:
-            return None
-        return item(row) if row.__class__ is dict else attr(row)
-
-    return get
 
 
 _UNIT_SECONDS = {"DAY": 86400, "HOUR": 3600, "MINUTE": 60, "SECOND": 1}
@@ -151,54 +138,23 @@ _BINARY: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-def _agg(name: str, values: list[Any]) -> Any:
-    vals = [v for v in values if v is not None]
-    if name == "COUNT":
-        return len(vals)
-    if not vals:
-        return None
-    if name == "SUM":
-        total = vals[0]
-        for v in vals[1:]:
-            total = total + v
-        return total
-    if name == "AVG":
-        total = vals[0]
-        for v in vals[1:]:
-            total = total + v
-        return total / len(vals)
-    return min(vals) if name == "MIN" else max(vals)
-
-
-@frozen
-class Compiled:
-    """A compiled expression: ``fn(event, ctx)`` (in MEASURES: ``fn(None, match)``);
-    ``uses_ctx`` is false when it reads only the current row (a simple condition)."""
-
-    fn: Fn
-    uses_ctx: bool
-
-
-class _RowScope:
-    """While compiling the argument of a navigation or aggregate: collects the one
-    variable its columns reference."""
-
-    def __init__(self, where: Any) -> None:
-        self.var: Optional[str] = None
-        self.where = where
-
-
 class ExprCompiler:
     """Compiles expressions of one clause: ``DEFINE current`` (``current`` set,
     ``variables`` the pattern's) or ``MEASURES`` (``current`` None).  ``text`` is the
     whole query (for error positions); ``clause`` names the clause in errors."""
 
-    def __init__(self, text: str, variables: Sequence[str], current: Optional[str], clause: str) -> None:
+    def __init__(
+        self, text: str, variables: Sequence[str], current: Optional[str], clause: str,
+        fields: Optional[Fields] = None, exact_avg: bool = False,
+    ) -> None:  # fmt: skip
         self.text = text
         self.variables = tuple(variables)
         self.current = current
         self.clause = clause
         self.define = current is not None
+        self.fields: Fields = fields if fields is not None else RowFields()
+        self.exact_avg = exact_avg
+        self.functions = Functions(self)
 
     # -- errors and positions --------------------------------------------------------------
     def error(self, node: Any, message: str) -> SqlError:
@@ -227,7 +183,7 @@ class ExprCompiler:
             def cond(e: Any) -> Any:
                 try:
                     return fn(e, None)
-                except (TypeError, ArithmeticError) as exc:
+                except (TypeError, ArithmeticError, ValueError) as exc:
                     raise ExpressionError(f"{what}: {type(exc).__name__}: {exc} (row {e!r})") from exc
 
             return cond
@@ -235,7 +191,7 @@ class ExprCompiler:
         def cond_ctx(e: Any, ctx: Any) -> Any:
             try:
                 return fn(e, ctx)
-            except (TypeError, ArithmeticError) as exc:
+            except (TypeError, ArithmeticError, ValueError) as exc:
                 raise ExpressionError(f"{what}: {type(exc).__name__}: {exc} (row {e!r})") from exc
 
         return cond_ctx
@@ -249,13 +205,19 @@ class ExprCompiler:
         def measure(m: Any) -> Any:
             try:
                 return fn(None, m)
-            except (TypeError, ArithmeticError) as exc:
+            except (TypeError, ArithmeticError, ValueError) as exc:
                 raise ExpressionError(f"{what}: {type(exc).__name__}: {exc} (match {m!r})") from exc
+            except (KeyError, AttributeError) as exc:
+                field = exc.args[0] if isinstance(exc, KeyError) and exc.args else getattr(exc, "name", None)
+                raise EventFieldError(
+                    f"{what}: a row of the match has no column {field!r} ({type(exc).__name__}: {exc})",
+                    stage=name, field=field,
+                ) from exc
 
         return measure
 
     # -- the compiler ------------------------------------------------------------------------
-    def compile(self, node: Any, rows: Optional[_RowScope] = None) -> Compiled:
+    def compile(self, node: Any, rows: Optional[RowScope] = None) -> Compiled:
         """``node`` as a :class:`Compiled`; inside a navigation / aggregate argument
         (``rows`` given) the function is ``fn(row, None)`` of the one row it reads."""
         kind = getattr(node, "data", None)
@@ -269,31 +231,31 @@ class ExprCompiler:
 
     # literals
     def _int_lit(self, node: Any, rows: Any) -> Compiled:
-        return _const(int(node.children[0]))
+        return const(int(node.children[0]))
 
     def _dec_lit(self, node: Any, rows: Any) -> Compiled:
-        return _const(float(node.children[0]))
+        return const(float(node.children[0]))
 
     def _str_lit(self, node: Any, rows: Any) -> Compiled:
-        return _const(_unquote_string(str(node.children[0])))
+        return const(_unquote_string(str(node.children[0])))
 
     def _true_lit(self, node: Any, rows: Any) -> Compiled:
-        return _const(True)
+        return const(True)
 
     def _false_lit(self, node: Any, rows: Any) -> Compiled:
-        return _const(False)
+        return const(False)
 
     def _null_lit(self, node: Any, rows: Any) -> Compiled:
-        return _const(None)
+        return const(None)
 
     def _interval(self, node: Any, rows: Any) -> Compiled:
-        return _const(interval_of(self, node))
+        return const(interval_of(self, node))
 
     # columns
-    def _column(self, node: Any, rows: Optional[_RowScope]) -> Compiled:
+    def _column(self, node: Any, rows: Optional[RowScope]) -> Compiled:
         return self._field(ALL, name_of(node.children[0]), node, rows)
 
-    def _var_column(self, node: Any, rows: Optional[_RowScope]) -> Compiled:
+    def _var_column(self, node: Any, rows: Optional[RowScope]) -> Compiled:
         var = name_of(node.children[0])
         if var not in self.variables:
             raise self.error(
@@ -301,8 +263,11 @@ class ExprCompiler:
             )
         return self._field(var, name_of(node.children[1]), node, rows)
 
-    def _field(self, var: str, col: str, node: Any, rows: Optional[_RowScope]) -> Compiled:
-        get = field_getter(col)
+    def _field(self, var: str, col: str, node: Any, rows: Optional[RowScope]) -> Compiled:
+        problem = self.fields.problem(col)
+        if problem is not None:
+            raise self.error(node, f"{self.clause}: {problem}")
+        get = self.fields.getter(col)
         if rows is not None:  # inside FIRST/LAST/PREV/aggregate: read the row given
             if rows.var is None:
                 rows.var = var
@@ -313,170 +278,30 @@ class ExprCompiler:
                     "navigation function or aggregate must reference one pattern variable (as in Flink)",
                 )
             return Compiled(lambda r, _c: get(r), False)
-        sel, uses = self.selector(var, False, 0, 0, node)
+        sel, uses = self.functions.selector(var, False, 0, 0)
         return Compiled(lambda e, c: get(sel(e, c)), uses)
 
-    # rows of a variable and navigation -----------------------------------------------------
-    def rows_of(self, var: str) -> Fn:
-        """``(e, ctx) -> list`` of the rows of ``var`` (see the module docstring)."""
-        if not self.define:
-            if var == ALL:
-                return lambda _e, m: m.events()
-            return lambda _e, m: m[var]
-        if var == ALL:
-            return lambda e, c: [*c.all_events(), e]
-        if var == self.current:
-            return lambda e, c: [*c.events(var), e]
-        return lambda _e, c: c.events(var)
+    # calls and casts -------------------------------------------------------------------------
+    def _call(self, node: Any, rows: Optional[RowScope]) -> Compiled:
+        return self.functions.call(node, rows)
 
-    def selector(self, var: str, first: bool, offset: int, prev: int, node: Any) -> tuple[Fn, bool]:
-        """``(e, ctx) -> row or None`` for ``FIRST/LAST(var, offset)`` moved ``prev`` rows
-        back (forward if negative), and whether it needs the context."""
-        cur = self.define and var in (ALL, self.current)
-        if self.define and not first and not prev:
-            if offset == 0 and cur:
-                return (lambda e, _c: e), False
-            if offset == 1 and var == ALL:
-                return (lambda _e, c: c.previous()), True
-            if offset == 1 and var == self.current:
-                return (lambda _e, c: c.last(var)), True
-            if offset == 0 and not cur:
-                return (lambda _e, c: c.last(var)), True
-        rows = self.rows_of(var)
-
-        def pick(e: Any, c: Any) -> Any:
-            rs = rows(e, c)
-            i = offset if first else len(rs) - 1 - offset
-            return rs[i] if 0 <= i < len(rs) else None
-
-        if not prev:
-            return pick, True
-        every = self.rows_of(ALL)
-
-        def shifted(e: Any, c: Any) -> Any:
-            row = pick(e, c)
-            if row is None:
-                return None
-            rs = every(e, c)
-            for i in range(len(rs) - 1, -1, -1):
-                if rs[i] is row:
-                    j = i - prev
-                    return rs[j] if 0 <= j < len(rs) else None
-            return None  # pragma: no cover - a row of a variable is a row of the match
-
-        return shifted, True
-
-    # calls -----------------------------------------------------------------------------------
-    def _call(self, node: Any, rows: Optional[_RowScope]) -> Compiled:
-        fname = name_of(node.children[0]).upper()
-        args = node.children[1]
-        if fname in _NAVIGATION or fname in _AGGREGATES:
-            if rows is not None:
-                raise self.error(
-                    node, f"{fname}(...) inside the argument of another navigation function or aggregate is not supported"
-                )
-            return (self._navigation if fname in _NAVIGATION else self._aggregate)(fname, node, args)
-        if fname == "MATCH_ROWTIME":
-            if self.define:
-                raise self.error(node, "MATCH_ROWTIME() is available in MEASURES only")
-            if args is not None:
-                raise self.error(node, "MATCH_ROWTIME() takes no argument here")
-            return Compiled(lambda _e, m: m.last_time, True)
-        if fname in _SCALARS:
-            items = self._plain_args(fname, node, args)
-            compiled = [self.compile(a, rows) for a in items]
-            fns = [c.fn for c in compiled]
-            uses = any(c.uses_ctx for c in compiled)
-            if fname == "COALESCE":
-                if not fns:
-                    raise self.error(node, "COALESCE needs at least one argument")
-
-                def coalesce(e: Any, c: Any) -> Any:
-                    for f in fns:
-                        v = f(e, c)
-                        if v is not None:
-                            return v
-                    return None
-
-                return Compiled(coalesce, uses)
-            if len(fns) != 1:
-                raise self.error(node, f"{fname} takes one argument, got {len(fns)}")
-            f0 = fns[0]
-            scalars: dict[str, Callable[[Any], Any]] = {"ABS": abs, "UPPER": str.upper, "LOWER": str.lower}
-            op = scalars[fname]
-            return Compiled(lambda e, c: None if (v := f0(e, c)) is None else op(v), uses)
-        raise self.error(
-            node,
-            f"unknown function {fname}; supported: {', '.join(_NAVIGATION + _AGGREGATES + _SCALARS)}, MATCH_ROWTIME",
-        )
-
-    def _plain_args(self, fname: str, node: Any, args: Any) -> list[Any]:
-        if args is None:
-            return []
-        if args.data != "args":
-            raise self.error(node, f"{fname}({'*' if args.data == 'args_star' else 'X.*'}) is not valid")
-        if args.children[0] is not None:
-            raise self.error(node, f"DISTINCT is not supported ({fname})")
-        return list(args.children[1:])
-
-    def _offset(self, node: Any, arg: Any) -> int:
-        if getattr(arg, "data", None) != "int_lit":
-            raise self.error(arg, "the offset of a navigation function must be a non-negative integer literal")
-        return int(arg.children[0])
-
-    def _navigation(self, fname: str, node: Any, args: Any) -> Compiled:
-        items = self._plain_args(fname, node, args)
-        if not 1 <= len(items) <= 2:
-            raise self.error(node, f"{fname} takes an expression and an optional offset, got {len(items)} arguments")
-        n = self._offset(node, items[1]) if len(items) == 2 else (1 if fname in ("PREV", "NEXT") else 0)
-        inner = items[0]
-        first, offset, prev = False, 0, 0
-        if fname in ("FIRST", "LAST"):
-            first, offset = fname == "FIRST", n
-        else:
-            if fname == "NEXT" and self.define and n:
-                raise self.error(node, "NEXT looks at rows after the current one: not available in DEFINE")
-            prev = n if fname == "PREV" else -n
-            # PREV(FIRST/LAST(expr, k), n): a physical offset from a logical position
-            if getattr(inner, "data", None) == "call" and name_of(inner.children[0]).upper() in ("FIRST", "LAST"):
-                sub = self._plain_args("FIRST", inner, inner.children[1])
-                if not 1 <= len(sub) <= 2:
-                    raise self.error(inner, "FIRST/LAST takes an expression and an optional offset")
-                first = name_of(inner.children[0]).upper() == "FIRST"
-                offset = self._offset(inner, sub[1]) if len(sub) == 2 else 0
-                inner = sub[0]
-        scope = _RowScope(node)
-        arg = self.compile(inner, scope)
-        var = scope.var if scope.var is not None else ALL
-        g = arg.fn
-        sel, uses = self.selector(var, first, offset, prev, node)
-        if scope.var is None:  # a constant argument: NULL without a row
-            return Compiled(lambda e, c: None if sel(e, c) is None else g(None, None), uses)
-        return Compiled(lambda e, c: g(sel(e, c), None), uses)
-
-    def _aggregate(self, fname: str, node: Any, args: Any) -> Compiled:
-        if args is None:
-            raise self.error(node, f"{fname} needs an argument")
-        if args.data == "args_star":
-            if fname != "COUNT":
-                raise self.error(node, f"{fname}(*) is not valid; only COUNT(*)")
-            every = self.rows_of(ALL)
-            return Compiled(lambda e, c: len(every(e, c)), True)
-        if args.data == "args_var_star":
-            var = name_of(args.children[0])
-            if fname != "COUNT":
-                raise self.error(node, f"{fname}({var}.*) is not valid; only COUNT({var}.*)")
-            if var not in self.variables:
-                raise self.error(node, f"{var!r} is not a pattern variable")
-            of_var = self.rows_of(var)
-            return Compiled(lambda e, c: len(of_var(e, c)), True)
-        items = self._plain_args(fname, node, args)
-        if len(items) != 1:
-            raise self.error(node, f"{fname} takes one argument, got {len(items)}")
-        scope = _RowScope(node)
-        g = self.compile(items[0], scope).fn
-        rows = self.rows_of(scope.var if scope.var is not None else ALL)
-        return Compiled(lambda e, c: _agg(fname, [g(r, None) for r in rows(e, c)]), True)
+    def _cast_expr(self, node: Any, rows: Optional[RowScope]) -> Compiled:
+        kind, expr, type_node = node.children
+        type_name, *args = type_node.children
+        target = name_of(type_name).upper()
+        ints = [int(a) for a in args if a is not None]
+        p = ints[0] if len(ints) == 1 else None
+        if target not in TARGETS or (ints and (len(ints) > 1 or TARGETS[target] != "TIMESTAMP")):
+            wrote = target + (f"({', '.join(map(str, ints))})" if ints else "")
+            raise self.error(
+                type_node, f"CAST to {wrote} is not supported; the types are {', '.join(TARGETS)} and TIMESTAMP(p)"
+            )
+        if p is not None and not 0 <= p <= 9:
+            raise self.error(type_node, f"TIMESTAMP({p}): the precision must be 0 to 9")
+        convert = cast_function(target, p, try_=str(kind).upper() == "TRY_CAST")
+        a = self.compile(expr, rows)
+        fa = a.fn
+        return Compiled(lambda e, c: convert(fa(e, c)), a.uses_ctx)
 
     # operators -------------------------------------------------------------------------------
     def _binop(self, node: Any, rows: Any) -> Compiled:
@@ -600,7 +425,7 @@ class ExprCompiler:
     def _case_expr(self, node: Any, rows: Any) -> Compiled:
         *whens, default = node.children
         pairs = [(self.compile(w.children[0], rows), self.compile(w.children[1], rows)) for w in whens]
-        d = self.compile(default, rows) if default is not None else _const(None)
+        d = self.compile(default, rows) if default is not None else const(None)
         fns = [(p.fn, v.fn) for p, v in pairs]
         fd = d.fn
 
@@ -614,10 +439,6 @@ class ExprCompiler:
         return Compiled(case, uses)
 
 
-def _const(value: Any) -> Compiled:
-    return Compiled(lambda _e, _c: value, False)
-
-
 def _pos(node: Any) -> tuple[int, int]:
     meta = getattr(node, "meta", None)
     if meta is not None and not getattr(meta, "empty", True):
@@ -627,16 +448,6 @@ def _pos(node: Any) -> tuple[int, int]:
 
 def _unquote_string(tok: str) -> str:
     return tok[1:-1].replace("''", "'")
-
-
-def name_of(node: Any) -> str:
-    """The identifier of a ``name`` node (quoted ones unquoted, case kept)."""
-    tok = node.children[0] if hasattr(node, "children") else node
-    s = str(tok)
-    if tok.type == "QUOTED_NAME":
-        q = s[0]
-        return s[1:-1].replace(q + q, q)
-    return s
 
 
 def interval_of(comp: ExprCompiler, node: Any) -> dt.timedelta:

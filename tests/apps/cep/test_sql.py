@@ -227,9 +227,12 @@ def test_runtime_errors_name_the_expression() -> None:
         q.run([{"t": 0, "x": "s"}])
     with pytest.raises(ExpressionError, match=r"DEFINE B \(line 2, column 8\): A.x / B.x > 1: ZeroDivisionError"):
         q.run([{"t": 0, "x": 3}, {"t": 1, "x": 0}])
-    # a missing column: the matcher's EventFieldError, naming the variable and the column
-    with pytest.raises(EventFieldError, match=r"pattern stage 'A': the condition reads field 'x'") as err:
+    # a column no row has: an SqlError naming it, before any row is matched
+    with pytest.raises(SqlError, match=r"line 1, column 38: DEFINE A: no column 'x' \(the rows' columns: t, y\)"):
         q.run([{"t": 0, "y": 1}])
+    # a column some row lacks: the matcher's EventFieldError, naming the variable and the column
+    with pytest.raises(EventFieldError, match=r"pattern stage 'A': the condition reads field 'x'") as err:
+        q.run([{"t": 0, "x": 0}, {"t": 1, "y": 1}])
     assert (err.value.stage, err.value.field) == ("A", "x")
     q = match_recognize("ORDER BY t MEASURES A.x - B.x AS d PATTERN (A B) DEFINE B AS TRUE")
     with pytest.raises(ExpressionError, match=r"MEASURES d \(line 1, column 21\): A.x - B.x"):

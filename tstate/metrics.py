@@ -13,7 +13,9 @@ each engine fills what it measures and leaves the rest empty:
 *Epoch latency* is the wall time from an epoch's input being closed (every input has
 advanced past it) to the output frontier passing it (every sink and probe has seen the
 epoch complete).  Recorded for integer epochs; read them from ``flow.metrics`` (or
-``execution.metrics``).
+``execution.metrics``).  Epochs closed together and done together (a run of epochs
+the frontiers jumped over at once, e.g. a gap in event time) share one entry, at the
+first of them: the cost of a jump does not grow with its length.
 
 >>> m = Metrics()
 >>> m.latencies(), m.batches, m.late, m.cache_hit_rate
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import time
+from bisect import bisect_right
 from typing import Any, Optional, Sequence
 
 from attrs import asdict, define, frozen
@@ -163,8 +166,19 @@ class Metrics:
         self._done_upto = _mark(self.done_at, self._done_upto, t, now)
 
     def latencies(self) -> list[tuple[int, float]]:
-        """``(epoch, seconds)`` for every epoch both closed and done, in epoch order."""
-        return [(e, max(0.0, self.done_at[e] - c)) for e, c in sorted(self.closed_at.items()) if e in self.done_at]
+        """``(epoch, seconds)`` for every epoch both closed and done, in epoch order; a
+        run of epochs closed at once and done at once is one entry, at its first epoch
+        (``closed_at`` / ``done_at`` hold the first epoch of each run they marked)."""
+        closed, done = sorted(self.closed_at.items()), sorted(self.done_at.items())
+        if not closed or not done:
+            return []
+        closed_end, done_end = _end(self.closed_at, self._closed_upto), _end(self.done_at, self._done_upto)
+        lo, hi = max(closed[0][0], done[0][0]), min(closed_end, done_end)
+        out = []
+        for e in sorted({e for e, _ in closed} | {e for e, _ in done}):
+            if lo <= e < hi:
+                out.append((e, max(0.0, _at(done, e) - _at(closed, e))))
+        return out
 
     @property
     def cache_hit_rate(self) -> float:
@@ -200,17 +214,35 @@ class Metrics:
 
 
 def _mark(table: dict[int, float], upto: Optional[int], t: Optional[int], now: float) -> Optional[int]:
-    if t is None:  # everything is closed / done: mark what was seen in between
+    """Epochs ``[upto, t)`` are marked at ``now``: one entry, at ``upto`` (the run's
+    first epoch), whatever the run's length.  ``t`` None: ``upto`` is marked too.
+    Returns the new bound (epochs below it are marked, and ``upto`` itself when it is
+    in ``table``)."""
+    if t is None:  # everything is closed / done: ``upto`` too
         if upto is not None:
-            for e in range(upto, max([upto, *table.keys()]) + 1):
-                table.setdefault(e, now)
+            table.setdefault(upto, now)
         return upto
     if type(t) is not int:
         return upto
-    start = upto if upto is not None else t
-    for e in range(start, t):
-        table.setdefault(e, now)
-    return t if upto is None or t > upto else upto
+    if upto is None:
+        return t
+    if t > upto:
+        table.setdefault(upto, now)
+        return t
+    return upto
+
+
+def _end(table: dict[int, float], upto: Optional[int]) -> int:
+    """One past the last epoch ``table`` marks (bound ``upto``, see :func:`_mark`)."""
+    if upto is None:
+        return max(table) + 1
+    return upto + 1 if upto in table else upto
+
+
+def _at(runs: list[tuple[int, float]], e: int) -> float:
+    """The wall time of the run (sorted ``(first epoch, time)`` pairs) holding ``e``."""
+    i = bisect_right(runs, e, key=lambda r: r[0]) - 1
+    return runs[i][1]
 
 
 def plot_latency(series: dict[str, Sequence[tuple[float, float]]], path: str, title: str = "epoch latency") -> None:

@@ -22,8 +22,11 @@ both patterns in one pass over the input), with a progress bar on stderr.
 (integer minutes), ``origin`` and optionally ``distance``, ``destination``.  Rows out of
 time order are matched if they are at most ``--lateness`` minutes behind the watermark
 (the end of the previous hour), otherwise counted as late.  Bad input (a missing file or
-column, a column of the wrong type, a null date/delay/origin) stops the app with a
-message naming the file, the row and the column (exit status 1); a file without rows (a header-only CSV) says "no rows".
+column, a value of the wrong type, a null date/delay/origin, bytes that are not UTF-8, a
+ragged or oversized CSV row) stops the app with a message naming the file, the row (as
+a spreadsheet shows it: a CSV's header is row 1) and the column (exit status 1), before
+anything runs (with ``--backend spark``: before Spark starts); a file without rows (a
+header-only CSV) says "no rows".
 
 Exit status (:mod:`apps.cli`; the same for ``python -m apps.graph`` and ``python -m
 tstate``): 0 success, 1 bad input data or a runtime error (``error: ...`` on stderr),
@@ -384,10 +387,18 @@ def _run_spark(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
 
-    import tstate as ts
-    from apps.cep.spark_source import epoch_minutes, flight_event, flight_frame, spark_source
+    from apps.cep.source import flight_source
     from tstate.errors import TstateError
 
+    path = args.input if args.input is not None else ensure_sample()
+    try:  # the input first: a missing file, column or bad row is reported before Spark starts
+        flight_source(path, epoch=args.epoch, limit=args.limit).check()
+    except TstateError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+    import tstate as ts
+    from apps.cep.spark_source import epoch_minutes, flight_event, flight_frame, spark_source
     from tstate.spark.session import require_pyspark
 
     try:
@@ -398,7 +409,6 @@ def _run_spark(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"error: --backend spark: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    path = args.input if args.input is not None else ensure_sample()
     # a session already running in this process (a notebook, a test) is reused, not stopped
     owned = SparkContext._active_spark_context is None
     directory = str(args.checkpoint) if args.checkpoint is not None else tempfile.mkdtemp(prefix="cep-spark-")

@@ -25,10 +25,14 @@ microseconds.  This one converts whole columns at once (``minute`` and the epoch
 numpy) and calls ``FlightEvent(*columns)`` per row -- 3-4x faster.
 
 Bad input raises :class:`~tstate.errors.SourceError` naming the file and, for a bad
-value, the row and the column: a missing file or required column, a file without rows
-(a header-only CSV: "no rows"), a column of the wrong type, or a null in a required
-column (``date``, ``delay``, ``origin``: the event time, what the pattern conditions
-read, and the key).
+value, the row (as a spreadsheet shows it: a CSV's header is row 1) and the column
+(:mod:`tstate.io.table_files`): a missing file or required column, a file without rows
+(a header-only CSV: "no rows"), a column of a type that cannot hold the values (a
+number for ``date``), a value that does not convert (``abc`` or ``1.5`` in ``delay``,
+bytes that are not UTF-8 in ``origin``), a ragged or oversized CSV row, or a null in a
+required column (``date``, ``delay``, ``origin``: the event time, what the pattern
+conditions read, and the key).  :meth:`FlightSource.check` reads the whole file so,
+without making events (what ``--backend spark`` does before it starts Spark).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import Any, Optional, Union
 
 from tstate.errors import ConfigurationError, SourceError
 from tstate.io.sources import EpochUnit, EventTime, Reader, Source
+from tstate.io.table_files import TableFile, is_csv
 from tstate.io.tables import parse_epoch
 
 from apps.cep.flights import FlightEvent
@@ -55,8 +60,50 @@ _PER_MINUTE = {"s": 60, "ms": 60_000, "us": 60_000_000, "ns": 60_000_000_000}
 
 
 def _is_csv(path: str) -> bool:
-    p = path.lower()
-    return p.endswith((".csv", ".csv.gz", ".tsv", ".txt"))
+    return is_csv(path)
+
+
+def _value_type(tp: Any) -> Any:
+    return tp.value_type if hasattr(tp, "value_type") and hasattr(tp, "index_type") else tp  # a dictionary's values
+
+
+def _is_text(tp: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_string(tp) or pa.types.is_large_string(tp) or pa.types.is_binary(tp) or pa.types.is_null(tp))
+
+
+def _is_number(tp: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_integer(tp) or pa.types.is_floating(tp)) or _is_text(tp)
+
+
+def _is_time(tp: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_timestamp(tp) or pa.types.is_date(tp)) or _is_text(tp)
+
+
+#: per column: the types a file may hold it as (text: a CSV value pyarrow could not type,
+#: checked value by value), and what it must be
+_KINDS = {
+    "date": (_is_time, "timestamps or dates"),
+    "delay": (_is_number, "integers"),
+    "distance": (_is_number, "integers"),
+    "origin": (_is_text, "strings"),
+    "destination": (_is_text, "strings"),
+}
+
+
+def _targets() -> dict[str, tuple[Any, str]]:
+    import pyarrow as pa
+
+    return {
+        "date": (pa.timestamp("us"), "a timestamp or a date"), "delay": (pa.int64(), "an integer"),
+        "distance": (pa.int64(), "an integer"), "origin": (pa.string(), "a string"),
+        "destination": (pa.string(), "a string"),
+    }  # fmt: skip
 
 
 class FlightSource(Source):
@@ -75,6 +122,8 @@ class FlightSource(Source):
         progress: Optional[Callable[[int], Any]] = None,
     ) -> None:
         self.path = os.fspath(path)
+        #: where the rows are (row numbers in errors)
+        self.file = TableFile.at(self.path)
         seconds = parse_epoch(epoch)
         if seconds % 60:
             raise ConfigurationError(
@@ -92,57 +141,34 @@ class FlightSource(Source):
 
     # -- reading ------------------------------------------------------------------
     def _check_schema(self, schema: Any, rows: int) -> list[str]:
-        import pyarrow as pa
-
+        """The columns to read; a missing required column, a file without rows or a
+        column of a type no value of which is usable raise :class:`SourceError`."""
         names = list(schema.names)
         for c in REQUIRED:
             if c not in names:
                 raise SourceError(f"{self.path}: no column {c!r} (columns: {', '.join(names)})")
         if rows == 0:  # (a header-only CSV has no column types to check)
             raise SourceError(f"{self.path}: no rows (columns: {', '.join(names)})")
-        kinds = {
-            "date": (lambda t: pa.types.is_timestamp(t) or pa.types.is_date(t), "timestamps or dates"),
-            "delay": (lambda t: pa.types.is_integer(t) or pa.types.is_null(t), "integers"),
-            "distance": (lambda t: pa.types.is_integer(t) or pa.types.is_null(t), "integers"),
-            "origin": (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t), "strings"),
-            "destination": (
-                lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t),
-                "strings",
-            ),
-        }
         for c in COLUMNS:
             if c in names:
-                ok, what = kinds[c]
                 tp = schema.field(c).type
-                if pa.types.is_dictionary(tp):
-                    tp = tp.value_type
-                if not ok(tp):
-                    raise SourceError(f"{self.path}: column {c!r} has type {tp}, expected {what}")
+                if not _KINDS[c][0](_value_type(tp)):
+                    raise SourceError(f"{self.path}: column {c!r} has type {tp}, expected {_KINDS[c][1]}")
         return [c for c in COLUMNS if c in names]
 
     def batches(self, skip: int = 0) -> Iterator[Any]:
         """The file's record batches (pyarrow), from row ``skip`` on."""
         import pyarrow as pa
 
-        if not os.path.exists(self.path):
-            raise SourceError(f"{self.path}: no such file")
-        try:
-            if _is_csv(self.path):
-                import pyarrow.csv as pcsv
-
-                table = pcsv.read_csv(self.path)
-                cols = self._check_schema(table.schema, table.num_rows)
-                it: Iterator[Any] = iter(table.select(cols).to_batches(max_chunksize=self.batch_rows))
-            else:
-                import pyarrow.parquet as pq
-
-                f = pq.ParquetFile(self.path)
-                cols = self._check_schema(f.schema_arrow, f.metadata.num_rows)
-                it = f.iter_batches(batch_size=self.batch_rows, columns=cols)
-        except SourceError:
-            raise
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise SourceError(f"{self.path}: cannot read: {exc}") from None
+        f = self.file
+        if f.csv:
+            table = f.read()
+            cols = self._check_schema(table.schema, table.num_rows)
+            it: Iterator[Any] = iter(table.select(cols).to_batches(max_chunksize=self.batch_rows))
+        else:
+            pf = f.parquet()
+            cols = self._check_schema(pf.schema_arrow, pf.metadata.num_rows)
+            it = pf.iter_batches(batch_size=self.batch_rows, columns=cols)
         seen = 0
         try:
             for batch in it:
@@ -156,7 +182,43 @@ class FlightSource(Source):
                 yield batch
                 seen += batch.num_rows
         except (pa.ArrowInvalid, OSError) as exc:
-            raise SourceError(f"{self.path}: cannot read: {exc}") from None
+            raise f.unreadable(exc) from exc
+
+    def columns(self, batch: Any, offset: int) -> dict[str, Any]:
+        """The columns of ``batch`` (rows from data index ``offset``) as the events need
+        them: ``date`` a timestamp or a date, ``delay``/``distance`` int64,
+        ``origin``/``destination`` strings; a value that does not convert, or a null in a
+        required column, raises :class:`SourceError` naming its row and column."""
+        import pyarrow as pa
+
+        f = self.file
+        names = batch.schema.names
+        targets = _targets()
+        out: dict[str, Any] = {}
+        for c in names:
+            col = batch.column(names.index(c))
+            if pa.types.is_dictionary(col.type):
+                col = col.cast(col.type.value_type)
+            target, expected = targets[c]
+            if c != "date" or not (pa.types.is_timestamp(col.type) or pa.types.is_date(col.type)):
+                col = f.typed(col, c, target, expected, offset)
+            if c in REQUIRED:
+                f.not_null(col, c, offset)
+            out[c] = col
+        return out
+
+    def check(self) -> int:
+        """Read the whole file as :meth:`open` would, without making events: a missing
+        file or column, a bad value (its row and column) raise :class:`SourceError`
+        here, before anything else starts (``--backend spark`` checks the input so).
+        Returns the number of rows."""
+        offset = 0
+        for batch in self.batches():
+            if self.limit is not None and offset >= self.limit:
+                break
+            self.columns(batch, offset)
+            offset += batch.num_rows
+        return offset
 
     def open(self, position: Any = None, start: Any = None) -> Reader:
         return _FlightReader(self, int(position or 0), start)
@@ -205,13 +267,8 @@ class _FlightReader(Reader):
         import pyarrow as pa
 
         n = batch.num_rows
-        names = batch.schema.names
-        for c in REQUIRED:
-            col = batch.column(names.index(c))
-            if col.null_count:
-                bad = col.is_null().to_pylist().index(True)
-                raise SourceError(f"{self.src.path}: row {self.offset + bad}: column {c!r} is null")
-        date = batch.column(names.index("date"))
+        cols = self.src.columns(batch, self.offset)
+        date = cols["date"]
         if pa.types.is_timestamp(date.type):
             minutes = _ints(date.cast(pa.int64()), np.int64) // _PER_MINUTE[date.type.unit]
         else:  # a date: days since the epoch
@@ -226,8 +283,8 @@ class _FlightReader(Reader):
         stamps = stamped[bounds[:-1]].tolist()
 
         def column(name: str) -> list[Any]:
-            if name in names:
-                return batch.column(names.index(name)).to_pylist()
+            if name in cols:
+                return cols[name].to_pylist()  # type: ignore[no-any-return]
             return [None] * n
 
         self._rows = list(

@@ -19,11 +19,15 @@ Input and its bad rows (see :mod:`apps.graph.io` and :mod:`apps.graph.edges`):
 - a file without a source or destination column, or without rows, is an error naming
   the file and the missing column (exit status 1);
 - vertex ids are strings or integers: a float / bool / date id column is an error
-  (exit status 1); a row with a missing value is skipped and counted (``--strict``:
-  an error naming the row);
-- self-loops are ignored (counted); duplicate edges are one edge of the graph, which
-  stays until its last occurrence is retracted or leaves the window; retracting an
-  absent edge does nothing.
+  (exit status 1); an invalid row -- a missing value, a control character (NUL, ...) in
+  an id, a time that is NaN, infinite or out of range (beyond +-2**53, or a timestamp
+  beyond microseconds), a delta that is not an integer -- is skipped and counted by
+  reason, the same for CSV and parquet (``--strict``: an error naming the file, the row
+  and the column);
+- self-loops and zero deltas are ignored (counted); duplicate edges are one edge of
+  the graph, which stays until its last occurrence is retracted or leaves the window;
+  retracting an absent edge does nothing (the occurrences it retracts are counted).
+  The last line says what was ignored, by reason.
 
 ``--backend spark`` runs the same dataflow (:func:`apps.graph.stream.build`) on Spark
 with :class:`tstate.spark.Backend` in batch mode (``--partitions``, ``--master``,
@@ -212,11 +216,25 @@ def _run(args: argparse.Namespace, data: Any, names: dict[str, str]) -> int:
     print(
         f"{epochs} epochs, {updates:,} edge updates ({inserted:,} insertions) + {expiries:,} window expiries "
         f"in {dt:.2f} s ({total / dt if dt else 0:,.0f} updates/s); "
-        f"ignored: {st.self_loops} self-loops, {data.invalid + st.invalid} invalid rows",
+        f"ignored: {ignored(data, st)}",
         file=out,
     )
     _write_stats(args, seconds=dt, events=updates)
     return 0
+
+
+def ignored(data: Any, stats: Any) -> str:
+    """What the run did not apply, by reason: ``3 self-loops, 0 zero deltas, 1 retracted
+    occurrences of absent edges, 2 invalid rows (1 missing src, 1 time infinite)``."""
+    by = dict(data.invalid_by)
+    if stats.invalid:
+        by["malformed update"] = by.get("malformed update", 0) + stats.invalid
+    invalid = data.invalid + stats.invalid
+    detail = f" ({', '.join(f'{n} {r}' for r, n in by.items())})" if by else ""
+    return (
+        f"{stats.self_loops} self-loops, {stats.zero} zero deltas, {stats.absent} retracted occurrences of absent "
+        f"edges, {invalid} invalid rows{detail}"
+    )
 
 
 def _epoch_lines(view: object, label: str, args: argparse.Namespace, names: dict[str, str]) -> str:

@@ -19,7 +19,9 @@ pairs whose occurrence count after all updates at epochs ``<= t`` is positive:
 
 Counts are combined **per epoch**: the net delta of a pair over one epoch is added to
 its count, which is clamped at zero, so a retraction of an absent edge is ignored and
-the order of updates inside an epoch never matters.  Duplicate insertions raise the
+the order of updates inside an epoch never matters.  What the epoch's updates retract
+beyond a pair's count (before the window's expiries of that epoch) is counted in
+:attr:`InputStats.absent`.  Duplicate insertions raise the
 count (a multi-edge is one edge of the simple graph, present until every occurrence
 is retracted).
 """
@@ -137,6 +139,10 @@ class InputStats:
     self_loops: int = 0
     zero: int = 0
     invalid: int = 0
+    #: occurrences retracted from edges that had none (a retraction of an absent edge, or
+    #: the part of one beyond the edge's count): not applied (counted by
+    #: :func:`consolidate` -- in this process: an embedded run's)
+    absent: int = 0
 
     def dropped(self) -> int:
         return self.self_loops + self.zero + self.invalid
@@ -227,14 +233,16 @@ class EdgeBucket:
     """One bucket of unordered pairs ``(a, b)`` (``a < b``): the occurrence counts
     ``[fwd, bwd]`` of ``a -> b`` and ``b -> a`` of every pair present (a pair with both
     zero has no entry), and the pending net deltas per epoch, ``epoch -> (a, b) ->
-    [d_ab, d_ba]``: the updates of the current epoch and, with a window, the expiries of
-    earlier insertions.  The bucket has a timer at its earliest pending epoch; a bucket
+    [d_ab, d_ba, x_ab, x_ba]``: the updates of the epoch (``d``) and, with a window, the
+    expiries of earlier insertions (``x``; a state written before they were kept apart
+    has ``[d_ab, d_ba]`` with both).  The bucket has a timer at its earliest pending epoch; a bucket
     with nothing in it holds no state."""
 
     # (lists, not tuples: a dict holding only tuples of ints is untracked by every
     # garbage collection and tracked again, as new, by the next tuple put in it -- so each
     # epoch's first young-generation collection would walk all the pairs)
     counts: Map[tuple[Vertex, Vertex], list[int]] = field(factory=Map)
+    #: epoch -> pair -> [updates a->b, updates b->a, expiries a->b, expiries b->a]
     due: dict[int, dict[tuple[Vertex, Vertex], list[int]]] = field(factory=dict)
     buckets: int = 0  # the number of buckets the state was built for (0: not yet set)
 
@@ -339,7 +347,8 @@ def consolidate(
     depend on the order of updates within an epoch, and the cost of an epoch is a few
     dict operations per update.  Everything pending -- future expiries too -- is typed
     state, carried by checkpoints and migration.  With ``validate`` the updates are
-    checked first (:func:`clean`, with ``on_invalid`` and ``stats``); without it they
+    checked first (:func:`clean`, with ``on_invalid`` and ``stats``; ``stats.absent``
+    counts what updates retract from absent edges, either way); without it they
     must be valid ``(src, dst, delta)`` tuples without self-loops or zero deltas.
 
     With ``undirected``, an update ``(a, b, delta)`` is one of the *undirected* edge
@@ -379,7 +388,7 @@ def consolidate(
             p = (s, d) if fwd else (d, s)
             e = get(p)
             if e is None:
-                e = sums[p] = [0, 0]
+                e = sums[p] = [0, 0, 0, 0]
             if both:
                 e[0] += k
                 e[1] += k
@@ -388,12 +397,12 @@ def consolidate(
             if later is not None and k > 0:
                 e = later.get(p)
                 if e is None:
-                    e = later[p] = [0, 0]
+                    e = later[p] = [0, 0, 0, 0]
                 if both:
-                    e[0] -= k
-                    e[1] -= k
+                    e[2] -= k
+                    e[3] -= k
                 else:
-                    e[0 if fwd else 1] -= k
+                    e[2 if fwd else 3] -= k
 
     def release(st: EdgeBucket, t: int, ctx: Context) -> None:
         """Every update of epoch ``t`` is in: apply its net deltas, emit the changes."""
@@ -410,17 +419,24 @@ def consolidate(
             peek = counts.peek
             dch: list[tuple[Vertex, Vertex, int]] = []
             uch: list[tuple[Vertex, Vertex, int]] = []
+            absent = 0
             for p, e in sums.items():
-                df, db = e
-                if not (df or db):
+                df, db = e[0], e[1]
+                xf, xb = (e[2], e[3]) if len(e) == 4 else (0, 0)  # (a 2-entry list: an older checkpoint's)
+                if not (df or db or xf or xb):
                     continue
                 c = peek(p)
                 if c is None:
                     f0 = b0 = 0
                 else:
                     f0, b0 = c
-                f1 = f0 + df
-                b1 = b0 + db
+                # the epoch's updates first: what they retract beyond the count is not applied
+                if f0 + df < 0:
+                    absent -= f0 + df
+                if b0 + db < 0 and not both:
+                    absent -= b0 + db
+                f1 = f0 + df + xf
+                b1 = b0 + db + xb
                 if f1 < 0:
                     f1 = 0
                 if b1 < 0:
@@ -443,6 +459,8 @@ def consolidate(
                 else:
                     del counts[p]
                     uch.append((a, b, -1))
+            if absent and stats is not None:
+                stats.absent += absent
             if dch or uch:
                 ctx.emit((dch, uch))
         if st.due:

@@ -20,10 +20,17 @@ a file without rows (a header-only CSV) is one saying "no rows".
 form an epoch.  Rows are delivered in epoch order (stable within an epoch).
 
 **Bad rows.**  Vertex id columns must hold strings or integers; a column of another
-type (float, bool, timestamp...) is a :class:`EdgeFileError`.  A row with a missing
-id, time or delta (null; in a CSV, an empty cell) is *invalid*: skipped and counted
-(``on_invalid="skip"``, the default) or an error naming the row (``"raise"``).  Self-loops are *not* removed here:
-the dataflow ignores them (and counts them, see :class:`~apps.graph.edges.InputStats`).
+type (float, bool, timestamp...) is a :class:`EdgeFileError`.  A row is *invalid* --
+skipped and counted per reason in :attr:`EdgeFile.invalid_by` (``on_invalid="skip"``,
+the default), or an error naming the file, the row and the column (``"raise"``) --
+when it has a missing id, time or delta (null; in a CSV, an empty cell), a control
+character (NUL, ...) in an id, a time that is NaN, infinite or out of range (a number
+beyond +-2**53, a timestamp beyond microseconds), or a delta that is not an integer
+(``1.5``).  The same rules hold for CSV and parquet (:func:`tstate.io.table_files.time_problems`);
+rows are numbered as a spreadsheet shows them (a CSV's header is row 1).  Numeric
+times spanning more than :data:`MAX_EPOCHS` epochs are an error (the app visits every
+epoch).  Self-loops are *not* removed here: the dataflow ignores them (and counts them,
+see :class:`~apps.graph.edges.InputStats`).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import pyarrow.compute as pc
 
 from apps.graph.edges import GraphInputError
 from tstate.errors import SourceError
+from tstate.io.table_files import MAX_EXACT, TableFile, time_problems
 
 __all__ = ["EdgeFile", "EdgeFileError", "read_edges", "parse_duration"]
 
@@ -99,42 +107,29 @@ def _missing(path: Path, names: list[str], what: str, candidates: tuple[str, ...
     )
 
 
-def _read_table(path: Path) -> pa.Table:
-    try:
-        return _read_table_unchecked(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise EdgeFileError(f"{path}: cannot read: {exc}") from None
-
-
-def _read_table_unchecked(path: Path) -> pa.Table:
+def _read_table(path: Path) -> tuple[pa.Table, TableFile]:
+    """The file as a table, and where its rows are (a CSV without a header: row 1 is data)."""
     suffix = path.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path)
-    if suffix in (".csv", ".txt", ".tsv", ".gz"):
-        import pyarrow.csv as pcsv
-
-        delimiter = "\t" if ".tsv" in path.name.lower() else ","
-        parse = pcsv.ParseOptions(delimiter=delimiter)
-        convert = pcsv.ConvertOptions(strings_can_be_null=True)  # an empty cell is a missing value
-        table = pcsv.read_csv(path, parse_options=parse, convert_options=convert)
+    if suffix not in (".parquet", ".pq", ".csv", ".txt", ".tsv", ".gz"):
+        raise EdgeFileError(f"{path}: unknown file type {suffix!r} (use .csv or .parquet)")
+    f = TableFile(str(path), csv=suffix not in (".parquet", ".pq"), delimiter="\t" if ".tsv" in path.name.lower() else ",")
+    try:
+        table = f.read(empty_is_null=True)  # an empty cell is a missing value
         names = table.column_names
-        if (_find(names, _SRC) is None or _find(names, _DST) is None) and not _is_header(table):
-            table = pcsv.read_csv(
-                path,
-                parse_options=parse,
-                convert_options=convert,
-                read_options=pcsv.ReadOptions(autogenerate_column_names=True),
-            )
+        if f.csv and (_find(names, _SRC) is None or _find(names, _DST) is None) and not _is_header(table):
+            f = TableFile(f.path, csv=True, header=False, delimiter=f.delimiter)
+            table = f.read(empty_is_null=True)
             if table.num_columns < 2 or table.num_columns > 4:
                 raise EdgeFileError(
                     f"{path}: no src/dst columns in the header, and {table.num_columns} columns is not a "
                     "headerless src,dst[,time[,delta]] list"
                 )
             table = table.rename_columns(["src", "dst", "time", "delta"][: table.num_columns])
-        return table
-    raise EdgeFileError(f"{path}: unknown file type {suffix!r} (use .csv or .parquet)")
+    except SourceError as exc:
+        if isinstance(exc, EdgeFileError):
+            raise
+        raise EdgeFileError(str(exc)) from exc.__cause__
+    return table, f
 
 
 def _vertex_column(table: pa.Table, name: str, path: Path) -> pa.ChunkedArray:
@@ -150,8 +145,22 @@ def _vertex_column(table: pa.Table, name: str, path: Path) -> pa.ChunkedArray:
     raise EdgeFileError(f"{path}: column {name!r} has type {t}: vertex ids must be strings or integers")
 
 
+def _mask(a: Any, n: int) -> np.ndarray:
+    return np.asarray(pc.fill_null(a, False).to_numpy(zero_copy_only=False), dtype=bool) if n else np.zeros(0, bool)
+
+
+#: a control character (C0, DEL, C1) in a vertex id
+_CONTROL = r"[\x00-\x1f\x7f-\x9f]"
+#: numeric time spans longer than this many epochs are refused (the app visits every epoch)
+MAX_EPOCHS = 1_000_000
+
+
 class EdgeFile:
-    """An edge list read into memory, cut into epochs (see the module docstring)."""
+    """An edge list read into memory, cut into epochs (see the module docstring).
+
+    ``invalid_by``: the rows skipped as invalid, per reason (``"missing src"``,
+    ``"control character in dst"``, ``"time not a number"``, ``"time infinite"``,
+    ``"time out of range"``, ``"delta not an integer"``, ...); ``invalid``: their total."""
 
     def __init__(
         self,
@@ -166,7 +175,7 @@ class EdgeFile:
         self.path = Path(path)
         if not self.path.exists():
             raise EdgeFileError(f"{self.path}: no such file")
-        table = _read_table(self.path)
+        table, self.file = _read_table(self.path)
         names = table.column_names
         src = _find(names, _SRC)
         dst = _find(names, _DST)
@@ -181,37 +190,41 @@ class EdgeFile:
         n = table.num_rows
         s = _vertex_column(table, src, self.path)
         d = _vertex_column(table, dst, self.path)
-        valid = pc.and_(pc.is_valid(s), pc.is_valid(d))
-        why = {"src": pc.is_null(s), "dst": pc.is_null(d)}
+        # reason -> (column, mask of the rows it applies to), in the order they are checked
+        why: dict[str, tuple[str, np.ndarray]] = {}
+        for label, name, col in (("src", src, s), ("dst", dst, d)):
+            why[f"missing {label}"] = (name, _mask(pc.is_null(col), n))
+            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                why[f"control character in {label}"] = (name, _mask(pc.match_substring_regex(col, _CONTROL), n))
+        k = None
         if delta is not None:
-            k = table.column(delta)
-            if not pa.types.is_integer(k.type):
-                raise EdgeFileError(f"{self.path}: column {delta!r} has type {k.type}: deltas must be integers")
-            valid = pc.and_(valid, pc.is_valid(k))
-            why["delta"] = pc.is_null(k)
-        else:
-            k = None
+            k, bad_k = self._delta_column(table.column(delta), delta)
+            why["missing delta"] = (delta, _mask(pc.is_null(table.column(delta)), n))
+            why["delta not an integer"] = (delta, bad_k)
         self.labels: dict[int, str] = {}
         self.time_kind = "rows"
         if time is not None:
             tc = table.column(time)
-            valid = pc.and_(valid, pc.is_valid(tc))
-            why["time"] = pc.is_null(tc)
-        mask = np.asarray(valid.to_numpy(zero_copy_only=False), dtype=bool) if n else np.zeros(0, dtype=bool)
-        self.invalid = int(n - mask.sum())
+            for reason, m in self._time_problems(tc, time).items():
+                why[f"time {reason}" if reason != "missing" else "missing time"] = (time, m)
+        bad = np.zeros(n, dtype=bool)
+        for _col, m in why.values():
+            bad |= m
+        self.invalid_by = {r: int(m.sum()) for r, (_c, m) in why.items() if m.any()}
+        self.invalid = int(bad.sum())
         if self.invalid and on_invalid == "raise":
-            row = int(np.flatnonzero(~mask)[0])
-            bad = [c for c, m in why.items() if m[row].as_py()]
-            raise EdgeFileError(f"{self.path}: row {row + 1}: missing {', '.join(bad)}")
-        keep = np.flatnonzero(mask)
-        self._src = s.take(pa.array(keep))
-        self._dst = d.take(pa.array(keep))
-        self._delta = k.take(pa.array(keep)) if k is not None else None
+            row = int(np.flatnonzero(bad)[0])
+            reasons = [r for r, (_c, m) in why.items() if m[row]]
+            column = why[reasons[0]][0]
+            raise EdgeFileError(str(self.file.error(row, column, ", ".join(reasons))))
+        keep = pa.array(np.flatnonzero(~bad))
+        self._src = s.take(keep)
+        self._dst = d.take(keep)
+        self._delta = k.take(keep) if k is not None else None
         if time is None:
             ep = np.arange(len(keep), dtype=np.int64) // max(1, rows_per_epoch)
         else:
-            tc = table.column(time).take(pa.array(keep))
-            ep = self._epochs_of(tc, epoch, epoch_size, time)
+            ep = self._epochs_of(table.column(time).take(keep), epoch, epoch_size, time)
         order = np.argsort(ep, kind="stable")
         if len(order) and not (order == np.arange(len(order))).all():
             self._src = self._src.take(pa.array(order))
@@ -221,6 +234,40 @@ class EdgeFile:
             ep = ep[order]
         self.epoch_of_row = ep
         self.rows = len(ep)
+
+    def _delta_column(self, col: pa.ChunkedArray, name: str) -> tuple[pa.ChunkedArray, np.ndarray]:
+        """The delta column as int64 (bad values null) and the mask of the rows whose
+        delta is there but not an integer (``1.5``, ``abc``, ``inf``)."""
+        n = len(col)
+        t = col.type
+        if pa.types.is_integer(t):
+            return col.cast(pa.int64()), np.zeros(n, dtype=bool)
+        if pa.types.is_floating(t):
+            whole = pc.and_(pc.is_finite(col), pc.equal(col, pc.trunc(col)))
+            small = pc.less_equal(pc.abs(col), float(MAX_EXACT))
+            ok = pc.fill_null(pc.and_(whole, small), True)
+        elif pa.types.is_string(t) or pa.types.is_large_string(t):
+            ok = pc.fill_null(pc.match_substring_regex(col, r"^\s*[+-]?\d{1,18}\s*$"), True)
+            col = pc.utf8_trim_whitespace(col)
+        else:
+            raise EdgeFileError(f"{self.path}: column {name!r} has type {t}: deltas must be integers")
+        bad = ~_mask(ok, n)
+        cleaned = pc.if_else(pc.invert(ok), pa.scalar(None, t), col)
+        return pc.cast(cleaned, pa.int64()), bad
+
+    def _time_problems(self, tc: pa.ChunkedArray, name: str) -> dict[str, np.ndarray]:
+        """Per reason, the rows whose time is unusable (:func:`time_problems`; for a
+        timestamp, out of range of microseconds); an unusable time column type raises."""
+        t = tc.type
+        if pa.types.is_timestamp(t):
+            per_us = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1}[t.unit]
+            ints = tc.cast(pa.int64())
+            far = pc.greater(pc.abs_checked(ints), (2**63 - 1) // per_us) if per_us > 1 else pc.is_null(ints)
+            return {"missing": _mask(pc.is_null(tc), len(tc)), "out of range": _mask(far, len(tc))}
+        if pa.types.is_date(t) or pa.types.is_integer(t) or pa.types.is_floating(t):
+            _bad, why = time_problems(tc)
+            return {r: why.get(r, np.zeros(len(tc), dtype=bool)) for r in ("missing", *why)}
+        raise EdgeFileError(f"{self.path}: time column {name!r} has type {t}: use a timestamp or a number")
 
     def _epochs_of(self, tc: pa.ChunkedArray, epoch: str, epoch_size: float, name: str) -> np.ndarray:
         t = tc.type
@@ -234,8 +281,8 @@ class EdgeFile:
             base = (int(vals.min()) // us) * us
             self._base = base
             self._step_us = us
-            return (vals - base) // us
-        if pa.types.is_integer(t) or pa.types.is_floating(t):
+            ep = (vals - base) // us
+        else:
             self.time_kind = "number"
             vals = tc.to_numpy()
             if not len(vals):
@@ -243,8 +290,14 @@ class EdgeFile:
             lo = vals.min()
             self._base_num = lo
             self._step_num = epoch_size
-            return np.floor((vals - lo) / epoch_size).astype(np.int64)
-        raise EdgeFileError(f"{self.path}: time column {name!r} has type {t}: use a timestamp or a number")
+            # (times within +-2**53: the differences are exact, their epochs fit in int64)
+            ep = np.floor((vals - lo) / epoch_size).astype(np.int64)
+        if len(ep) and int(ep.max()) >= MAX_EPOCHS:
+            raise EdgeFileError(
+                f"{self.path}: the times in column {name!r} span {int(ep.max()) + 1:,} epochs (more than "
+                f"{MAX_EPOCHS:,}); use a longer --epoch / --epoch-size"
+            )
+        return ep  # type: ignore[no-any-return]
 
     # -- reading ------------------------------------------------------------------------
     @property

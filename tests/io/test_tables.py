@@ -78,7 +78,7 @@ def test_bad_input(tmp_path):
     with pytest.raises(SourceError, match=r"no column 't'.*columns: x"):
         read_all(ts.io.parquet(path, time="t"))
     path = write(tmp_path, [{"t": 1}, {"t": None}], "n.parquet")
-    with pytest.raises(SourceError, match=r"n.parquet: row 1: column 't' is null"):
+    with pytest.raises(SourceError, match=r"n.parquet: row 2, column 't': the time is null"):
         read_all(ts.io.parquet(path, time="t"))
     path = write(tmp_path, [{"t": "x"}], "s.parquet")
     with pytest.raises(SourceError, match=r"column 't' has type string"):
@@ -168,3 +168,27 @@ def test_the_source_declares_its_record_type(tmp_path):
     dec = tmp_path / "d.parquet"
     pq.write_table(pa.table({"date": [base], "d": pa.array([1], pa.decimal128(5, 2))}), dec)
     assert ts.io.parquet(dec, time="date").record_type() is None  # no Python state type for decimals
+
+
+@pytest.mark.parametrize(
+    "value, problem", [(float("nan"), "NaN"), (float("inf"), "infinite"), (-1e30, r"out of range \(beyond \+-2\*\*53\)")]
+)
+@pytest.mark.parametrize("name", ["t.parquet", "t.csv"])
+def test_unusable_times_name_the_row_in_both_file_types(tmp_path, name, value, problem):
+    """A NaN, infinite or huge time is an error naming the file, row and column -- the
+    same for Parquet and CSV (issue 26, finding 2), never an epoch count made of it."""
+    path = write(tmp_path, [{"t": 1.0, "v": 1}, {"t": 2.0, "v": 2}, {"t": value, "v": 3}], name)
+    row = 4 if name.endswith(".csv") else 3  # a CSV's header is row 1
+    if name.endswith(".csv") and problem == "NaN":
+        problem = "null"  # pyarrow reads a CSV's "nan" as a missing value
+    reader = ts.io.csv if name.endswith(".csv") else ts.io.parquet
+    with pytest.raises(SourceError, match=rf"{name}: row {row}, column 't': the time is {problem}"):
+        read_all(reader(path, time="t"))
+
+
+def test_unreadable_csv_rows_are_named(tmp_path):
+    path = tmp_path / "ragged.csv"
+    path.write_text("t,v\n1,a\n2,b,c\n")
+    with pytest.raises(SourceError, match=r"ragged.csv: row 3: 3 fields, where the header has 2") as err:
+        read_all(ts.io.csv(path, time="t"))
+    assert "Expected 2 columns" in str(err.value.__cause__)  # pyarrow's message: the cause, not the message

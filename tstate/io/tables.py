@@ -13,8 +13,10 @@ attrs class, say).  Timestamp columns become ``datetime`` values, or integers (i
 column's unit, e.g. microseconds since the epoch) with ``timestamps="int"``, which is
 several times faster to read.  The position (for checkpoints) is the row offset.
 
-A missing file or column, a null or unreadable time value raise
-:class:`~tstate.errors.SourceError` naming the file, the row and the column.
+A missing file or column, a time that is null, NaN, infinite or beyond +-2**53, a
+ragged or oversized CSV row raise :class:`~tstate.errors.SourceError` naming the file,
+the row (as a spreadsheet shows it: a CSV's header is row 1) and the column
+(:mod:`tstate.io.table_files`).
 
 :meth:`TableSource.event_time` tells operators downstream (e.g. ``apps.cep``'s
 ``cep``) the time column and the epoch, so they need not be given again: for a
@@ -33,8 +35,11 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 from tstate.errors import SourceError
 from tstate.io.sources import UNIX_EPOCH, EpochUnit, EventTime, Reader, Source
+from tstate.io.table_files import BLOCK_BYTES, TableFile, time_problems
 
 __all__ = ["parquet", "csv", "TableSource", "parse_epoch"]
+
+_TIME_PROBLEMS = {"missing": "null", "not a number": "NaN", "infinite": "infinite", "out of range": "out of range (beyond +-2**53)"}
 
 _UNITS = {"s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600, "d": 86400}
 
@@ -80,6 +85,8 @@ class TableSource(Source):
         self.batch_rows = batch_rows
         self.limit = limit
         self.kind = kind
+        #: where the rows are (row numbers in errors)
+        self.file = TableFile(self.path, csv=kind == "csv")
         if timestamps not in ("datetime", "int"):
             from tstate.errors import ConfigurationError
 
@@ -89,39 +96,31 @@ class TableSource(Source):
     def _batches(self, skip: int) -> Iterator[Any]:
         import pyarrow as pa
 
-        if not os.path.exists(self.path):
-            raise SourceError(f"{self.path}: no such file")
-        try:
-            if self.kind == "parquet":
-                import pyarrow.parquet as pq
-
-                f = pq.ParquetFile(self.path)
-                names = f.schema_arrow.names
-                self._check_columns(names)
-                it: Iterator[Any] = f.iter_batches(batch_size=self.batch_rows, columns=self.columns)
-            else:
-                import pyarrow.csv as pcsv
-
-                table = pcsv.read_csv(self.path)
-                self._check_columns(table.column_names)
-                if self.columns is not None:
-                    table = table.select(self.columns)
-                it = iter(table.to_batches(max_chunksize=self.batch_rows))
-        except SourceError:
-            raise
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise SourceError(f"{self.path}: cannot read: {exc}") from None
+        f = self.file
+        if self.kind == "parquet":
+            pf = f.parquet()
+            self._check_columns(pf.schema_arrow.names)
+            it: Iterator[Any] = pf.iter_batches(batch_size=self.batch_rows, columns=self.columns)
+        else:
+            table = f.read()
+            self._check_columns(table.column_names)
+            if self.columns is not None:
+                table = table.select(self.columns)
+            it = iter(table.to_batches(max_chunksize=self.batch_rows))
         seen = 0
-        for batch in it:
-            n = batch.num_rows
-            if seen + n <= skip:
-                seen += n
-                continue
-            if seen < skip:
-                batch = batch.slice(skip - seen)
-                seen = skip
-            yield batch
-            seen += batch.num_rows
+        try:
+            for batch in it:
+                n = batch.num_rows
+                if seen + n <= skip:
+                    seen += n
+                    continue
+                if seen < skip:
+                    batch = batch.slice(skip - seen)
+                    seen = skip
+                yield batch
+                seen += batch.num_rows
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise f.unreadable(exc) from exc
 
     def _check_columns(self, names: Sequence[str]) -> None:
         need = [self.time] + [c for c in (self.columns or []) if c != self.time]
@@ -138,8 +137,8 @@ class TableSource(Source):
         """The file's Arrow schema (the columns read, when ``columns`` is given)."""
         import pyarrow as pa
 
-        if not os.path.exists(self.path):
-            raise SourceError(f"{self.path}: no such file")
+        f = self.file
+        f.exists()
         try:
             if self.kind == "parquet":
                 import pyarrow.parquet as pq
@@ -148,10 +147,11 @@ class TableSource(Source):
             else:
                 import pyarrow.csv as pcsv
 
-                with pcsv.open_csv(self.path) as reader:
+                read = pcsv.ReadOptions(block_size=BLOCK_BYTES)
+                with pcsv.open_csv(self.path, read_options=read) as reader:
                     schema = reader.schema
         except (pa.ArrowInvalid, OSError) as exc:
-            raise SourceError(f"{self.path}: cannot read: {exc}") from None
+            raise f.unreadable(exc) from exc
         self._check_columns(schema.names)
         if self.columns is not None:
             schema = pa.schema([schema.field(c) for c in self.columns])
@@ -236,15 +236,17 @@ class _TableReader(Reader):
                 return [dict(zip(names, vals)) for vals in zip(*cols)]
             return [rec(**dict(zip(names, vals))) for vals in zip(*cols)]
         except Exception as exc:
-            raise SourceError(f"{self.src.path}: rows from {self.offset}: cannot build a record: {exc}") from None
+            raise self.src.file.error(self.offset, None, f"cannot build a record of the rows from here: {exc}") from exc
 
     def _epochs_of(self, batch: Any) -> list[int]:
         import pyarrow as pa
 
         col = batch.column(self.src.time)
-        if col.null_count:
-            bad = next(i for i, v in enumerate(col.is_null().to_pylist()) if v)
-            raise SourceError(f"{self.src.path}: row {self.offset + bad}: column {self.src.time!r} is null")
+        bad, why = time_problems(col)
+        if bad.any():
+            i = int(bad.argmax())
+            reason = next(r for r, m in why.items() if m[i])
+            raise self.src.file.error(self.offset + i, self.src.time, f"the time is {_TIME_PROBLEMS[reason]}")
         secs = self.src.seconds
         if self.src.epoch_unit is None:  # dates, or the column's numbers (see tstate.io.sources)
             dated = pa.types.is_timestamp(col.type) or pa.types.is_date(col.type)

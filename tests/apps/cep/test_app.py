@@ -146,22 +146,32 @@ BAD_INPUTS = [
     (
         "null.csv",
         {"date": DATES, "delay": pa.array([1, None, 3], pa.int64()), "origin": ["A", "A", "B"]},
-        r"null\.csv: row 1: column 'delay' is null",
+        r"null\.csv: row 3, column 'delay': is null",
     ),
     (
         "nullorigin.parquet",
         {"date": DATES, "delay": [1, 2, 3], "origin": ["A", "B", None]},
-        r"nullorigin\.parquet: row 2: column 'origin' is null",
+        r"nullorigin\.parquet: row 3, column 'origin': is null",
     ),
     (
         "text.csv",
         {"date": DATES, "delay": ["1", "x", "3"], "origin": ["A", "A", "B"]},
-        r"text\.csv: column 'delay' has type string, expected integers",
+        r"text\.csv: row 3, column 'delay': 'x' is not an integer",
     ),
     (
         "nodate.parquet",
         {"date": pa.array([0, None, 2], pa.timestamp("s")), "delay": [1, 2, 3], "origin": ["A", "A", "B"]},
-        r"nodate\.parquet: row 1: column 'date' is null",
+        r"nodate\.parquet: row 2, column 'date': is null",
+    ),
+    (  # a fraction where integers are expected (pyarrow reads the column as doubles)
+        "fraction.parquet",
+        {"date": DATES, "delay": [1.0, 2.0, 2.5], "origin": ["A", "A", "B"]},
+        r"fraction\.parquet: row 3, column 'delay': 2\.5 is not an integer",
+    ),
+    (  # a number is no departure time
+        "numberdate.parquet",
+        {"date": [1.0, 2.0, 3.0], "delay": [1, 2, 3], "origin": ["A", "A", "B"]},
+        r"numberdate\.parquet: column 'date' has type double, expected timestamps or dates",
     ),
     *(  # a header-only CSV (was "column 'date' has type null") or an empty parquet file
         (
@@ -181,6 +191,63 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys, name, columns, message) ->
     assert code == 1
     assert re.search(message, err), err
     assert "Traceback" not in err
+
+
+HEADER = "date,delay,origin\n2001-01-01 10:00:00,5,ATL\n"
+
+#: (file name, content, error message): CSV rows pyarrow cannot read or type; the row as
+#: a spreadsheet shows it (the header is row 1), never pyarrow's message alone
+BAD_CSV = [
+    ("ragged.csv", HEADER + "2001-01-01 10:01:00,6,ATL,extra\n", r"ragged\.csv: row 3: 4 fields, where the header has 3"),
+    ("short.csv", HEADER * 1 + "2001-01-01 10:01:00,6,ATL\n2001-01-01 10:02:00,7\n",
+     r"short\.csv: row 4: 2 fields, where the header has 3"),
+    ("utf8.csv", HEADER.encode() + b"2001-01-01 10:01:00,6,A\xffX\n",
+     r"utf8\.csv: row 3, column 'origin': b'A\\xffX' is not valid UTF-8"),
+    ("baddelay.csv", HEADER + "2001-01-01 10:01:00,abc,ATL\n", r"baddelay\.csv: row 3, column 'delay': 'abc' is not an integer"),
+    ("baddate.csv", HEADER + "2001-13-01 10:01:00,6,ATL\n",
+     r"baddate\.csv: row 3, column 'date': '2001-13-01 10:01:00' is not a timestamp or a date"),
+    ("big.csv", HEADER + '2001-01-01 10:01:00,6,"' + "x" * 600_000 + '"\n',
+     r"big\.csv: row 3, column 'origin': a field of 600,000 characters, larger than the CSV reader's blocks "
+     r"\(262,144 bytes\)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, content, message", BAD_CSV)
+def test_unreadable_csv_rows_are_named(tmp_path, capsys, monkeypatch, name, content, message) -> None:
+    import tstate.io.table_files
+
+    monkeypatch.setattr(tstate.io.table_files, "BLOCK_BYTES", 256 << 10)  # (a 16 MiB field, smaller)
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    code, out, err = run(capsys, "--input", str(path), "--no-progress")
+    assert code == 1 and re.search(message, err), err
+    assert "Traceback" not in err and "straddl" not in err
+
+
+def test_a_far_future_row_costs_nothing_proportional_to_the_gap(tmp_path, capsys) -> None:
+    """One departure dated 9999 among 2,000 (issue 26, finding 3: 50 s, for a walk over
+    the 70 million hourly epochs in between): as fast as without it."""
+    import time
+
+    rows = pq.read_table(DEFAULT_INPUT).slice(0, 2000).to_pylist()
+    paths = []
+    for year in (2001, 9999):
+        path = tmp_path / f"gap{year}.csv"
+        with open(path, "w") as f:
+            f.write("date,delay,distance,origin,destination\n")
+            for i, r in enumerate(rows):
+                d = r["date"].replace(year=year) if i == 1000 else r["date"]
+                f.write(f"{d:%Y-%m-%d %H:%M:%S},{r['delay']},{r['distance']},{r['origin']},{r['destination']}\n")
+        paths.append(path)
+    seconds = []
+    for path in paths:
+        t0 = time.perf_counter()
+        code, out, err = run(capsys, "--input", str(path), "--no-progress", "--lateness", "60")
+        seconds.append(time.perf_counter() - t0)
+        assert code == 0, err
+    plain, gap = seconds
+    assert gap < max(1.0, 3 * plain), seconds
+    assert summary(out)["recovery"][2] == 999  # after the jump to 9999 the rest is late
 
 
 def test_missing_and_unreadable_files(tmp_path, capsys) -> None:

@@ -52,7 +52,7 @@ def test_reader_bad_input(tmp_path):
     p.write_text("src,dst\na,b\n,c\nd,\ne,f\n")
     f = EdgeFile(p)
     assert f.invalid == 2 and [r for _, rs in f.batches() for r in rs] == [("a", "b", 1), ("e", "f", 1)]
-    with pytest.raises(GraphInputError, match="row 2"):
+    with pytest.raises(GraphInputError, match=r"e.csv: row 3, column 'src': missing src$"):  # the header is row 1
         EdgeFile(p, on_invalid="raise")
     p.write_text("src,dst\n1.5,2\n")
     with pytest.raises(GraphInputError, match="strings or integers"):
@@ -78,7 +78,10 @@ def test_app_on_a_small_csv(tmp_path, capsys):
     assert len(lines) == 3
     assert "vertices    3  edges     3  components   1 (largest    3)  triangles      1" in lines[0]
     assert "edges     2" in lines[2] and "triangles      0" in lines[2]
-    assert "ignored: 1 self-loops, 1 invalid rows" in out
+    assert (
+        "ignored: 1 self-loops, 0 zero deltas, 1 retracted occurrences of absent edges, 1 invalid rows (1 missing src)"
+        in out
+    )
 
 
 def test_app_default_run_for_a_few_epochs(capsys):

@@ -40,3 +40,21 @@ def test_the_readme_links_it_and_not_outside_the_repository() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "(docs/architecture.md)" in readme and "(docs/spark-deploy.md)" in readme
     assert "../shared" not in readme
+
+
+def test_no_document_names_a_path_of_one_machine() -> None:
+    """Paths in the documents are relative to a checkout (issue 24: apps/cep/README.md
+    named /work/shared/data/flights-3m.parquet)."""
+    import re
+
+    docs = [*ROOT.glob("*.md"), *ROOT.glob("docs/*.md"), *ROOT.glob("apps/**/*.md"), *ROOT.glob("benchmarks/**/*.md")]
+    for md in docs:
+        assert not re.search(r"(?<![\w.-])/(work|home|root|Users)/", md.read_text()), md
+
+
+def test_the_deploy_page_says_where_executors_unpack_archives() -> None:
+    """Without SPARK_WORKER_DIR, local-cluster unpacks archives into the venv's
+    site-packages (issue 24); the deploy test sets it, and the page says so."""
+    doc = (ROOT / "docs" / "spark-deploy.md").read_text()
+    assert "SPARK_WORKER_DIR" in doc and "site-packages/pyspark/work/" in doc
+    assert 'env["SPARK_WORKER_DIR"]' in (ROOT / "tests" / "spark" / "test_deploy.py").read_text()

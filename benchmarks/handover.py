@@ -106,7 +106,7 @@ class Run:
 
     def moving(self) -> bool:
         ex = self.ex
-        return ex.precopy.pending or any(ex.operators[w][self.op.node].outgoing for w in range(ex.workers))
+        return ex.precopy.pending or any(ex.operators[w][self.op.node].moves.outgoing for w in range(ex.workers))
 
 
 def one(strategy: str, keys: int, bins: int, churn: float, steady: int, after: int, every: int) -> dict[str, Any]:

@@ -170,7 +170,7 @@ class Run:
             self.parts[-1]["rescale call"] = extra[1]
 
     def moving(self) -> bool:
-        return any(self.ex.operators[w][self.op.node].outgoing for w in range(8))
+        return any(self.ex.operators[w][self.op.node].moves.outgoing for w in range(8))
 
     def stats(self) -> dict[str, float]:
         """Latency (wall and CPU): steady p50 / p99, the maximum and p50 over the

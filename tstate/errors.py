@@ -1,8 +1,13 @@
-"""The exceptions tstate raises.  Every error a user can cause is one of these.
+"""The exceptions tstate raises, and the warnings it gives.  Every error a user can
+cause is one of these.
 
-All derive from :class:`TstateError`, so ``except tstate.errors.TstateError`` catches
-everything tstate reports on purpose.  Messages name what is wrong and where: the
+All errors derive from :class:`TstateError`, so ``except tstate.errors.TstateError``
+catches everything tstate reports on purpose; all warnings from :class:`TstateWarning`
+(a ``RuntimeWarning``: the run goes on).  Messages name what is wrong and where: the
 operator, the time, the record, the field path or the file.
+
+>>> issubclass(CheckpointSkippedWarning, TstateWarning) and issubclass(TstateWarning, RuntimeWarning)
+True
 """
 
 from __future__ import annotations
@@ -59,8 +64,6 @@ class SchemaMismatchError(TstateError):
     """Encoded state was written with a different state schema (fingerprint)."""
 
 
-
-
 class KeyFunctionError(TstateError):
     """A key function raised, or returned a key that cannot be hashed or encoded."""
 
@@ -93,3 +96,36 @@ class RecordClassError(SparkError):
     records file names a class the dataflow never registered (its module is not
     imported).  The message names the class path, where it came from, and how to
     register it (``flow.record_types(cls)``)."""
+
+
+# -- warnings -----------------------------------------------------------------------
+
+
+class TstateWarning(RuntimeWarning):
+    """Base class of every warning tstate gives: something went wrong or was left out,
+    and the run goes on."""
+
+
+class CheckpointSkippedWarning(TstateWarning):
+    """A checkpoint was skipped, and the message names each and why:
+
+    - *recovery* skipped unusable checkpoints (torn, corrupt, missing files, a stored
+      schema it cannot read): it resumed from an older one, or
+      (``fresh_if_unusable=True``) from empty state; they are kept on disk as evidence;
+    - a checkpoint *due* while the previous one was still being encoded or written
+      (``mode="async"``) was not taken: the next one holds its changes."""
+
+
+class CheckpointLostWarning(TstateWarning):
+    """A checkpoint was abandoned because its snapshot process died (``mode="fork"``;
+    the run goes on, and the next checkpoint writes every bin whole)."""
+
+
+class CheckpointRepairedWarning(TstateWarning):
+    """Recovery found files missing or corrupt in one copy of a replicated store and
+    rewrote them from the other copy (the message names each file and which copy)."""
+
+
+class CheckpointReplicaWarning(TstateWarning):
+    """A committed checkpoint could not be copied to the store's replica (the message
+    says why); the next commit copies what is missing."""

@@ -95,7 +95,7 @@ def test_resumes_before_decoding_and_decodes_what_records_and_timers_need(tmp_pa
     assert decoded == {bin_of(7), bin_of(5)}
     ex.run()
     assert flow.state(op, format="dict") == expected_state()  # a query decodes the rest
-    assert lazy.done and all(rt.lazy is None for rt in stateful(ex, op))
+    assert lazy.done and all(rt.held.lazy is None for rt in stateful(ex, op))
 
 
 def test_a_pending_timer_of_an_undecoded_bin_holds_the_frontier_and_fires(tmp_path: Any, no_background: None) -> None:
@@ -109,7 +109,7 @@ def test_a_pending_timer_of_an_undecoded_bin_holds_the_frontier_and_fires(tmp_pa
     ex = flow.start(1, checkpoint=Checkpoints(d, every_epochs=100))
     assert ex.restored.time == 6
     rt = stateful(ex, op)[0]
-    assert bin_of(5) in rt.lazy and 9 in rt.timer_times  # known without decoding the bin
+    assert bin_of(5) in rt.held.lazy and 9 in rt.timer_times  # known without decoding the bin
     assert not rt.bins
     ex.run()
     assert out.items == [(9, (5, 9, 1005))]  # decoded by its timer, with its restored state

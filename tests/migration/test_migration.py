@@ -95,11 +95,10 @@ def check_lookups(ex) -> None:
         for w in range(ex.workers):
             op = ex.operators[w][n]
             assert op.keys._memo is memo
-            assert op._bin_at[-1] is None and op._states_at[-1] is None
+            assert op.held.at[-1] is None
             for i in range(BINS):
                 b = op.bins.get(i)
-                assert op._bin_at[i] is b, (w, i)
-                assert op._states_at[i] is (None if b is None else b.states), (w, i)
+                assert op.held.at[i] is b, (w, i)
                 assert b is None or i in op.owned
         for k, bi in memo.items():
             assert bi == bin_of(key_hash(k), BINS), k
@@ -254,7 +253,7 @@ def test_a_move_rehashes_no_key():
     finally:
         tstate.keys.KeyRouter.bin_uncached = real  # type: ignore[method-assign]
     assert moving in receiver.bins and moving not in sender.bins
-    assert receiver._states_at[moving] is receiver.bins[moving].states
+    assert receiver.held.at[moving] is receiver.bins[moving]
     assert set(receiver.bins[moving].states) == moved_keys
     assert ex.key_bins[node] == memo
     assert not [k for k in hashed if k in memo or k in moved_keys], "a key was hashed again"

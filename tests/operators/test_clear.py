@@ -43,7 +43,7 @@ def test_clear_drops_the_key_from_every_runtime_map() -> None:
     ex.run()
     for op in stateful_ops(ex):
         assert sum(len(b.states) for b in op.bins.values()) == 0
-        assert op._memo == {}  # the key -> bin memo (shared by the workers) keeps no cleared key
+        assert op.held.memo == {}  # the key -> bin memo (shared by the workers) keeps no cleared key
         # nothing accumulates for a checkpoint that will never come
         assert all(not b.removed and not b.dirty for b in op.bins.values())
 
@@ -60,7 +60,7 @@ def test_clear_with_checkpoints_writes_no_tombstones_for_keys_never_checkpointed
     assert m.file_count == 0 and m.total_size == 0
     assert sum(ex.coordinator.written_bytes) == 0
     for op in stateful_ops(ex):
-        assert op._memo == {}  # the key -> bin memo (shared by the workers) keeps no cleared key
+        assert op.held.memo == {}  # the key -> bin memo (shared by the workers) keeps no cleared key
         assert all(not b.removed and not b.added for b in op.bins.values())
 
 

@@ -83,7 +83,7 @@ class Checkpoints:
 
     Resuming never starts from empty state by surprise: newer checkpoints that are
     unusable (torn, corrupt, missing files) are skipped with a
-    :class:`~tstate.checkpoint.store.CheckpointSkippedWarning` naming each and why; if
+    :class:`~tstate.errors.CheckpointSkippedWarning` naming each and why; if
     checkpoints exist but none is usable, the run stops with a
     :class:`~tstate.errors.CheckpointError` listing them, unless
     ``fresh_if_unusable=True`` (then it starts from empty state, with the warning).

@@ -114,7 +114,14 @@ import msgpack
 import xxhash
 from attrs import define, field
 
-from tstate.errors import CheckpointError, ConfigurationError, StateTypeError
+from tstate.errors import (  # the warnings: re-exported here, where they were defined before
+    CheckpointError,
+    CheckpointRepairedWarning,
+    CheckpointReplicaWarning,
+    CheckpointSkippedWarning,
+    ConfigurationError,
+    StateTypeError,
+)
 from tstate.checkpoint.fs import TMP_MARK, FileSystem, LocalFS
 from tstate.checkpoint.manifest import (
     FileRef,
@@ -148,22 +155,6 @@ _DATA_NAME = re.compile(r"^(\d+)-([0-9a-f]+)-(snap|delta\d*)\.bin(?:" + re.escap
 _ATTACHED_NAME = re.compile(r"^(\d+)-([0-9a-f]+)\.[a-z]+(?:" + re.escape(TMP_MARK) + r"[0-9a-f]+)?$")
 _UNUSABLE = re.compile(r"^ckpt-(\d+)\.unusable$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
-
-
-class CheckpointSkippedWarning(RuntimeWarning):
-    """Recovery skipped unusable checkpoints (torn, corrupt, missing files): it resumed
-    from an older one, or (``fresh_if_unusable=True``) from empty state.  The message
-    names each skipped checkpoint and why; they are kept on disk as evidence."""
-
-
-class CheckpointRepairedWarning(RuntimeWarning):
-    """Recovery found files missing or corrupt in one copy of a replicated store and
-    rewrote them from the other copy (the message names each file and which copy)."""
-
-
-class CheckpointReplicaWarning(RuntimeWarning):
-    """A committed checkpoint could not be copied to the store's replica (the message
-    says why); the next commit copies what is missing."""
 
 
 def unusable_name(checkpoint_id: int) -> str:

@@ -409,7 +409,7 @@ class PreCopy:
         assert tr.copy is not None and tr.base is not None
         start = _time.perf_counter()
         target = self._runtime(dst, src.node)
-        lazy = src.lazy
+        lazy = src.held.lazy
         if lazy is not None and index in lazy:
             # restored lazily and never decoded here: unchanged since that checkpoint
             keys = tr.changes.since(tr.base, ())

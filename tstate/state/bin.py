@@ -25,16 +25,16 @@ message).
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
+
+from tstate.state.storage import NO_STATE, Changes
 
 __all__ = ["Bin", "NO_STATE"]
 
-#: the state of a key that has none (in ``Bin.dirty`` and ``Bin.frozen``)
-NO_STATE: Any = object()
-
 
 class Bin:
-    """The state of one bin (see the module docstring)."""
+    """The state of one bin (see the module docstring), every state on the heap: the
+    :class:`~tstate.state.storage.KeyedBin` of today's stateful operators."""
 
     __slots__ = ("index", "states", "timers", "dirty", "removed", "added", "timers_changed", "full", "frozen")
 
@@ -54,6 +54,27 @@ class Bin:
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.states)
+
+    def load(self, key: Any) -> Any:
+        """A key not in ``states`` has no state: every state of a heap bin is resident."""
+        return NO_STATE
+
+    def get(self, key: Any) -> Any:
+        """``key``'s state (:data:`NO_STATE`: none)."""
+        return self.states.get(key, NO_STATE)
+
+    def put(self, key: Any, state: Any, track: bool) -> None:
+        """Set ``key``'s state (``track``: the next checkpoint writes it)."""
+        states = self.states
+        if track:
+            if key not in states:
+                self.added[key] = None
+            self.dirty[key] = state
+        states[key] = state
+
+    def items(self) -> Iterable[tuple[Any, Any]]:
+        """Every ``(key, state)`` of the bin."""
+        return self.states.items()
 
     def is_empty(self) -> bool:
         return not self.states and not self.timers
@@ -104,6 +125,13 @@ class Bin:
     def changed(self) -> bool:
         """Whether the next checkpoint must write something for this bin."""
         return bool(self.full or self.dirty or self.removed or self.timers_changed)
+
+    def take_changes(self) -> Changes:
+        """What changed since the last capture (the change sets themselves, handed
+        over); the bin starts afresh."""
+        out = Changes(self.dirty, self.removed, self.timers_changed, self.full)
+        self.reset_changes()
+        return out
 
     def reset_changes(self) -> None:
         """A checkpoint captured the bin: nothing changed since."""

@@ -90,7 +90,7 @@ from tstate.engine.checkpointing.forked import Snapshot, fork_available
 from tstate.engine.checkpointing.freeze import MISSING, Frozen
 from tstate.engine.checkpointing.slices import BinWork, Job, Pacer
 from tstate.engine.checkpointing.writer import FileWriter, commit_request
-from tstate.errors import CheckpointError, ConfigurationError
+from tstate.errors import CheckpointError, CheckpointLostWarning, CheckpointSkippedWarning, ConfigurationError
 from tstate.migration.configuration import ConfigHistory
 from tstate.plan.graph import Graph
 from tstate.plan.stateful import Stateful
@@ -134,16 +134,6 @@ class Restored:
     seconds: float
     workers_before: int
     lazy: int = 0
-
-
-class CheckpointLostWarning(RuntimeWarning):
-    """A checkpoint was abandoned because its snapshot process died (the run goes on;
-    the next checkpoint writes every bin whole)."""
-
-
-class CheckpointSkippedWarning(RuntimeWarning):
-    """A checkpoint was due while the previous one was still being encoded or written:
-    it was skipped (the next one holds its changes)."""
 
 
 def _wait_quietly(f: "Future[Any]") -> None:

@@ -43,6 +43,7 @@ import threading
 from typing import Any
 
 from tstate.state.bin import NO_STATE, Bin
+from tstate.state.cow import Copied, must_copy
 
 __all__ = ["Frozen", "Copied", "MISSING", "must_copy"]
 
@@ -50,26 +51,9 @@ __all__ = ["Frozen", "Copied", "MISSING", "must_copy"]
 MISSING: Any = NO_STATE
 
 
-class Copied:
-    """A frozen state's copy (made before the processing thread changed the state)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-def must_copy(frozen: dict[Any, Any] | None, key: Any) -> bool:
-    """Whether ``key``'s state must be copied before it changes in place: it is frozen
-    and not copied yet (what the processing path checks inline)."""
-    if frozen is None:
-        return False
-    v = frozen.get(key, MISSING)
-    return v is not MISSING and type(v) is not Copied
-
-
 class Frozen:
-    """The frozen bins of one operator instance in one in-flight checkpoint."""
+    """The frozen bins of one operator instance in one in-flight checkpoint: the
+    :class:`~tstate.state.cow.CopyOnWrite` the processing path calls."""
 
     __slots__ = ("lock", "codec", "operator", "copies", "bins", "copy")
 

@@ -177,9 +177,9 @@ class LazyBins:
                 f"operator {rt.name!r}: bin {index} of checkpoint {self.restore.checkpoint_id} holds pending timers, "
                 f"but the operator has no @{rt.name}.on_notify handler"
             )
-        rt.keep_bin(b)
+        rt.held.keep(b)
         if not self.chains:
-            rt.lazy = None
+            rt.held.lazy = None
         self.restore._note(background, _time.perf_counter() - start)
         return b
 
@@ -188,7 +188,7 @@ class LazyBins:
         owner has it from a checkpoint): it is no longer restored here."""
         del self.chains[index]
         if not self.chains:
-            self.runtime.lazy = None
+            self.runtime.held.lazy = None
         self.restore._forget()
 
     def materialise_all(self) -> None:
@@ -244,7 +244,7 @@ class LazyRestore:
             lazy.chains[index] = chain
             runtime.owned.add(index)
             self._queue.append((lazy, index))
-        runtime.lazy = lazy
+        runtime.held.lazy = lazy
         self.parts.append(lazy)
         self.left += len(chains)
         self.total += len(chains)

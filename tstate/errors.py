@@ -76,6 +76,13 @@ class CheckpointError(TstateError):
     """A checkpoint directory is missing, unwritable, torn or corrupt."""
 
 
+class StateStoreError(TstateError):
+    """The embedded keyed-state store (RocksDB, :mod:`tstate.state.rocksdb`) cannot be
+    opened, written, checkpointed or read: an unwritable directory, a full disk, a
+    missing or corrupt file.  The message names the path; a failed write applied
+    nothing (a write batch is atomic) and a failed checkpoint left no files behind."""
+
+
 class SourceError(TstateError):
     """A source could not be read, or a record in it is malformed (file, row, field)."""
 

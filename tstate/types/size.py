@@ -1,4 +1,4 @@
-"""A cheap estimate of a state value's encoded size, for bin size accounting.
+"""Cheap estimates of a state value's size: encoded (bin size accounting) and on the heap.
 
 :func:`estimated_size` follows the codec's encoding (checkpoint format 2, see
 :mod:`tstate.types.wire`) without building it:
@@ -16,12 +16,20 @@
 >>> from tstate.types.codec import StateCodec
 >>> len(StateCodec(dict[str, list[int]]).encode({"a": [1, 2, 300]}))
 9
+
+:func:`heap_size` estimates the bytes the decoded value holds on the heap instead
+(``sys.getsizeof`` of the value and of what it holds, large containers from a sample):
+what a cache of decoded states counts against its budget.
+
+>>> heap_size([1, 2, 300]) > heap_size([])
+True
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import enum
+import sys
 from itertools import islice
 from typing import Any, Callable
 
@@ -29,7 +37,7 @@ import attrs
 
 from tstate.types.tracked import Array, Map
 
-__all__ = ["estimated_size"]
+__all__ = ["estimated_size", "heap_size"]
 
 _SAMPLE_ABOVE = 64
 _SAMPLES = 32
@@ -151,3 +159,39 @@ _BY_TYPE: dict[type, Callable[[Any], int]] = {
     _dt.datetime: _datetime,
     _dt.date: lambda v: 11,
 }
+
+
+# ---------------------------------------------------------------------- on the heap
+
+_getsizeof = sys.getsizeof
+_LEAF = frozenset({int, float, bool, type(None), str, bytes, _dt.datetime, _dt.date})
+
+
+def heap_size(value: Any, _depth: int = 0) -> int:
+    """About the bytes ``value`` and the objects it holds take on the heap (shared
+    small objects -- small ints, interned strings -- counted as if they were not; a
+    container of more than 64 items estimated from about 32 of them)."""
+    t = type(value)
+    size = _getsizeof(value)
+    if t in _LEAF or _depth > 32:
+        return size
+    if t is Array or t is Map:
+        return size + heap_size(value._data, _depth + 1)
+    if isinstance(value, dict):
+        return size + _heap_items(list(value.keys()), _depth) + _heap_items(list(value.values()), _depth)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return size + _heap_items(value if isinstance(value, (list, tuple)) else list(value), _depth)
+    if attrs.has(t):
+        inner = getattr(value, "__dict__", None)
+        if inner is not None:
+            size += _getsizeof(inner)
+        return size + sum(heap_size(getattr(value, a.name), _depth + 1) for a in attrs.fields(t))
+    return size
+
+
+def _heap_items(items: Any, depth: int) -> int:
+    n = len(items)
+    if n <= _SAMPLE_ABOVE:
+        return sum(heap_size(x, depth + 1) for x in items)
+    sample = items[:: n // _SAMPLES]
+    return round(sum(heap_size(x, depth + 1) for x in sample) * n / len(sample))

@@ -1,0 +1,216 @@
+"""The database as files: checkpoints list new SST files only once, a checkpoint restores
+without decoding, a bin moves as a checked SST file, and every file-system failure is a
+StateStoreError naming the path, with nothing half-done."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import random
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tstate.errors import StateStoreError, StateTypeError
+from tstate.state.rocksdb.db import LocalDB
+from tstate.state.rocksdb.settings import RocksDB
+from tstate.state.rocksdb.worker import WorkerStore
+from tstate.types import StateCodec
+
+INTS = StateCodec(list[int])
+
+
+def _fill(w: WorkerStore, bins: range, keys: int, op: str = "op") -> dict[tuple[int, str], list[int]]:
+    s = w.store(op, INTS)
+    ref = {}
+    for b in bins:
+        for i in range(keys):
+            ref[b, f"k{i}"] = [b, i]
+            s.put(b, f"k{i}", [b, i])
+    return ref
+
+
+def test_an_incremental_checkpoint_lists_only_new_sst_files_as_new(tmp_path: Path) -> None:
+    w = WorkerStore.create(str(tmp_path / "w"))
+    _fill(w, range(4), 50)
+    first = w.checkpoint(str(tmp_path / "ck1"))
+    assert first.sst and all(f.new for f in first.sst)
+    assert {f.name for f in first.other} >= {"CURRENT"}
+    w.uploaded(f.name for f in first.sst)
+    w.store("op", INTS).put(9, "late", [1])
+    second = w.checkpoint(str(tmp_path / "ck2"))
+    old = {f.name for f in first.sst}
+    assert [f.new for f in second.sst] == [f.name not in old for f in second.sst]
+    assert sum(f.new for f in second.sst) == 1
+    assert second.upload_bytes < second.total_bytes
+    # hard links: the checkpoint's SST files are the database's
+    for f in second.sst:
+        assert os.stat(second.path(f)).st_nlink >= 2
+    w.close()
+
+
+def test_a_restored_checkpoint_holds_exactly_the_checkpointed_state(tmp_path: Path) -> None:
+    w = WorkerStore.create(str(tmp_path / "w"))
+    ref = _fill(w, range(3), 20)
+    ck = w.checkpoint(str(tmp_path / "ck"))
+    w.store("op", INTS).put(0, "after", [7])  # after the checkpoint: not in it
+    w.end_epoch()
+    w.close()
+    back = WorkerStore.restore(ck.dir, str(tmp_path / "back"))
+    s = back.store("op", INTS)
+    got = {(b, k): v for b in range(3) for k, v in s.items(b)}
+    assert got == ref
+    # its SST files count as uploaded: the next checkpoint uploads only what is new
+    s.put(1, "new", [1])
+    nxt = back.checkpoint(str(tmp_path / "ck-next"))
+    assert {f.name for f in nxt.sst if not f.new} == {f.name for f in ck.sst}
+    back.close()
+
+
+def test_a_bin_moves_as_a_file_and_replaces_the_bin_there(tmp_path: Path) -> None:
+    a = WorkerStore.create(str(tmp_path / "a"))
+    b = WorkerStore.create(str(tmp_path / "b"))
+    _fill(a, range(2), 30)
+    sa, sb = a.store("op", INTS), b.store("op", INTS)
+    sa.set_meta(1, b"timers", b"\x90")
+    sb.put(1, "stale", [0])  # replaced by the ingest
+    sb.put(0, "other bin", [0])  # untouched by it
+    exported = sa.export_bin(1, str(tmp_path / "x" / "bin1.sst"))
+    assert exported is not None and exported.entries == 31 and exported.bin == 1
+    sb.ingest_bin(exported)
+    assert dict(sb.items(1)) == dict(sa.items(1))
+    assert sb.get_meta(1, b"timers") == b"\x90"
+    assert dict(sb.items(0)) == {"other bin": [0]}
+    assert not os.path.exists(exported.path)  # moved into the database
+    assert sa.export_bin(5, str(tmp_path / "x" / "bin5.sst")) is None  # an empty bin: no file
+    assert not os.path.exists(tmp_path / "x" / "bin5.sst")
+    a.close(), b.close()
+
+
+def test_a_corrupt_or_foreign_export_changes_nothing(tmp_path: Path) -> None:
+    a = WorkerStore.create(str(tmp_path / "a"))
+    b = WorkerStore.create(str(tmp_path / "b"))
+    _fill(a, range(1), 10)
+    b.store("op", INTS).put(0, "mine", [1])
+    exported = a.store("op", INTS).export_bin(0, str(tmp_path / "bin0.sst"))
+    assert exported is not None
+    data = bytearray(Path(exported.path).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    Path(exported.path).write_bytes(bytes(data))
+    with pytest.raises(StateStoreError, match="bin0.sst.*corrupt"):
+        b.store("op", INTS).ingest_bin(exported)
+    with pytest.raises(StateStoreError, match="holds operator 'op'"):
+        b.store("other", INTS).ingest_bin(exported)
+    assert dict(b.store("op", INTS).items(0)) == {"mine": [1]}
+    a.close(), b.close()
+
+
+def test_a_directory_with_other_files_is_refused_never_emptied(tmp_path: Path) -> None:
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "notes.txt").write_text("keep me")
+    with pytest.raises(StateStoreError, match=r"mine.*notes\.txt.*directory of its own"):
+        LocalDB.create(str(d))
+    assert (d / "notes.txt").read_text() == "keep me"
+
+
+def test_a_database_left_by_a_crash_is_replaced_by_a_fresh_one(tmp_path: Path) -> None:
+    w = WorkerStore.create(str(tmp_path / "w"))
+    _fill(w, range(1), 5)
+    w.end_epoch()
+    w.db.flush()
+    w.close()
+    again = WorkerStore.create(str(tmp_path / "w"))
+    assert list(again.store("op", INTS).items(0)) == []
+    again.close()
+
+
+def test_a_path_that_cannot_be_a_directory_is_named(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StateStoreError, match=r"keyed-state store at .*file/db"):
+        LocalDB.create(str(tmp_path / "file" / "db"))
+
+
+def test_a_checkpoint_into_an_existing_directory_is_refused(tmp_path: Path) -> None:
+    w = WorkerStore.create(str(tmp_path / "w"))
+    (tmp_path / "ck").mkdir()
+    with pytest.raises(StateStoreError, match="ck exists already"):
+        w.checkpoint(str(tmp_path / "ck"))
+    w.close()
+
+
+def test_a_checkpoint_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "ck").mkdir()
+    with pytest.raises(StateStoreError, match="no CURRENT file"):
+        WorkerStore.restore(str(tmp_path / "ck"), str(tmp_path / "w"))
+
+
+def test_a_wrongly_typed_state_fails_the_write_back_and_writes_nothing(tmp_path: Path) -> None:
+    w = WorkerStore.create(str(tmp_path / "w"))
+    s = w.store("op", INTS)
+    s.put(0, "good", [1])
+    s.put(0, "bad", [1, "x"])  # type: ignore[list-item]
+    with pytest.raises(StateTypeError, match=r"operator 'op', key 'bad'.*\[1\]"):
+        w.end_epoch()
+    assert w.cache.dirty == 2
+    assert w.db.family("op").get(b"\x00\x00\xa4good") is None  # nothing of the batch
+    s.put(0, "bad", [2])
+    assert w.end_epoch() == 2
+    assert dict(s.items(0)) == {"bad": [2], "good": [1]}
+    w.close()
+
+
+def test_a_closed_store_says_so(tmp_path: Path) -> None:
+    w = WorkerStore.create(str(tmp_path / "w"))
+    w.close()
+    with pytest.raises(StateStoreError, match="is closed"):
+        w.store("op", INTS).put(0, "k", [1]) or w.end_epoch()
+
+
+# -- faults of the file system: a read-only and a full file system (tmpfs mounts) --------
+
+@contextlib.contextmanager
+def _tmpfs(path: Path, options: str) -> Iterator[Path]:
+    path.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()})")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def _mount_allowed() -> bool:
+    return os.geteuid() == 0 and os.path.exists("/bin/mount") or os.path.exists("/usr/bin/mount")
+
+
+@pytest.mark.skipif(not _mount_allowed(), reason="mounting a tmpfs needs root")
+def test_a_read_only_file_system_is_named(tmp_path: Path) -> None:
+    with _tmpfs(tmp_path / "ro", "ro,size=1m") as ro:
+        with pytest.raises(StateStoreError, match=rf"keyed-state store at {ro}/db: .*failed: .*(Read-only|read-only)"):
+            LocalDB.create(str(ro / "db"))
+
+
+@pytest.mark.skipif(not _mount_allowed(), reason="mounting a tmpfs needs root")
+def test_a_full_disk_fails_the_checkpoint_naming_the_path_and_keeps_the_last_one(tmp_path: Path) -> None:
+    with _tmpfs(tmp_path / "tiny", "size=3m") as tiny:
+        w = WorkerStore.create(str(tiny / "db"), RocksDB(str(tiny), memtable_bytes=64 << 20))
+        ref = _fill(w, range(2), 10)
+        good = w.checkpoint(str(tiny / "ck-good"))
+        s = w.store("op", INTS)
+        rng = random.Random(7)
+        for i in range(30):  # ~6 MB of random (incompressible) ints for a 3 MB disk
+            s.put(3, f"big{i}", [rng.getrandbits(32) for _ in range(40_000)])
+        with pytest.raises(StateStoreError, match=rf"keyed-state store at {tiny}.*(No space left|space)"):
+            w.checkpoint(str(tiny / "ck-full"))
+        assert not os.path.exists(tiny / "ck-full") and not os.path.exists(str(tiny / "ck-full") + ".tmp")
+        with contextlib.suppress(StateStoreError):
+            w.close()
+        # the checkpoint taken before is whole and restores (elsewhere: this disk is full)
+        back = WorkerStore.restore(good.dir, str(tmp_path / "back"))
+        s2 = back.store("op", INTS)
+        assert {(b, k): v for b in range(2) for k, v in s2.items(b)} == ref
+        back.close()

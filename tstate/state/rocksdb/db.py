@@ -1,0 +1,432 @@
+"""``LocalDB``: one worker's embedded RocksDB, a column family per operator.
+
+The database holds bytes only: what a key's state is and how it is encoded is the
+business of :mod:`tstate.state.rocksdb.store` (states) and
+:mod:`tstate.state.rocksdb.layout` (keys).  This module does what RocksDB does with
+files:
+
+- **open** a fresh database in a directory (:meth:`LocalDB.create`: a directory that
+  holds anything but a database of ours is refused, never emptied), or one **restored
+  from a checkpoint's files** (:meth:`LocalDB.restore`: the SST files hard-linked,
+  nothing decoded);
+- **write** a batch atomically (writes skip RocksDB's write-ahead log: durability is
+  tstate's checkpoints, and a database is never reopened after a crash, only restored);
+- **checkpoint**: flush every column family, then a RocksDB checkpoint -- hard links
+  to the immutable SST files plus copies of the small files -- listed as
+  :class:`~tstate.state.rocksdb.files.CheckpointFiles`, each SST file marked new
+  unless :meth:`LocalDB.uploaded` was told an earlier upload holds it;
+- **export** one bin's range to an SST file (``SstFileWriter``) and **ingest** one into
+  another database, replacing the bin there (``ingest_external_file``).
+
+Every failure of RocksDB or of the file system -- an unwritable directory, a full
+disk, a missing or corrupt file -- is a :class:`~tstate.errors.StateStoreError` naming
+the path; a failed write applied nothing, a failed checkpoint or export left no file.
+
+>>> import tempfile, os
+>>> root = tempfile.mkdtemp()
+>>> db = LocalDB.create(os.path.join(root, "w0"))
+>>> fam = db.family("count")
+>>> db.write([(fam, b"\\x00\\x01k", b"\\x05")])
+>>> fam.get(b"\\x00\\x01k")
+b'\\x05'
+>>> ck = db.checkpoint(os.path.join(root, "ck-1"))
+>>> [f.new for f in ck.sst]
+[True]
+>>> db.close()
+>>> back = LocalDB.restore(ck.dir, os.path.join(root, "w1"))
+>>> back.family("count").get(b"\\x00\\x01k")
+b'\\x05'
+>>> back.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+from typing import Any, Iterable, Iterator, Optional
+
+import rocksdict
+import xxhash
+
+from tstate.errors import StateStoreError, TstateError
+from tstate.state.rocksdb.files import CheckpointFiles, ExportedBin, OtherFile, SstFile
+from tstate.state.rocksdb.layout import bin_range
+from tstate.state.rocksdb.settings import RocksDB
+
+__all__ = ["LocalDB", "Family", "store_errors"]
+
+#: the files RocksDB keeps in a database directory (a directory holding anything else
+#: is not one of ours: never emptied)
+_DB_FILES = ("CURRENT", "IDENTITY", "LOCK", "LOG", "MANIFEST-", "OPTIONS-", "rocksdict-config.json")
+_DEFAULT = RocksDB(os.sep)
+
+
+@contextlib.contextmanager
+def store_errors(path: str, what: str) -> Iterator[None]:
+    """Turn a RocksDB or file-system failure inside the block into a
+    :class:`~tstate.errors.StateStoreError` naming ``path`` and what was being done
+    (the original kept as ``__cause__``)."""
+    try:
+        yield
+    except TstateError:
+        raise
+    except Exception as exc:  # rocksdict raises plain Exception with RocksDB's status text
+        raise StateStoreError(f"keyed-state store at {path}: {what} failed: {_reason(exc)}") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.errno is not None:
+        text = f"{os.strerror(exc.errno)} ({text})"
+    return text
+
+
+def _is_ours(name: str) -> bool:
+    return name.endswith((".sst", ".log", ".blob")) or name.startswith(_DB_FILES) or name.endswith(".tmp")
+
+
+def _options(settings: RocksDB) -> rocksdict.Options:
+    o = rocksdict.Options(raw_mode=True)
+    o.create_if_missing(True)
+    o.create_missing_column_families(True)
+    o.set_compression_type(rocksdict.DBCompressionType.lz4())
+    o.set_write_buffer_size(max(1 << 20, settings.memtable_bytes // 2))
+    o.set_max_write_buffer_number(2)
+    o.set_db_write_buffer_size(settings.memtable_bytes)
+    table = rocksdict.BlockBasedOptions()
+    table.set_block_cache(rocksdict.Cache(settings.block_cache_bytes))
+    table.set_bloom_filter(10, False)
+    o.set_block_based_table_factory(table)
+    o.set_max_background_jobs(2)
+    return o
+
+
+class Family:
+    """One column family of a :class:`LocalDB` (one operator's keyed state), as bytes."""
+
+    __slots__ = ("db", "name", "rdict", "handle")
+
+    def __init__(self, db: LocalDB, name: str, rdict: Any, handle: Any) -> None:
+        self.db = db
+        self.name = name
+        self.rdict = rdict
+        self.handle = handle
+
+    def _open(self) -> Any:
+        rd = self.rdict
+        if rd is None:
+            raise StateStoreError(f"keyed-state store at {self.db.path} is closed")
+        return rd
+
+    def get(self, skey: bytes) -> Optional[bytes]:
+        self._open()
+        with store_errors(self.db.path, f"reading {self.name!r}"):
+            v = self.rdict.get(skey)
+        return None if v is None else bytes(v)
+
+    def get_many(self, skeys: list[bytes]) -> list[Optional[bytes]]:
+        """The values of ``skeys`` (``None`` where absent), in one multi-get."""
+        if not skeys:
+            return []
+        self._open()
+        with store_errors(self.db.path, f"reading {self.name!r}"):
+            return list(self.rdict.get(skeys))
+
+    def range(self, lower: bytes, upper: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """``(store key, value)`` of every key in ``[lower, upper)``, in key order."""
+        rd = self._open()
+        ro = rocksdict.ReadOptions()
+        ro.set_iterate_upper_bound(upper)
+        with store_errors(self.db.path, f"iterating {self.name!r}"):
+            it = rd.items(from_key=lower, read_opt=ro)
+        while True:
+            with store_errors(self.db.path, f"iterating {self.name!r}"):
+                item = next(it, None)
+            if item is None:
+                return
+            yield item
+
+    def bin_items(self, index: int) -> Iterator[tuple[bytes, bytes]]:
+        """Every stored ``(store key, value)`` of bin ``index`` (states and the bin's own
+        records), in key order."""
+        return self.range(*bin_range(index))
+
+    def __repr__(self) -> str:
+        return f"Family({self.name!r} of {self.db.path})"
+
+
+class LocalDB:
+    """One worker's RocksDB (see the module docstring)."""
+
+    def __init__(self, path: str, settings: RocksDB, families: Iterable[str] = ()) -> None:
+        self.path = os.path.abspath(path)
+        self.settings = settings
+        self._options = _options(settings)
+        self._families: dict[str, Family] = {}
+        self._uploaded: set[str] = set()
+        self._closed = False
+        names = list(families)
+        with store_errors(self.path, "opening"):
+            cfs = {n: _options(settings) for n in names if n != "default"}
+            self._db: Any = rocksdict.Rdict(self.path, self._options, column_families=cfs or None)
+        self._write_options = rocksdict.WriteOptions()
+        setattr(self._write_options, "disable_wal", True)  # (a property; the stub says a method)
+        for n in names:
+            self.family(n)
+
+    # -- opening -----------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str, settings: RocksDB = _DEFAULT) -> LocalDB:
+        """A new, empty database in ``path``, replacing a database of ours left there
+        (e.g. by a run that crashed: never reopened, see the module docstring).  A
+        directory holding other files is refused, naming them."""
+        _clear_dir(path)
+        return cls(path, settings)
+
+    @classmethod
+    def restore(cls, checkpoint_dir: str, path: str, settings: RocksDB = _DEFAULT,
+                uploaded: Optional[Iterable[str]] = None) -> LocalDB:
+        """The database of a checkpoint's files (a directory like
+        :meth:`checkpoint` makes, e.g. downloaded from the checkpoint store), in
+        ``path``: SST files hard-linked (copied across file systems), the small files
+        copied; no state decoded.  Its SST files count as uploaded (an earlier upload
+        holds them) unless ``uploaded`` names which are."""
+        _clear_dir(path)
+        with store_errors(checkpoint_dir, "reading the checkpoint"):
+            names = sorted(os.listdir(checkpoint_dir))
+        if "CURRENT" not in names:
+            raise StateStoreError(f"keyed-state store checkpoint at {checkpoint_dir}: no CURRENT file (not a RocksDB checkpoint)")
+        with store_errors(path, "restoring the checkpoint's files"):
+            os.makedirs(path, exist_ok=True)
+            for n in names:
+                src, dst = os.path.join(checkpoint_dir, n), os.path.join(path, n)
+                if n.endswith(".sst"):
+                    _link_or_copy(src, dst)
+                else:
+                    shutil.copyfile(src, dst)
+        with store_errors(checkpoint_dir, "listing the checkpoint's column families"):
+            families = rocksdict.Rdict.list_cf(path, rocksdict.Options(raw_mode=True))
+        db = cls(path, settings, families)
+        db._uploaded = set(n for n in names if n.endswith(".sst")) if uploaded is None else set(uploaded)
+        return db
+
+    def family(self, name: str) -> Family:
+        """The column family of operator ``name`` (created if new)."""
+        fam = self._families.get(name)
+        if fam is not None:
+            return fam
+        self._check_open()
+        with store_errors(self.path, f"opening column family {name!r}"):
+            if name == "default":
+                rd = self._db
+            else:
+                try:
+                    rd = self._db.get_column_family(name)
+                except Exception:
+                    rd = self._db.create_column_family(name, _options(self.settings))
+            handle = self._db.get_column_family_handle(name)
+            rd.set_write_options(self._write_options)
+        fam = self._families[name] = Family(self, name, rd, handle)
+        return fam
+
+    @property
+    def families(self) -> list[str]:
+        return list(self._families)
+
+    # -- writing -----------------------------------------------------------------------
+    def batch(self) -> rocksdict.WriteBatch:
+        return rocksdict.WriteBatch(raw_mode=True)
+
+    def write(self, puts: Iterable[tuple[Family, bytes, Optional[bytes]]]) -> None:
+        """Apply ``(family, store key, value or None to delete)`` triples atomically."""
+        wb = self.batch()
+        for fam, k, v in puts:
+            if v is None:
+                wb.delete(k, fam.handle)
+            else:
+                wb.put(k, v, fam.handle)
+        self.write_batch(wb)
+
+    def write_batch(self, wb: rocksdict.WriteBatch) -> None:
+        """Apply a write batch atomically (all of it or, on an error, nothing)."""
+        if wb.is_empty():
+            return
+        self._check_open()
+        with store_errors(self.path, f"writing a batch of {len(wb)} changes"):
+            self._db.write(wb, self._write_options)
+
+    def drop_bin(self, fam: Family, index: int) -> None:
+        """Delete every record of bin ``index`` in ``fam`` (one range tombstone)."""
+        wb = self.batch()
+        wb.delete_range(*bin_range(index), fam.handle)
+        self.write_batch(wb)
+
+    def flush(self) -> None:
+        """Write every column family's memtable to SST files."""
+        self._check_open()
+        with store_errors(self.path, "flushing"):
+            for fam in self._families.values():
+                fam.rdict.flush(True)
+            self._db.flush(True)
+
+    # -- checkpoints -------------------------------------------------------------------
+    def checkpoint(self, dest: str) -> CheckpointFiles:
+        """Flush, then make a checkpoint in ``dest`` (a new directory: hard links to the
+        SST files, copies of the rest); its files, SST files not yet uploaded marked
+        new.  On failure ``dest`` is removed and nothing is listed."""
+        dest = os.path.abspath(dest)
+        if os.path.lexists(dest):
+            raise StateStoreError(f"keyed-state store at {self.path}: checkpoint directory {dest} exists already")
+        try:
+            self.flush()
+            with store_errors(dest, f"checkpointing {self.path}"):
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                rocksdict.Checkpoint(self._db).create_checkpoint(dest)
+                return self._list(dest)
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.rmtree(dest + ".tmp", ignore_errors=True)
+            raise
+
+    def _list(self, dest: str) -> CheckpointFiles:
+        sst, other = [], []
+        for n in sorted(os.listdir(dest)):
+            size = os.path.getsize(os.path.join(dest, n))
+            if n.endswith(".sst"):
+                sst.append(SstFile(n, size, n not in self._uploaded))
+            else:
+                other.append(OtherFile(n, size))
+        return CheckpointFiles(dest, tuple(sst), tuple(other))
+
+    def uploaded(self, names: Iterable[str]) -> None:
+        """SST files ``names`` are held by the checkpoint store now: later checkpoints
+        list them as not new."""
+        self._uploaded.update(names)
+
+    # -- moving bins as files -----------------------------------------------------------
+    def export_bin(self, fam: Family, index: int, dest: str) -> Optional[ExportedBin]:
+        """Write bin ``index`` of ``fam`` as stored (nothing decoded) to the SST file
+        ``dest``; ``None`` (and no file) when the bin holds nothing."""
+        self._check_open()
+        writer = rocksdict.SstFileWriter(rocksdict.Options(raw_mode=True))
+        n = 0
+        try:
+            with store_errors(dest, f"exporting bin {index} of {fam.name!r} from {self.path}"):
+                os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+                for k, v in fam.bin_items(index):
+                    if n == 0:
+                        writer.open(dest)
+                    writer[k] = v
+                    n += 1
+                if n == 0:
+                    return None
+                writer.finish()
+                size = os.path.getsize(dest)
+                digest = _xxh64_file(dest)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(dest)
+            raise
+        return ExportedBin(fam.name, index, os.path.abspath(dest), n, size, digest)
+
+    def verify_export(self, exported: ExportedBin) -> None:
+        """Raise unless the exported file is there with its size and xxh64."""
+        path = exported.path
+        with store_errors(path, f"checking the export of bin {exported.bin}"):
+            size = os.path.getsize(path)
+            if size != exported.size or _xxh64_file(path) != exported.xxh64:
+                raise StateStoreError(
+                    f"keyed-state store: export {path} of bin {exported.bin} is corrupt "
+                    f"({size} bytes, expected {exported.size} with xxh64 {exported.xxh64:016x})"
+                )
+
+    def ingest_bin(self, fam: Family, exported: ExportedBin, verified: bool = False) -> None:
+        """Replace bin ``exported.bin`` of ``fam`` by the exported file's records: the
+        file is checked (size and xxh64, unless ``verified`` by
+        :meth:`verify_export` already) and moved into the database (hard-linked:
+        nothing decoded, nothing rewritten).  A file that does not match raises
+        before anything changes."""
+        self._check_open()
+        path = exported.path
+        if not verified:
+            self.verify_export(exported)
+        self.drop_bin(fam, exported.bin)
+        opts = rocksdict.IngestExternalFileOptions()
+        opts.set_move_files(True)
+        with store_errors(path, f"ingesting bin {exported.bin} into {fam.name!r} of {self.path}"):
+            fam.rdict.ingest_external_file([path], opts)
+
+    # -- closing -----------------------------------------------------------------------
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with store_errors(self.path, "closing"):
+            for fam in self._families.values():  # a column family's objects keep the database open
+                if fam.rdict is not self._db:
+                    fam.rdict.close()
+                fam.rdict = fam.handle = None
+            self._families.clear()
+            self._db.close()
+            self._db = None
+
+    def destroy(self) -> None:
+        """Close and delete the database directory."""
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StateStoreError(f"keyed-state store at {self.path} is closed")
+
+    def __enter__(self) -> LocalDB:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LocalDB({self.path!r}, families={self.families})"
+
+
+def _clear_dir(path: str) -> None:
+    """Make ``path`` an empty directory, removing only a database of ours."""
+    path = os.path.abspath(path)
+    with store_errors(path, "preparing the directory"):
+        if not os.path.lexists(path):
+            os.makedirs(path)
+            return
+        if not os.path.isdir(path) or os.path.islink(path):
+            raise StateStoreError(f"keyed-state store at {path}: not a directory")
+        names = os.listdir(path)
+        foreign = sorted(n for n in names if not _is_ours(n))
+        if foreign:
+            raise StateStoreError(
+                f"keyed-state store at {path}: the directory holds files that are not a RocksDB database "
+                f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); give the store a directory of its own"
+            )
+        for n in names:
+            p = os.path.join(path, n)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p)
+            else:
+                os.remove(p)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise
+        shutil.copyfile(src, dst)
+
+
+def _xxh64_file(path: str) -> int:
+    h = xxhash.xxh64()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.intdigest()

@@ -1,0 +1,180 @@
+"""``KeyedStore``: one operator's keyed state on one worker, kept encoded in RocksDB.
+
+What the stateful runtime asks of a bin's keyed state, by bin and key: :meth:`get`
+(the decoded state, from the cache or decoded once from the store: the operator's
+codec, the same checks and schema as checkpoints), :meth:`put` (the state changed, in
+place or replaced), :meth:`delete`, :meth:`items` / :meth:`keys` / :meth:`count`
+of a bin (its range, in key order: what ``fold_bins`` and state queries iterate),
+:meth:`clear_bin`, a bin's own records (:meth:`set_meta`: its timers), and moving a
+bin as a file (:meth:`export_bin` / :meth:`ingest_bin`).  States live in the worker's
+:class:`~tstate.state.rocksdb.cache.StateCache` until it writes them back (one batch
+per epoch); layout of keys and values: :mod:`tstate.state.rocksdb.layout`.
+
+A state returned by :meth:`get` may be changed in place: call :meth:`put` after (a
+change not put is lost when the cache evicts the state).  :meth:`items` decodes what
+the cache does not hold without caching it (a scan of a large bin does not flush the
+cache): change those only through :meth:`put`.
+
+>>> import tempfile
+>>> from tstate.state.rocksdb.worker import WorkerStore
+>>> from tstate.types import StateCodec
+>>> w = WorkerStore.create(tempfile.mkdtemp())
+>>> counts = w.store("count", StateCodec(dict[str, int]))
+>>> counts.get(5, "ATL") is MISSING
+True
+>>> counts.put(5, "ATL", {"delayed": 1})
+>>> s = counts.get(5, "ATL"); s["delayed"] += 1; counts.put(5, "ATL", s)
+>>> w.end_epoch()
+1
+>>> list(counts.items(5)), counts.count(5)
+([('ATL', {'delayed': 2})], 1)
+>>> w.close()
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator, Optional
+
+from tstate.errors import StateStoreError, StateTypeError
+from tstate.state.rocksdb.cache import MISSING, StateCache
+from tstate.state.rocksdb.db import Family, LocalDB
+from tstate.state.rocksdb.files import ExportedBin
+from tstate.state.rocksdb.layout import is_meta, key_of, meta_key, state_bytes, store_key
+
+__all__ = ["KeyedStore", "MISSING"]
+
+
+class KeyedStore:
+    """One operator's keyed state in a column family (see the module docstring)."""
+
+    __slots__ = ("name", "codec", "db", "family", "cache")
+
+    def __init__(self, db: LocalDB, cache: StateCache, name: str, codec: Any) -> None:
+        self.name = name
+        self.codec = codec
+        self.db = db
+        self.family: Family = db.family(name)
+        self.cache = cache
+
+    # -- one key ----------------------------------------------------------------------
+    def get(self, index: int, key: Any) -> Any:
+        """``key``'s state in bin ``index``, decoded (:data:`MISSING` if it has none)."""
+        e = self.cache.lookup(self.family, index, key)
+        if e is not None:
+            return e.state
+        raw = self.family.get(store_key(index, key))
+        state = MISSING if raw is None else self._decode(key, raw)
+        self.cache.insert(self.family, self.codec, index, key, state, dirty=False)
+        return state
+
+    def get_many(self, index: int, keys: list[Any]) -> list[Any]:
+        """The states of ``keys`` in bin ``index`` (:data:`MISSING` where none): one
+        multi-get for those not cached."""
+        out: list[Any] = [MISSING] * len(keys)
+        todo: list[int] = []
+        lookup, fam = self.cache.lookup, self.family
+        for i, k in enumerate(keys):
+            e = lookup(fam, index, k)
+            if e is None:
+                todo.append(i)
+            else:
+                out[i] = e.state
+        if todo:
+            raws = fam.get_many([store_key(index, keys[i]) for i in todo])
+            for i, raw in zip(todo, raws):
+                k = keys[i]
+                out[i] = s = MISSING if raw is None else self._decode(k, bytes(raw))
+                self.cache.insert(fam, self.codec, index, k, s, dirty=False)
+        return out
+
+    def put(self, index: int, key: Any, state: Any) -> None:
+        """``key``'s state in bin ``index`` is ``state`` now (changed in place or new)."""
+        e = self.cache.lookup(self.family, index, key)
+        if e is None:
+            self.cache.insert(self.family, self.codec, index, key, state, dirty=True)
+        else:
+            e.state = state
+            self.cache.mark(e)
+
+    def delete(self, index: int, key: Any) -> None:
+        """Drop ``key``'s state in bin ``index`` (written with the next batch)."""
+        self.put(index, key, MISSING)
+
+    def contains(self, index: int, key: Any) -> bool:
+        return self.get(index, key) is not MISSING
+
+    # -- one bin ----------------------------------------------------------------------
+    def items(self, index: int) -> Iterator[tuple[Any, Any]]:
+        """``(key, state)`` of every key of bin ``index``, in key order (the worker's
+        cache written back first; cached states as cached, others decoded)."""
+        self.cache.write_back()
+        cached = self.cache.entries(self.family, index)
+        for skey, value in self.family.bin_items(index):
+            if is_meta(skey):
+                continue
+            key = key_of(skey, value)
+            e = cached.get(key)
+            yield key, (e.state if e is not None else self._decode(key, value))
+
+    def keys(self, index: int) -> Iterator[Any]:
+        """The keys of bin ``index`` in key order (nothing decoded but the keys)."""
+        self.cache.write_back()
+        for skey, value in self.family.bin_items(index):
+            if not is_meta(skey):
+                yield key_of(skey, value)
+
+    def count(self, index: int) -> int:
+        """How many keys of bin ``index`` have a state."""
+        self.cache.write_back()
+        return sum(1 for skey, _ in self.family.bin_items(index) if not is_meta(skey))
+
+    def stored_bytes(self, index: int) -> int:
+        """The bytes bin ``index`` takes in the store, keys and values (after writing back)."""
+        self.cache.write_back()
+        return sum(len(k) + len(v) for k, v in self.family.bin_items(index))
+
+    def clear_bin(self, index: int) -> None:
+        """Drop every state and record of bin ``index`` (one range delete)."""
+        self.cache.discard_bin(self.family, index)
+        self.db.drop_bin(self.family, index)
+
+    def set_meta(self, index: int, name: bytes, data: Optional[bytes]) -> None:
+        """Bin ``index``'s own record ``name`` (e.g. its encoded timers) is ``data``
+        (``None``: none), written with the next batch, moved with the bin."""
+        self.cache.set_meta(self.family, meta_key(index, name), data)
+
+    def get_meta(self, index: int, name: bytes) -> Optional[bytes]:
+        return self.cache.get_meta(self.family, meta_key(index, name))
+
+    # -- moving a bin -----------------------------------------------------------------
+    def export_bin(self, index: int, dest: str) -> Optional[ExportedBin]:
+        """Bin ``index`` as an SST file at ``dest``, as stored (nothing decoded; the
+        cache written back first); ``None`` when the bin holds nothing."""
+        self.cache.write_back()
+        return self.db.export_bin(self.family, index, dest)
+
+    def ingest_bin(self, exported: ExportedBin) -> None:
+        """Replace bin ``exported.bin`` here by an exported file (checked first; what
+        the cache held of the bin is dropped)."""
+        if exported.family != self.name:
+            raise StateStoreError(
+                f"keyed-state store at {self.db.path}: export {exported.path} holds operator "
+                f"{exported.family!r}'s bin {exported.bin}, not {self.name!r}'s"
+            )
+        self.db.verify_export(exported)
+        self.cache.discard_bin(self.family, exported.bin)
+        self.db.ingest_bin(self.family, exported, verified=True)
+
+    # -- decoding ---------------------------------------------------------------------
+    def _decode(self, key: Any, raw: bytes) -> Any:
+        try:
+            return self.codec.decode(state_bytes(raw))
+        except StateTypeError as exc:
+            raise StateStoreError(
+                f"keyed-state store at {os.path.join(self.db.path, '')}: operator {self.name!r}, key {key!r}: "
+                f"the stored state cannot be read: {exc}"
+            ) from exc
+
+    def __repr__(self) -> str:
+        return f"KeyedStore({self.name!r} in {self.db.path})"

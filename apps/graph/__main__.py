@@ -38,7 +38,8 @@ the same lines as the embedded engine's.  Each algorithm keeps its graph in one 
 so there are no loop rounds: a micro-batch is a few Spark stages, hence several epochs
 per batch.  (With ``blocks > 1`` the algorithms loop per vertex, in rounds within each
 micro-batch, :mod:`tstate.spark.rounds`.)  The last line
-gives the rounds per epoch and the median seconds per epoch (a progress bar per
+says what ran (micro-batches, Spark stages and tasks, loop rounds if any) and the
+median seconds per epoch (a progress bar per
 micro-batch on stderr meanwhile; ``--no-progress``: none).
 
     python -m apps.graph --backend spark
@@ -318,22 +319,42 @@ def _run_spark(args: argparse.Namespace, data: Any, names: dict[str, str]) -> in
             print(_epoch_lines(view, data.label(e), args, names), file=out)
     m = backend.metrics.batches
     rounds = sum(b.loop_rounds for b in m)
-    per_epoch, lo = [], 0  # a batch's seconds over its epochs (the closing batch has none)
-    for b in m:
-        if b.frontier is not None and b.frontier > lo:
-            per_epoch.append(b.seconds / (b.frontier - lo))
-            lo = b.frontier
-    print(
-        f"{epochs} epochs, {len(rows):,} edge updates on Spark in {dt:.2f} s: {len(m)} micro-batches, "
-        f"{rounds} loop rounds ({rounds / epochs:.0f} per epoch; {sum(b.loop_stages for b in m)} Spark stages), "
-        f"median {statistics.median(per_epoch) if per_epoch else 0:.2f} s per epoch",
-        file=out,
-    )
+    print(spark_summary(m, epochs, len(rows), dt), file=out)
     _write_stats(
         args, seconds=dt, events=len(rows), batches=len(m), bytes_written=sum(b.bytes_written for b in m),
         loop_rounds=rounds,
     )
     return 0
+
+
+def spark_summary(batches: Sequence[Any], epochs: int, updates: int, seconds: float) -> str:
+    """The last line of a Spark run: what ran (micro-batches, the operators' Spark
+    stages and tasks, the loops' rounds and stages when there are any) and the median
+    seconds per epoch (a batch's seconds over the epochs it completed; the closing batch
+    completes none).  ``batches``: the run's :class:`tstate.metrics.BatchMetrics`.
+
+    >>> from tstate.metrics import BatchMetrics
+    >>> b = [BatchMetrics(i, f, 2.0, 2, 10, 0, 0, 0, 0, stages=2) for i, f in ((0, 12), (1, None))]
+    >>> spark_summary(b, 12, 100, 5.0)
+    '12 epochs, 100 edge updates on Spark in 5.00 s: 2 micro-batches of 2 partitions, 4 Spark stages (8 tasks), no loop rounds; median 0.17 s per epoch'
+    """
+    rounds = sum(b.loop_rounds for b in batches)
+    stages = sum(b.stages for b in batches)
+    tasks = sum(b.stages * b.partitions for b in batches)
+    parts = sorted({b.partitions for b in batches})
+    ran = f"{len(batches)} micro-batches of {'/'.join(map(str, parts)) or 0} partitions, {stages} Spark stages ({tasks} tasks), "
+    if rounds:
+        loop_stages = sum(b.loop_stages for b in batches)
+        ran += f"{rounds} loop rounds ({rounds / epochs:.1f} per epoch) in {loop_stages} more Spark stages"
+    else:
+        ran += "no loop rounds"
+    per_epoch, lo = [], 0
+    for b in batches:
+        if b.frontier is not None and b.frontier > lo:
+            per_epoch.append(b.seconds / (b.frontier - lo))
+            lo = b.frontier
+    median = statistics.median(per_epoch) if per_epoch else 0.0
+    return f"{epochs} epochs, {updates:,} edge updates on Spark in {seconds:.2f} s: {ran}; median {median:.2f} s per epoch"
 
 
 def _write_stats(args: argparse.Namespace, **figures: object) -> None:

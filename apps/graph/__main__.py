@@ -71,6 +71,9 @@ from apps.cli import EXIT_CODES, EXIT_ERROR, WORKERS_HELP
 DATA = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_INPUT = DATA / "flights-sample.parquet"
 DEFAULT_NAMES = DATA / "airports.csv"
+#: ``--backend spark``: the edge counts in this many keys, spread over the partitions
+#: (:func:`apps.graph.stream.build`'s ``buckets``; part of the state's layout)
+SPARK_BUCKETS = 16
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -289,7 +292,10 @@ def _run_spark(args: argparse.Namespace, data: Any, names: dict[str, str]) -> in
     try:
         flow = ts.Dataflow("graph")
         updates = flow.input("updates").map(itemgetter(1, 2, 3), name="edge")  # (epoch, src, dst, delta) rows
-        analytics = build(flow, updates, ALGORITHMS, window, epochs, True, "skip", InputStats(), tol=args.tol)
+        analytics = build(
+            flow, updates, ALGORITHMS, window, epochs, True, "skip", InputStats(), tol=args.tol,
+            buckets=SPARK_BUCKETS, spread=True,
+        )
         sinks = {name: stream.collect(name=f"out.{name}") for name, stream in analytics.outputs().items()}
         df = spark.createDataFrame(rows, f"epoch bigint, src {vtype}, dst {vtype}, delta bigint")
         progress = not (args.no_progress or args.quiet)

@@ -107,7 +107,8 @@ def build(
     edge counts over that many keys (:func:`~apps.graph.edges.consolidate`), and
     ``spread=True`` gives each algorithm's one key a bin of its own parity class
     (:func:`spread_keys`): on ``P`` partitions (bin ``b`` on partition ``b % P``) PageRank
-    runs on one partition while the other three run on the others, in the same stage.
+    runs on one partition while the other three run on the others, in the same stage;
+    the edge changes then travel as lists (``consolidate(lists=True)``: cheap to ship).
     Both are part of the state's layout (a restore must use the same); the results are
     the same."""
     unknown = set(algorithms) - set(ALGORITHMS)
@@ -117,7 +118,7 @@ def build(
         raise ValueError(f"blocks must be an int in [1, 65536], got {blocks!r}")
     edges = consolidate(
         flow, updates, bins=bins, window_width=window_width, horizon=horizon, validate=validate,
-        on_invalid=on_invalid, stats=stats, undirected=undirected, buckets=buckets,
+        on_invalid=on_invalid, stats=stats, undirected=undirected, buckets=buckets, lists=spread and blocks == 1,
     )
     a = Analytics(edges)
     keys = spread_keys(bins) if spread else (0, 0, 0)

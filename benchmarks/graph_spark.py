@@ -7,8 +7,8 @@
 Two inputs, each run by three contenders one after another, in one process:
 
 - **sample**: the app's own run (``python -m apps.graph``'s dataflow): the bundled two
-  days of flights, hourly epochs, a 24-epoch window, all four algorithms, 12 epochs per
-  Spark micro-batch;
+  days of flights, hourly epochs, a 24-epoch window, all four algorithms, the app's
+  epochs per Spark micro-batch (48: one batch, and the closing one);
 - **powerlaw**: :func:`benchmarks.graph.powerlaw_edges` at ``--vertices`` (default
   200,000: about 600,000 edges) loaded whole at epoch 0, then ``--epochs`` epochs of
   ``--churn`` (default 1%) deletions and insertions (:class:`benchmarks.graph.Churn`),
@@ -70,8 +70,11 @@ def sample() -> Workload:
     from apps.graph.__main__ import DEFAULT_INPUT
     from apps.graph.io import EdgeFile
 
+    from apps.graph.__main__ import parse_args
+
     data = EdgeFile(DEFAULT_INPUT, on_invalid="skip")
-    return Workload("sample", dict(data.batches()), window=24, per_batch=12)
+    args = parse_args(["--backend", "spark"])  # the app's defaults: window, epochs per batch
+    return Workload("sample", dict(data.batches()), window=args.window, per_batch=args.epochs_per_batch)
 
 
 def powerlaw(vertices: int, epochs: int, churn: float) -> Workload:

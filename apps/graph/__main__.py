@@ -31,16 +31,20 @@ Input and its bad rows (see :mod:`apps.graph.io` and :mod:`apps.graph.edges`):
 
 ``--backend spark`` runs the same dataflow (:func:`apps.graph.stream.build`) on Spark
 with :class:`tstate.spark.Backend` in batch mode (``--partitions``, ``--master``,
-``--epochs-per-batch``, default 12): the edge file becomes a DataFrame with an epoch
+``--epochs-per-batch``, default 48): the edge file becomes a DataFrame with an epoch
 column, and the per-epoch lines are printed from the collected changes after the run --
-the same lines as the embedded engine's.  Each algorithm keeps its graph in one key
-(``blocks=1``, :func:`apps.graph.stream.build`) and does an epoch's work in one timer,
-so there are no loop rounds: a micro-batch is a few Spark stages, hence several epochs
-per batch.  (With ``blocks > 1`` the algorithms loop per vertex, in rounds within each
-micro-batch, :mod:`tstate.spark.rounds`.)  The last line
-says what ran (micro-batches, Spark stages and tasks, loop rounds if any) and the
-median seconds per epoch (a progress bar per
-micro-batch on stderr meanwhile; ``--no-progress``: none).
+the same lines as the embedded engine's.  The Spark layout spreads the work over the
+partitions without loop rounds (``build(..., buckets=SPARK_BUCKETS, spread=True)``):
+the edge counts in :data:`SPARK_BUCKETS` keys, and each algorithm's graph in one key
+(``blocks=1``, an epoch's work in one timer) whose bin puts PageRank on one partition
+and the other three on the others, so a micro-batch is a few Spark stages whatever its
+epochs -- hence many epochs per batch (each batch costs about a second of Spark jobs
+beyond its work).  (With ``blocks > 1`` the algorithms loop per vertex, in rounds
+within each micro-batch, :mod:`tstate.spark.rounds`.)  The last line says what ran
+(micro-batches, Spark stages and tasks, loop rounds if any) and the median seconds per
+epoch (a progress bar per micro-batch on stderr meanwhile; ``--no-progress``: none).
+``python -m benchmarks.graph --spark`` compares ``local[1]``, ``local[2]`` and the
+embedded engine.
 
     python -m apps.graph --backend spark
 
@@ -96,7 +100,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     spark = p.add_argument_group("--backend spark")
     spark.add_argument("--partitions", type=int, default=2, help="Spark partitions the state is spread over (default: 2)")
     spark.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
-    spark.add_argument("--epochs-per-batch", type=int, default=12, help="epochs per Spark micro-batch (default: 12)")
+    spark.add_argument("--epochs-per-batch", type=int, default=48, help="epochs per Spark micro-batch (default: 48)")
     spark.add_argument("--checkpoint", type=str, default=None, help="state store: a directory or an s3://, gs://, abfs://, hdfs:// URL (default: a temporary directory)")
     p.add_argument("--strict", action="store_true", help="stop at the first invalid row instead of skipping it")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")

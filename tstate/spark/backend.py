@@ -409,29 +409,38 @@ class Backend:
         if self._last.frontier is None:  # a finished run was committed: nothing left to do
             self._progress.finished_already(self.directory, done)
             return
-        counts: dict[int, int] = {}  # epoch -> input rows
+        timed = []
         untimed = False
         for name, src in bound.items():
             if getattr(src.df, "isStreaming", False):
-                raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.start for streaming runs")
+                raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.run for streaming runs")
             if src.time is None:
                 untimed = True
             else:
-                for r in src.df.groupBy(src.time).count().collect():
-                    if r[0] is not None:
-                        counts[int(r[0])] = counts.get(int(r[0]), 0) + int(r[1])
+                timed.append((src.df, src.time))
+        # each micro-batch filters its epochs out of the sources: they are read once, by
+        # the job that counts and slices the epochs (tstate.spark.cuts), into the cache
+        cached = {
+            name: src.df.persist() for name, src in bound.items() if src.time is not None and not src.df.is_cached
+        }
+        timed = [(cached.get(name, src.df), src.time) for name, src in bound.items() if src.time is not None]
+        from tstate.spark.cuts import span
+
+        t_span = _time.perf_counter()
+        found = span(timed, None if self._last.fresh else self._last.frontier, None if epochs_per_batch else rows_per_batch)
+        self.metrics.cut_seconds = _time.perf_counter() - t_span
+        counts = dict(found.loads)
+        first, top = found.first, found.top if found.top is not None else -1
         if untimed:
             counts.setdefault(0, 0)
-        lo: int = (min(counts) if counts else 0) if self._last.fresh else self._last.frontier
-        top = max(counts) if counts else -1
+            first, top = min(first if first is not None else 0, 0), max(top, 0)
+        lo: int = (first if first is not None else 0) if self._last.fresh else self._last.frontier
         cuts = _cuts(counts, lo, top, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
         batch = self._last.batch + 1
         total = done + len(cuts) + 1  # (+1: the batch closing the inputs)
         if done:
             self._progress.resumed(self.directory, done, total)
         self._progress.start(total, done)
-        # each micro-batch filters its epochs out of the sources: read them once
-        cached = {name: src.df.persist() for name, src in bound.items() if src.time is not None and len(cuts) > 1}
         try:
             for i, (lo, hi) in enumerate(cuts):
                 while pending and pending[0][0] <= lo:

@@ -24,11 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("tstate", "tstate.__main__"),  # the public surface, the CLI
     ("tstate.spark",),  # the Spark backend (hosts the operators' runtimes)
-    ("tstate.dataflow",),  # the builder API (imports an engine only when it runs one)
-    ("tstate.backend",),  # the Backend protocol
+    ("tstate.dataflow",),  # the builder API
+    ("tstate.runner",),  # running what it built (imports an engine only when it runs one)
     ("tstate.engine",),  # the embedded engine
     ("tstate.operators",),  # one runtime per node type
     ("tstate.migration",),  # reconfiguration, ownership over time, the hand-over delta
+    ("tstate.backend",),  # the contract both engines implement: imports no engine
     ("tstate.checkpoint",),  # the shared format and commit path
     ("tstate.plan",),  # typed, frozen nodes
     ("tstate.io", "tstate.state", "tstate.capability", "tstate.notificator", "tstate.probe"),
@@ -42,7 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 LOWER = ("tstate.errors", "tstate.keys", "tstate.metrics", "tstate.progress", "tstate.types", "tstate.state",
          "tstate.io", "tstate.plan", "tstate.checkpoint", "tstate.capability", "tstate.notificator", "tstate.probe",
          "tstate.migration")
-UPPER = ("tstate.engine", "tstate.operators", "tstate.spark", "tstate.dataflow", "tstate.backend")
+UPPER = ("tstate.engine", "tstate.operators", "tstate.spark", "tstate.dataflow")
 
 
 def package_of(module: str) -> str:
@@ -253,6 +254,10 @@ def test_the_builder_api_imports_no_runtime_module() -> None:
     direct = {t: line for t, line in edges["tstate.dataflow"].items() if t.startswith(runtime)}
     type_only = {"tstate.engine.execution"}  # named under TYPE_CHECKING: Dataflow.start returns an Execution
     assert set(direct) <= type_only, direct
+    # the runner imports the embedded engine inside the functions that run it
+    # (tests/test_backend.py: building loads no engine)
+    ran = {t for t in edges["tstate.runner"] if t.startswith(runtime)}
+    assert ran <= {"tstate.engine.execution", "tstate.engine.embedded"}, ran
 
 
 @pytest.mark.parametrize(
@@ -277,3 +282,45 @@ def test_the_walk_finds_circles_hidden_in_functions_and_type_checking(
         (pkg / name).write_text(text)
     found = circles(graph(pkg))
     assert found == ([cycle] if cycle else [])
+
+
+def node_kind_tests(path: Path, kinds: set[str]) -> list[int]:
+    """Lines of ``path`` comparing an attribute ``kind`` with a plan node's kind string
+    (``op.spec.kind == "stateful"``, ``n.kind in ("sink", "probe")``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        if not any(isinstance(s, ast.Attribute) and s.attr == "kind" for s in sides):
+            continue
+        for s in sides:
+            values = s.elts if isinstance(s, (ast.Tuple, ast.List, ast.Set)) else [s]
+            if any(isinstance(v, ast.Constant) and v.value in kinds for v in values):
+                found.append(node.lineno)
+                break
+    return found
+
+
+#: where plan nodes are still told apart by their kind string (issue 27 item 3: the
+#: Spark data path, being rebuilt on node types by the Spark work)
+KIND_STRINGS_LEFT = ("tstate/spark/",)
+
+
+def test_runtimes_dispatch_on_node_types_not_kind_strings() -> None:
+    """The engines tell plan nodes apart by their types (``isinstance``, or a
+    type -> runtime table as tstate/engine/lowering.py's), never by ``node.kind``
+    strings: a renamed kind could not silently fall through a comparison."""
+    import tstate.plan as plan
+
+    kinds = {c.kind for c in vars(plan).values() if isinstance(c, type) and issubclass(c, plan.Node) and c is not plan.Node}
+    assert {"stateful", "source", "sink", "unary_frontier"} <= kinds, kinds
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / "tstate").rglob("*.py"))
+        if not str(path.relative_to(ROOT)).startswith(KIND_STRINGS_LEFT)
+        for line in node_kind_tests(path, kinds)
+    ]
+    assert not wrong, "node kinds compared as strings:\n" + "\n".join(wrong)
+    # the walk finds them where they are left
+    assert any(node_kind_tests(p, kinds) for p in sorted((ROOT / "tstate" / "spark").glob("*.py")))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from tstate.backend import DEFAULT_STRATEGY, Strategy
 from tstate.engine.channels import ExchangeRouter, OutputPort
 from tstate.engine.checkpointing.coordinator import Coordinator
 from tstate.engine.lowering import runtime
@@ -36,7 +37,7 @@ from tstate.migration.routing import ConfiguredOwners
 from tstate.operators.base import OperatorRuntime
 from tstate.operators.local_rounds import LocalReturn
 from tstate.operators.stateful import StatefulRuntime
-from tstate.plan import Frontier, Graph, Input, Node, Pact, Probe, Sink, Stateful
+from tstate.plan import Frontier, Graph, Input, Node, Pact, Probe, Sink, Source, Stateful
 from tstate.plan.local_rounds import local_loop
 from tstate.progress.frontier import Antichain
 from tstate.progress.reachability import GraphBuilder, Tracker
@@ -242,7 +243,7 @@ class Execution:
         times = [h.time for h in self._inputs if not h.closed]
         sources = self._sources
         if sources is None:  # worker 0's source runtimes: found once
-            sources = self._sources = [op for op in self.operators[0] if op.spec.kind == "source"]
+            sources = self._sources = [op for op in self.operators[0] if isinstance(op.node, Source)]
         for op in sources:
             cap = getattr(op, "cap", None)
             if cap is not None:
@@ -332,7 +333,7 @@ class Execution:
         return out
 
     def rescale(
-        self, workers: int, at: Optional[int] = None, strategy: str = "batched", operator: Optional[str] = None
+        self, workers: int, at: Optional[int] = None, strategy: Strategy = DEFAULT_STRATEGY, operator: Optional[str] = None
     ) -> dict[str, list[int]]:
         """Spread the bins of stateful operators over ``workers`` workers from time
         ``at``, in steps per ``strategy`` (see :class:`~tstate.migration.commands.Rescale`)."""

@@ -92,7 +92,7 @@ class Host(Protocol):
 class OperatorRuntime(Generic[N]):
     """Base class of operator instances; subclasses implement :meth:`activate`.
 
-    ``spec`` is the plan node the instance runs, ``node`` its index in the graph."""
+    ``node`` is the plan node the instance runs, ``index`` its index in the graph."""
 
     #: whether :meth:`activate` reads an input frontier (or needs its frontier-change
     #: activations); an operator that does not (stateless operators, scope boundaries,
@@ -100,13 +100,13 @@ class OperatorRuntime(Generic[N]):
     #: engine propagates only in front of the operators that do
     reads_frontier = True
 
-    def __init__(self, exe: Host, index: int, spec: N, worker: int) -> None:
+    def __init__(self, exe: Host, index: int, node: N, worker: int) -> None:
         self.exe = exe
-        self.spec = spec
-        self.node = index
-        self.name = spec.name
+        self.node = node
+        self.index = index
+        self.name = node.name
         self.worker = worker
-        self.inboxes: list[deque[tuple[Any, list[Any]]]] = [deque() for _ in range(spec.arity)]
+        self.inboxes: list[deque[tuple[Any, list[Any]]]] = [deque() for _ in range(node.arity)]
         self.outputs: list[Output] = []
         self.frontier_changed = True  # activate once at start
         self.woke_by_frontier = False  # set by the engine: this activation saw a frontier move

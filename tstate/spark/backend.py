@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from attrs import define, field
 
+from tstate.backend import DEFAULT_STRATEGY, Rescaled, Strategy, check_strategy
 from tstate.checkpoint.settings import Checkpoints
 from tstate.errors import CheckpointError, ConfigurationError, SparkError
 from tstate.metrics import Metrics
@@ -311,7 +312,9 @@ class Backend:
         finalise(self.spark, self.directory, files, last, plan.records)
 
     # -- rescaling --------------------------------------------------------------------
-    def rescale(self, partitions: int, strategy: str = "all-at-once", steps: int = 4, *, lead: int = 1) -> int:
+    def rescale(
+        self, partitions: int, strategy: Strategy = DEFAULT_STRATEGY, steps: int = 4, *, lead: int = 1
+    ) -> Rescaled:
         """Spread the bins over ``partitions`` partitions from the next micro-batch on,
         moving as few bins as possible: ``"all-at-once"`` in one batch, ``"fluid"``
         spread evenly over ``steps`` batches (a moved bin costs its new owner one read
@@ -321,20 +324,22 @@ class Backend:
         the background (:func:`tstate.spark.binstore.prefetch`) while the old owners keep
         processing, then all bins move at once and each new owner reads only the files
         committed since it loaded (``BatchMetrics.prefetched_bins``,
-        ``handover_bytes``).  Returns the number of batches the move takes."""
+        ``handover_bytes``).  Returns what it set under way: the number of batches the
+        move takes (``steps``) and per operator the batches its bins move at, counted
+        from the next one (``schedule``).  (The default was ``"all-at-once"`` before both
+        engines shared :data:`~tstate.backend.DEFAULT_STRATEGY`.)"""
         from tstate.migration.planner import rescale_map
 
         if not isinstance(partitions, int) or partitions < 1:
             raise ConfigurationError(f"partitions must be an integer >= 1, got {partitions!r}")
-        if strategy not in ("all-at-once", "fluid", "batched", "precopy"):
-            raise ConfigurationError(f"strategy must be 'all-at-once', 'fluid' or 'precopy', got {strategy!r}")
+        check_strategy(strategy)
         if not isinstance(steps, int) or steps < 1:
             raise ConfigurationError(f"steps must be an integer >= 1, got {steps!r}")
         if not isinstance(lead, int) or lead < 1:
             raise ConfigurationError(f"lead must be an integer >= 1, got {lead!r}")
         if self._job is None:
             self.partitions = partitions
-            return 0
+            return Rescaled(partitions, strategy, 0, {})
         moves = [
             ((b << 20) | bin_, p)
             for b, owners in sorted(self._owners.items())
@@ -349,7 +354,16 @@ class Backend:
         if strategy != "precopy":  # (precopy: the lead batches run on the old partitions)
             self.partitions = max(partitions, max((max(o) + 1 for o in self._owners.values()), default=1))
         self._target_partitions = partitions
-        return len(self._steps)
+        return Rescaled(partitions, strategy, len(self._steps), self._schedule())
+
+    def _schedule(self) -> dict[str, tuple[int, ...]]:
+        """Per operator whose bins move: the pending steps (batches from the next one) moving them."""
+        graph = self._flow.graph if self._flow is not None else None
+        at: dict[str, list[int]] = {}
+        for i, step in enumerate(self._steps):
+            for node in sorted({code >> 20 for code in step.moves}):
+                at.setdefault(graph[node].name if graph is not None else str(node), []).append(i)
+        return {name: tuple(batches) for name, batches in at.items()}
 
     def _next_owners(self) -> "_Step":
         """Apply the next rescale step; returns it (an empty step: no rescale under way)."""

@@ -16,7 +16,8 @@ replaced by another) the whole state, as before.
 
 The log describes the chain only if nothing else writes the key: :meth:`AppendLog.split`
 updates it for every key a delta writes, :meth:`AppendLog.drop` forgets a key a delta
-deletes, and a bin written whole (a snapshot) empties it (:meth:`AppendLog.forget`); a
+deletes, and a bin written whole (a snapshot) empties it (:meth:`AppendLog.forget`)
+and logs what the snapshot holds (so the next delta is already proportional); a
 bin restored, moved or split is a new ``Bin`` with no log.  Cost: the encoding and one
 hash of a changed list per checkpoint (CPU proportional to the list, as encoding it
 always was); bytes written: the appended items.

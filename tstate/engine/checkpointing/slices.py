@@ -69,8 +69,12 @@ def encode_work(w: BinWork) -> bytes:
             keys = [k for k, v in pairs if v is not MISSING]
             values = [v for v in values if v is not MISSING]
         if w.snapshot:
-            if b.appends is not None:
-                b.appends.forget()  # the chain starts afresh
+            if appendable(codec):  # the chain starts afresh: log its long lists
+                log = b.appends
+                if log is None:
+                    log = b.appends = AppendLog()
+                log.forget()
+                log.split(keys, values)
             wkeys = encode_keys_raw(keys)
             payload = {"bin": b.index, "keys": wkeys, "states": values, "timers": w.timers}
             fingerprint = codec.fingerprint

@@ -10,7 +10,9 @@ fingerprint + payload, :func:`tstate.types.codec.encode_envelope`) whose payload
      "keys": [key, ...],                   # keys whose state is new or changed
      "upserts": [state, ...],              # their states (upserts[i] of keys[i])
      "deletes": [key, ...],                # keys whose state was cleared
-     "timers":  [[time, [key, ...]], ...]} # the bin's FULL timer set (replaces it)
+     "timers":  [[time, [key, ...]], ...], # the bin's FULL timer set (replaces it)
+     "akeys": [key, ...],                  # optional: keys of list states appended to
+     "appends": [items, ...]}              # ... the items appended (a list, as a state)
 
 (Format 1 had no ``"keys"``: ``"states"`` / ``"upserts"`` held ``[key, state]`` pairs.)
 
@@ -18,7 +20,10 @@ Keys are encoded with :func:`tstate.keys.encode_key`, times with
 :func:`tstate.state.payload.encode_time`, states as the codec encodes them (format 2:
 msgspec, :mod:`tstate.types.wire`; format 1: their builtins form, still read).
 Applying a delta removes ``deletes`` first, then sets ``upserts`` (so a key cleared and
-set again in the same interval ends up set), then replaces the timers.  A chain may
+set again in the same interval ends up set), then extends the ``list`` state of each of
+``akeys`` by its ``appends`` (:mod:`tstate.state.appends`: a key whose list only grew
+is written as what was appended; a key the chain holds no state for is a
+:class:`~tstate.errors.CheckpointError`), then replaces the timers.  A chain may
 also start with a delta, which then applies to an empty bin.
 
 :func:`apply_chain` turns a chain's bytes into builtins (what the inspection CLI
@@ -108,14 +113,20 @@ def encode_delta(
 def encode_delta_parts(
     bin_index: int, keys: list[Any] | msgspec.Raw, states: list[Any] | msgspec.Raw, deletes: list[Any],
     timers: list[Any], fingerprint: str,
+    append_keys: list[Any] | msgspec.Raw | None = None, appends: list[Any] | msgspec.Raw | None = None,
 ) -> bytes:
     """:func:`encode_delta` from its parts, already encoded: ``keys`` and ``deletes``
     by :func:`tstate.keys.encode_keys` (``keys`` also as the ``msgspec.Raw`` of
     :func:`tstate.state.payload.encode_keys_raw`), ``states`` ready for the encoder
     (``states[i]`` is the state of ``keys[i]``; or the ``msgspec.Raw`` of
     :func:`tstate.state.payload.encode_states`), ``timers`` by
-    :func:`tstate.state.payload.wire_timers`."""
-    payload = {"bin": bin_index, "keys": keys, "upserts": states, "deletes": deletes, "timers": timers}
+    :func:`tstate.state.payload.wire_timers`; ``append_keys`` and ``appends`` (items
+    appended to list states, encoded as ``keys`` and ``states`` are) when there are
+    any (see the module docstring)."""
+    payload: dict[str, Any] = {"bin": bin_index, "keys": keys, "upserts": states, "deletes": deletes, "timers": timers}
+    if appends is not None:
+        payload["akeys"] = append_keys
+        payload["appends"] = appends
     return encode_envelope(fingerprint, payload)
 
 
@@ -163,7 +174,18 @@ def decode_delta(data: bytes, fingerprint: str) -> dict[str, Any]:
         pairs = state_pairs(payload)
     except TypeError as exc:
         raise StateTypeError(f"not a bin delta ({exc})") from None
-    return {"bin": payload.get("bin"), "upserts": pairs, "deletes": payload.get("deletes"), "timers": payload.get("timers")}
+    out = {"bin": payload.get("bin"), "upserts": pairs, "deletes": payload.get("deletes"), "timers": payload.get("timers")}
+    if "appends" in payload:
+        out["appends"] = _append_pairs(payload)
+    return out
+
+
+def _append_pairs(payload: dict[str, Any]) -> list[list[Any]]:
+    """The ``[key, items]`` pairs of an untyped delta's appends (keys still encoded)."""
+    keys, items = payload.get("akeys"), payload["appends"]
+    if type(keys) is not list or type(items) is not list or len(keys) != len(items):
+        raise StateTypeError("not a bin delta (appends and their keys do not pair up)")
+    return [[k, v] for k, v in zip(keys, items)]
 
 
 def envelope_fingerprint(data: bytes) -> str:
@@ -215,6 +237,13 @@ def apply_chain(chain_bytes: Sequence[bytes], fingerprint: str | None) -> dict[s
                     states.pop(decode_key(k), None)
                 for k, v in pairs:
                     states[decode_key(k)] = v
+                if "appends" in payload:
+                    for k, v in _append_pairs(payload):
+                        key = decode_key(k)
+                        base = states.get(key)
+                        if type(base) is not list or type(v) is not list:
+                            raise CheckpointError(f"chain file {i}: items appended to key {key!r}, which holds no list")
+                        states[key] = base + v
             timers = {decode_time(t): [decode_key(k) for k in keys] for t, keys in payload["timers"]}
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"chain file {i}: malformed bin payload ({exc!r})") from None
@@ -274,6 +303,12 @@ def _apply(b: Bin, p: Any) -> None:
         for k in p.deletes:
             states.pop(k, None)
         states.update(p.upserts)
+        if p.appends:
+            for k, items in p.appends:
+                base = states.get(k)
+                if type(base) is not list:
+                    raise CheckpointError(f"bin {b.index}: items appended to key {k!r}, which holds no list")
+                states[k] = base + items  # a new list: the old one may be shared (a cached bin)
     b.timers = p.timers
 
 

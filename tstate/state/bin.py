@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
+from tstate.state.appends import AppendLog
 from tstate.state.storage import NO_STATE, Changes
 
 __all__ = ["Bin", "NO_STATE"]
@@ -36,7 +37,7 @@ class Bin:
     """The state of one bin (see the module docstring), every state on the heap: the
     :class:`~tstate.state.storage.KeyedBin` of today's stateful operators."""
 
-    __slots__ = ("index", "states", "timers", "dirty", "removed", "added", "timers_changed", "full", "frozen")
+    __slots__ = ("index", "states", "timers", "dirty", "removed", "added", "timers_changed", "full", "frozen", "appends")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -48,6 +49,8 @@ class Bin:
         self.timers_changed = False  # a timer set or fired since the last checkpoint
         self.full = False  # the next checkpoint writes the whole bin (e.g. it just moved here)
         self.frozen: dict[Any, Any] | None = None  # keys an in-flight checkpoint still reads -> their state
+        #: list states a checkpoint may write as what was appended (tstate.state.appends); None: none yet
+        self.appends: AppendLog | None = None
 
     def __len__(self) -> int:
         return len(self.states)

@@ -272,10 +272,12 @@ def decode_bin(data: bytes, codec: Any) -> Bin:
 
 class Payload:
     """A decoded bin payload: a snapshot (``states``: key → state) or a delta
-    (``upserts``: ``[(key, state), ...]``, ``deletes``: keys), and the bin's full
-    ``timers`` (time → ``{key: None}``); keys, times and states decoded."""
+    (``upserts``: ``[(key, state), ...]``, ``deletes``: keys, ``appends``: ``[(key,
+    items), ...]`` -- items appended to a ``list`` state, :mod:`tstate.state.appends`),
+    and the bin's full ``timers`` (time → ``{key: None}``); keys, times and states
+    decoded."""
 
-    __slots__ = ("bin", "states", "upserts", "deletes", "timers")
+    __slots__ = ("bin", "states", "upserts", "deletes", "timers", "appends")
 
     def __init__(
         self,
@@ -284,12 +286,14 @@ class Payload:
         upserts: Optional[list[tuple[Any, Any]]],
         deletes: Optional[list[Any]],
         timers: dict[Any, dict[Any, None]],
+        appends: Optional[list[tuple[Any, Any]]] = None,
     ) -> None:
         self.bin = bin
         self.states = states
         self.upserts = upserts
         self.deletes = deletes
         self.timers = timers
+        self.appends = appends
 
 
 _STRUCTS: dict[Any, Any] = {}
@@ -314,6 +318,8 @@ def _payload_decoder(codec: Any) -> Any:
                 ("states", values, None),
                 ("upserts", values, None),
                 ("deletes", Optional[list[Any]], None),
+                ("akeys", Optional[list[Any]], None),
+                ("appends", values, None),
             ],
             gc=False,
         )
@@ -382,7 +388,12 @@ def _from_typed(p: Any, codec: Any) -> Payload:
     if p.deletes is None:
         raise CheckpointError("malformed bin payload (a delta without deletes)")
     upserts = list(_keyed(p.keys, values).items())
-    return Payload(p.bin, None, upserts, [decode_key(k) for k in p.deletes], timers)
+    appends = None
+    if p.appends is not None:
+        if p.akeys is None:
+            raise CheckpointError("malformed bin payload (appends without their keys)")
+        appends = list(_keyed(p.akeys, p.appends).items())
+    return Payload(p.bin, None, upserts, [decode_key(k) for k in p.deletes], timers, appends)
 
 
 def _from_untyped(obj: Any, codec: Any) -> Payload:
@@ -397,7 +408,13 @@ def _from_untyped(obj: Any, codec: Any) -> Payload:
         states = [(decode_key(k), from_b(v)) for k, v in pairs]
         if "states" in obj:
             return Payload(obj["bin"], dict(states), None, None, timers)
-        return Payload(obj["bin"], None, states, [decode_key(k) for k in obj["deletes"]], timers)
+        appends = None
+        if "appends" in obj:
+            akeys, items = obj["akeys"], obj["appends"]
+            if type(akeys) is not list or type(items) is not list or len(akeys) != len(items):
+                raise CheckpointError("malformed bin payload (appends and their keys do not pair up)")
+            appends = [(decode_key(k), from_b(v)) for k, v in zip(akeys, items)]
+        return Payload(obj["bin"], None, states, [decode_key(k) for k in obj["deletes"]], timers, appends)
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"malformed bin payload ({exc!r})") from None
 

@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional, Sequence
 from tstate.checkpoint.delta import encode_delta_parts
 from tstate.engine.checkpointing.freeze import MISSING, Frozen
 from tstate.keys import encode_keys
+from tstate.state.appends import AppendLog, appendable
 from tstate.state.bin import Bin
 from tstate.state.payload import encode_checked, encode_keys_raw
 from tstate.types.codec import encode_envelope
@@ -67,8 +68,14 @@ def encode_work(w: BinWork) -> bytes:
             gone = [k for k, v in pairs if v is MISSING]
             keys = [k for k, v in pairs if v is not MISSING]
             values = [v for v in values if v is not MISSING]
-        wkeys = encode_keys_raw(keys)
         if w.snapshot:
+            if appendable(codec):  # the chain starts afresh: log its long lists
+                log = b.appends
+                if log is None:
+                    log = b.appends = AppendLog()
+                log.forget()
+                log.split(keys, values)
+            wkeys = encode_keys_raw(keys)
             payload = {"bin": b.index, "keys": wkeys, "states": values, "timers": w.timers}
             fingerprint = codec.fingerprint
 
@@ -77,14 +84,32 @@ def encode_work(w: BinWork) -> bytes:
                 return encode_envelope(fingerprint, payload)
         else:
             deletes = encode_keys(gone)
+            akeys: Any = None
+            appended: Any = None
+            if appendable(codec):  # list states: what was appended (tstate.state.appends)
+                log = b.appends
+                if log is None:
+                    log = b.appends = AppendLog()
+                for k in gone:
+                    log.drop(k)
+                keys, values, app_keys, suffixes = log.split(keys, values)
+                if app_keys:
+                    akeys = encode_keys_raw(app_keys)
+                    appended = encode_checked(_raw, app_keys, suffixes, codec, w.operator)
+            wkeys = encode_keys_raw(keys)
 
             def build(states: list[Any]) -> bytes:
-                return encode_delta_parts(b.index, wkeys, states, deletes, w.timers, codec.fingerprint)
+                return encode_delta_parts(b.index, wkeys, states, deletes, w.timers, codec.fingerprint, akeys, appended)
 
         return encode_checked(build, keys, values, codec, w.operator)
 
     out: bytes = w.frozen.take(b, encode)
     return out
+
+
+def _raw(states: Any) -> Any:
+    """What :func:`~tstate.state.payload.encode_checked` checked and encoded, as it is."""
+    return states
 
 
 class Job:

@@ -79,10 +79,9 @@ def drawn_layers(doc: str) -> dict[str, int]:
 def test_the_layer_drawing_holds_against_the_import_graph() -> None:
     """Every package of tstate is drawn, and none imports (anywhere in its modules)
     one drawn above it: the drawing's order is the code's."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_layers import graph, package_of, packages
+    # as a module of the tests package: putting tests/ on sys.path would make
+    # tests/apps shadow the apps package for every test run after this one
+    from tests.test_layers import graph, package_of, packages
 
     drawn = drawn_layers(DOC)
     pk = packages(graph(ROOT / "tstate"))

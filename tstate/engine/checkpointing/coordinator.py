@@ -80,7 +80,6 @@ from attrs import frozen
 from tstate.checkpoint import delta as _delta
 from tstate.checkpoint import store as _store
 from tstate.checkpoint.commit import BinFile, commit, operator_schemas
-from tstate.checkpoint.delta import restore_bin
 from tstate.checkpoint.fs import LocalFS
 from tstate.checkpoint.manifest import FileRef, check_format
 from tstate.checkpoint.schema_check import check_compatible
@@ -89,6 +88,7 @@ from tstate.checkpoint.store import CheckpointStore
 from tstate.engine.checkpointing.forked import Snapshot, fork_available
 from tstate.engine.checkpointing.freeze import MISSING, Frozen
 from tstate.engine.checkpointing.slices import BinWork, Job, Pacer
+from tstate.engine.checkpointing.usable import RestoreCheck, lazy_eligible
 from tstate.engine.checkpointing.writer import FileWriter, commit_request
 from tstate.errors import CheckpointError, CheckpointLostWarning, CheckpointSkippedWarning, ConfigurationError
 from tstate.migration.configuration import ConfigHistory
@@ -327,41 +327,36 @@ class Coordinator:
             return None
         start = _time.perf_counter()
         # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)
-        # an eager restore decodes every file the verification reads: it keeps their
-        # bytes (read once, not twice), each dropped once its bin is decoded
-        verified: dict[str, bytes] = {}
-        store = self.store
-        keep = None if self.cfg.restore == "lazy" else (lambda m: store.verify(m, keep=verified))
-        manifest = store.recover(fresh_if_unusable=self.cfg.fresh_if_unusable, verify=keep)
+        store, exe = self.store, self.exe
+        stateful = list(exe.graph.of_type(Stateful))
+        lazy = self.cfg.restore == "lazy"
+        codecs = {spec.name: (exe.operators[0][index].codec, spec.bins) for index, spec in stateful}  # type: ignore[attr-defined]
+        # each candidate's files verified, its stored schemas checked against its files,
+        # and (eager) its bins decoded -- each file read once, its bytes dropped once its
+        # bin is decoded: a checkpoint failing any of it is unusable
+        check = RestoreCheck(store, codecs, lazy)
+        manifest = store.recover(fresh_if_unusable=self.cfg.fresh_if_unusable, verify=check)
         if manifest is None:
             return None
-        read = self.store.read
-
-        def data(ref: Any) -> bytes:
-            got = verified.pop(ref.path, None)
-            return read(ref) if got is None else got
-
         check_format(manifest, self.cfg.directory)
         self._fresh = False
         self._base_manifest, self._last_id = manifest, manifest.id
         self.committed_ids.append(manifest.id)
         self.committed_set.add(manifest.id)
-        exe = self.exe
-        for index, spec in exe.graph.of_type(Stateful):
+        for index, spec in stateful:
             entry = manifest.operators.get(spec.name)
             if entry is None:
                 continue  # an operator added since: starts empty
-            schema = spec.schema
-            check_compatible(spec.name, entry.schema, schema)
+            check_compatible(spec.name, entry.schema, spec.schema)
             if entry.bins != spec.bins:
                 raise ConfigurationError(
                     f"operator {spec.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {spec.bins}"
                 )
             owners = exe.configs[index].initial
-            codec = exe.operators[0][index].codec  # type: ignore[attr-defined]
+            codec = codecs[spec.name][0]
             # a compatible older schema (e.g. a field added with a default) decodes too
             stored = Schema.from_builtins(entry.schema).fingerprint
-            if self.cfg.restore == "lazy" and stored == codec.fingerprint and manifest.format >= FORMAT:
+            if lazy_eligible(manifest, stored, codec, lazy):
                 # decoded when first needed (files as they are: no rewrite due)
                 if self.lazy is None:
                     from tstate.engine.checkpointing.lazy import LazyRestore
@@ -373,12 +368,10 @@ class Coordinator:
                 for w, chains in sorted(by_owner.items()):
                     self.lazy.add(exe.operators[w][index], codec, stored, chains)
                 continue
-            for bin_index, chain in sorted(entry.chains.items()):
-                b = restore_bin([data(ref) for ref in chain], codec, fingerprint=stored)
+            for bin_index in sorted(entry.chains):
+                b = check.decoded.pop((spec.name, bin_index))  # (decoded by the check)
                 # rewrite it under the new schema, or in the current format
                 b.full = stored != codec.fingerprint or manifest.format < FORMAT
-                if b.index != bin_index:
-                    raise CheckpointError(f"checkpoint {manifest.id}: operator {spec.name!r} bin {bin_index} holds bin {b.index}")
                 exe.operators[owners[bin_index]][index].install_bin(b)  # type: ignore[attr-defined]
         meta = manifest.meta
         left = 0

@@ -58,3 +58,16 @@ def test_the_deploy_page_says_where_executors_unpack_archives() -> None:
     doc = (ROOT / "docs" / "spark-deploy.md").read_text()
     assert "SPARK_WORKER_DIR" in doc and "site-packages/pyspark/work/" in doc
     assert 'env["SPARK_WORKER_DIR"]' in (ROOT / "tests" / "spark" / "test_deploy.py").read_text()
+
+
+def test_no_stray_package_archives_in_the_repository() -> None:
+    """Issue 24: a wheel (pyflakes-4.1.0-py2.py3-none-any.whl) sat at the root, referenced
+    by nothing.  Built or downloaded packages never belong in the source tree."""
+    skip = {".git", ".venv", "venv", "build", "dist", ".tox", "node_modules"}
+    stray = [
+        p.relative_to(ROOT).as_posix()
+        for pattern in ("*.whl", "*.egg")
+        for p in ROOT.rglob(pattern)
+        if not skip & set(p.relative_to(ROOT).parts)
+    ]
+    assert not stray, f"package archives in the source tree: {stray}"

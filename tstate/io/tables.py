@@ -57,7 +57,7 @@ def column_values(col: Any, int_timestamps: bool = False) -> list[Any]:
     """The values of an Arrow column as Python objects, what ``col.to_pylist()`` gives
     (``None`` for nulls) -- but a timezone-naive timestamp column (seconds to
     microseconds) is converted by numpy, ten times faster than pyarrow's per-value
-    ``datetime``\ s; ``int_timestamps``: a timestamp column's integers in its unit.
+    ``datetime`` objects; ``int_timestamps``: a timestamp column's integers in its unit.
 
     >>> import pyarrow as pa, datetime as dt
     >>> column_values(pa.array([dt.datetime(2001, 1, 1, 10, 30), None], pa.timestamp("ms")))

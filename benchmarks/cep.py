@@ -19,7 +19,15 @@ else the bundled sample ``apps/data/flights-sample.parquet``.  Per pattern:
 * ``baseline``: the hand-written per-key classes over the pre-loaded events (no
   timeouts);
 
-and ``both patterns``: the app's dataflow (one source, two CEP operators).  The loading
+and ``both patterns``: the app's dataflow (one source, two CEP operators).
+
+``SQL over parquet`` (issue 24 item 5): one MATCH_RECOGNIZE query (:data:`FLIGHT_SQL`, a
+rising delay run within three hours) through ``match_recognize(...).cep(flow,
+ts.io.parquet(...))`` (dict rows, ``datetime`` times) side by side with the same pattern
+written in the Pattern API (:func:`flight_pattern`) on the app's typed source, the two
+run round-robin (``--repeat`` times, medians), their matches checked equal.  The JSON
+object on the last line holds ``sql_parquet_over_pattern_api``: SQL CPU seconds / Pattern
+API CPU seconds (target <= 1.2; CPU time, which a shared machine disturbs less).  ``--only sql`` runs this comparison alone.  The loading
 of the events for the loops is timed separately (first line).  Peak state is sampled
 between steps / every 20,000 events, outside the timed sections: partial matches (incl.
 held matches), events held in state (buffered for the watermark + referenced by partial
@@ -37,7 +45,9 @@ Target (issue 7): >= 300k events/s per pattern on one worker.  Results and analy
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import gc
+import json
 import os
 import statistics
 import time
@@ -55,7 +65,9 @@ from apps.cep.__main__ import DEFAULT_INPUT, GC_THRESHOLD
 from apps.cep.baseline import CascadeBaseline, RecoveryBaseline
 from apps.cep.dataflow import cep
 from apps.cep.flights import DATA_PATH, FlightEvent, delay_cascade, recovery
+from apps.cep.pattern import AfterMatchSkip, Pattern
 from apps.cep.source import flight_source
+from apps.cep.sql import match_recognize
 from benchmarks.common import table
 from tstate.io.sinks import Sink
 from tstate.types import estimated_size
@@ -68,6 +80,42 @@ CHUNK = 20_000
 END = 10**12
 by_origin = attrgetter("origin")
 by_minute = attrgetter("minute")
+
+
+#: the SQL side of the comparison (issue 24 item 5): a delay above 30 minutes, two or more
+#: rising delays, then a falling one, within three hours, per origin
+FLIGHT_SQL = """
+    PARTITION BY origin
+    ORDER BY date
+    MEASURES A.date AS start, A.delay AS first_delay, COUNT(B.*) AS rises, C.date AS stop, C.delay AS end_delay
+    ONE ROW PER MATCH
+    AFTER MATCH SKIP PAST LAST ROW
+    PATTERN (A B{2,}? C) WITHIN INTERVAL '3' HOUR
+    DEFINE
+        A AS A.delay > 30,
+        B AS B.delay > LAST(delay, 1),
+        C AS C.delay < LAST(delay, 1)
+"""
+
+
+def flight_pattern() -> Pattern:
+    """:data:`FLIGHT_SQL` in the Pattern API over :class:`FlightEvent` (as Flink's
+    planner translates the query)."""
+    return (
+        Pattern.begin("A", skip=AfterMatchSkip.skip_past_last_event())
+        .where(lambda f: f.delay > 30)
+        .next("B")
+        .where(lambda f, ctx: f.delay > ctx.previous().delay)
+        .times_or_more(2)
+        .consecutive()
+        .next("C")
+        .where(lambda f, ctx: f.delay < ctx.previous().delay)
+        .within(dt.timedelta(hours=3))
+    )
+
+
+HEADER = ["pattern", "engine", "events/s", "cpu ev/s", "seconds", "matches", "timeouts",
+          "peak partial", "peak events", "peak state"]  # fmt: skip
 
 
 class Peak:
@@ -148,6 +196,66 @@ def _sample_dataflow(ex: Any, op: Any, peak: Peak) -> None:
                 events += len(s.buffer) + len(s.nfa.events)
                 nbytes += estimated_size(s)
     peak.update(partial, events, nbytes)
+
+
+def run_sql(path: str, rows: int | None) -> list[tuple[Any, ...]]:
+    """FLIGHT_SQL over ``ts.io.parquet`` (or ``ts.io.csv``): (origin, start minute,
+    stop minute, rises) per match."""
+    flow = ts.Dataflow("cep-sql-bench")
+    table_source = ts.io.csv if path.lower().endswith((".csv", ".csv.gz")) else ts.io.parquet
+    src = flow.source(table_source(path, time="date", epoch="1h", columns=["date", "delay", "origin"], limit=rows), name="rows")
+    out = match_recognize(FLIGHT_SQL).cep(flow, src)
+    got = out.rows.collect()
+    flow.run(workers=1)
+    minute = dt.timedelta(minutes=1)
+
+    def at(d: dt.datetime) -> int:
+        return (d - dt.datetime(1970, 1, 1)) // minute
+
+    return [(r["origin"], at(r["start"]), at(r["stop"]), r["rises"]) for _, r in got.items]
+
+
+def run_pattern_api(path: str, rows: int | None) -> list[tuple[Any, ...]]:
+    """:func:`flight_pattern` on the app's typed source: the same tuples as :func:`run_sql`."""
+    flow = ts.Dataflow("cep-api-bench")
+    src = flow.source(flight_source(path, epoch="1h", limit=rows), name="flights")
+    out = cep(flow, src, flight_pattern(), key=by_origin, name="pattern_api")
+    got = out.matches.collect()
+    flow.run(workers=1)
+    return [(k, m["A"][0].minute, m["C"][0].minute, len(m["B"])) for _, (k, m) in got.items]
+
+
+def compare_sql(path: str, rows: int | None, repeat: int, n: int) -> tuple[list[list[Any]], dict[str, float]]:
+    """The SQL-over-parquet rows of the table and the ratio (see the module docs): the
+    two run round-robin, medians of wall and of CPU seconds; the ratio is of CPU
+    seconds (a shared machine disturbs it less; one process, one thread)."""
+    cases = {"sql": partial(run_sql, path, rows), "api": partial(run_pattern_api, path, rows)}
+    wall: dict[str, list[float]] = {k: [] for k in cases}
+    cpu: dict[str, list[float]] = {k: [] for k in cases}
+    got: dict[str, list[tuple[Any, ...]]] = {}
+    for _ in range(repeat):
+        for k, fn in cases.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            got[k] = fn()
+            wall[k].append(time.perf_counter() - w0)
+            cpu[k].append(time.process_time() - c0)
+    assert sorted(got["sql"]) == sorted(got["api"]), "SQL over parquet and the Pattern API disagree"
+    med = {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in cases}
+    table_rows = [
+        ["rising delays (SQL)", engine, n / med[k][0], n / med[k][1], med[k][0], len(got[k]), "", "", "", ""]
+        for k, engine in (("sql", "match_recognize over ts.io.parquet"), ("api", "Pattern API, typed source"))
+    ]
+    return table_rows, {"sql_parquet_over_pattern_api": round(med["sql"][1] / med["api"][1], 3)}
+
+
+def count_flights(path: str, rows: int | None) -> int:
+    """How many rows the runs read."""
+    from apps.cep.source import count_rows
+
+    total = count_rows(path)
+    if total is None:  # (a CSV)
+        total = len(load(path, rows)[0])
+    return total if rows is None else min(rows, total)
 
 
 def load(path: str, rows: int | None) -> tuple[list[FlightEvent], float]:
@@ -257,13 +365,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--path", default=None, help=f"input (default: {DATA_PATH} if present, else the bundled sample)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per configuration; the median is reported")
     ap.add_argument("--default-gc", action="store_true", help="keep Python's default GC thresholds")
+    ap.add_argument("--only", choices=["sql"], default=None, help="run only the SQL-over-parquet comparison")
     args = ap.parse_args(argv)
     path = args.path or (DATA_PATH if os.path.exists(DATA_PATH) else str(DEFAULT_INPUT))
     old_gc = gc.get_threshold()
     if not args.default_gc:
         gc.set_threshold(*GC_THRESHOLD)
     try:
-        _bench(path, args.rows, max(1, args.repeat), args.default_gc)
+        if args.only == "sql":
+            n = count_flights(path, args.rows)
+            rows_out, ratios = compare_sql(path, args.rows, max(1, args.repeat), n)
+            print(table(HEADER, rows_out))
+            print(json.dumps(ratios))
+        else:
+            _bench(path, args.rows, max(1, args.repeat), args.default_gc)
     finally:
         gc.set_threshold(*old_gc)
 
@@ -321,14 +436,11 @@ def _compare(
         ["both patterns", "tstate dataflow", n / both["wall"], n / both["cpu"], both["wall"],
          sum(s[0].count for s in both["sinks"].values()), sum(s[1].count for s in both["sinks"].values()), "", "", ""]
     )  # fmt: skip
-    print(
-        table(
-            ["pattern", "engine", "events/s", "cpu ev/s", "seconds", "matches", "timeouts",
-             "peak partial", "peak events", "peak state"],
-            rows_out,
-        )
-    )  # fmt: skip
+    sql_rows, ratios = compare_sql(path, rows, repeat, n)
+    rows_out += sql_rows
+    print(table(HEADER, rows_out))
     print("\nevery engine found the same matches, per key and in order")
+    print(json.dumps(ratios))
 
 
 if __name__ == "__main__":

@@ -97,3 +97,16 @@ def test_the_layer_drawing_holds_against_the_import_graph() -> None:
 def test_the_layer_drawing_check_catches_a_package_drawn_too_low() -> None:
     doc = "## Layers and packages\n\n```\n  tstate/plan/   nodes\n  tstate/checkpoint/, tstate/io/\n```\n"
     assert drawn_layers(doc) == {"tstate.plan": 0, "tstate.checkpoint": 1, "tstate.io": 1}
+
+
+def test_no_stray_package_archives_in_the_repository() -> None:
+    """Issue 24: a wheel (pyflakes-4.1.0-py2.py3-none-any.whl) sat at the root, referenced
+    by nothing.  Built or downloaded packages never belong in the source tree."""
+    skip = {".git", ".venv", "venv", "build", "dist", ".tox", "node_modules"}
+    stray = [
+        p.relative_to(ROOT).as_posix()
+        for pattern in ("*.whl", "*.egg")
+        for p in ROOT.rglob(pattern)
+        if not skip & set(p.relative_to(ROOT).parts)
+    ]
+    assert not stray, f"package archives in the source tree: {stray}"

@@ -67,6 +67,7 @@ from tstate.plan.records import check_registrable
 from tstate.plan.stateful import FoldFn, StatefulFn
 from tstate.probe import Probe
 from tstate.runner import Runner
+from tstate.state.query import StateFormat
 from tstate.progress.timestamp import minimum
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -833,7 +834,7 @@ class Dataflow:
 
         return decorate
 
-    def state(self, op: "Stream", at: Any = None, format: str = "arrow") -> Any:
+    def state(self, op: "Stream", at: Any = None, format: StateFormat = "arrow") -> Any:
         """The state of stateful operator ``op`` after (or during) a run: on the embedded
         engine a consistent snapshot (see :func:`tstate.state.query.snapshot` for
         ``at`` and ``format``); on another backend what its

@@ -26,7 +26,7 @@ from tstate.backend import Backend
 from tstate.errors import ConfigurationError, GraphError
 from tstate.metrics import Metrics
 from tstate.plan.graph import Planned
-from tstate.state.query import point_read, snapshot
+from tstate.state.query import StateFormat, point_read, snapshot
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.engine.execution import Execution
@@ -103,7 +103,7 @@ class Runner:
         """The current (or last) run's metrics, whichever backend ran it (empty before)."""
         return self.backend.metrics if self.backend is not None else Metrics()
 
-    def state(self, op: Any, at: Any = None, format: str = "arrow") -> Any:
+    def state(self, op: Any, at: Any = None, format: StateFormat = "arrow") -> Any:
         """Stateful operator ``op``'s state (see ``Dataflow.state``)."""
         ex = self.execution
         if ex is not None:

@@ -362,10 +362,20 @@ def cep(
     E_, L_, O_ = clock.epoch, clock.lateness, clock.origin
     LO_ = O_ - L_  # W(T-1) = T*E + (O - L)
 
+    # per-event arithmetic on datetimes allocates: the watermark of the current epoch
+    # and (datetime event time: exact) the start of the epoch a key's timer is set for
+    # are computed once and kept, each as one tuple (workers on threads share them)
+    exact = isinstance(E_, dt.timedelta)
+    seen: list[tuple[Any, Any]] = [(None, None), (None, None)]  # (epoch, watermark), (wake epoch, its start)
+
     def on_event(s: CepState, rec: Any, ctx: Any) -> None:
         t = time(rec)
+        now = ctx.time
+        mark = seen[0]
+        if mark[0] != now:
+            mark = seen[0] = (now, now * E_ + LO_)
         try:
-            late = t < ctx.time * E_ + LO_  # below the watermark already reached
+            late = t < mark[1]  # below the watermark already reached
         except TypeError:
             raise _time_error(rec, t, E_, O_) from None
         if late:
@@ -375,6 +385,13 @@ def cep(
             return
         s.buffer.append((t, rec))
         w = s.wake
+        if w is not None and exact:
+            start = seen[1]
+            if start[0] != w:
+                start = seen[1] = (w, w * E_ + LO_)  # (t - O + L) // E < w  <=>  t < w*E + O - L
+            if t >= start[1]:
+                return  # the key's timer is early enough
+            w = None
         if w is None or (t - O_ + L_) // E_ < w:  # an earlier timer is needed
             need = max(int((t - O_ + L_) // E_), ctx.time)  # (>= ctx.time but for float rounding)
             ctx.notify_at(need)

@@ -54,7 +54,7 @@ from typing import Any, Optional
 from apps.cep.errors import EventFieldError, ExpressionError, SqlError
 from apps.cep.sql_cast import TARGETS, cast_function
 from apps.cep.sql_fields import Fields, RowFields
-from apps.cep.sql_functions import ALL, Compiled, Functions, RowScope, const, name_of
+from apps.cep.sql_functions import ALL, NOT_CONSTANT, Compiled, Functions, RowScope, const, current_row, name_of
 
 __all__ = ["Compiled", "ExprCompiler", "interval_of", "interval_value", "name_of", "sql_error"]
 
@@ -279,6 +279,8 @@ class ExprCompiler:
                 )
             return Compiled(lambda r, _c: get(r), False)
         sel, uses = self.functions.selector(var, False, 0, 0)
+        if sel is current_row:  # the row being tested: one call
+            return Compiled(lambda e, _c: get(e), False, row_get=get)
         return Compiled(lambda e, c: get(sel(e, c)), uses)
 
     # calls and casts -------------------------------------------------------------------------
@@ -315,6 +317,35 @@ class ExprCompiler:
     def _binary(self, op: str, a: Compiled, b: Compiled) -> Compiled:
         f = _BINARY[op]
         fa, fb = a.fn, b.fn
+        uses = a.uses_ctx or b.uses_ctx
+        y0 = b.constant
+        ga = a.row_get
+        if y0 is not NOT_CONSTANT and y0 is not None:  # (x op literal: what the general case computes)
+            if ga is not None:
+                g1: Callable[[Any], Any] = ga
+
+                def row_op_const(e: Any, c: Any) -> Any:
+                    x = g1(e)
+                    return None if x is None else f(x, y0)
+
+                return Compiled(row_op_const, uses)
+
+            def op_const(e: Any, c: Any) -> Any:
+                x = fa(e, c)
+                return None if x is None else f(x, y0)
+
+            return Compiled(op_const, uses)
+        if ga is not None:
+            g2: Callable[[Any], Any] = ga
+
+            def row_op(e: Any, c: Any) -> Any:
+                x = g2(e)
+                if x is None:
+                    return None
+                y = fb(e, c)
+                return None if y is None else f(x, y)
+
+            return Compiled(row_op, uses)
 
         def binary(e: Any, c: Any) -> Any:
             x = fa(e, c)

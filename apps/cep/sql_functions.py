@@ -34,18 +34,33 @@ SCALARS = ("ABS", "COALESCE", "UPPER", "LOWER")
 Fn = Callable[[Any, Any], Any]
 
 
+#: :attr:`Compiled.constant` of an expression that is not a constant
+NOT_CONSTANT: Any = object()
+
+
 @frozen
 class Compiled:
     """A compiled expression: ``fn(event, ctx)`` (in MEASURES: ``fn(None, match)``);
-    ``uses_ctx`` is false when it reads only the current row (a simple condition)."""
+    ``uses_ctx`` is false when it reads only the current row (a simple condition).
+    What lets an operator on it evaluate with fewer calls (the result is the same):
+    ``constant``, its value when it is a constant (else :data:`NOT_CONSTANT`);
+    ``row_get``, when it is a column of the current row in DEFINE, the getter with
+    ``fn(e, c) == row_get(e)``."""
 
     fn: Fn
     uses_ctx: bool
+    constant: Any = NOT_CONSTANT
+    row_get: Optional[Callable[[Any], Any]] = None
 
 
 def const(value: Any) -> Compiled:
     """A constant expression."""
-    return Compiled(lambda _e, _c: value, False)
+    return Compiled(lambda _e, _c: value, False, value)
+
+
+def current_row(e: Any, _c: Any) -> Any:
+    """The selector of the row being tested (DEFINE's current variable, offset 0)."""
+    return e
 
 
 class RowScope:
@@ -158,7 +173,7 @@ class Functions:
         cur = h.define and var in (ALL, h.current)
         if h.define and not first and not prev:
             if offset == 0 and cur:
-                return (lambda e, _c: e), False
+                return current_row, False
             if offset == 1 and var == ALL:
                 return (lambda _e, c: c.previous()), True
             if offset == 1 and var == h.current:

@@ -235,6 +235,7 @@ def test_incremental_gc_never_deletes_through_a_symlinked_directory(tmp_path: An
 
 def test_a_full_scan_never_deletes_through_a_symlinked_data_directory(tmp_path: Any) -> None:
     store, root, victim = two_checkpoints_and_a_link(tmp_path)
+    fresh = new_store(root, retain=1)  # opened before the link is made (opening refuses one)
     outside = tmp_path / "outside"
     os.rename(root / "data", outside)
     os.symlink(outside, root / "data")
@@ -242,13 +243,76 @@ def test_a_full_scan_never_deletes_through_a_symlinked_data_directory(tmp_path: 
     (outside / "stray-op" / "0").mkdir()
     stray = outside / "stray-op" / "0" / "000001-deadbeef-snap.bin"
     stray.write_bytes(b"someone else's file with a name we write")
-    fresh = new_store(root, retain=1)  # first commit: a full scan of data/
-    w = fresh.begin(1)
+    w = fresh.begin(1)  # its first commit: a full scan of data/
     w.put_snapshot("op", 0, snap(0, {"a": [1]}))
-    with pytest.warns(RuntimeWarning, match="nothing is deleted through one"):
+    with pytest.warns(RuntimeWarning) as warned:
         w.commit()
+    assert any("nothing is deleted through one" in str(x.message) for x in warned)
     assert stray.exists() and (outside / os.path.join(*victim.split("/")[1:])).exists()
     assert any("stray-op" in p and "not deleted" in p for p in fresh.problems)
+    assert any("a symlink, not garbage-collected" in p for p in fresh.problems)
+    with pytest.raises(CheckpointError, match="grow without bound"):
+        fresh.begin(2)  # it never keeps writing where it cannot delete
+
+
+def link_out(tmp_path: Any, root: Any, layout: str, victim: str) -> tuple[str, Any]:
+    """Move one of the store's own directories out of it and leave a symlink in its
+    place: ``data/``, a bin directory (``data/<op>/<bin>``) or ``manifests/``."""
+    rel = {"data": "data", "bin": victim.rsplit("/", 1)[0], "manifests": "manifests"}[layout]
+    outside = tmp_path / f"outside-{layout}"
+    os.rename(root / rel, outside)
+    os.symlink(outside, root / rel)
+    return rel, outside
+
+
+@pytest.mark.parametrize("layout", ["data", "bin", "manifests"])
+def test_a_store_with_a_symlinked_directory_is_refused_when_opened(tmp_path: Any, layout: str) -> None:
+    """Issue 26, item 4: writes would go through the link and every deletion be refused,
+    so the store would grow without bound; opening it names the link and what to do."""
+    _, root, victim = two_checkpoints_and_a_link(tmp_path)
+    rel, outside = link_out(tmp_path, root, layout, victim)
+    before = sorted(str(p) for p in outside.rglob("*"))
+    with pytest.raises(CheckpointError) as info:
+        new_store(root, retain=1)
+    message = str(info.value)
+    assert os.path.join(str(root), *rel.split("/")) in message and str(outside) in message
+    assert "(outside the store)" in message and "Replace each link by a real directory" in message
+    assert sorted(str(p) for p in outside.rglob("*")) == before  # nothing written or deleted there
+    # reading (the inspection CLI) still works: it neither writes nor deletes
+    ro = CheckpointStore(root, readonly=True)
+    assert [m.id for m in ro.manifests()] == [1]
+    # put back as a real directory, the store opens and collects as usual
+    os.unlink(root / rel)
+    os.rename(outside, root / rel)
+    store = new_store(root, retain=1)
+    for t in (1, 2):
+        w = store.begin(t)
+        w.put_snapshot("op", 0, snap(0, {"a": [t]}))
+        m = w.commit()
+    assert store.problems == [] and files_on_disk(root) == {r.path for r in m.files()}
+
+
+def test_a_symlink_that_stays_inside_the_store_is_refused_too(tmp_path: Any) -> None:
+    """Garbage collection deletes through no symlink, wherever it points."""
+    _, root, _ = two_checkpoints_and_a_link(tmp_path)
+    os.rename(root / "data", root / "elsewhere")
+    os.symlink(root / "elsewhere", root / "data")
+    with pytest.raises(CheckpointError, match="data -> .*elsewhere: a symlinked directory") as info:
+        new_store(root, retain=1)
+    assert "outside the store" not in str(info.value)
+
+
+def test_a_link_made_while_running_stops_the_next_checkpoint(tmp_path: Any) -> None:
+    """A directory replaced by a symlink after the store was opened: the commit that
+    cannot collect through it warns, and the next begin() refuses."""
+    store, root, victim = two_checkpoints_and_a_link(tmp_path)
+    rel, outside = link_out(tmp_path, root, "bin", victim)
+    w = store.begin(1)
+    w.put_snapshot("op", 0, snap(0, {"a": [1]}))
+    with pytest.warns(RuntimeWarning, match="a symlink"):
+        w.commit()
+    with pytest.raises(CheckpointError, match=f"{rel} -> {outside} \\(outside the store\\)"):
+        store.begin(2)
 
 
 def test_a_symlinked_root_is_the_store(tmp_path: Any) -> None:

@@ -8,6 +8,8 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from attrs import frozen
 
 import tstate as ts
@@ -192,3 +194,47 @@ def test_unreadable_csv_rows_are_named(tmp_path):
     with pytest.raises(SourceError, match=r"ragged.csv: row 3: 3 fields, where the header has 2") as err:
         read_all(ts.io.csv(path, time="t"))
     assert "Expected 2 columns" in str(err.value.__cause__)  # pyarrow's message: the cause, not the message
+
+
+# ---- the fast column conversions (issue 24 item 5) equal pyarrow's ----------------------------
+
+
+@given(
+    unit=st.sampled_from(["s", "ms", "us", "ns"]),
+    tz=st.sampled_from([None, "UTC", "Europe/Paris"]),
+    values=st.lists(st.none() | st.integers(-(2**62), 2**62) | st.integers(-(10**12), 10**12), max_size=30),
+)
+def test_column_values_are_what_pyarrow_gives(unit: str, tz: str | None, values: list) -> None:
+    import pyarrow as pa
+
+    from tstate.io.tables import column_values
+
+    col = pa.array(values, pa.int64()).cast(pa.timestamp(unit, tz=tz))
+    try:
+        want = col.to_pylist()
+    except (ValueError, OverflowError) as exc:  # beyond datetime: the same error, never other values
+        with pytest.raises(type(exc)):
+            column_values(col)
+        return
+    assert column_values(col) == want
+    assert column_values(col, int_timestamps=True) == values
+
+
+@given(names=st.lists(st.text(max_size=8), max_size=6), n=st.integers(0, 5))
+def test_dict_rows_are_dict_zip(names: list[str], n: int) -> None:
+    from tstate.io.tables import dict_rows
+
+    cols = [[(i, j) for j in range(n)] for i in range(len(names))]
+    assert dict_rows(tuple(names))(cols) == [dict(zip(names, vals)) for vals in zip(*cols)]
+
+
+@given(
+    unit=st.sampled_from([1, 1e3, 1e6, 1e9]),
+    secs=st.sampled_from([1.0, 60.0, 3600.0, 0.5, 7.3, 86400.0]),
+    ints=st.lists(st.integers(-(2**53), 2**53), max_size=30),
+)
+def test_vectorised_epochs_are_the_loops(unit: float, secs: float, ints: list[int]) -> None:
+    import numpy as np
+
+    got = np.floor_divide(np.array(ints, dtype=np.int64) / unit, secs).astype(np.int64).tolist()
+    assert got == [int((v / unit) // secs) for v in ints]

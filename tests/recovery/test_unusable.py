@@ -164,3 +164,94 @@ def test_resume_false_ignores_unusable_checkpoints(tmp_path: Any) -> None:
     assert ex.restored is None
     ex.run()
     assert read_output(out) == reference(tmp_path)
+
+
+def alter_schema(ck: str, checkpoint_id: int, schema: dict[str, Any]) -> None:
+    """Rewrite a manifest (a valid one: its checksum recomputed) with operator ``sums``'s
+    stored state schema replaced by ``schema``: its files no longer match it."""
+    import attrs
+
+    from tstate.checkpoint.manifest import decode_manifest, encode_manifest, manifest_name
+
+    path = os.path.join(ck, *manifest_name(checkpoint_id).split("/"))
+    m = decode_manifest(open(path, "rb").read())
+    ops = dict(m.operators)
+    ops["sums"] = attrs.evolve(ops["sums"], schema=schema)
+    with open(path, "wb") as f:
+        f.write(encode_manifest(attrs.evolve(m, operators=ops)))
+
+
+ALTERED = {
+    "type changed": {"kind": "str", "name": "str"},  # incompatible with the declared int
+    "optional": {"kind": "optional", "name": "Optional[int]", "args": [{"kind": "int", "name": "int"}]},
+    "unreadable": {"kind": "no such kind", "name": "x"},
+}
+
+
+@pytest.mark.parametrize("restore", ["eager", "lazy"])
+@pytest.mark.parametrize("how", list(ALTERED))
+def test_an_altered_stored_schema_makes_its_checkpoint_unusable(tmp_path: Any, how: str, restore: str) -> None:
+    """Issue 26, item 7: a checkpoint whose stored schema was altered is unusable (with
+    its reason), the previous one is used with a CheckpointSkippedWarning, and the output
+    is exactly once; with every checkpoint altered, a CheckpointError lists them all."""
+    ref = reference(tmp_path)
+    ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
+    crash_after(ck, out, commits=5)
+    alter_schema(ck, 5, ALTERED[how])
+    cfg = ts.Checkpoints(ck, every_epochs=1, mode="sync", retain=3, compact_after=100, restore=restore)
+    with pytest.warns(CheckpointSkippedWarning, match="resuming from checkpoint 4") as warned:
+        ex = build(out).start(2, checkpoint=cfg)
+    (w,) = [w for w in warned if issubclass(w.category, CheckpointSkippedWarning)]
+    reason = "stored state schema is unreadable" if how == "unreadable" else "the stored schema was altered"
+    assert "checkpoint 5: " in str(w.message) and reason in str(w.message) and "'sums'" in str(w.message)
+    assert ex.restored.id == 4
+    ex.run()
+    assert read_output(out) == ref  # exactly once
+    assert os.path.exists(os.path.join(ck, "manifests", "ckpt-000005.unusable"))  # kept as evidence
+
+
+def test_every_checkpoint_altered_is_a_checkpoint_error_listing_them(tmp_path: Any) -> None:
+    ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
+    crash_after(ck, out, commits=5)
+    for i in (3, 4, 5):
+        alter_schema(ck, i, ALTERED["type changed"])
+    cfg = ts.Checkpoints(ck, every_epochs=1, mode="sync", retain=3, compact_after=100)
+    with pytest.raises(CheckpointError) as info:
+        build(out).start(2, checkpoint=cfg)
+    msg = str(info.value)
+    assert "holds 3 checkpoints and none is usable" in msg
+    for i in (3, 4, 5):
+        assert f"checkpoint {i}: " in msg
+    assert msg.count("the stored schema was altered") >= 3
+
+
+def test_a_file_that_decodes_as_another_bin_makes_its_checkpoint_unusable(tmp_path: Any) -> None:
+    """A decode failure after every checksum passed (the newest delta replaced by another
+    bin's delta, the manifest rewritten to match): that checkpoint is unusable."""
+    import attrs
+    import xxhash
+
+    from tstate.checkpoint.manifest import FileRef, decode_manifest, encode_manifest
+
+    ref = reference(tmp_path)
+    ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
+    crash_after(ck, out, commits=5)
+    path = os.path.join(ck, "manifests", "ckpt-000005.manifest")
+    m = decode_manifest(open(path, "rb").read())
+    entry = m.operators["sums"]
+    mine = [(b, c) for b, c in sorted(entry.chains.items()) if c[-1].name.startswith("000005-")]
+    (b1, c1), (_b2, c2) = mine[0], mine[1]
+    alien = open(os.path.join(ck, *c2[-1].path.split("/")), "rb").read()  # bin b2's delta
+    with open(os.path.join(ck, *c1[-1].path.split("/")), "wb") as f:
+        f.write(alien)
+    chains = dict(entry.chains)
+    chains[b1] = (*c1[:-1], FileRef(c1[-1].path, len(alien), xxhash.xxh64_hexdigest(alien)))
+    ops = {**m.operators, "sums": attrs.evolve(entry, chains=chains)}
+    with open(path, "wb") as f:
+        f.write(encode_manifest(attrs.evolve(m, operators=ops)))
+    cfg = ts.Checkpoints(ck, every_epochs=1, mode="sync", retain=3, compact_after=100, restore="eager")
+    with pytest.warns(CheckpointSkippedWarning, match=f"checkpoint 5: operator 'sums' bin {b1} .*belongs to bin"):
+        ex = build(out).start(2, checkpoint=cfg)
+    assert ex.restored.id == 4
+    ex.run()
+    assert read_output(out) == ref

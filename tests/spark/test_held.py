@@ -157,3 +157,31 @@ def test_fresh_if_unusable_starts_a_batch_run_from_empty_state(spark: Any, tmp_p
         b.run(flow, {"walks": Source(df, time="t")})
     assert (sorted(out.items, key=repr), sorted(totals.items, key=repr)) == embedded(ROWS, workers=2, delay=1)
     assert all(os.path.exists(os.path.join(ck, f"manifests/ckpt-{i:06d}.manifest")) for i in (1, 2, 3))
+
+
+@pytest.mark.parametrize("verify", ["driver", "executors"])
+def test_an_altered_stored_schema_falls_back_to_the_previous_checkpoint(spark: Any, tmp_path: Any, verify: str) -> None:
+    """Issue 26, item 7 on Spark: the newest checkpoint's stored schemas altered (its
+    files no longer match them) make it unusable; the run resumes from the previous one,
+    exactly once."""
+    import attrs
+
+    from tstate.checkpoint.manifest import decode_manifest, encode_manifest
+
+    ck = str(tmp_path / "ck")
+    out1, tot1 = three_batches(spark, ck)
+    path = os.path.join(ck, "manifests", "ckpt-000003.manifest")
+    m = decode_manifest(open(path, "rb").read())
+    altered = {n: attrs.evolve(e, schema={"kind": "str", "name": "str"}) for n, e in m.operators.items()}
+    open(path, "wb").write(encode_manifest(attrs.evolve(m, operators=altered)))
+    flow2, out2, tot2 = walks(delay=1)
+    df = spark.createDataFrame(ROWS, ROW)
+    b2 = Backend(spark, checkpoint=ck, partitions=2, progress=False, verify=verify)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        b2.run(flow2, {"walks": Source(df, time="t")}, epochs_per_batch=1)
+    (w,) = [w for w in caught if issubclass(w.category, CheckpointSkippedWarning)]
+    assert "resuming from checkpoint 2" in str(w.message) and "the stored schema was altered" in str(w.message)
+    ref_out, ref_tot = embedded(ROWS, workers=2, delay=1)
+    assert sorted([p for p in out1 if p[0] < 2] + out2.items, key=repr) == ref_out
+    assert sorted([p for p in tot1 if p[0] < 2] + tot2.items, key=repr) == ref_tot

@@ -21,6 +21,10 @@ only these operations:
 ``check_writable()``   raise ``OSError`` unless files can be created below the root
 =====================  ====================================================================
 
+A backend whose directories can be symlinks also offers ``linked_dirs(tops)``: the
+store's own directories that do not resolve to themselves below the root (the store
+refuses to open for writing with one: it could write there but never delete).
+
 A backend may also offer ``write_new(p, b)``: like ``write_atomic`` but failing with
 ``FileExistsError`` if ``p`` exists (a conditional PUT); the store then commits manifests
 with it, so two writers can never both commit one checkpoint id.
@@ -127,6 +131,35 @@ class LocalFS:
 
     def describe(self, path: str) -> str:
         return self._abs(path)
+
+    def linked_dirs(self, tops: dict[str, int]) -> builtins.list[tuple[str, str]]:
+        """The directories among ``tops`` (a top-level name -> how many levels of
+        sub-directories below it count too: ``{"data": 2}`` is ``data/``, each
+        ``data/<op>/`` and each ``data/<op>/<bin>/``) that are symlinks, or lie below
+        one, as ``(relative path, the real path it resolves to)``; missing ones are
+        skipped.  A symlinked directory is reported, not descended into.  (The root
+        itself may be a symlink: it is resolved once, as the user named it.)"""
+        self._real_root = os.path.realpath(self.root)
+        found: builtins.list[tuple[str, str]] = []
+
+        def visit(rel: str, depth: int) -> None:
+            full = self._abs(rel)
+            if os.path.islink(full):
+                found.append((rel, os.path.realpath(full)))
+                return
+            if depth == 0 or not os.path.isdir(full):
+                return
+            try:
+                with os.scandir(full) as it:
+                    subs = sorted(e.name for e in it if e.is_symlink() or e.is_dir(follow_symlinks=False))
+            except OSError:
+                return
+            for name in subs:
+                visit(f"{rel}/{name}", depth - 1)
+
+        for top, depth in tops.items():
+            visit(top, depth)
+        return found
 
     def read_bytes(self, path: str) -> bytes:
         with open(self._abs(path), "rb") as f:

@@ -19,13 +19,13 @@ from __future__ import annotations
 import os
 import sys
 
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union, get_args
 
 from attrs import field, frozen
 
 from tstate.errors import ConfigurationError
 
-__all__ = ["Checkpoints", "MODES", "settings", "fork_available"]
+__all__ = ["Checkpoints", "Mode", "MODES", "Restore", "RESTORES", "settings", "fork_available"]
 
 
 def fork_available() -> bool:
@@ -35,8 +35,9 @@ def fork_available() -> bool:
     thread)."""
     return hasattr(os, "fork") and (sys.platform.startswith("linux") or "bsd" in sys.platform)
 
-#: the checkpoint modes (see the module docstring)
-MODES = ("async", "fork", "thread", "sync")
+#: a checkpoint mode (see the module docstring)
+Mode = Literal["async", "fork", "thread", "sync"]
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 def _positive(instance: Any, attribute: Any, value: Any) -> None:
@@ -45,7 +46,8 @@ def _positive(instance: Any, attribute: Any, value: Any) -> None:
 
 
 #: how an execution restores its bins (the embedded engine's tstate.engine.checkpointing.lazy)
-RESTORES = ("lazy", "eager")
+Restore = Literal["lazy", "eager"]
+RESTORES: tuple[Restore, ...] = get_args(Restore)
 
 
 def _restore_mode(instance: Any, attribute: Any, value: str) -> None:
@@ -108,13 +110,13 @@ class Checkpoints:
     directory: str = field(converter=str)
     every_epochs: Optional[int] = field(default=10, validator=_positive)
     every_seconds: Optional[float] = field(default=None, validator=_positive)
-    mode: str = field(default="async", validator=_mode)
+    mode: Mode = field(default="async", validator=_mode)
     retain: int = 3
     compact_after: int = 8
     resume: bool = True
     fresh_if_unusable: bool = False
     replica: Optional[str] = field(default=None, converter=lambda v: None if v is None else str(v))
-    restore: str = field(default="lazy", validator=_restore_mode)
+    restore: Restore = field(default="lazy", validator=_restore_mode)
 
 
 def settings(checkpoint: Union[str, Checkpoints]) -> Checkpoints:

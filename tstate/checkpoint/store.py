@@ -70,7 +70,12 @@ greater than the one just committed (an open writer of another process).  It **n
 deletes evidence**: an unusable checkpoint (marked, or skipped by this store) is kept
 with its files, an unreadable manifest is kept with every file of a checkpoint up to
 its id (which files it names is unknown), until someone removes them by hand; and it
-never deletes through a symlink (every path is checked to stay in the store).  Usually
+never deletes through a symlink (every path is checked to stay in the store).  So that
+it never keeps writing where it cannot delete, a store whose ``manifests/``, ``data/``,
+operator, bin or ``held/`` directory is a symlink refuses to open for writing
+(:class:`~tstate.errors.CheckpointError` naming the link and what to do; the checkpoint
+directory itself may be one), and a link that appears later stops the next
+:meth:`~CheckpointStore.begin` after garbage collection warned about it.  Usually
 only the files of the manifests deleted are looked at (cheap with many bins); the first
 commit of a store (after a restart) and every ``gc_scan_every``-th commit scan all of
 ``data/`` and ``held/``, which removes leftover temporary files and the orphans of a
@@ -124,6 +129,7 @@ from tstate.errors import (  # the warnings: re-exported here, where they were d
 )
 from tstate.checkpoint.fs import TMP_MARK, FileSystem, LocalFS
 from tstate.checkpoint.manifest import (
+    ATTACHED_DIRS,
     FileRef,
     Manifest,
     OperatorEntry,
@@ -311,6 +317,9 @@ class CheckpointStore:
                 fs.check_writable()
             except OSError as exc:
                 raise CheckpointError(f"{where}: not writable ({exc.strerror or exc})") from None
+        self._linked = False  # garbage collection met a symlinked directory: begin() checks again
+        if not readonly:
+            self._refuse_links()
         self.problems: list[str] = []
         #: what the last :meth:`latest` skipped: checkpoint id -> why (each line names a file)
         self.skipped: dict[int, list[str]] = {}
@@ -339,6 +348,35 @@ class CheckpointStore:
         #: files recovery rewrote from the other copy: ``"<path> (in <directory>)"``
         self.repaired: list[str] = []
         self._replicated: set[str] = set()  # paths known to be in the replica
+
+    def _links(self) -> list[str]:
+        """The store's own directories (``manifests/``, ``data/`` with its operator and
+        bin directories, ``held/``) that are symlinks, each described with where it
+        resolves; ``[]`` on a backend without symlinks."""
+        linked_dirs = getattr(self.fs, "linked_dirs", None)  # (LocalFS; object stores have no links)
+        if linked_dirs is None:
+            return []
+        tops = {_MANIFESTS: 0, _DATA: 2, **{d.rstrip("/"): 0 for d in ATTACHED_DIRS}}
+        root = os.path.realpath(self.directory)
+        out = []
+        for rel, real in linked_dirs(tops):
+            inside = real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+            out.append(f"{self.fs.describe(rel)} -> {real}{'' if inside else ' (outside the store)'}")
+        return out
+
+    def _refuse_links(self) -> None:
+        """Refuse (:class:`~tstate.errors.CheckpointError`) a store whose own
+        directories are symlinks: it would write through them, but garbage collection
+        never deletes through a symlink, so the store would grow without bound."""
+        links = self._links()
+        if links:
+            raise CheckpointError(
+                f"{self._where}: {'; '.join(links)}: a symlinked directory inside a checkpoint store "
+                "is written through but never garbage-collected (nothing is deleted through a symlink), "
+                "so the store would grow without bound. Replace each link by a real directory (move what "
+                "it points to into its place), or make the checkpoint directory itself the link"
+            )
+        self._linked = False
 
     def __repr__(self) -> str:
         return f"CheckpointStore({self.directory!r}, retain={self.retain}, compact_after={self.compact_after})"
@@ -443,12 +481,19 @@ class CheckpointStore:
         missing or does not parse; data files are not verified)."""
         return self._load(checkpoint_id)
 
-    def verify(self, manifest: Manifest, keep: dict[str, bytes] | None = None) -> list[str]:
+    def verify(
+        self,
+        manifest: Manifest,
+        keep: dict[str, bytes] | None = None,
+        check: Callable[[FileRef, bytes], str | None] | None = None,
+    ) -> list[str]:
         """What is wrong with the data files of ``manifest``: one line per problem, the
         file's path then what (``missing``, a size or a checksum mismatch); ``[]`` when
         every file is present with the recorded size and xxh64.  Reads every file;
         ``keep``: filled with the bytes read (path -> bytes) when every file is good,
-        emptied otherwise (a caller about to decode them reads each file once)."""
+        emptied otherwise (a caller about to decode them reads each file once).
+        ``check``: run on each good file's bytes, says what else is wrong with it
+        (``None``: nothing), e.g. a schema fingerprint the manifest does not name."""
         problems = []
         if keep is not None:
             keep.clear()
@@ -457,6 +502,10 @@ class CheckpointStore:
                 data = self.read(ref)
             except CheckpointError as exc:
                 problems.append(str(exc))
+                continue
+            wrong = check(ref, data) if check is not None else None
+            if wrong is not None:
+                problems.append(wrong)
                 continue
             if keep is not None and not problems:
                 keep[ref.path] = data
@@ -687,6 +736,8 @@ class CheckpointStore:
         """
         if self.readonly:
             raise CheckpointError(f"checkpoint directory {self.directory}: opened read-only")
+        if self._linked:  # never keep writing where garbage collection cannot delete
+            self._refuse_links()
         _check_packable(f"checkpoint time {time!r}", encode_time(time))
         # (a head committed by another process is not read here: the ids on disk cover it)
         head = self._head if self._head_pending is not None else self.head
@@ -844,6 +895,7 @@ class CheckpointStore:
         try:
             self.fs.delete(path)
         except (OSError, ValueError) as exc:
+            self._linked = self._linked or isinstance(exc, PermissionError)  # (a symlink on the way)
             problem = f"{path}: not deleted ({exc})"
             self.problems.append(problem)
             if path not in self._refused:
@@ -867,8 +919,6 @@ class CheckpointStore:
         Every deletion checks its path stays in the store (no symlink on the way:
         :meth:`tstate.checkpoint.fs.LocalFS.delete`); a refused one is noted in
         ``problems``."""
-        from tstate.checkpoint.manifest import ATTACHED_DIRS
-
         fs = self.fs
         kept: list[Manifest] = [new]
         evidence: list[Manifest] = []
@@ -926,6 +976,13 @@ class CheckpointStore:
                 fs.remove_dir(d.rsplit("/", 1)[0])
             return
         self._scanned, self._commits_since_scan = True, 0
+        for link in self._links():  # (a listing skips a symlinked directory: say so, and stop writing)
+            self._linked = True
+            problem = f"{link}: a symlink, not garbage-collected; the next checkpoint is refused"
+            self.problems.append(problem)
+            if link not in self._refused:
+                self._refused.add(link)
+                warnings.warn(f"{self._where}: garbage collection: {problem}", RuntimeWarning, stacklevel=2)
         manifest_ids = set(ids)
         for name in names:
             if TMP_MARK in name:

@@ -28,7 +28,7 @@ from tstate.errors import ConfigurationError, GraphError
 from tstate.metrics import Metrics
 from tstate.migration.commands import Assign, MoveBins, Rescale
 from tstate.plan.graph import Planned
-from tstate.state.query import point_read, snapshot
+from tstate.state.query import StateFormat, point_read, snapshot
 
 __all__ = ["Embedded"]
 
@@ -105,7 +105,7 @@ class Embedded:
         return Rescaled(workers, strategy, max(map(len, schedule.values()), default=0), schedule)
 
     # -- reading ----------------------------------------------------------------------
-    def state(self, op: Any, /, at: Any = None, format: str = "arrow") -> Any:
+    def state(self, op: Any, /, at: Any = None, format: StateFormat = "arrow") -> Any:
         """A consistent snapshot of stateful operator ``op``'s state (see
         :func:`tstate.state.query.snapshot`)."""
         return snapshot(self._running("state"), op, at=at, format=format)

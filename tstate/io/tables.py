@@ -30,6 +30,7 @@ CSV's first block).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
@@ -37,11 +38,70 @@ from tstate.errors import SourceError
 from tstate.io.sources import UNIX_EPOCH, EpochUnit, EventTime, Reader, Source
 from tstate.io.table_files import BLOCK_BYTES, TableFile, time_problems
 
-__all__ = ["parquet", "csv", "TableSource", "parse_epoch"]
+__all__ = ["parquet", "csv", "TableSource", "parse_epoch", "column_values", "dict_rows"]
 
 _TIME_PROBLEMS = {"missing": "null", "not a number": "NaN", "infinite": "infinite", "out of range": "out of range (beyond +-2**53)"}
 
 _UNITS = {"s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600, "d": 86400}
+
+
+#: the range of ``datetime`` in microseconds since the Unix epoch
+_DATETIME_US = (
+    (_dt.datetime.min - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1),
+    (_dt.datetime.max - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1),
+)
+_PER_US = {"s": 1_000_000, "ms": 1_000, "us": 1}
+
+
+def column_values(col: Any, int_timestamps: bool = False) -> list[Any]:
+    """The values of an Arrow column as Python objects, what ``col.to_pylist()`` gives
+    (``None`` for nulls) -- but a timezone-naive timestamp column (seconds to
+    microseconds) is converted by numpy, ten times faster than pyarrow's per-value
+    ``datetime`` objects; ``int_timestamps``: a timestamp column's integers in its unit.
+
+    >>> import pyarrow as pa, datetime as dt
+    >>> column_values(pa.array([dt.datetime(2001, 1, 1, 10, 30), None], pa.timestamp("ms")))
+    [datetime.datetime(2001, 1, 1, 10, 30), None]
+    """
+    import pyarrow as pa
+
+    tp = col.type
+    if not pa.types.is_timestamp(tp):
+        return col.to_pylist()  # type: ignore[no-any-return]
+    if int_timestamps:
+        return col.cast(pa.int64()).to_pylist()  # type: ignore[no-any-return]
+    per_us = _PER_US.get(tp.unit)
+    if tp.tz is not None or per_us is None or len(col) == 0:
+        return col.to_pylist()  # type: ignore[no-any-return]
+    import pyarrow.compute as pc
+
+    bounds = pc.min_max(col.cast(pa.int64())).as_py()
+    lo, hi = bounds["min"], bounds["max"]
+    if lo is None or lo * per_us < _DATETIME_US[0] or hi * per_us > _DATETIME_US[1]:
+        return col.to_pylist()  # all null, or beyond datetime: pyarrow says what it says
+    values: list[Any] = col.to_numpy(zero_copy_only=False).astype("datetime64[us]").astype(object).tolist()
+    return values
+
+
+@functools.lru_cache(maxsize=64)
+def dict_rows(names: tuple[str, ...]) -> Callable[[Sequence[list[Any]]], list[dict[str, Any]]]:
+    """A function of the columns' value lists -> one dict per row, keyed by ``names``;
+    twice as fast as ``dict(zip(names, row))`` per row: a dict display with the names
+    as constants (each written as ``repr`` of a ``str``: a string literal, nothing
+    else).  Many columns: the plain loop.
+
+    >>> dict_rows(("a", "b"))([[1, 2], ["x", "y"]])
+    [{'a': 1, 'b': 'x'}, {'a': 2, 'b': 'y'}]
+    """
+    if len(names) > 64 or len(set(names)) != len(names) or not all(type(n) is str for n in names):
+        return lambda cols: [dict(zip(names, vals)) for vals in zip(*cols)]
+    if not names:
+        return lambda cols: []
+    args = ", ".join(f"v{i}" for i in range(len(names)))
+    display = ", ".join(f"{n!r}: v{i}" for i, n in enumerate(names))
+    code = f"lambda cols: [{{{display}}} for {args}{',' if len(names) == 1 else ''} in zip(*cols)]"
+    fn: Callable[[Sequence[list[Any]]], list[dict[str, Any]]] = eval(code, {"__builtins__": {"zip": zip}})
+    return fn
 
 
 def parse_epoch(epoch: Union[int, float, str]) -> float:
@@ -221,19 +281,12 @@ class _TableReader(Reader):
         return True
 
     def _records(self, batch: Any) -> list[Any]:
-        import pyarrow as pa
-
         names = batch.schema.names
-        cols = []
-        for i, name in enumerate(names):
-            col = batch.column(i)
-            if self.src.timestamps == "int" and pa.types.is_timestamp(col.type):
-                col = col.cast(pa.int64())
-            cols.append(col.to_pylist())
+        cols = [column_values(batch.column(i), self.src.timestamps == "int") for i in range(len(names))]
         rec = self.src.record
         try:
             if rec is None:
-                return [dict(zip(names, vals)) for vals in zip(*cols)]
+                return dict_rows(tuple(names))(cols)
             return [rec(**dict(zip(names, vals))) for vals in zip(*cols)]
         except Exception as exc:
             raise self.src.file.error(self.offset, None, f"cannot build a record of the rows from here: {exc}") from exc
@@ -252,9 +305,13 @@ class _TableReader(Reader):
             dated = pa.types.is_timestamp(col.type) or pa.types.is_date(col.type)
             self.src.epoch_unit = EpochUnit(secs, dated)
         if pa.types.is_timestamp(col.type):
+            import numpy as np
+
             unit = {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}[col.type.unit]
-            ints = col.cast(pa.int64()).to_pylist()
-            return [int((v / unit) // secs) for v in ints]
+            ints = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
+            # (elementwise what int((v / unit) // secs) computes, vectorised: no nulls here)
+            epochs: list[int] = np.floor_divide(ints / unit, secs).astype(np.int64).tolist()
+            return epochs
         if pa.types.is_date(col.type):
             return [int(((v - _dt.date(1970, 1, 1)).days * 86400) // secs) for v in col.to_pylist()]
         if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):

@@ -273,19 +273,28 @@ class Backend:
         """How recovery checks a candidate checkpoint's files: by the executors when
         ``verify`` says so (:mod:`tstate.spark.restore`), else on the driver."""
         from tstate.checkpoint.fs import LocalFS
+        from tstate.checkpoint.schema_check import fingerprint_check, stored_fingerprints
         from tstate.spark.restore import use_executors, verify_on_executors
 
         owners = {plan.nodes[b].name: list(o) for b, o in self._owners.items()}
         local = isinstance(self.store.fs, LocalFS)
 
+        stateful = [plan.nodes[b].name for b in plan.boundaries if plan.nodes[b].kind == "stateful"]
+
         def verify(m: Any) -> list[str]:
+            # a stored schema that does not parse, or that its files were not written
+            # with (altered), makes the checkpoint unusable like a damaged file
+            fingerprints, bad = stored_fingerprints(m, stateful)
+            if bad:
+                return bad
+            check = fingerprint_check(m, fingerprints)
             if not use_executors(self.verify, m, local=local):
                 self.metrics.verified_by = "driver"
-                return self.store.verify(m)
+                return self.store.verify(m, check=check)
             self.metrics.verified_by = "executors"
-            bad = verify_on_executors(self.spark, self.directory, m, owners, self.partitions)
+            bad = verify_on_executors(self.spark, self.directory, m, owners, self.partitions, check)
             if bad and self.store.replica is not None:
-                return self.store.verify(m)  # the driver reads the bad files from the replica and repairs them
+                return self.store.verify(m, check=check)  # the driver reads the bad files from the replica and repairs them
             return bad
 
         return verify

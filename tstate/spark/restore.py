@@ -39,7 +39,7 @@ True
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from tstate.checkpoint.manifest import FileRef, Manifest
 from tstate.errors import CheckpointError, ConfigurationError
@@ -85,44 +85,55 @@ def file_groups(manifest: Manifest, owners: dict[str, list[int]], partitions: in
     return out
 
 
-def check_files(directory: str, refs: Iterable[tuple[str, int, str]]) -> list[str]:
+def check_files(
+    directory: str, refs: Iterable[tuple[str, int, str]], check: Callable[[FileRef, bytes], str | None] | None = None
+) -> list[str]:
     """On an executor: read every file of ``refs`` from the store and check its size and
-    xxh64; one line per problem (naming the file), as
-    :meth:`~tstate.checkpoint.store.CheckpointStore.verify` says them.  A few reads at a
-    time (an object store's GETs overlap)."""
+    xxh64 (and ``check``, as :meth:`~tstate.checkpoint.store.CheckpointStore.verify`
+    runs it); one line per problem (naming the file), as ``verify`` says them.  A few
+    reads at a time (an object store's GETs overlap)."""
     from tstate.spark import binstore
 
     store = binstore.store(directory)
 
     def one(ref: tuple[str, int, str]) -> str | None:
+        r = FileRef(*ref)
         try:
-            store.read(FileRef(*ref))
+            data = store.read(r)
         except CheckpointError as exc:
             return str(exc)
-        return None
+        return check(r, data) if check is not None else None
 
     with ThreadPoolExecutor(4, thread_name_prefix="tstate-verify") as pool:
         return [p for p in pool.map(one, list(refs)) if p is not None]
 
 
-def _check_partition(directory: str) -> Any:
+def _check_partition(directory: str, check: Callable[[FileRef, bytes], str | None] | None) -> Any:
     def run(groups: Iterator[list[tuple[str, int, str]]]) -> Iterator[str]:
         for g in groups:
-            yield from check_files(directory, g)
+            yield from check_files(directory, g, check)
 
     return run
 
 
-def verify_on_executors(spark: Any, directory: str, manifest: Manifest, owners: dict[str, list[int]], partitions: int) -> list[str]:
+def verify_on_executors(
+    spark: Any,
+    directory: str,
+    manifest: Manifest,
+    owners: dict[str, list[int]],
+    partitions: int,
+    check: Callable[[FileRef, bytes], str | None] | None = None,
+) -> list[str]:
     """Check every file of ``manifest`` in one Spark job, one task per partition (see
-    :func:`file_groups`); what is wrong, one line per problem (``[]``: intact)."""
+    :func:`file_groups`), with ``check`` too (see :func:`check_files`); what is wrong,
+    one line per problem (``[]``: intact)."""
     groups = [g for g in file_groups(manifest, owners, partitions) if g]
     if not groups:
         return []
     sc = spark.sparkContext
     sc.setJobDescription(f"tstate: verify checkpoint {manifest.id} ({manifest.file_count} files)")
     try:
-        problems: list[str] = sc.parallelize(groups, len(groups)).mapPartitions(_check_partition(directory)).collect()
+        problems: list[str] = sc.parallelize(groups, len(groups)).mapPartitions(_check_partition(directory, check)).collect()
     finally:
         sc.setJobDescription(None)
     return problems

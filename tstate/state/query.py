@@ -20,14 +20,17 @@ copies made through the state codec).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol
+from typing import Any, Literal, Optional, Protocol
 
 from tstate.errors import StateQueryError
 from tstate.keys import KeyRouter
 from tstate.progress.frontier import Antichain
 from tstate.state.bin import Bin
 
-__all__ = ["snapshot", "consistent_time", "point_read", "Queryable", "KeyedState"]
+__all__ = ["snapshot", "consistent_time", "point_read", "Queryable", "KeyedState", "StateFormat"]
+
+#: what a state snapshot is given as: an Arrow table, a pandas DataFrame, or a dict key -> state
+StateFormat = Literal["arrow", "pandas", "dict"]
 
 
 class KeyedState(Protocol):
@@ -103,7 +106,7 @@ def consistent_time(exe: Queryable, op: _Operator) -> Any:
     return last + 1
 
 
-def snapshot(exe: Queryable, op: _Operator, at: Any = None, format: str = "arrow") -> Any:
+def snapshot(exe: Queryable, op: _Operator, at: Any = None, format: "StateFormat" = "arrow") -> Any:
     """A consistent snapshot (see the module docstring)."""
     rts = _runtimes(exe, op)
     name = rts[0].name

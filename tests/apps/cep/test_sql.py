@@ -366,3 +366,36 @@ def test_the_readme_table_says_what_the_front_end_does() -> None:
         api = re.findall(r"`([^`]*)`", by_sql[f"`{sql}`"][2])[0]
         assert eval("AfterMatchSkip." + api, {"AfterMatchSkip": AfterMatchSkip}) == skip
         assert match_recognize(f"ORDER BY t {sql} PATTERN (A B) DEFINE A AS A.x > 0").pattern.skip == skip
+
+
+# ---- comparisons with a literal or of current-row columns: the fused paths (issue 24 item 5) ----
+
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq, "<>": operator.ne}
+
+
+@given(
+    xs=st.lists(st.tuples(st.none() | st.integers(-5, 5), st.none() | st.integers(-5, 5)), max_size=12),
+    op=st.sampled_from(sorted(_OPS)),
+    form=st.sampled_from(["col op lit", "lit op col", "col op col", "col op null"]),
+)
+def test_comparisons_keep_sql_null_semantics(xs: list[tuple[int | None, int | None]], op: str, form: str) -> None:
+    """A row matches A exactly when its condition is TRUE: a NULL operand makes it NULL
+    (no match), whichever way the comparison was compiled."""
+    rows = [{"t": i, "x": x, "y": y} for i, (x, y) in enumerate(xs)]
+    cond = {
+        "col op lit": f"A.x {op} 2",
+        "lit op col": f"2 {op} A.x",
+        "col op col": f"A.x {op} A.y",
+        "col op null": f"A.x {op} NULL",
+    }[form]
+    q = match_recognize(f"ORDER BY t MEASURES A.t AS i ONE ROW PER MATCH PATTERN (A) DEFINE A AS {cond}")
+    f = _OPS[op]
+
+    def holds(i: int) -> bool:
+        x, y = xs[i]
+        other = {"col op lit": 2, "lit op col": 2, "col op col": y, "col op null": None}[form]
+        if x is None or other is None:
+            return False
+        return bool(f(2, x)) if form == "lit op col" else bool(f(x, other))
+
+    assert [r["i"] for r in q.run(rows)] == [i for i in range(len(rows)) if holds(i)]

@@ -77,7 +77,7 @@ from typing import Any, Optional, Union
 from tstate.checkpoint.commit import BinFile, commit, operator_schemas
 from tstate.checkpoint.fs import LocalFS
 from tstate.checkpoint.manifest import FileRef
-from tstate.checkpoint.settings import MODES, Checkpoints
+from tstate.checkpoint.settings import MODES, Checkpoints, Mode
 from tstate.checkpoint.store import CheckpointStore
 from tstate.engine.checkpointing.forked import fork_available
 from tstate.engine.checkpointing.fork_capture import ForkedCapture
@@ -100,7 +100,7 @@ from tstate.state.payload import wire_timers
 __all__ = ["Checkpoints", "CheckpointLostWarning", "CheckpointSkippedWarning", "Coordinator", "Driven", "Restored", "MODES"]
 
 
-def _resolve_mode(mode: str) -> str:
+def _resolve_mode(mode: Mode) -> Mode:
     # "async": paced slices on the processing thread and a writer process; on the
     # 1M-key benchmark it keeps every epoch within a few percent of the no-checkpoint
     # one ("thread" and "fork" spike: the lock, the fork and its page faults)
@@ -123,7 +123,7 @@ class Coordinator:
         self.last_time: Optional[int] = None
         self._last_wall = _time.perf_counter()
         #: the mode in effect: "async", "fork", "thread" or "sync"
-        self.mode = _resolve_mode(self.cfg.mode)
+        self.mode: Mode = _resolve_mode(self.cfg.mode)
         if self.mode == "fork" and not isinstance(self.store.fs, LocalFS):
             # an object store's client (an event loop thread, pooled connections) does
             # not survive a fork: write from a thread instead

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from attrs import frozen
 
-from tstate.checkpoint.delta import restore_bin
 from tstate.checkpoint.manifest import Manifest, check_format
 from tstate.checkpoint.schema_check import check_compatible
 from tstate.checkpoint.settings import Checkpoints
 from tstate.checkpoint.store import CheckpointStore
-from tstate.errors import CheckpointError, ConfigurationError
+from tstate.engine.checkpointing.usable import RestoreCheck, lazy_eligible
+from tstate.errors import ConfigurationError
 from tstate.migration.configuration import ConfigHistory
 from tstate.plan.graph import Graph
 from tstate.plan.stateful import Stateful
@@ -96,22 +96,20 @@ def restore(exe: Driven, store: CheckpointStore, cfg: Checkpoints) -> Optional[R
     if not cfg.resume:
         return None
     start = _time.perf_counter()
-    # an eager restore decodes every file the verification reads: it keeps their bytes
-    # (read once, not twice), each dropped once its bin is decoded
-    verified: dict[str, bytes] = {}
-    keep = None if cfg.restore == "lazy" else (lambda m: store.verify(m, keep=verified))
-    manifest = store.recover(fresh_if_unusable=cfg.fresh_if_unusable, verify=keep)
+    stateful = list(exe.graph.of_type(Stateful))
+    lazy_mode = cfg.restore == "lazy"
+    codecs = {node.name: (exe.operators[0][index].codec, node.bins) for index, node in stateful}
+    # each candidate's files verified, its stored schemas checked against its files,
+    # and (eager) its bins decoded -- each file read once, its bytes dropped once its
+    # bin is decoded: a checkpoint failing any of it is unusable
+    check = RestoreCheck(store, codecs, lazy_mode)
+    manifest = store.recover(fresh_if_unusable=cfg.fresh_if_unusable, verify=check)
     if manifest is None:
         return None
     check_format(manifest, cfg.directory)
-    read = store.read
-
-    def data(ref: Any) -> bytes:
-        got = verified.pop(ref.path, None)
-        return read(ref) if got is None else got
 
     lazy: "Optional[LazyRestore]" = None
-    for index, node in exe.graph.of_type(Stateful):
+    for index, node in stateful:
         entry = manifest.operators.get(node.name)
         if entry is None:
             continue  # an operator added since: starts empty
@@ -121,10 +119,10 @@ def restore(exe: Driven, store: CheckpointStore, cfg: Checkpoints) -> Optional[R
                 f"operator {node.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {node.bins}"
             )
         owners = exe.configs[index].initial
-        codec = exe.operators[0][index].codec
+        codec = codecs[node.name][0]
         # a compatible older schema (e.g. a field added with a default) decodes too
         stored = Schema.from_builtins(entry.schema).fingerprint
-        if cfg.restore == "lazy" and stored == codec.fingerprint and manifest.format >= FORMAT:
+        if lazy_eligible(manifest, stored, codec, lazy_mode):
             # decoded when first needed (files as they are: no rewrite due)
             if lazy is None:
                 from tstate.engine.checkpointing.lazy import LazyRestore
@@ -136,12 +134,10 @@ def restore(exe: Driven, store: CheckpointStore, cfg: Checkpoints) -> Optional[R
             for w, chains in sorted(by_owner.items()):
                 lazy.add(exe.operators[w][index], codec, stored, chains)
             continue
-        for bin_index, chain in sorted(entry.chains.items()):
-            b = restore_bin([data(ref) for ref in chain], codec, fingerprint=stored)
+        for bin_index in sorted(entry.chains):
+            b = check.decoded.pop((node.name, bin_index))  # (decoded by the check)
             # rewrite it under the new schema, or in the current format
             b.full = stored != codec.fingerprint or manifest.format < FORMAT
-            if b.index != bin_index:
-                raise CheckpointError(f"checkpoint {manifest.id}: operator {node.name!r} bin {bin_index} holds bin {b.index}")
             exe.operators[owners[bin_index]][index].install_bin(b)
     left = 0
     if lazy is not None:

@@ -444,7 +444,7 @@ class _Compiler:
         problem = self.fields.problem(column)
         if problem is not None:
             raise self.error(node, f"{clause}: {problem}")
-        return self.fields.getter(column)
+        return self.fields.row_getter(column)  # (a row's key, time, partition columns: never None)
 
     # -- PATTERN -------------------------------------------------------------------------------
     def pattern_terms(self, pattern: Any) -> tuple[tuple[str, ...], list[tuple[str, Any, Any]]]:

@@ -279,8 +279,9 @@ class ExprCompiler:
                 )
             return Compiled(lambda r, _c: get(r), False)
         sel, uses = self.functions.selector(var, False, 0, 0)
-        if sel is current_row:  # the row being tested: one call
-            return Compiled(lambda e, _c: get(e), False, row_get=get)
+        if sel is current_row:  # the row being tested (never None): one call
+            rget = self.fields.row_getter(col)
+            return Compiled(lambda e, _c: rget(e), False, row_get=rget)
         return Compiled(lambda e, c: get(sel(e, c)), uses)
 
     # calls and casts -------------------------------------------------------------------------

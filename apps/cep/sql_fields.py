@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Callable, Mapping
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Optional
 
 import attrs
@@ -74,6 +74,12 @@ class Fields:
         name :meth:`problem` accepts."""
         raise NotImplementedError
 
+    def row_getter(self, name: str) -> Getter:
+        """:meth:`getter` for a row that is never ``None`` (the row being tested, a
+        row's key and time): the same value, read in one C call where the fields are
+        declared."""
+        return self.getter(name)
+
 
 @frozen
 class KeyFields(Fields):
@@ -84,6 +90,9 @@ class KeyFields(Fields):
             return None if row is None else row[name]
 
         return get
+
+    def row_getter(self, name: str) -> Getter:
+        return itemgetter(name)
 
 
 @frozen
@@ -97,6 +106,9 @@ class AttrFields(Fields):
             return None if row is None else attr(row)
 
         return get
+
+    def row_getter(self, name: str) -> Getter:
+        return attrgetter(name)  # a declared field: a plain identifier, never a path
 
 
 @frozen

@@ -432,33 +432,10 @@ class Backend:
         if self._last.frontier is None:  # a finished run was committed: nothing left to do
             self._progress.finished_already(self.directory, done)
             return
-        timed = []
-        untimed = False
         for name, src in bound.items():
             if getattr(src.df, "isStreaming", False):
                 raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.run for streaming runs")
-            if src.time is None:
-                untimed = True
-            else:
-                timed.append((src.df, src.time))
-        # each micro-batch filters its epochs out of the sources: they are read once, by
-        # the job that counts and slices the epochs (tstate.spark.cuts), into the cache
-        cached = {
-            name: src.df.persist() for name, src in bound.items() if src.time is not None and not src.df.is_cached
-        }
-        timed = [(cached.get(name, src.df), src.time) for name, src in bound.items() if src.time is not None]
-        from tstate.spark.cuts import span
-
-        t_span = _time.perf_counter()
-        found = span(timed, None if self._last.fresh else self._last.frontier, None if epochs_per_batch else rows_per_batch)
-        self.metrics.cut_seconds = _time.perf_counter() - t_span
-        counts = dict(found.loads)
-        first, top = found.first, found.top if found.top is not None else -1
-        if untimed:
-            counts.setdefault(0, 0)
-            first, top = min(first if first is not None else 0, 0), max(top, 0)
-        lo: int = (first if first is not None else 0) if self._last.fresh else self._last.frontier
-        cuts = _cuts(counts, lo, top, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
+        cached, lo, cuts = self._cut(bound, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
         batch = self._last.batch + 1
         total = done + len(cuts) + 1  # (+1: the batch closing the inputs)
         if done:
@@ -491,6 +468,36 @@ class Backend:
             self._progress.close()
         for sink in self._job.sinks.values() if self._job is not None else ():
             sink.close(0)
+
+    def _cut(
+        self, bound: dict[str, Source], epochs: Optional[int], rows: int, starts: list[int]
+    ) -> tuple[dict[str, Any], int, list[tuple[int, int]]]:
+        """A batch run's first epoch and micro-batches (:func:`_cuts` over the epochs Spark counted and
+        sliced, :mod:`tstate.spark.cuts`), and the timed inputs it persisted: each
+        micro-batch filters its epochs out of them, so they are read once, by the job
+        that counts the epochs, into the cache (an input already cached is used as is)."""
+        from tstate.spark.cuts import span
+
+        cached = {
+            name: src.df.persist() for name, src in bound.items() if src.time is not None and not src.df.is_cached
+        }
+        timed = [(cached.get(name, src.df), src.time) for name, src in bound.items() if src.time is not None]
+        t = _time.perf_counter()
+        try:
+            found = span(timed, None if self._last.fresh else self._last.frontier, None if epochs else rows)
+        except BaseException:
+            for df in cached.values():
+                df.unpersist()
+            raise
+        self.metrics.cut_seconds = _time.perf_counter() - t
+        counts = dict(found.loads)
+        first, top = found.first, found.top if found.top is not None else -1
+        if any(src.time is None for src in bound.values()):  # an untimed input is epoch 0
+            counts.setdefault(0, 0)
+            first, top = min(first if first is not None else 0, 0), max(top, 0)
+        frontier = self._last.frontier
+        lo = (first if first is not None else 0) if self._last.fresh or frontier is None else frontier
+        return cached, lo, _cuts(counts, lo, top, epochs, rows, starts)
 
     def start(
         self,

@@ -17,7 +17,7 @@ The count rides along rows the driver collects anyway, so it costs no Spark job:
   that stage's task) hands it back out with the stage's rows.
 
 >>> counted_kinds(["1", "2"])
-'1, 2, 4'
+'1, 2, 3'
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from tstate import errors, io
 from tstate.backend import Backend
 from tstate.capability import Capability, InputCapability
 from tstate.checkpoint.settings import Checkpoints
+from tstate.column_key import Col, col
 from tstate.dataflow import Dataflow, Feedback, InputStream, Scope, StatefulStream, Stream
 from tstate.engine.embedded import Embedded
 from tstate.engine.execution import Execution
@@ -32,6 +33,7 @@ __all__ = [
     "Backend",
     "Capability",
     "Checkpoints",
+    "Col",
     "Collected",
     "Context",
     "Dataflow",
@@ -50,6 +52,7 @@ __all__ = [
     "Scope",
     "StatefulStream",
     "Stream",
+    "col",
     "errors",
     "io",
 ]

@@ -45,9 +45,11 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 from attrs import define, field, frozen
 
 from tstate.checkpoint.commit import commit, operator_schemas
+from tstate.column_key import Col
 from tstate.metrics import BatchMetrics
 from tstate.progress.frontier import Antichain
 from tstate.spark.cells import decode_cell
+from tstate.spark.colocated import DEST, colocated_inputs, colocated_task, dest_column
 from tstate.spark.held import checked_path, held_name, read_held, write_held
 from tstate.spark.output import Part, clean, finalise, records_of, sink_dir, write_index, write_parts
 from tstate.spark.records import decode_records
@@ -252,6 +254,8 @@ class MicroBatch:
         self.now: list[Part] = []
         self.index: Optional[str] = None
         self.seconds: dict[str, float] = {}
+        #: inputs whose stateful operators run in their own tasks (tstate.spark.colocated)
+        self.colocated: dict[str, list[int]] = {}
 
     # -- up to the commit -----------------------------------------------------------
     def run(self) -> Committed:
@@ -269,7 +273,7 @@ class MicroBatch:
             self.input_frames()
             self.held_rows()
             self.input_rows()
-            done: set[Any] = set()
+            done: set[Any] = {b for bs in self.colocated.values() for b in bs}
             for pos, item in enumerate(self.plan.items):
                 if item in done:
                     continue
@@ -315,7 +319,14 @@ class MicroBatch:
         sink references, held records, loop times); cached when read more than once."""
         plan, info = self.plan, self.info
         assert info is not None
+        self.colocated = colocated_inputs(
+            plan, self.dfs, {n: b.lateness for n, b in self.bound.items()}, self.owners, self.last.held is not None
+        )
+        for name, bs in self.colocated.items():
+            self.colocated_stage(name, bs)
         for name, df in self.dfs.items():
+            if name in self.colocated:
+                continue
             src = self.bound[name]
             at = self.const_time if self.const_time is not None else 0  # rows without a time column
             wave = df.mapInArrow(input_task(plan, info, name, src.record, src.time, at, self.job.late), SCHEMA)
@@ -324,6 +335,30 @@ class MicroBatch:
                 wave = wave.persist()
                 self.persisted.append(wave)
             self.waves[name] = wave
+
+    def colocated_stage(self, name: str, boundaries: list[int]) -> None:
+        """Input ``name`` and the stateful operators it reaches, keyed by columns, as one
+        stage: its rows repartitioned by the key's bin computed in the JVM, one task per
+        partition running the fused chain and the operators
+        (:mod:`tstate.spark.colocated`)."""
+        from pyspark.sql import functions as F
+
+        plan, info, src, df = self.plan, self.info, self.bound[name], self.dfs[name]
+        assert info is not None
+        first = plan.nodes[boundaries[0]]
+        assert isinstance(first.key, Col)
+        dest = dest_column(first.key, dict(df.dtypes), first.bins, self.owners[boundaries[0]], self.labels)
+        at = self.const_time if self.const_time is not None else 0
+        task = colocated_task(plan, info, name, boundaries, src.record, src.time, at, self.job.late)
+        out = df.withColumn(DEST, F.expr(dest)).repartition(self.partitions, DEST).mapInArrow(task, SCHEMA)
+        if any(b in plan.feeders.get(c, ()) for b in boundaries for c in plan.boundaries):
+            out = out.persist()
+            self.persisted.append(out)
+        self.waves[name] = out
+        for b in boundaries:
+            self.alias[b] = name
+        self.loop_stats["root_stages"] += 1
+        self.rows += out.where(f"kind != {RECORDS}").collect()
 
     def held_rows(self) -> None:
         """Records held back by earlier batches: input rows (allowed lateness) go in
@@ -370,6 +405,8 @@ class MicroBatch:
                 self.waves[name] = self.waves[name].persist()
                 self.persisted.append(self.waves[name])
         for name in self.dfs:
+            if name in self.colocated:  # (its rows came with its stage)
+                continue
             kinds = [str(SINK)] if plan.sink_reach.get(name) else []
             if any(name in lp.feeders for lp in plan.loops.values()):
                 kinds.append(str(TIMES))

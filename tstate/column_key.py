@@ -36,6 +36,7 @@ True
 from __future__ import annotations
 
 import struct
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import xxhash
@@ -101,16 +102,28 @@ class Col:
     the field's value, or the tuple of the fields' values."""
 
     names: tuple[str, ...] = field(validator=_names)
+    #: the C getters of the fields (``operator.itemgetter`` / ``attrgetter``)
+    _item: Any = field(init=False, eq=False, repr=False)
+    _attr: Any = field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_item", itemgetter(*self.names))
+        object.__setattr__(self, "_attr", attrgetter(*self.names))
 
     def __call__(self, record: Any) -> Any:
-        names = self.names
-        if record.__class__ is dict:
-            if len(names) == 1:
-                return record[names[0]]
-            return tuple(record[n] for n in names)
-        if len(names) == 1:
-            return getattr(record, names[0])
-        return tuple(getattr(record, n) for n in names)
+        return self._item(record) if record.__class__ is dict else self._attr(record)
+
+    def getter(self, record: Any) -> Any:
+        """The C function reading this key from records shaped like ``record`` (dicts
+        or objects): for loops over many records of one shape."""
+        return self._item if record.__class__ is dict else self._attr
+
+    def __getstate__(self) -> tuple[str, ...]:
+        return self.names
+
+    def __setstate__(self, names: tuple[str, ...]) -> None:
+        object.__setattr__(self, "names", names)
+        self.__attrs_post_init__()
 
     def __repr__(self) -> str:
         return f"ts.col({', '.join(map(repr, self.names))})"

@@ -46,6 +46,7 @@ from attrs import define, field, frozen
 
 from tstate.checkpoint.commit import commit, operator_schemas
 from tstate.column_key import Col
+from tstate.plan import Stateful
 from tstate.metrics import BatchMetrics
 from tstate.progress.frontier import Antichain
 from tstate.spark.cells import decode_cell
@@ -550,7 +551,7 @@ class MicroBatch:
         written here); returns what the batch commits, and those three."""
         plan, writer = self.plan, self.writer
         schemas = operator_schemas(
-            plan.nodes[b].stateful for b in plan.boundaries if plan.nodes[b].kind == "stateful"
+            op for b in plan.boundaries if isinstance(op := plan.nodes[b].op, Stateful)
         )
         held = None
         attached = []

@@ -178,3 +178,33 @@ def test_a_key_field_the_chain_changes_is_refused(spark: Any, tmp_path: Any) -> 
         b.run(flow, {"events": Source(df, time="t")})
     assert b.store.latest() is None
     assert SparkError  # (the task's SparkError reaches the driver inside Spark's error)
+
+
+def test_streaming_query_and_restart(spark: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    """A StreamingQuery takes the colocated path too; a restart on other partitions,
+    with Spark replaying a committed batch, is exactly-once."""
+    import os
+
+    from tstate.spark import batch
+
+    general: list[str] = []
+    real = batch.input_task
+    monkeypatch.setattr(batch, "input_task", lambda plan, info, name, *a: general.append(name) or real(plan, info, name, *a))
+
+    from .test_streaming import FILES, reference, stream, write_files
+
+    src, ck = str(tmp_path / "in"), str(tmp_path / "ck")
+    write_files(src, FILES[:3])
+    flow, _ev, _stats, out1 = keyed(key=COL)
+    q = Backend(spark, checkpoint=ck, partitions=2).start(flow, {"events": stream(spark, src)}, trigger={"availableNow": True})
+    q.awaitTermination()
+    write_files(src, FILES[3:], start=3)
+    for name in ("2", ".2.crc"):
+        os.remove(os.path.join(ck, "spark-query", "commits", name))
+    flow2, _ev2, _stats2, out2 = keyed(key=COL)
+    backend2 = Backend(spark, checkpoint=ck, partitions=3)
+    q2 = backend2.start(flow2, {"events": stream(spark, src)}, trigger={"availableNow": True})
+    q2.awaitTermination()
+    assert backend2.metrics.skipped == [2]
+    assert sorted(out1.items + out2.items, key=repr) == reference(FILES)
+    assert general == []

@@ -208,3 +208,20 @@ def test_streaming_query_and_restart(spark: Any, tmp_path: Any, monkeypatch: Any
     assert backend2.metrics.skipped == [2]
     assert sorted(out1.items + out2.items, key=repr) == reference(FILES)
     assert general == []
+
+
+def test_local_cluster_executor_killed_and_driver_restarted(tmp_path: Any) -> None:
+    """Two executor processes: an executor dies in batch 2, the driver in batch 5; the
+    restart finishes with the output of an uninterrupted run (key-independent: the
+    same as the key-function flow's)."""
+    from .test_faults import read_output, reference, run_job
+
+    ref = reference(tmp_path)
+    ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
+    master = "local-cluster[2,1,1024]"
+    first = run_job(master, ck, out, "--kill-executor-at", "2", "--die-at", "5", "--column-key")
+    assert first.returncode == -9, first.stderr[-3000:]
+    second = run_job(master, ck, out, "--column-key")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "done [5, 6, 7, 8]" in second.stdout
+    assert read_output(out) == ref

@@ -63,9 +63,13 @@ class NotAvailable(Exception):
 # ---------------------------------------------------------------- tstate on Spark
 
 
-def run_tstate(spark: Any, source_dir: str, ckpt_dir: str, out: Collector | None = None) -> tuple[float, list[float]]:
+def run_tstate(
+    spark: Any, source_dir: str, ckpt_dir: str, out: Collector | None = None, column: bool = False
+) -> tuple[float, list[float]]:
     """tstate on Spark.  Returns (total seconds, per-batch seconds).  ``out``, when given,
-    receives the emitted ``(key, count)`` pairs for the correctness check."""
+    receives the emitted ``(key, count)`` pairs for the correctness check.  ``column``:
+    key by ``ts.col("key")`` (bins computed in the JVM, one Python stage:
+    :mod:`tstate.spark.colocated`) instead of a key function."""
     try:
         import tstate as ts
         from tstate.spark import Backend
@@ -75,7 +79,7 @@ def run_tstate(spark: Any, source_dir: str, ckpt_dir: str, out: Collector | None
     flow = ts.Dataflow("keyed-count")
     events = flow.input("events")  # rows arrive as dicts of the row's columns
 
-    @flow.fold_bins(events, key=lambda r: r["key"], state=int)
+    @flow.fold_bins(events, key=ts.col("key") if column else (lambda r: r["key"]), state=int)
     def count(states: dict, records: Any, ctx: Any) -> None:  # per bin, the batch's records of that bin
         touched = {}
         for r in records:
@@ -232,6 +236,7 @@ def run_python(paths: list[str], out: Collector) -> tuple[float, list[float], li
 
 SPARK_CONTENDERS: dict[str, tuple[str, Callable[..., tuple[float, list[float]]]]] = {
     "tstate": ("tstate on Spark (fold_bins)", run_tstate),
+    "tstate-col": ("tstate on Spark (fold_bins, ts.col key)", lambda *a, **k: run_tstate(*a, **k, column=True)),
     "tws-row": ("transformWithState (Row)", run_tws_row),
     "tws-pandas": ("transformWithStateInPandas", run_tws_pandas),
     "apply-pandas": ("applyInPandasWithState", run_apply_pandas),

@@ -18,6 +18,7 @@ from tstate import errors, io
 from tstate.backend import Backend
 from tstate.capability import Capability, InputCapability
 from tstate.checkpoint.settings import Checkpoints
+from tstate.column_key import Col, col
 from tstate.dataflow import Dataflow, Feedback, InputStream, Scope, StatefulStream, Stream
 from tstate.io.sinks import Collected
 from tstate.metrics import Metrics
@@ -36,6 +37,7 @@ __all__ = [
     "Backend",
     "Capability",
     "Checkpoints",
+    "Col",
     "Collected",
     "Context",
     "Dataflow",
@@ -54,6 +56,7 @@ __all__ = [
     "Scope",
     "StatefulStream",
     "Stream",
+    "col",
     "errors",
     "io",
 ]

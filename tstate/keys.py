@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
-from typing import Any, Hashable, Iterable, Optional
+from typing import Any, Callable, Hashable, Iterable, Optional
 
 import msgpack
 import msgspec
@@ -29,7 +29,7 @@ import xxhash
 
 from tstate.errors import KeyFunctionError
 
-__all__ = ["canonical_key", "key_bytes", "key_hash", "bin_of", "check_bins", "encode_key", "encode_keys", "decode_key", "ext_hook"]
+__all__ = ["hasher_of", "canonical_key", "key_bytes", "key_hash", "bin_of", "check_bins", "encode_key", "encode_keys", "decode_key", "ext_hook"]
 
 _MAX_BINS = 1 << 16
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1  # what msgpack encodes natively
@@ -122,6 +122,15 @@ def bin_of(hash64: int, bins: int) -> int:
     return hash64 >> shift if shift < 64 else 0
 
 
+def hasher_of(key: Any) -> Callable[[Any], int]:
+    """The hash that places the keys of key function ``key`` in bins: Spark's
+    ``xxhash64`` for a column key (:func:`tstate.column_key.column_hash`), so that the
+    Spark backend can compute bins in the JVM; :func:`key_hash` for any other key."""
+    from tstate.column_key import Col, column_hash
+
+    return column_hash if isinstance(key, Col) else key_hash
+
+
 #: the default bound of a :class:`KeyRouter`'s memo (entries)
 MEMO_LIMIT = 1 << 16
 
@@ -133,17 +142,25 @@ class KeyRouter:
     The memo is cleared when it reaches ``limit`` entries (default :data:`MEMO_LIMIT`),
     so its memory stays bounded however many distinct keys pass (a few MB: each entry
     keeps its key alive).  ``memo``: a dict to memoise in (shared with its other
-    users; its owner bounds it)."""
+    users; its owner bounds it).  ``hasher``: the key's 64-bit hash (default
+    :func:`key_hash`; :func:`hasher_of` gives a key function's)."""
 
-    __slots__ = ("bins", "_shift", "_memo", "_limit")
+    __slots__ = ("bins", "_shift", "_memo", "_limit", "hasher")
 
-    def __init__(self, bins: int, limit: int = 0, memo: Optional[dict[Hashable, int]] = None) -> None:
+    def __init__(
+        self,
+        bins: int,
+        limit: int = 0,
+        memo: Optional[dict[Hashable, int]] = None,
+        hasher: Optional[Callable[[Any], int]] = None,
+    ) -> None:
         limit = limit or MEMO_LIMIT
         check_bins(bins)
         self.bins = bins
         self._shift = 64 - (bins.bit_length() - 1)
         self._memo: dict[Hashable, int] = {} if memo is None else memo
         self._limit = limit
+        self.hasher = key_hash if hasher is None else hasher
 
     @property
     def memo(self) -> dict[Hashable, int]:
@@ -162,7 +179,7 @@ class KeyRouter:
 
     def __reduce__(self) -> Any:
         # shipped without its memo (a Spark task's closure would carry every key seen)
-        return (KeyRouter, (self.bins, self._limit))
+        return (KeyRouter, (self.bins, self._limit, None, self.hasher))
 
     def bin_list(self, keys: Iterable[Any]) -> list[int]:
         """The bins of ``keys``, in order (:meth:`bin` over many keys, without a method
@@ -180,7 +197,7 @@ class KeyRouter:
 
     def bin_uncached(self, key: Any) -> int:
         """Hash ``key`` and remember its bin (callers checked the memo already)."""
-        h = _xxh64(key_bytes(key))
+        h = _xxh64(key_bytes(key)) if self.hasher is key_hash else self.hasher(key)
         b = h >> self._shift if self._shift < 64 else 0
         memo = self._memo
         if len(memo) >= self._limit:

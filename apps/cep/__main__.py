@@ -287,7 +287,8 @@ def build(
     flow: Any, flights: Any, *, epoch_minutes: int, lateness: int, show: int, output: Optional[Path] = None
 ) -> tuple[Sinks, dict[str, Any]]:
     """The app's dataflow on ``flights`` (a stream of :class:`FlightEvent`), the same on
-    both backends: both patterns keyed by origin, each output into a :class:`Summary`
+    both backends: both patterns keyed by origin (a column key: on Spark the flights
+    and the operators are one stage, :mod:`tstate.spark.colocated`), each output into a :class:`Summary`
     (and, with ``output``, JSON-lines files).  Returns pattern -> (matches, timeouts,
     late) summaries, and pattern -> its :class:`~apps.cep.dataflow.CepStreams` (to
     attach more sinks)."""
@@ -299,7 +300,7 @@ def build(
     ops: dict[str, Any] = {}
     for name, pattern in (("delay_cascade", delay_cascade()), ("recovery", recovery())):
         streams = cep(
-            flow, flights, pattern, key=operator.attrgetter("origin"), time=operator.attrgetter("minute"),
+            flow, flights, pattern, key=ts.col("origin"), time=operator.attrgetter("minute"),
             epoch=epoch_minutes, lateness=lateness, event_type=FlightEvent, name=name,
             keep_idle_keys=True,  # a few hundred airports, active all day
         )  # fmt: skip

@@ -1,10 +1,11 @@
 """A Spark job for the fault tests, run in its own process (its own SparkContext):
-``python -m tests.spark.cluster_job MASTER CKPT OUT [--kill-executor-at N] [--die-at N]``.
+``python -m tests.spark.cluster_job MASTER CKPT OUT [--kill-executor-at N] [--die-at N] [--column-key]``.
 
 Batch mode over 8 epochs of keyed records (the flows.keyed dataflow, output to an
 exactly-once FileSink).  ``--kill-executor-at N`` SIGKILLs one executor JVM while batch N
 runs (Spark retries its tasks elsewhere); ``--die-at N`` kills the driver itself in the
-middle of batch N (after the sinks' output was written, before the commit)."""
+middle of batch N (after the sinks' output was written, before the commit);
+``--column-key`` keys the first operator by ``ts.col("k")`` (the colocated path)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def main() -> None:
     kill_at = int(args[args.index("--kill-executor-at") + 1]) if "--kill-executor-at" in args else None
     die_at = int(args[args.index("--die-at") + 1]) if "--die-at" in args else None
     spark = local_session(master, **{"spark.task.maxFailures": "4", "spark.executor.memory": "512m"})
-    flow, _ev, _stats, out = keyed()
+    flow, _ev, _stats, out = keyed(key=ts.col("k") if "--column-key" in args else None)
     files = ts.io.files(out_dir)
     flow.sink(out_stream(flow), files)
     backend = Backend(spark, checkpoint=ckpt, partitions=2)

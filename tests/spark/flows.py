@@ -17,16 +17,21 @@ class Stats:
     seen: list[int] = field(factory=list)
 
 
-def keyed(fold: bool = False, timers: bool = True) -> tuple[ts.Dataflow, ts.InputStream, Any, ts.Collected]:
-    """filter -> stateful (struct state, timers) -> map -> exchange -> stateful -> sink.
+def keyed(
+    fold: bool = False, timers: bool = True, key: Any = None
+) -> tuple[ts.Dataflow, ts.InputStream, Any, ts.Collected]:
+    """filter -> stateful (struct state, timers) -> map -> exchange -> stateful -> sink;
+    ``key``: the first operator's key (default: a function of ``r["k"]``; ``ts.col("k")``
+    takes the Spark backend's colocated path).
 
     Every output is independent of the order of records within one time (Timely's
     contract: no order within a timestamp), so both engines must agree exactly."""
     flow = ts.Dataflow("keyed")
     ev = flow.input("events")
     kept = ev.filter(lambda r: r["v"] >= 0)
+    by_k = key if key is not None else (lambda r: r["k"])
     if fold:
-        @flow.fold_bins(kept, key=lambda r: r["k"], state=Stats, bins=16)
+        @flow.fold_bins(kept, key=by_k, state=Stats, bins=16)
         def stats(states: dict, recs: list, ctx: ts.Context) -> None:
             for r in recs:
                 s = states.setdefault(r["k"], Stats())
@@ -35,7 +40,7 @@ def keyed(fold: bool = False, timers: bool = True) -> tuple[ts.Dataflow, ts.Inpu
                 bisect.insort(s.seen, r["v"])
                 ctx.emit((r["k"], r["v"]))
     else:
-        @flow.stateful(kept, key=lambda r: r["k"], state=Stats, bins=16)
+        @flow.stateful(kept, key=by_k, state=Stats, bins=16)
         def stats(s: Stats, r: dict, ctx: ts.Context) -> None:
             s.n += 1
             s.total += r["v"]

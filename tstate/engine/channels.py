@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from tstate.errors import KeyFunctionError
-from tstate.keys import KeyRouter
+from tstate.keys import KeyRouter, hasher_of
 from tstate.migration.routing import Owners
 from tstate.progress.shared import SharedProgress
 
@@ -54,7 +54,7 @@ class ExchangeRouter:
     ) -> None:
         self.key = key
         self.workers = workers
-        self.bins = KeyRouter(bins)
+        self.bins = KeyRouter(bins, hasher=hasher_of(key))
         self.operator = operator
         self.assignment: Owners = assignment or BinAssignment.round_robin(bins, workers)
 

@@ -55,11 +55,17 @@ class HeldBins:
     __slots__ = ("name", "memo", "router", "bins", "at", "owned", "lazy", "new_bin")
 
     def __init__(
-        self, name: str, bins: int, owned: set[int], memo: dict[Any, int], new_bin: Callable[[int], Bin] = Bin
+        self,
+        name: str,
+        bins: int,
+        owned: set[int],
+        memo: dict[Any, int],
+        new_bin: Callable[[int], Bin] = Bin,
+        hasher: Optional[Callable[[Any], int]] = None,
     ) -> None:
         self.name = name
         self.memo = memo
-        self.router = KeyRouter(bins, limit=1 << 62, memo=memo)
+        self.router = KeyRouter(bins, limit=1 << 62, memo=memo, hasher=hasher)
         self.bins: dict[int, Bin] = {}
         #: bin index -> the bin held here (None: not here, or no state yet); slot -1 stays None
         self.at: list[Optional[Bin]] = [None] * (bins + 1)
@@ -71,7 +77,7 @@ class HeldBins:
     def use_router(self, router: KeyRouter) -> None:
         """Find keys' bins with ``router`` and its memo (one shared beyond this
         operator, e.g. an executor's across micro-batches; it must have the same bins)."""
-        assert router.bins == self.router.bins
+        assert router.bins == self.router.bins and router.hasher is self.router.hasher
         self.router = router
         self.memo = router.memo
 

@@ -24,7 +24,7 @@ from sortedcontainers import SortedDict
 
 from tstate.capability import Capability
 from tstate.errors import GraphError
-from tstate.keys import KeyRouter
+from tstate.keys import KeyRouter, hasher_of
 from tstate.operators.base import OperatorRuntime
 from tstate.operators.held_bins import HeldBins
 from tstate.operators.keyed_apply import BinBatch, KeyedApply
@@ -56,7 +56,9 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         self.on_notify = node.on_notify
         history = exe.configs.get(index)
         owned = {b for b, w in enumerate(history.initial) if w == worker} if history is not None else set(range(node.bins))
-        self.held = HeldBins(node.name, node.bins, owned, exe.key_bins.setdefault(index, {}))
+        self.held = HeldBins(
+            node.name, node.bins, owned, exe.key_bins.setdefault(index, {}), hasher=hasher_of(node.key)
+        )
         #: the bins this worker holds state for, and those it owns (``held``'s)
         self.bins, self.owned = self.held.bins, self.held.owned
         self.ctx = Context(self)

@@ -45,9 +45,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 from attrs import define, field, frozen
 
 from tstate.checkpoint.commit import commit, operator_schemas
+from tstate.column_key import Col
+from tstate.plan import Stateful
 from tstate.metrics import BatchMetrics
 from tstate.progress.frontier import Antichain
 from tstate.spark.cells import decode_cell
+from tstate.spark.colocated import DEST, colocated_inputs, colocated_task, dest_column
 from tstate.spark.held import checked_path, held_name, read_held, write_held
 from tstate.spark.input_rows import INPUT_ROWS, counted, counted_kinds, passing
 from tstate.spark.output import Part, clean, finalise, records_of, sink_dir, write_index, write_parts
@@ -261,6 +264,8 @@ class MicroBatch:
         #: seconds the driver waited on Spark jobs (the tasks, and Spark's planning and
         #: scheduling of them); the rest of the batch's wall time is the driver's own
         self.waited = self._labels_wait
+        #: inputs whose stateful operators run in their own tasks (tstate.spark.colocated)
+        self.colocated: dict[str, list[int]] = {}
 
     # -- up to the commit -----------------------------------------------------------
     def run(self) -> Committed:
@@ -278,7 +283,7 @@ class MicroBatch:
             self.input_frames()
             self.held_rows()
             self.input_rows()
-            done: set[Any] = set()
+            done: set[Any] = {b for bs in self.colocated.values() for b in bs}
             for pos, item in enumerate(self.plan.items):
                 if item in done:
                     continue
@@ -324,7 +329,14 @@ class MicroBatch:
         sink references, held records, loop times); cached when read more than once."""
         plan, info = self.plan, self.info
         assert info is not None
+        self.colocated = colocated_inputs(
+            plan, self.dfs, {n: b.lateness for n, b in self.bound.items()}, self.owners, self.last.held is not None
+        )
+        for name, bs in self.colocated.items():
+            self.colocated_stage(name, bs)
         for name, df in self.dfs.items():
+            if name in self.colocated:
+                continue
             src = self.bound[name]
             at = self.const_time if self.const_time is not None else 0  # rows without a time column
             task = input_task(plan, info, name, src.record, src.time, at, self.job.late)
@@ -335,6 +347,31 @@ class MicroBatch:
                 wave = wave.persist()
                 self.persisted.append(wave)
             self.waves[name] = wave
+
+    def colocated_stage(self, name: str, boundaries: list[int]) -> None:
+        """Input ``name`` and the stateful operators it reaches, keyed by columns, as one
+        stage: its rows repartitioned by the key's bin computed in the JVM, one task per
+        partition running the fused chain and the operators
+        (:mod:`tstate.spark.colocated`)."""
+        from pyspark.sql import functions as F
+
+        plan, info, src, df = self.plan, self.info, self.bound[name], self.dfs[name]
+        assert info is not None
+        first = plan.nodes[boundaries[0]]
+        assert isinstance(first.key, Col)
+        dest = dest_column(first.key, dict(df.dtypes), first.bins, self.owners[boundaries[0]], self.labels)
+        at = self.const_time if self.const_time is not None else 0
+        task = colocated_task(plan, info, name, boundaries, src.record, src.time, at, self.job.late)
+        counted_task = counted(task, plan.inputs[name])  # (its input rows: tstate.spark.input_rows)
+        out = df.withColumn(DEST, F.expr(dest)).repartition(self.partitions, DEST).mapInArrow(counted_task, SCHEMA)
+        if any(b in plan.feeders.get(c, ()) for b in boundaries for c in plan.boundaries):
+            out = out.persist()
+            self.persisted.append(out)
+        self.waves[name] = out
+        for b in boundaries:
+            self.alias[b] = name
+        self.loop_stats["root_stages"] += 1
+        self.rows += self._collect(out.where(f"kind != {RECORDS}"))  # (timed as a Spark job)
 
     def held_rows(self) -> None:
         """Records held back by earlier batches: input rows (allowed lateness) go in
@@ -381,6 +418,8 @@ class MicroBatch:
                 self.waves[name] = self.waves[name].persist()
                 self.persisted.append(self.waves[name])
         for name in self.dfs:
+            if name in self.colocated:  # (its rows came with its stage)
+                continue
             kinds = [str(SINK)] if plan.sink_reach.get(name) else []
             if any(name in lp.feeders for lp in plan.loops.values()):
                 kinds.append(str(TIMES))
@@ -544,7 +583,7 @@ class MicroBatch:
         written here); returns what the batch commits, and those three."""
         plan, writer = self.plan, self.writer
         schemas = operator_schemas(
-            plan.nodes[b].stateful for b in plan.boundaries if plan.nodes[b].kind == "stateful"
+            op for b in plan.boundaries if isinstance(op := plan.nodes[b].op, Stateful)
         )
         held = None
         attached = []

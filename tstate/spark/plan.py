@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from attrs import define, field
 
 from tstate.errors import OperatorError, SparkError
-from tstate.keys import KeyRouter
+from tstate.keys import KeyRouter, hasher_of
 from tstate.plan import Enter, Exchange, Feedback, Frontier, Input, Leave, Node, Sink, Stateful, Stateless
 from tstate.spark.record_types import BUILTIN, RecordTypes
 
@@ -59,8 +59,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Plan", "PlanNode", "Loop"]
 
-#: bin count -> router, per process (see Plan.router)
-_SHARED_ROUTERS: dict[int, KeyRouter] = {}
+#: (bin count, key hash) -> router, per process (see Plan.router)
+_SHARED_ROUTERS: dict[tuple[int, Any], KeyRouter] = {}
 
 STATELESS = ("map", "filter", "flat_map", "inspect", "concat")
 BOUNDARIES = ("stateful", "exchange")
@@ -267,14 +267,15 @@ class Plan:
 
     def router(self, node: int) -> KeyRouter:
         """The key -> bin router of a boundary.  Shared by every plan in this process
-        with the same bin count, so an executor's memo of hashed keys outlives the
+        with the same bin count and key hash, so an executor's memo of hashed keys outlives the
         micro-batch (a plan is shipped afresh with every batch)."""
         r = self._routers.get(node)
         if r is None:
             bins = self.nodes[node].bins
-            r = _SHARED_ROUTERS.get(bins)
+            hasher = hasher_of(self.nodes[node].key)
+            r = _SHARED_ROUTERS.get((bins, hasher))
             if r is None:
-                r = _SHARED_ROUTERS[bins] = KeyRouter(bins)
+                r = _SHARED_ROUTERS[bins, hasher] = KeyRouter(bins, hasher=hasher)
             self._routers[node] = r
         return r
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
+from tstate.plan import Exchange, Stateful
 from tstate.spark.cells import cell_where, emit
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
 from tstate.spark.records import decode_cells, decode_groups, decode_records, encode_records
@@ -102,9 +103,9 @@ def direct(plan: "Plan", node: int) -> bool:
     consumers = plan.nodes[node].consumers
     for c, _port in consumers:
         n = plan.nodes[c]
-        if n.kind == "sink":
+        if c in plan.sinks:
             continue
-        if n.kind not in ("stateful", "exchange") or getattr(n, "loop", None) is not None:
+        if not isinstance(n.op, (Stateful, Exchange)) or n.loop is not None:
             return False
     return bool(consumers)
 
@@ -135,9 +136,9 @@ def _rows_input(
 
     lo, hi = info.lo, info.hi
     boundaries: list[tuple[int, Any, Any]] = [
-        (c, plan.nodes[c].key, plan.router(c)) for c, _port in plan.nodes[node].consumers if plan.nodes[c].kind != "sink"
+        (c, plan.nodes[c].key, plan.router(c)) for c, _port in plan.nodes[node].consumers if c not in plan.sinks
     ]
-    sink_nodes = [c for c, _port in plan.nodes[node].consumers if plan.nodes[c].kind == "sink"]
+    sink_nodes = [c for c, _port in plan.nodes[node].consumers if c in plan.sinks]
     dropped = 0
     held: list[tuple[int, Any]] = []
     sel: list[Any] = []  # the records going in (not late, not held back), in order
@@ -308,7 +309,7 @@ def boundary_task(
         for node in group:
             groups = received[node]
             n = counts[node]
-            if plan.nodes[node].kind == "exchange":
+            if isinstance(plan.nodes[node].op, Exchange):
                 routed: dict[tuple[int, int, int], list[Any]] = {}
                 sinks: dict[tuple[int, int], list[Any]] = {}
                 for t in sorted(groups):

@@ -17,6 +17,7 @@ from tstate.checkpoint.delta import encode_delta, restore_bin
 from tstate.checkpoint.store import CheckpointStore, data_file_path, file_ref
 from tstate.engine.checkpointing.writer import FileWriter, commit_request
 from tstate.errors import CheckpointError
+from tstate.hash_kind import HashKind
 from tstate.state.bin import Bin
 from tstate.state.payload import encode_bin
 from tstate.types import StateCodec
@@ -123,7 +124,7 @@ def test_the_first_async_checkpoint_does_not_wait_for_the_writer_process(tmp_pat
 
 
 CODEC = StateCodec(list[int])
-SCHEMA = {"op": (CODEC.schema.to_builtins(), 4)}
+SCHEMA = {"op": (CODEC.schema.to_builtins(), 4, HashKind.SPARK_XXHASH64)}
 
 
 def _files(w, store_writer, bins: dict[int, bytes], kind: str) -> list[list]:
@@ -166,6 +167,7 @@ def test_the_writer_process_commits_on_the_previous_checkpoint_and_collects_garb
     m = fresh.latest()
     assert m is not None and m.id == second.id and m.time == 20 and fresh.problems == []
     assert dict(m.meta) == {"sources": {"s": 7}, "workers": 2}  # metadata carried over, then added to
+    assert m.operators["op"].hash is HashKind.SPARK_XXHASH64  # the key's hash kind crosses the process
     chain = m.chain("op", 0)
     assert [r.kind for r in chain] == ["snap", "delta"] and m.chain("op", 1) == ()
     assert restore_bin([fresh.read(r) for r in chain], CODEC).states == {"a": [1, 5]}

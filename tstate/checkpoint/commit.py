@@ -28,12 +28,14 @@ from attrs import frozen
 
 from tstate.checkpoint.manifest import FileRef, Manifest
 from tstate.checkpoint.store import CheckpointWriter
+from tstate.hash_kind import HashKind, hash_kind_of
 from tstate.plan.stateful import Stateful
 
 __all__ = ["BinFile", "operator_schemas", "adopt", "commit"]
 
 #: operator name -> (its state schema as builtins, its bin count)
-Schemas = Mapping[str, tuple[Any, int]]
+#: operator name -> (its schema as builtins, its bin count, the hash its keys are binned with)
+Schemas = Mapping[str, tuple[Any, int, HashKind]]
 
 
 @frozen
@@ -48,10 +50,10 @@ class BinFile:
     snapshot: bool = False
 
 
-def operator_schemas(nodes: Iterable[Stateful]) -> dict[str, tuple[Any, int]]:
-    """The schema and bin count of each stateful operator node, as a checkpoint records
-    them (e.g. ``operator_schemas(n for _, n in graph.of_type(Stateful))``)."""
-    return {n.name: (n.schema.to_builtins(), n.bins) for n in nodes}
+def operator_schemas(nodes: Iterable[Stateful]) -> dict[str, tuple[Any, int, HashKind]]:
+    """The schema, bin count and key hash kind of each stateful operator node, as a
+    checkpoint records them (e.g. ``operator_schemas(n for _, n in graph.of_type(Stateful))``)."""
+    return {n.name: (n.schema.to_builtins(), n.bins, hash_kind_of(n.key)) for n in nodes}
 
 
 def adopt(writer: CheckpointWriter, f: BinFile) -> None:
@@ -72,8 +74,8 @@ def commit(
     """Commit the checkpoint ``writer`` is writing (see the module docstring) and return
     its manifest; on any failure it is aborted and the error raised."""
     try:
-        for name, (schema, bins) in schemas.items():
-            writer.put_operator_schema(name, schema, bins)
+        for name, (schema, bins, hash) in schemas.items():
+            writer.put_operator_schema(name, schema, bins, hash)
         for f in files:
             adopt(writer, f)
         for key, value in (meta or {}).items():

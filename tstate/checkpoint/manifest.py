@@ -12,8 +12,10 @@ the previous checkpoint keeps the very same chain.
     b"TSTCKPT1" + msgpack(body) + xxh64(b"TSTCKPT1" + msgpack(body)) as 8 bytes big-endian
 
 where ``body`` is ``{"id", "time", "created", "format", "operators": {name: {"schema",
-"bins", "chains": {bin: [[path, size, xxh64], ...]}}}, "meta", "attached": [[path, size,
-xxh64], ...]}``.  ``format`` is the
+"bins", "hash", "chains": {bin: [[path, size, xxh64], ...]}}}, "meta", "attached": [[path, size,
+xxh64], ...]}``.  ``hash``: the :class:`~tstate.hash_kind.HashKind` value of the hash
+the operator's keys were binned with; an entry without one was written before it was
+recorded, when every key used ``key_hash``.  ``format`` is the
 checkpoint format of the data files the checkpoint wrote (2: msgspec, see
 :mod:`tstate.types.wire`); a manifest without one was written before formats were
 recorded (format 1).  Files shared with older checkpoints keep their own format (each
@@ -48,6 +50,7 @@ import xxhash
 from attrs import field, frozen
 
 from tstate.errors import CheckpointError
+from tstate.hash_kind import HashKind
 from tstate.state.payload import decode_time, encode_time
 from tstate.types.wire import FORMAT
 
@@ -108,11 +111,13 @@ def _freeze_chains(chains: Mapping[int, tuple[FileRef, ...]]) -> Mapping[int, tu
 @frozen
 class OperatorEntry:
     """One operator in a manifest: its state ``schema`` (``Schema.to_builtins()``), its
-    ``bins`` count and ``chains`` (bin → files, snapshot first; empty bins are absent)."""
+    ``bins`` count, ``chains`` (bin → files, snapshot first; empty bins are absent) and
+    the ``hash`` its keys were binned with (:class:`~tstate.hash_kind.HashKind`)."""
 
     schema: Mapping[str, Any]
     bins: int
     chains: Mapping[int, tuple[FileRef, ...]] = field(converter=_freeze_chains, factory=dict)
+    hash: HashKind = HashKind.KEY_HASH
 
     @property
     def fingerprint(self) -> str:
@@ -203,6 +208,7 @@ def encode_manifest(m: Manifest) -> bytes:
             name: {
                 "schema": dict(e.schema),
                 "bins": e.bins,
+                "hash": e.hash.value,
                 "chains": {b: [[r.path, r.size, r.xxh64] for r in c] for b, c in e.chains.items()},
             }
             for name, e in m.operators.items()
@@ -234,6 +240,15 @@ def _attached_path(p: Any) -> str:
     return p
 
 
+def _hash_kind(value: Any) -> HashKind:
+    """A :class:`HashKind` from its stored value (a ValueError naming it if unknown)."""
+    try:
+        return HashKind(value)
+    except ValueError:
+        known = ", ".join(repr(k.value) for k in HashKind)
+        raise ValueError(f"unknown key hash {value!r} (this version knows {known})") from None
+
+
 def decode_manifest(data: bytes) -> Manifest:
     """Parse :func:`encode_manifest` bytes; :class:`~tstate.errors.CheckpointError` (with
     the reason, not the file name: callers add it) for anything torn, corrupt or foreign."""
@@ -254,7 +269,7 @@ def decode_manifest(data: bytes) -> Manifest:
             bins = e["bins"]
             if type(bins) is not int or type(e["schema"]) is not dict or type(name) is not str:
                 raise TypeError("malformed operator entry")
-            operators[name] = OperatorEntry(e["schema"], bins, chains)
+            operators[name] = OperatorEntry(e["schema"], bins, chains, _hash_kind(e.get("hash", HashKind.KEY_HASH.value)))
         created = float(obj["created"])
         fmt = obj.get("format", 1)
         if type(obj["id"]) is not int or not math.isfinite(created) or type(obj["meta"]) is not dict:

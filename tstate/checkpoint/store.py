@@ -128,6 +128,7 @@ from tstate.errors import (  # the warnings: re-exported here, where they were d
     StateTypeError,
 )
 from tstate.checkpoint.fs import TMP_MARK, FileSystem, LocalFS
+from tstate.hash_kind import HashKind
 from tstate.checkpoint.manifest import (
     ATTACHED_DIRS,
     FileRef,
@@ -1072,7 +1073,7 @@ class CheckpointWriter:
         self.state = "open"  # "open" | "committed" | "aborted"
         self._lock = threading.RLock()
         self._bins: dict[tuple[str, int], _BinOps] = {}
-        self._schemas: dict[str, tuple[dict[str, Any], int]] = {}
+        self._schemas: dict[str, tuple[dict[str, Any], int, HashKind]] = {}
         self._dropped_ops: set[str] = set()
         self._meta: dict[str, Any] = {}
         self._attached: list[FileRef] = []
@@ -1225,12 +1226,15 @@ class CheckpointWriter:
             self._schemas.pop(operator, None)
             self._dropped_ops.add(operator)
 
-    def put_operator_schema(self, operator: str, schema_builtins: dict[str, Any], bins: int) -> None:
-        """Record an operator's state schema (``Schema.to_builtins()``) and bin count.
+    def put_operator_schema(
+        self, operator: str, schema_builtins: dict[str, Any], bins: int, hash: HashKind = HashKind.KEY_HASH
+    ) -> None:
+        """Record an operator's state schema (``Schema.to_builtins()``), bin count and
+        the ``hash`` its keys are binned with.
 
         Required for an operator's first checkpoint; later ones carry it over.  If the
-        bin count changes, the old chains are not carried over (keys live in other bins
-        now: put every non-empty bin).  If the schema's fingerprint changes, every bin
+        bin count or the hash changes, the old chains are not carried over (keys live in
+        other bins now: put every non-empty bin).  If the schema's fingerprint changes, every bin
         with a chain must be rewritten by :meth:`put_snapshot` or :meth:`drop_bin` in
         this checkpoint (files of one chain share a fingerprint); :meth:`commit` checks."""
         from tstate.keys import check_bins
@@ -1245,7 +1249,9 @@ class CheckpointWriter:
             except (ConfigurationError, StateTypeError) as exc:
                 raise CheckpointError(f"operator {operator!r}: {exc}") from None
             _check_packable(f"operator {operator!r} schema", schema_builtins)
-            self._schemas[operator] = (dict(schema_builtins), bins)
+            if not isinstance(hash, HashKind):
+                raise CheckpointError(f"operator {operator!r}: hash must be a HashKind, got {hash!r}")
+            self._schemas[operator] = (dict(schema_builtins), bins, hash)
 
     def put_meta(self, key: str, value: Any) -> None:
         """Store msgpack-encodable metadata under ``key`` (source positions, sink
@@ -1262,15 +1268,15 @@ class CheckpointWriter:
         """The operators of the new manifest: ``base``'s, with this writer's changes."""
         from tstate.types.schema import Schema
 
-        ops: dict[str, tuple[dict[str, Any], int, dict[int, tuple[FileRef, ...]]]] = {}
+        ops: dict[str, tuple[dict[str, Any], int, dict[int, tuple[FileRef, ...]], HashKind]] = {}
         if base is not None:
             for name, e in base.operators.items():
                 if name not in self._dropped_ops:
-                    ops[name] = (dict(e.schema), e.bins, dict(e.chains))
-        for name, (schema, bins) in self._schemas.items():
+                    ops[name] = (dict(e.schema), e.bins, dict(e.chains), e.hash)
+        for name, (schema, bins, hash) in self._schemas.items():
             old = ops.get(name)
             chains: dict[int, tuple[FileRef, ...]] = {}
-            if old is not None and old[1] == bins:
+            if old is not None and old[1] == bins and old[3] is hash:
                 chains = old[2]
                 if Schema.from_builtins(old[0]).fingerprint != Schema.from_builtins(schema).fingerprint:
                     stale = [
@@ -1282,7 +1288,7 @@ class CheckpointWriter:
                             f"so every bin with state must be rewritten with put_snapshot or drop_bin; "
                             f"bins {', '.join(map(str, stale[:10]))}{' ...' if len(stale) > 10 else ''} were not"
                         )
-            ops[name] = (schema, bins, chains)
+            ops[name] = (schema, bins, chains, hash)
         for (name, b), bin_ops in sorted(self._bins.items()):
             entry = ops.get(name)
             if entry is None:
@@ -1299,7 +1305,7 @@ class CheckpointWriter:
                 chains[b] = chain
             else:
                 chains.pop(b, None)
-        return {name: OperatorEntry(s, bins, chains) for name, (s, bins, chains) in ops.items()}
+        return {name: OperatorEntry(s, bins, chains, h) for name, (s, bins, chains, h) in ops.items()}
 
     def commit(self) -> Manifest:
         """Commit the checkpoint and return its manifest.

@@ -227,6 +227,7 @@ class Backend:
     # -- setting up -------------------------------------------------------------------
     def _prepare(self, flow: "Planned", sources: dict[str, Any]) -> dict[str, Source]:
         from tstate.checkpoint.schema_check import check_compatible
+        from tstate.hash_kind import check_hash_kind, hash_kind_of
         from tstate.migration.planner import balanced_map
         from tstate.spark.plan import Plan
 
@@ -260,6 +261,7 @@ class Backend:
                     raise ConfigurationError(
                         f"operator {pn.name!r}: checkpoint {head.id} has {entry.bins} bins, the dataflow {pn.bins}"
                     )
+                check_hash_kind(pn.name, head.id, entry.hash, hash_kind_of(pn.stateful.key))
             self._last = Committed.of_checkpoint(head)
             if self._last.frontier is not None:  # (None: the run finished; its output is complete)
                 for sink in sinks.values():

@@ -46,6 +46,7 @@ from attrs import define, field, frozen
 
 from tstate.checkpoint.commit import commit, operator_schemas
 from tstate.column_key import Col
+from tstate.hash_kind import HashKind
 from tstate.plan import Stateful
 from tstate.metrics import BatchMetrics
 from tstate.progress.frontier import Antichain
@@ -577,7 +578,7 @@ class MicroBatch:
 
     def manifest(
         self, held_cells: list[Any], pending: list[Part]
-    ) -> tuple[Committed, dict[str, tuple[Any, int]], dict[str, Any], list[Any]]:
+    ) -> tuple[Committed, dict[str, tuple[Any, int, HashKind]], dict[str, Any], list[Any]]:
         """What the checkpoint records besides the bins: the operator schemas, the
         ``spark`` meta and the held file (the held cells and entries still ahead,
         written here); returns what the batch commits, and those three."""

@@ -92,6 +92,7 @@ from tstate.engine.checkpointing.restore import Driven, Restored, restore
 from tstate.engine.checkpointing.slices import BinWork, Job, Pacer
 from tstate.engine.checkpointing.writer import FileWriter, commit_request
 from tstate.errors import CheckpointError, CheckpointLostWarning, CheckpointSkippedWarning
+from tstate.hash_kind import HashKind
 from tstate.plan.ends import Sink, Source
 from tstate.plan.stateful import Stateful
 from tstate.progress.timestamp import epoch
@@ -165,7 +166,7 @@ class Coordinator:
         # or commit failed, or the execution was abandoned), none after it may be.
         self._broken = False
         #: operator -> (schema builtins, bins), from the plan
-        self._schemas: dict[str, tuple[Any, int]] = operator_schemas(n for _, n in exe.graph.of_type(Stateful))
+        self._schemas: dict[str, tuple[Any, int, HashKind]] = operator_schemas(n for _, n in exe.graph.of_type(Stateful))
         self._chains: dict[tuple[str, int], int] = {}  # (operator, bin) -> chain length once captured
         self.committed: list[int] = []  # times of checkpoints committed by this execution
         #: ids of the checkpoints committed by this execution (and the one restored from),
@@ -378,7 +379,7 @@ class Coordinator:
                 return False
         return True
 
-    def _schema_of(self, op: Any) -> tuple[Any, int]:
+    def _schema_of(self, op: Any) -> tuple[Any, int, HashKind]:
         return self._schemas[op.name]
 
     def _wants_snapshot(self, name: str, index: int, full: bool) -> bool:
@@ -438,7 +439,7 @@ class Coordinator:
             precopy.before_capture()
         work: list[BinWork] = []
         drops: list[list[Any]] = []  # bins emptied since the last checkpoint: their chains go
-        schemas: dict[str, tuple[Any, int]] = {}
+        schemas: dict[str, tuple[Any, int, HashKind]] = {}
         for op in self._stateful():
             name = op.name
             codec = op.codec

@@ -25,6 +25,7 @@ from tstate.checkpoint import store as _store
 from tstate.engine.checkpointing.forked import Snapshot
 from tstate.engine.checkpointing.pending import Pending
 from tstate.errors import CheckpointError, CheckpointLostWarning
+from tstate.hash_kind import HashKind
 from tstate.state.bin import Bin
 from tstate.checkpoint.store import CheckpointStore
 
@@ -51,7 +52,7 @@ class Captures(Protocol):
 
     def _stateful(self) -> list[Any]: ...
 
-    def _schema_of(self, op: Any) -> tuple[Any, int]: ...
+    def _schema_of(self, op: Any) -> tuple[Any, int, HashKind]: ...
 
     def _wants_snapshot(self, name: str, index: int, full: bool) -> bool: ...
 
@@ -77,7 +78,7 @@ class ForkedCapture:
             precopy.before_capture()
         # per changed bin: (bin, dirty, removed, snapshot?) -- None: empty, dropped
         work: list[tuple[str, Any, list[tuple[Bin, dict[Any, None], dict[Any, None], Optional[bool]]]]] = []
-        schemas: dict[str, tuple[Any, int]] = {}
+        schemas: dict[str, tuple[Any, int, HashKind]] = {}
         for op in self.c._stateful():
             schemas.setdefault(op.name, self.c._schema_of(op))
             changed: list[tuple[Bin, dict[Any, None], dict[Any, None], Optional[bool]]] = []

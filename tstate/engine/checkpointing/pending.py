@@ -11,6 +11,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Optional
 
 from tstate.errors import CheckpointError
+from tstate.hash_kind import HashKind
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.engine.checkpointing.forked import Snapshot
@@ -41,7 +42,7 @@ class Pending:
         writer: Any,
         written: "Future[Any]",
         snapshot: "Optional[Snapshot]" = None,
-        schemas: Optional[dict[str, tuple[Any, int]]] = None,
+        schemas: Optional[dict[str, tuple[Any, int, HashKind]]] = None,
         meta: Optional[dict[str, Any]] = None,
         job: "Optional[Job]" = None,
     ) -> None:

@@ -30,6 +30,7 @@ from tstate.checkpoint.settings import Checkpoints
 from tstate.checkpoint.store import CheckpointStore
 from tstate.engine.checkpointing.usable import RestoreCheck, lazy_eligible
 from tstate.errors import ConfigurationError
+from tstate.hash_kind import check_hash_kind, hash_kind_of
 from tstate.migration.configuration import ConfigHistory
 from tstate.plan.graph import Graph
 from tstate.plan.stateful import Stateful
@@ -92,7 +93,7 @@ def restore(exe: Driven, store: CheckpointStore, cfg: Checkpoints) -> Optional[R
     off, or no checkpoint).  A :class:`~tstate.errors.CheckpointError` if checkpoints
     exist and none is usable (unless ``fresh_if_unusable``), or a bin file holds
     another bin; a :class:`~tstate.errors.ConfigurationError` if an operator's bin
-    count changed."""
+    count or its key's hash kind (:mod:`tstate.hash_kind`) changed."""
     if not cfg.resume:
         return None
     start = _time.perf_counter()
@@ -118,6 +119,7 @@ def restore(exe: Driven, store: CheckpointStore, cfg: Checkpoints) -> Optional[R
             raise ConfigurationError(
                 f"operator {node.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {node.bins}"
             )
+        check_hash_kind(node.name, manifest.id, entry.hash, hash_kind_of(node.key))
         owners = exe.configs[index].initial
         codec = codecs[node.name][0]
         # a compatible older schema (e.g. a field added with a default) decodes too

@@ -54,12 +54,13 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import Future
-from typing import IO, Any, Optional, Sequence
+from typing import IO, Any, Mapping, Optional, Sequence
 
 import msgpack
 import msgspec
 
 from tstate.errors import CheckpointError
+from tstate.hash_kind import HashKind
 
 __all__ = ["FileWriter", "commit_request", "main"]
 
@@ -228,7 +229,7 @@ class FileWriter:
 
 
 def commit_request(
-    writer: Any, store: Any, files: list[list[Any]], schemas: dict[str, tuple[Any, int]], meta: dict[str, Any], base: Optional[int]
+    writer: Any, store: Any, files: list[list[Any]], schemas: Mapping[str, tuple[Any, int, HashKind]], meta: dict[str, Any], base: Optional[int]
 ) -> dict[str, Any]:
     """What :meth:`FileWriter.commit` sends for ``writer`` (a
     :class:`~tstate.checkpoint.store.CheckpointWriter` of ``store``, whose files were
@@ -240,7 +241,7 @@ def commit_request(
 
     return {
         "id": writer.id, "time": encode_time(writer.time), "token": writer.token, "full": writer.full, "base": base,
-        "files": files, "schemas": {name: [schema, bins] for name, (schema, bins) in schemas.items()}, "meta": meta,
+        "files": files, "schemas": {name: [schema, bins, hash.value] for name, (schema, bins, hash) in schemas.items()}, "meta": meta,
         "store": {"retain": store.retain, "compact_after": store.compact_after, "gc_scan_every": store.gc_scan_every,
                   "fsync": store.fsync},
     }
@@ -261,8 +262,8 @@ def _commit(location: str, stores: dict[str, Any], request: dict[str, Any]) -> d
         store.base_on(base)
     w = store.writer_for(request["id"], decode_time(request["time"]), request["token"], request["full"])
     try:
-        for name, (schema, bins) in request["schemas"].items():
-            w.put_operator_schema(name, schema, bins)
+        for name, (schema, bins, hash) in request["schemas"].items():
+            w.put_operator_schema(name, schema, bins, HashKind(hash))
         for name, b, snap, path, size, xxh64 in request["files"]:
             if path is None:  # an empty bin
                 w.drop_bin(name, b)

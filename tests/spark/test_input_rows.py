@@ -45,3 +45,28 @@ def test_a_loop_counts_its_input_rows_not_its_rounds(spark: Any, tmp_path: Any) 
     batches = backend.metrics.batches
     assert sum(b.records for b in batches) == len(rows) == 6
     assert sum(b.operator_records for b in batches) > 6  # every hop of every walk
+
+
+def test_the_column_key_one_stage_path_counts_each_input_row_once(spark: Any, tmp_path: Any) -> None:
+    """Two operators keyed alike by ``ts.col`` run in the input's own task
+    (:mod:`tstate.spark.colocated`): that task counts the input's rows, once."""
+    from tstate.spark.colocated import colocated_boundaries
+    from tstate.spark.plan import Plan
+
+    flow = ts.Dataflow("twins_by_col")
+    ev = flow.input("events")
+    for name in ("a", "b"):
+
+        @flow.stateful(ev, key=ts.col("k"), state=int, bins=8, name=name)
+        def count(n: int, r: dict, ctx: ts.Context) -> int:
+            ctx.emit((r["k"], n + 1))
+            return n + 1
+
+        count.sink(ts.io.keep(), name=f"{name}.kept")
+    assert colocated_boundaries(Plan.of(flow), "events") is not None  # the one-stage path
+    rows = [{"k": f"k{i % 7}", "v": i, "t": i % 3} for i in range(90)]
+    backend = Backend(spark, checkpoint=str(tmp_path / "ck"), partitions=2, progress=False)
+    backend.run(flow, {"events": Source(spark.createDataFrame(rows, "k string, v long, t long"), time="t")}, epochs_per_batch=2)
+    batches = backend.metrics.batches
+    assert [b.records for b in batches] == [60, 30, 0]  # epochs 0-1, epoch 2, the closing batch
+    assert sum(b.operator_records for b in batches) == 90 + 90

@@ -67,3 +67,16 @@ def test_estimated_size_is_close_to_the_encoded_size():
     size = len(encode_bin(b, StateCodec(list[int])))
     assert 0.5 * size <= b.estimated_size() <= 2 * size
     assert Bin(1).estimated_size() == 0
+
+
+@given(st.lists(st.text(max_size=4), max_size=30), st.integers(0, 4))
+def test_split_places_column_keys_by_the_column_hash(keys, log2):
+    """A ``ts.col`` operator's keys land, after a split, in the bins column_hash gives."""
+    from tstate.column_key import column_hash
+
+    bins = 1 << log2
+    parts: dict[int, Bin] = {}
+    for k in keys:
+        parts.setdefault(bin_of(column_hash(k), bins), Bin(bin_of(column_hash(k), bins))).states[k] = 1
+    for b in split_all(parts, bins, column_hash).values():
+        assert all(bin_of(column_hash(k), 2 * bins) == b.index for k in b.states)

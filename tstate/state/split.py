@@ -18,7 +18,7 @@ True
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from tstate.errors import ConfigurationError
 from tstate.keys import check_bins, key_hash
@@ -27,19 +27,21 @@ from tstate.state.bin import Bin
 __all__ = ["split_bin", "merge_bins", "split_all", "merge_all"]
 
 
-def _half(key: Any, bins: int) -> int:
+def _half(key: Any, bins: int, hasher: Callable[[Any], int] = key_hash) -> int:
     """Which half (0 or 1) of its bin a key falls in when ``bins`` doubles."""
     k = check_bins(bins)
-    return (key_hash(key) >> (63 - k)) & 1
+    return (hasher(key) >> (63 - k)) & 1
 
 
-def split_bin(b: Bin, bins: int) -> tuple[Bin, Bin]:
+def split_bin(b: Bin, bins: int, hasher: Callable[[Any], int] = key_hash) -> tuple[Bin, Bin]:
     """Split bin ``b`` of a ``bins``-bin operator into bins ``2b`` and ``2b + 1`` of a
-    ``2 * bins``-bin operator."""
+    ``2 * bins``-bin operator.  ``hasher``: the hash the operator's keys are binned
+    with (:func:`tstate.keys.hasher_of` of its key: a ``ts.col`` key splits by
+    :func:`~tstate.column_key.column_hash`)."""
     if 2 * bins > 1 << 16:
         raise ConfigurationError(f"cannot split {bins} bins: at most 65536 bins")
     halves = (Bin(2 * b.index), Bin(2 * b.index + 1))
-    side = {k: _half(k, bins) for k in {*b.states, *b.dirty, *b.removed, *(k for ks in b.timers.values() for k in ks)}}
+    side = {k: _half(k, bins, hasher) for k in {*b.states, *b.dirty, *b.removed, *(k for ks in b.timers.values() for k in ks)}}
     for k, v in b.states.items():
         halves[side[k]].states[k] = v
     for k, v in b.dirty.items():
@@ -67,12 +69,12 @@ def merge_bins(lo: Bin, hi: Bin) -> Bin:
     return m
 
 
-def split_all(bins: dict[int, Bin], count: int) -> dict[int, Bin]:
-    """Split every bin of a ``count``-bin operator: returns the ``2 * count`` bins
-    (only those that exist)."""
+def split_all(bins: dict[int, Bin], count: int, hasher: Callable[[Any], int] = key_hash) -> dict[int, Bin]:
+    """Split every bin of a ``count``-bin operator (keys binned with ``hasher``, see
+    :func:`split_bin`): returns the ``2 * count`` bins (only those that exist)."""
     out: dict[int, Bin] = {}
     for b in bins.values():
-        lo, hi = split_bin(b, count)
+        lo, hi = split_bin(b, count, hasher)
         out[lo.index] = lo
         out[hi.index] = hi
     return out

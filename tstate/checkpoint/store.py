@@ -265,21 +265,32 @@ class CheckpointStore(Recovery, GarbageCollection):
         self._scanned = False  # has a commit of this store scanned data/ for garbage yet
         self._commits_since_scan = 0
         #: the second copy (see the module docstring), itself a store without a replica
-        self.replica = None
-        if isinstance(replica, CheckpointStore):
-            self.replica = replica
-        elif replica is not None:
-            self.replica = CheckpointStore(
-                replica, retain=retain, compact_after=compact_after, fsync=fsync, create=create, readonly=readonly
-            )
-        if self.replica is not None and self.replica.replica is not None:
-            raise ConfigurationError(f"{where}: a replica cannot have a replica of its own")
+        self.replica = self._open_replica(replica, create=create)
         #: directories outside ``data/`` whose files follow the checkpoints to the replica
         #: (:meth:`CheckpointWriter.mirror`; recovery copies what either copy lacks)
         self.mirror_dirs = tuple(d if d.endswith("/") else d + "/" for d in mirror_dirs)
         #: files recovery rewrote from the other copy: ``"<path> (in <directory>)"``
         self.repaired: list[str] = []
         self._replicated: set[str] = set()  # paths known to be in the replica
+
+    def _open_replica(
+        self, replica: str | os.PathLike[str] | CheckpointStore | None, *, create: bool
+    ) -> CheckpointStore | None:
+        """The store ``replica`` names (opened like this one), or ``replica`` itself."""
+        if replica is None:
+            return None
+        if not isinstance(replica, CheckpointStore):
+            replica = CheckpointStore(
+                replica,
+                retain=self.retain,
+                compact_after=self.compact_after,
+                fsync=self.fsync,
+                create=create,
+                readonly=self.readonly,
+            )
+        if replica.replica is not None:
+            raise ConfigurationError(f"{self._where}: a replica cannot have a replica of its own")
+        return replica
 
     def __repr__(self) -> str:
         return f"CheckpointStore({self.directory!r}, retain={self.retain}, compact_after={self.compact_after})"

@@ -108,16 +108,10 @@ True
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import threading
 import time as _time
-import warnings
-from typing import Any, Callable, Iterator
-
-import msgpack
-import xxhash
-from attrs import define, field
+from typing import Any
 
 from tstate.errors import (  # the warnings: re-exported here, where they were defined before
     CheckpointError,
@@ -125,20 +119,22 @@ from tstate.errors import (  # the warnings: re-exported here, where they were d
     CheckpointReplicaWarning,
     CheckpointSkippedWarning,
     ConfigurationError,
-    StateTypeError,
 )
-from tstate.checkpoint.fs import TMP_MARK, FileSystem, LocalFS
-from tstate.hash_kind import HashKind
-from tstate.checkpoint.manifest import (
-    ATTACHED_DIRS,
-    FileRef,
-    Manifest,
-    OperatorEntry,
-    decode_manifest,
-    encode_manifest,
-    manifest_name,
-    parse_manifest_name,
+from tstate.checkpoint.fs import FileSystem, LocalFS
+from tstate.checkpoint.gc import GarbageCollection
+from tstate.checkpoint.manifest import Manifest, encode_manifest
+from tstate.checkpoint.layout import (  # re-exported: they were defined here before
+    MANIFESTS as _MANIFESTS,
+    data_file_path,
+    file_ref,
+    operator_dir,
+    parse_attached_name,
+    parse_data_name,
+    unusable_name,
 )
+from tstate.checkpoint.writing import CheckpointWriter, write_data_file  # re-exported
+from tstate.checkpoint.writing import check_packable as _check_packable
+from tstate.checkpoint.recovery import Recovery
 from tstate.state.payload import encode_time
 
 __all__ = [
@@ -156,87 +152,31 @@ __all__ = [
     "write_data_file",
 ]
 
-_MANIFESTS = "manifests"
-_DATA = "data"
-_DATA_NAME = re.compile(r"^(\d+)-([0-9a-f]+)-(snap|delta\d*)\.bin(?:" + re.escape(TMP_MARK) + r"[0-9a-f]+)?$")
-_ATTACHED_NAME = re.compile(r"^(\d+)-([0-9a-f]+)\.[a-z]+(?:" + re.escape(TMP_MARK) + r"[0-9a-f]+)?$")
-_UNUSABLE = re.compile(r"^ckpt-(\d+)\.unusable$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+def _open_local(directory: str, where: str, *, create: bool, readonly: bool) -> LocalFS:
+    """The filesystem of local checkpoint directory ``directory``, created if missing
+    (unless ``readonly`` or not ``create``); CheckpointError naming it otherwise."""
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise CheckpointError(f"{where}: exists and is not a directory")
+    if not os.path.isdir(directory):
+        if readonly or not create:
+            raise CheckpointError(f"{where}: does not exist")
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise CheckpointError(f"{where}: cannot be created ({exc.strerror or exc})") from None
+    return LocalFS(directory)
 
 
-def unusable_name(checkpoint_id: int) -> str:
-    """The marker of a checkpoint found unusable: ``manifests/ckpt-000042.unusable``
-    (text: when and why).  Garbage collection never deletes a marked checkpoint."""
-    return f"{_MANIFESTS}/ckpt-{checkpoint_id:06d}.unusable"
-
-
-def parse_attached_name(name: str) -> tuple[int, str] | None:
-    """``(checkpoint id, writer token)`` of an attached file's (or its temporary's)
-    name, ``<id>-<token>.<ext>`` (``000042-a1b2c3d4.msgpack``), else None."""
-    m = _ATTACHED_NAME.match(name)
-    return (int(m.group(1)), m.group(2)) if m else None
-
-
-def operator_dir(operator: str) -> str:
-    """The directory name of an operator's files under ``data/``.
-
-    >>> operator_dir("track"), operator_dir("a/b c")
-    ('track-436bcf21', 'a_b_c-ad61e642')
-    """
-    safe = _UNSAFE.sub("_", operator)[:40] or "_"
-    return f"{safe}-{xxhash.xxh32_hexdigest(operator.encode('utf-8'))}"
-
-
-def parse_data_name(name: str) -> tuple[int, str] | None:
-    """``(checkpoint id, writer token)`` of a data file (or its temporary) name, else None.
-
-    >>> parse_data_name("000042-a1b2c3d4-delta2.bin"), parse_data_name("x.bin")
-    ((42, 'a1b2c3d4'), None)
-    """
-    m = _DATA_NAME.match(name)
-    return (int(m.group(1)), m.group(2)) if m else None
-
-
-def data_file_path(operator: str, bin: int, checkpoint_id: int, token: str, kind: str) -> str:
-    """The path of a data file of checkpoint ``checkpoint_id`` (see the layout above)."""
-    if not token or any(c not in "0123456789abcdef" for c in token):
-        raise CheckpointError(f"file token must be lowercase hex, got {token!r}")
-    return f"{_DATA}/{operator_dir(operator)}/{bin}/{checkpoint_id:06d}-{token}-{kind}.bin"
-
-
-def file_ref(path: str, data: bytes) -> FileRef:
-    """The reference of a data file holding ``data`` (its size and xxh64)."""
-    return FileRef(path, len(data), _checksum(data))
-
-
-def write_data_file(fs: FileSystem, operator: str, bin: int, checkpoint_id: int, token: str, kind: str, data: bytes) -> FileRef:
-    """Write one data file of checkpoint ``checkpoint_id`` (temporary name, rename; no
-    fsync: the commit syncs once) and return its reference.  ``token`` (hex) must be
-    unique per writer: :class:`CheckpointWriter` uses its own; processes writing files
-    for a writer elsewhere (Spark tasks) extend it, and the writer :meth:`adopts
-    <CheckpointWriter.adopt>` the references."""
-    path = data_file_path(operator, bin, checkpoint_id, token, kind)
-    data = bytes(data)
-    try:
-        fs.write_atomic(path, data, fsync=False)
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot be written ({exc})") from None
-    return FileRef(path, len(data), _checksum(data))
-
-
-def _checksum(data: bytes) -> str:
-    return xxhash.xxh64_hexdigest(data)
-
-
-def _check_packable(what: str, value: Any) -> None:
-    try:
-        msgpack.packb(value, use_bin_type=True)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise CheckpointError(f"{what} cannot be stored: not msgpack-encodable ({exc})") from None
-
-
-class CheckpointStore:
+class CheckpointStore(Recovery, GarbageCollection):
     """Checkpoints in one directory (see the module docstring for layout and guarantees).
+
+    Each concern lives in its own module, as a base class: reading
+    (:mod:`tstate.checkpoint.reading`), replicas (:mod:`tstate.checkpoint.replica`),
+    recovery (:mod:`tstate.checkpoint.recovery`), garbage collection
+    (:mod:`tstate.checkpoint.gc`); writing one checkpoint is
+    :class:`~tstate.checkpoint.writing.CheckpointWriter`.  This class opens the store,
+    begins writers and commits them.
 
     ``directory``: a local path or an object-store URL (``s3://bucket/prefix``...;
     :mod:`tstate.checkpoint.location`).  A local ``directory`` is created if missing
@@ -302,16 +242,7 @@ class CheckpointStore:
         if remote:
             fs = open_filesystem(self.directory)
         elif fs is None:
-            if os.path.lexists(self.directory) and not os.path.isdir(self.directory):
-                raise CheckpointError(f"{where}: exists and is not a directory")
-            if not os.path.isdir(self.directory):
-                if readonly or not create:
-                    raise CheckpointError(f"{where}: does not exist")
-                try:
-                    os.makedirs(self.directory, exist_ok=True)
-                except OSError as exc:
-                    raise CheckpointError(f"{where}: cannot be created ({exc.strerror or exc})") from None
-            fs = LocalFS(self.directory)
+            fs = _open_local(self.directory, where, create=create, readonly=readonly)
         self.fs: FileSystem = fs
         if not readonly:
             try:
@@ -334,15 +265,7 @@ class CheckpointStore:
         self._scanned = False  # has a commit of this store scanned data/ for garbage yet
         self._commits_since_scan = 0
         #: the second copy (see the module docstring), itself a store without a replica
-        self.replica: CheckpointStore | None = None
-        if isinstance(replica, CheckpointStore):
-            self.replica = replica
-        elif replica is not None:
-            self.replica = CheckpointStore(
-                replica, retain=retain, compact_after=compact_after, fsync=fsync, create=create, readonly=readonly
-            )
-        if self.replica is not None and self.replica.replica is not None:
-            raise ConfigurationError(f"{where}: a replica cannot have a replica of its own")
+        self.replica = self._open_replica(replica, create=create)
         #: directories outside ``data/`` whose files follow the checkpoints to the replica
         #: (:meth:`CheckpointWriter.mirror`; recovery copies what either copy lacks)
         self.mirror_dirs = tuple(d if d.endswith("/") else d + "/" for d in mirror_dirs)
@@ -350,350 +273,27 @@ class CheckpointStore:
         self.repaired: list[str] = []
         self._replicated: set[str] = set()  # paths known to be in the replica
 
-    def _links(self) -> list[str]:
-        """The store's own directories (``manifests/``, ``data/`` with its operator and
-        bin directories, ``held/``) that are symlinks, each described with where it
-        resolves; ``[]`` on a backend without symlinks."""
-        linked_dirs = getattr(self.fs, "linked_dirs", None)  # (LocalFS; object stores have no links)
-        if linked_dirs is None:
-            return []
-        tops = {_MANIFESTS: 0, _DATA: 2, **{d.rstrip("/"): 0 for d in ATTACHED_DIRS}}
-        root = os.path.realpath(self.directory)
-        out = []
-        for rel, real in linked_dirs(tops):
-            inside = real == root or real.startswith(root.rstrip(os.sep) + os.sep)
-            out.append(f"{self.fs.describe(rel)} -> {real}{'' if inside else ' (outside the store)'}")
-        return out
-
-    def _refuse_links(self) -> None:
-        """Refuse (:class:`~tstate.errors.CheckpointError`) a store whose own
-        directories are symlinks: it would write through them, but garbage collection
-        never deletes through a symlink, so the store would grow without bound."""
-        links = self._links()
-        if links:
-            raise CheckpointError(
-                f"{self._where}: {'; '.join(links)}: a symlinked directory inside a checkpoint store "
-                "is written through but never garbage-collected (nothing is deleted through a symlink), "
-                "so the store would grow without bound. Replace each link by a real directory (move what "
-                "it points to into its place), or make the checkpoint directory itself the link"
+    def _open_replica(
+        self, replica: str | os.PathLike[str] | CheckpointStore | None, *, create: bool
+    ) -> CheckpointStore | None:
+        """The store ``replica`` names (opened like this one), or ``replica`` itself."""
+        if replica is None:
+            return None
+        if not isinstance(replica, CheckpointStore):
+            replica = CheckpointStore(
+                replica,
+                retain=self.retain,
+                compact_after=self.compact_after,
+                fsync=self.fsync,
+                create=create,
+                readonly=self.readonly,
             )
-        self._linked = False
+        if replica.replica is not None:
+            raise ConfigurationError(f"{self._where}: a replica cannot have a replica of its own")
+        return replica
 
     def __repr__(self) -> str:
         return f"CheckpointStore({self.directory!r}, retain={self.retain}, compact_after={self.compact_after})"
-
-    # ------------------------------------------------------------------ reading
-
-    def _manifest_ids(self) -> list[int]:
-        try:
-            names = self.fs.list(_MANIFESTS)
-        except OSError as exc:
-            raise CheckpointError(f"{self.fs.describe(_MANIFESTS)}: cannot be listed ({exc})") from None
-        ids = (parse_manifest_name(n) for n in names)
-        return sorted(i for i in ids if i is not None)
-
-    def _candidate_ids(self) -> list[int]:
-        """The checkpoint ids of this store and of its replica (either may be
-        unreachable, not both)."""
-        if self.replica is None:
-            return self._manifest_ids()
-        try:
-            mine = self._manifest_ids()
-        except CheckpointError as exc:
-            try:
-                theirs = self.replica._manifest_ids()
-            except CheckpointError:
-                raise exc from None
-            self.problems.append(f"{exc}: reading the replica's checkpoints")
-            return theirs
-        try:
-            return sorted(set(mine) | set(self.replica._manifest_ids()))
-        except CheckpointError as exc:
-            self.problems.append(f"replica: {exc}")
-            return mine
-
-    def _load_either(self, checkpoint_id: int) -> Manifest:
-        """:meth:`_load`, from the replica when this copy of the manifest is missing or
-        bad (then repaired here, unless read-only)."""
-        try:
-            return self._load(checkpoint_id)
-        except CheckpointError as exc:
-            if self.replica is None:
-                raise
-            try:
-                m = self.replica._load(checkpoint_id)
-            except CheckpointError as other:
-                raise CheckpointError(f"{exc}; replica: {other}") from None
-            self._repair(self, m.name, encode_manifest(m), str(exc))
-            return m
-
-    def _repair(self, target: CheckpointStore, path: str, data: bytes, why: str, *, warn: bool = True) -> None:
-        """Rewrite ``path`` in ``target`` (this store or its replica) with good bytes
-        from the other copy."""
-        if target.readonly:
-            return
-        try:
-            target.fs.write_atomic(path, data, fsync=target.fsync)
-        except OSError as exc:
-            self.problems.append(f"{target.fs.describe(path)}: not repaired ({exc})")
-            return
-        note = f"{path} (in {target.directory})"
-        self.repaired.append(note)
-        if not warn:
-            return
-        warnings.warn(
-            CheckpointRepairedWarning(f"{target.fs.describe(path)} was bad ({why}): rewritten from the other copy"),
-            stacklevel=3,
-        )
-
-    def _load(self, checkpoint_id: int) -> Manifest:
-        """The manifest of ``checkpoint_id``; CheckpointError naming the file if it is
-        missing, torn or corrupt."""
-        name = manifest_name(checkpoint_id)
-        try:
-            data = self.fs.read_bytes(name)
-        except FileNotFoundError:
-            raise CheckpointError(f"{name}: missing") from None
-        except OSError as exc:
-            raise CheckpointError(f"{name}: cannot be read ({exc})") from None
-        try:
-            m = decode_manifest(data)
-        except CheckpointError as exc:
-            raise CheckpointError(f"{name}: {exc}") from None
-        if m.id != checkpoint_id:
-            raise CheckpointError(f"{name}: says it is checkpoint {m.id}")
-        return m
-
-    def manifests(self) -> list[Manifest]:
-        """Every committed manifest that parses, oldest first (data files are not
-        verified; use :meth:`verify`).  Unreadable manifests are listed in ``problems``."""
-        with self._lock:
-            self.problems = []
-            out = []
-            for i in self._manifest_ids():
-                try:
-                    out.append(self._load(i))
-                except CheckpointError as exc:
-                    self.problems.append(str(exc))
-            return out
-
-    def manifest(self, checkpoint_id: int) -> Manifest:
-        """The manifest of one checkpoint (CheckpointError naming the file if it is
-        missing or does not parse; data files are not verified)."""
-        return self._load(checkpoint_id)
-
-    def verify(
-        self,
-        manifest: Manifest,
-        keep: dict[str, bytes] | None = None,
-        check: Callable[[FileRef, bytes], str | None] | None = None,
-    ) -> list[str]:
-        """What is wrong with the data files of ``manifest``: one line per problem, the
-        file's path then what (``missing``, a size or a checksum mismatch); ``[]`` when
-        every file is present with the recorded size and xxh64.  Reads every file;
-        ``keep``: filled with the bytes read (path -> bytes) when every file is good,
-        emptied otherwise (a caller about to decode them reads each file once).
-        ``check``: run on each good file's bytes, says what else is wrong with it
-        (``None``: nothing), e.g. a schema fingerprint the manifest does not name."""
-        problems = []
-        if keep is not None:
-            keep.clear()
-        for ref in manifest.files():
-            try:
-                data = self.read(ref)
-            except CheckpointError as exc:
-                problems.append(str(exc))
-                continue
-            wrong = check(ref, data) if check is not None else None
-            if wrong is not None:
-                problems.append(wrong)
-                continue
-            if keep is not None and not problems:
-                keep[ref.path] = data
-        if problems and keep is not None:
-            keep.clear()
-        return problems
-
-    def read(self, ref: FileRef) -> bytes:
-        """The bytes of a data file, after checking its size and checksum
-        (:class:`~tstate.errors.CheckpointError` naming the file otherwise).  With a
-        replica, a copy that is bad here is read from the replica and repaired here."""
-        try:
-            return self._read_here(ref)
-        except CheckpointError as exc:
-            if self.replica is None:
-                raise
-            try:
-                data = self.replica._read_here(ref)
-            except CheckpointError as other:
-                raise CheckpointError(f"{exc}; replica: {other}") from None
-            self._repair(self, ref.path, data, str(exc))
-            return data
-
-    def _read_here(self, ref: FileRef) -> bytes:
-        """:meth:`read` from this copy only."""
-        try:
-            data = self.fs.read_bytes(ref.path)
-        except FileNotFoundError:
-            raise CheckpointError(f"{ref.path}: missing") from None
-        except (OSError, ValueError) as exc:
-            raise CheckpointError(f"{ref.path}: cannot be read ({exc})") from None
-        if len(data) != ref.size:
-            raise CheckpointError(f"{ref.path}: size {len(data)} bytes, the manifest says {ref.size} (torn?)")
-        digest = _checksum(data)
-        if digest != ref.xxh64:
-            raise CheckpointError(f"{ref.path}: checksum mismatch (xxh64 {digest}, the manifest says {ref.xxh64})")
-        return data
-
-    def read_chain(self, manifest: Manifest, operator: str, bin: int) -> list[bytes]:
-        """The verified bytes of a bin's chain (snapshot first), ready for
-        :func:`tstate.checkpoint.delta.apply_chain`; ``[]`` for an empty bin."""
-        return [self.read(r) for r in self.bin_chain(manifest, operator, bin)]
-
-    def latest(self, *, verify: Callable[[Manifest], list[str]] | None = None) -> Manifest | None:
-        """The newest committed checkpoint whose manifest parses and whose every file
-        verifies (size and xxh64), or ``None`` if there is none.  ``verify``: what
-        checks a candidate's files, saying what is wrong like :meth:`verify` (the
-        default; the Spark backend has its executors read them in parallel).  Each newer
-        checkpoint skipped is explained in ``problems`` (naming the file) and in
-        :attr:`skipped`; a store that may write marks it unusable on disk
-        (``manifests/ckpt-000042.unusable``, the reasons as text), so garbage collection
-        keeps it as evidence in every later process too.  It also becomes the base the
-        next :meth:`begin` builds on (what the engine restored).  Recovery uses
-        :meth:`recover`, which refuses to start from empty state when checkpoints exist
-        but none is usable."""
-        with self._lock:
-            self.problems = []
-            self.skipped = {}
-            found: Manifest | None = None
-            for i in reversed(self._candidate_ids()):
-                try:
-                    m = self._load_either(i)
-                except CheckpointError as exc:
-                    self._skip(i, [str(exc)])
-                    continue
-                bad = (verify or self.verify)(m)
-                if bad:
-                    self._skip(i, bad)
-                    continue
-                found = m
-                break
-            if found is not None and self.replica is not None and not self.readonly:
-                self._check_replica(found)
-            self._head, self._head_known, self._head_pending = found, True, None
-            return found
-
-    def _sync_dir(self, directory: str) -> None:
-        """Copy every file under ``directory`` that one copy lacks from the other (the
-        mirrored directories at recovery: their files are written once, never changed)."""
-        replica = self.replica
-        assert replica is not None
-
-        def walk(fs: FileSystem, d: str) -> set[str]:
-            try:
-                found = {f"{d}/{n}" for n in fs.list(d) if TMP_MARK not in n}
-                for sub in fs.list_dirs(d):
-                    found |= walk(fs, f"{d}/{sub}")
-            except FileNotFoundError:
-                return set()
-            return found
-
-        mine, theirs = walk(self.fs, directory), walk(replica.fs, directory)
-        for path in sorted(theirs - mine):
-            self._repair(self, path, replica.fs.read_bytes(path), "missing", warn=False)
-        for path in sorted(mine - theirs):
-            self._repair(replica, path, self.fs.read_bytes(path), "missing", warn=False)
-        for target, n in ((self, len(theirs - mine)), (replica, len(mine - theirs))):
-            if n and not target.readonly:
-                warnings.warn(
-                    CheckpointRepairedWarning(
-                        f"{target.fs.describe(directory)}: {n} file{'s' if n > 1 else ''} missing, copied from the other copy"
-                    ),
-                    stacklevel=4,
-                )
-
-    def _check_replica(self, m: Manifest) -> None:
-        """Make the replica's copy of checkpoint ``m`` whole: each file that is missing
-        or bad there is rewritten from this copy (verified), then the manifest."""
-        replica = self.replica
-        assert replica is not None
-        try:
-            for ref in m.files():
-                try:
-                    replica._read_here(ref)
-                except CheckpointError as exc:
-                    self._repair(replica, ref.path, self._read_here(ref), str(exc))
-                self._replicated.add(ref.path)
-            try:
-                replica._load(m.id)
-            except CheckpointError as exc:
-                self._repair(replica, m.name, encode_manifest(m), str(exc))
-            for d in self.mirror_dirs:
-                self._sync_dir(d.rstrip("/"))
-        except (OSError, CheckpointError) as exc:
-            self._replicated.clear()
-            self.problems.append(f"replica {replica.directory}: not checked ({exc})")
-
-    def _skip(self, checkpoint_id: int, reasons: list[str]) -> None:
-        """``latest`` found checkpoint ``checkpoint_id`` unusable: note why, and (when
-        this store may write) mark it on disk so no garbage collection deletes it."""
-        self.problems.extend(f"checkpoint {checkpoint_id} skipped: {p}" for p in reasons)
-        self.skipped[checkpoint_id] = list(reasons)
-        self._bad_ids.add(checkpoint_id)
-        if self.readonly:
-            return
-        marker = unusable_name(checkpoint_id)
-        try:
-            if not self.fs.exists(marker):
-                text = f"checkpoint {checkpoint_id} found unusable at {_time.strftime('%Y-%m-%d %H:%M:%S')}:\n"
-                self.fs.write_atomic(marker, (text + "".join(f"  {r}\n" for r in reasons)).encode(), fsync=False)
-        except OSError as exc:  # the in-memory note still protects it in this process
-            self.problems.append(f"{marker}: cannot be written ({exc})")
-
-    def recover(
-        self, *, fresh_if_unusable: bool = False, verify: Callable[[Manifest], list[str]] | None = None
-    ) -> Manifest | None:
-        """The checkpoint to resume from: :meth:`latest`, but never an empty start by
-        surprise.
-
-        - No checkpoint at all: ``None`` (a first run).
-        - A usable one, with newer ones skipped: it, after a
-          :class:`CheckpointSkippedWarning` naming each skipped checkpoint and why.
-        - Checkpoints, none usable: :class:`~tstate.errors.CheckpointError` listing each
-          one and why it is unusable, unless ``fresh_if_unusable`` (then ``None`` after a
-          :class:`CheckpointSkippedWarning`: the run starts from empty state).
-
-        Nothing is deleted either way: unusable checkpoints stay as evidence (garbage
-        collection keeps them and their files) until someone removes their manifests.
-        ``verify``: as for :meth:`latest`."""
-        m = self.latest(verify=verify)
-        skipped = dict(self.skipped)
-        if not skipped:
-            return m
-        where = self._where
-        lines = "; ".join(f"checkpoint {i}: {', '.join(r)}" for i, r in sorted(skipped.items(), reverse=True))
-        if m is None:
-            what = (
-                f"{where} holds "
-                f"{len(skipped)} checkpoint{'s' if len(skipped) > 1 else ''} and none is usable ({lines}); "
-                "nothing was deleted"
-            )
-            if not fresh_if_unusable:
-                raise CheckpointError(
-                    f"{what}. Resuming would start from empty state: repair or remove the unusable checkpoints "
-                    f"(`python -m tstate checkpoints {self.directory} --verify` lists them), or pass "
-                    "fresh_if_unusable=True to start from empty state and keep them"
-                )
-            warnings.warn(CheckpointSkippedWarning(f"{what}; starting from empty state (fresh_if_unusable=True)"), stacklevel=2)
-            return None
-        warnings.warn(
-            CheckpointSkippedWarning(
-                f"{where}: resuming from "
-                f"checkpoint {m.id} (time {m.time!r}); newer checkpoints are unusable and kept as evidence: {lines}"
-            ),
-            stacklevel=2,
-        )
-        return m
 
     @property
     def head(self) -> Manifest | None:
@@ -709,11 +309,6 @@ class CheckpointStore:
                 if not self._head_known:
                     self.latest()
         return self._head
-
-    def bin_chain(self, manifest: Manifest, operator: str, bin: int) -> list[FileRef]:
-        """A bin's files in ``manifest``, snapshot first, then deltas in the order they
-        apply; ``[]`` if the operator or the bin has none (an empty bin)."""
-        return list(manifest.chain(operator, bin))
 
     def needs_snapshot(self, operator: str, bin: int) -> bool:
         """Whether the next checkpoint should write a full snapshot of this bin rather
@@ -845,40 +440,6 @@ class CheckpointStore:
             except (OSError, CheckpointError) as exc:  # the checkpoint is committed; garbage stays for the next commit
                 self.problems.append(f"garbage collection after checkpoint {manifest.id} failed: {exc}")
 
-    def _replicate(self, m: Manifest, mirrored: tuple[str, ...] = ()) -> None:
-        """Copy committed checkpoint ``m`` to the replica: the files it does not hold
-        yet and the ``mirrored`` ones, then the manifest, then the replica's garbage
-        collection.  A failure is
-        reported (``problems``, :class:`CheckpointReplicaWarning`), never raised: ``m``
-        is committed here; the next commit copies what is still missing."""
-        replica = self.replica
-        assert replica is not None
-        rfs = replica.fs
-        try:
-            for ref in m.files():
-                if ref.path in self._replicated:
-                    continue
-                if not (rfs.exists(ref.path) and rfs.size(ref.path) == ref.size):
-                    rfs.write_atomic(ref.path, self._read_here(ref), fsync=False)
-                self._replicated.add(ref.path)
-            for path in mirrored:
-                rfs.write_atomic(path, self.fs.read_bytes(path), fsync=False)
-            if replica.fsync:
-                rfs.sync_all()
-            rfs.write_atomic(m.name, encode_manifest(m), fsync=replica.fsync)
-            if replica.fsync:
-                rfs.fsync_dir(_MANIFESTS)
-        except (OSError, CheckpointError) as exc:
-            self._replicated.clear()  # re-check on the next copy
-            problem = f"checkpoint {m.id} not copied to the replica {replica.directory} ({exc})"
-            self.problems.append(problem)
-            warnings.warn(CheckpointReplicaWarning(f"{self._where}: {problem}; the next commit copies it"), stacklevel=2)
-            return
-        replica._collect_guarded(m)
-        self.problems.extend(f"replica: {p}" for p in replica.problems)
-        # what later checkpoints can name of what is there: m's files (they build on m)
-        self._replicated = {r.path for r in m.files()}
-
     def wait_gc(self) -> None:
         """Wait for a garbage collection running in the background (``background_gc``)."""
         t = self._gc_thread
@@ -888,458 +449,3 @@ class CheckpointStore:
     def _forget(self, w: CheckpointWriter) -> None:
         with self._lock:
             self._active.pop(w.token, None)
-
-    def _delete(self, path: str) -> None:
-        """Delete one file for garbage collection; a refusal (a path through a symlink)
-        or an error is noted in ``problems`` and the file left alone (with a
-        ``RuntimeWarning`` the first time a path is refused)."""
-        try:
-            self.fs.delete(path)
-        except (OSError, ValueError) as exc:
-            self._linked = self._linked or isinstance(exc, PermissionError)  # (a symlink on the way)
-            problem = f"{path}: not deleted ({exc})"
-            self.problems.append(problem)
-            if path not in self._refused:
-                self._refused.add(path)
-                warnings.warn(f"{self._where}: garbage collection: {problem}", RuntimeWarning, stacklevel=2)
-
-    def _collect(self, new: Manifest) -> None:
-        """Delete manifests beyond ``retain`` and files nothing kept references (module
-        docs) -- never evidence of a failure:
-
-        - an *unusable* checkpoint (one :meth:`latest` skipped, in this process or --
-          marked ``ckpt-N.unusable`` -- in an earlier one) is kept with all its files,
-          and does not count towards ``retain``;
-        - an *unreadable* manifest (torn, corrupt) is kept, and since which files it
-          names is unknown, so is every file of a checkpoint up to its id.
-
-        Usually *incremental*: only the files of the manifests deleted now are candidates,
-        which costs nothing per untouched bin.  A *full scan* of ``data/`` and of the
-        attached files' directories (which also finds orphans and temporaries of crashed
-        writers) runs on this store's first commit and every ``gc_scan_every`` commits.
-        Every deletion checks its path stays in the store (no symlink on the way:
-        :meth:`tstate.checkpoint.fs.LocalFS.delete`); a refused one is noted in
-        ``problems``."""
-        fs = self.fs
-        kept: list[Manifest] = [new]
-        evidence: list[Manifest] = []
-        doomed: list[Manifest] = []
-        unreadable: list[int] = []
-        scan = not self._scanned or self._commits_since_scan + 1 >= self.gc_scan_every
-        names = fs.list(_MANIFESTS)
-        marked = {int(um.group(1)) for n in names if (um := _UNUSABLE.match(n))}
-        ids = sorted(i for i in (parse_manifest_name(n) for n in names) if i is not None)
-        for i in reversed(ids):
-            if i >= new.id:  # new itself, or another process committed meanwhile: not ours to judge
-                continue
-            try:
-                m = self._load(i)
-            except CheckpointError as exc:
-                self.problems.append(f"kept unreadable {exc} (evidence: garbage collection never deletes it)")
-                unreadable.append(i)
-                continue
-            if i in self._bad_ids or i in marked:
-                evidence.append(m)
-                self.problems.append(f"kept unusable checkpoint {i} (evidence: garbage collection never deletes it)")
-            elif len(kept) >= self.retain:
-                doomed.append(m)
-            else:
-                kept.append(m)
-        for m in doomed:
-            self._delete(m.name)
-        if doomed and self.fsync:
-            fs.fsync_dir(_MANIFESTS)  # manifests are gone for good before their files go
-        # files of checkpoints up to an unreadable manifest: it may name any of them
-        protect = max(unreadable, default=0)
-        referenced = {r.path for m in (*kept, *evidence) for r in m.files()}
-        # a manifest from before attached files were listed names its held file only in
-        # its metadata: that keeps it too
-        referenced |= {p for m in (*kept, *evidence) for p in _attached_in(m.meta, ATTACHED_DIRS)}
-
-        def owner(path: str) -> int | None:
-            name = path.rsplit("/", 1)[-1]
-            parsed = parse_data_name(name) if path.startswith(_DATA + "/") else parse_attached_name(name)
-            return parsed[0] if parsed is not None else None
-
-        if not scan:
-            self._commits_since_scan += 1
-            dirs: set[str] = set()
-            for m in doomed:
-                for ref in m.files():
-                    o = owner(ref.path)
-                    if ref.path in referenced or o is None or o <= protect:
-                        continue
-                    self._delete(ref.path)
-                    if ref.path.startswith(_DATA + "/"):
-                        dirs.add(ref.path.rsplit("/", 1)[0])
-            for d in sorted(dirs):
-                fs.remove_dir(d)
-                fs.remove_dir(d.rsplit("/", 1)[0])
-            return
-        self._scanned, self._commits_since_scan = True, 0
-        for link in self._links():  # (a listing skips a symlinked directory: say so, and stop writing)
-            self._linked = True
-            problem = f"{link}: a symlink, not garbage-collected; the next checkpoint is refused"
-            self.problems.append(problem)
-            if link not in self._refused:
-                self._refused.add(link)
-                warnings.warn(f"{self._where}: garbage collection: {problem}", RuntimeWarning, stacklevel=2)
-        manifest_ids = set(ids)
-        for name in names:
-            if TMP_MARK in name:
-                tmp_owner = parse_manifest_name(name.split(TMP_MARK, 1)[0])
-                if tmp_owner is not None and tmp_owner <= new.id:
-                    self._delete(f"{_MANIFESTS}/{name}")
-            elif (u := _UNUSABLE.match(name)) and int(u.group(1)) not in manifest_ids and int(u.group(1)) <= new.id:
-                self._delete(f"{_MANIFESTS}/{name}")  # its checkpoint was removed (by hand): the marker goes too
-        active = set(self._active)
-
-        def garbage(path: str, parsed: tuple[int, str] | None) -> bool:
-            if path in referenced or parsed is None:  # None: not a name this store writes, leave it alone
-                return False
-            o, token = parsed
-            if any(token.startswith(a) for a in active) or o > new.id:  # a checkpoint still being written
-                return False
-            return o > protect
-
-        for op in fs.list_dirs(_DATA):
-            op_path = f"{_DATA}/{op}"
-            for b in fs.list_dirs(op_path):
-                bin_path = f"{op_path}/{b}"
-                for name in fs.list(bin_path):
-                    path = f"{bin_path}/{name}"
-                    if garbage(path, parse_data_name(name)):
-                        self._delete(path)
-                fs.remove_dir(bin_path)
-            fs.remove_dir(op_path)
-        for d in ATTACHED_DIRS:
-            d = d.rstrip("/")
-            for name in fs.list(d):
-                path = f"{d}/{name}"
-                if garbage(path, parse_attached_name(name)):
-                    self._delete(path)
-        for name in fs.list(""):
-            if name.startswith(".probe" + TMP_MARK):
-                self._delete(name)
-
-
-def _attached_in(value: Any, dirs: tuple[str, ...], depth: int = 0) -> Iterator[str]:
-    """Strings naming a file of ``dirs`` anywhere in metadata ``value``."""
-    if isinstance(value, str):
-        if value.startswith(dirs):
-            yield value
-    elif depth < 4 and (isinstance(value, (list, tuple)) or hasattr(value, "values")):
-        items = value.values() if hasattr(value, "values") else value
-        for v in items:
-            yield from _attached_in(v, dirs, depth + 1)
-
-
-@define
-class _BinOps:
-    """What one writer did to one bin: ``replace`` the chain by ``files`` (snapshot or
-    drop), or append ``files`` (deltas) to the chain carried over."""
-
-    replace: bool
-    files: list[FileRef] = field(factory=list)
-
-
-class CheckpointWriter:
-    """One checkpoint being written (from :meth:`CheckpointStore.begin`).
-
-    Data files are written when put (temporary name, fsync, rename), so memory holds
-    only the references.  Nothing is visible to readers before :meth:`commit`.  Use it
-    from one thread at a time (the engine's background thread); its methods hold a lock,
-    so a call from another thread is safe, just serialised.  ``id``, ``time`` and
-    ``token`` (random, in every file name it writes) identify it.  As a context manager
-    it aborts on exit unless committed.
-
-    >>> import tempfile
-    >>> store = CheckpointStore(tempfile.mkdtemp(), fsync=False)
-    >>> with store.begin(0) as w:
-    ...     w.put_operator_schema("op", {"kind": "int", "name": "int"}, bins=2)
-    ...     w.put_snapshot("op", 1, b"x")
-    ...     w.put_meta("sources", {"flights": 1200})
-    ...     m = w.commit()
-    >>> m.id, dict(m.meta), dict(m.operators["op"].chains)[1][0].size
-    (1, {'sources': {'flights': 1200}}, 1)
-    """
-
-    def __init__(self, store: CheckpointStore, checkpoint_id: int, time: Any, token: str, full: bool) -> None:
-        self.store = store
-        self.id = checkpoint_id
-        self.time = time
-        self.token = token
-        self.full = full
-        self.state = "open"  # "open" | "committed" | "aborted"
-        self._lock = threading.RLock()
-        self._bins: dict[tuple[str, int], _BinOps] = {}
-        self._schemas: dict[str, tuple[dict[str, Any], int, HashKind]] = {}
-        self._dropped_ops: set[str] = set()
-        self._meta: dict[str, Any] = {}
-        self._attached: list[FileRef] = []
-        self._mirrored: list[str] = []
-        self._dirs: set[str] = set()
-
-    def __repr__(self) -> str:
-        return f"CheckpointWriter(id={self.id}, time={self.time!r}, {self.state}, bins touched={len(self._bins)})"
-
-    def __enter__(self) -> CheckpointWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.state == "open":
-            self.abort()
-
-    def _check_open(self) -> None:
-        if self.state != "open":
-            raise CheckpointError(f"checkpoint {self.id} was {self.state} already")
-
-    @staticmethod
-    def _check_bin(operator: str, bin: int) -> None:
-        if type(operator) is not str or not operator:
-            raise CheckpointError(f"operator name must be a non-empty str, got {operator!r}")
-        if type(bin) is not int or bin < 0:
-            raise CheckpointError(f"operator {operator!r}: bin must be an int >= 0, got {bin!r}")
-
-    def _write(self, operator: str, bin: int, kind: str, data: bytes) -> FileRef:
-        # no fsync per file: the commit makes all of them durable with one sync
-        ref = write_data_file(self.store.fs, operator, bin, self.id, self.token, kind, data)
-        self._dirs.add(ref.path.rsplit("/", 1)[0])
-        return ref
-
-    def _discard(self, ops: _BinOps | None) -> None:
-        """Delete files this writer wrote for a bin and no longer needs."""
-        if ops is not None:
-            for ref in ops.files:
-                self.store.fs.delete(ref.path)
-
-    def put_snapshot(self, operator: str, bin: int, data: bytes) -> None:
-        """Write a full snapshot of a bin (``encode_bin`` bytes): its chain becomes this
-        one file.  Putting again replaces what this writer put for the bin before."""
-        with self._lock:
-            self._check_open()
-            self._check_bin(operator, bin)
-            self._discard(self._bins.pop((operator, bin), None))
-            self._bins[operator, bin] = _BinOps(True, [self._write(operator, bin, "snap", data)])
-
-    def put_delta(self, operator: str, bin: int, data: bytes) -> None:
-        """Write a delta of a bin (:func:`~tstate.checkpoint.delta.encode_delta` bytes):
-        appended to the bin's chain from the previous checkpoint (or to what this writer
-        put for the bin already; after :meth:`drop_bin`, or for a bin without a chain,
-        it applies to an empty bin)."""
-        with self._lock:
-            self._check_open()
-            self._check_bin(operator, bin)
-            ops = self._bins.get((operator, bin))
-            if ops is None:
-                ops = self._bins[operator, bin] = _BinOps(False)
-            n = sum(1 for r in ops.files if r.kind == "delta")
-            ops.files.append(self._write(operator, bin, "delta" if n == 0 else f"delta{n + 1}", data))
-
-    def adopt(self, operator: str, bin: int, refs: list[FileRef], *, replace: bool) -> None:
-        """Take data files of this checkpoint written by another process (with
-        :func:`write_data_file`, under this writer's id and a token extending its own):
-        ``replace=True`` makes them the bin's chain (a snapshot first), else they are
-        appended to it like :meth:`put_delta`.  Each file must exist with its size."""
-        with self._lock:
-            self._check_open()
-            self._check_bin(operator, bin)
-            prefix = f"{_DATA}/{operator_dir(operator)}/{bin}/{self.id:06d}-{self.token}"
-            for ref in refs:
-                if not ref.path.startswith(prefix):
-                    raise CheckpointError(f"{ref.path}: not a file of checkpoint {self.id} (expected {prefix}...)")
-                self._check_size(ref)
-            if replace:
-                self._bins.pop((operator, bin), None)
-                self._bins[operator, bin] = _BinOps(True, list(refs))
-            else:
-                ops = self._bins.get((operator, bin))
-                if ops is None:
-                    ops = self._bins[operator, bin] = _BinOps(False)
-                ops.files.extend(refs)
-            self._dirs.add(f"{_DATA}/{operator_dir(operator)}/{bin}")
-
-    def mirror(self, path: str) -> None:
-        """Copy ``path`` (a file outside ``data/`` written through the store's
-        filesystem, under one of the store's ``mirror_dirs``: the Spark backend's output
-        parts and index) to the store's replica with this checkpoint.  Unlike an
-        attached file it is neither verified nor deleted with the manifest: it only
-        follows the checkpoint to the replica.  Without a replica it is a no-op."""
-        with self._lock:
-            self._check_open()
-            if not path.startswith(self.store.mirror_dirs):
-                raise CheckpointError(f"{path}: not under the store's mirrored directories {self.store.mirror_dirs}")
-            self._mirrored.append(path)
-
-    def attach(self, ref: FileRef) -> None:
-        """Make a file outside ``data/`` part of this checkpoint only (the Spark
-        backend's held-back records): its size and xxh64 are verified with the data
-        files (a checkpoint whose attached file is damaged is skipped by
-        :meth:`CheckpointStore.latest`), and it is deleted with the manifest.  It must
-        exist with its size, live in one of ``held/`` and be named
-        ``<id>-<token>.<ext>`` with this writer's id and a token extending its own."""
-        from tstate.checkpoint.manifest import ATTACHED_DIRS
-
-        with self._lock:
-            self._check_open()
-            name = ref.path.rsplit("/", 1)[-1]
-            parsed = parse_attached_name(name)
-            if (
-                not ref.path.startswith(ATTACHED_DIRS)
-                or ref.path.count("/") != 1
-                or parsed is None
-                or parsed[0] != self.id
-                or not parsed[1].startswith(self.token)
-            ):
-                raise CheckpointError(
-                    f"{ref.path}: not an attached file of checkpoint {self.id} "
-                    f"(expected {ATTACHED_DIRS[0]}{self.id:06d}-{self.token}....)"
-                )
-            self._check_size(ref)
-            self._attached.append(ref)
-
-    def _check_size(self, ref: FileRef) -> None:
-        """The file exists with the size ``ref`` says (a write that did not finish)."""
-        try:
-            size = self.store.fs.size(ref.path)
-        except OSError:
-            size = -1
-        if size != ref.size:
-            raise CheckpointError(f"{ref.path}: missing or {size} bytes, expected {ref.size}")
-
-    def drop_bin(self, operator: str, bin: int) -> None:
-        """The bin is empty now (no keys, no timers): the checkpoint has no chain for it."""
-        with self._lock:
-            self._check_open()
-            self._check_bin(operator, bin)
-            self._discard(self._bins.pop((operator, bin), None))
-            self._bins[operator, bin] = _BinOps(True)
-
-    def drop_operator(self, operator: str) -> None:
-        """The operator is gone from the dataflow: the checkpoint has no entry for it
-        (what this writer put for it is discarded; a later
-        :meth:`put_operator_schema` starts it afresh)."""
-        with self._lock:
-            self._check_open()
-            for key in [k for k in self._bins if k[0] == operator]:
-                self._discard(self._bins.pop(key))
-            self._schemas.pop(operator, None)
-            self._dropped_ops.add(operator)
-
-    def put_operator_schema(
-        self, operator: str, schema_builtins: dict[str, Any], bins: int, hash: HashKind = HashKind.KEY_HASH
-    ) -> None:
-        """Record an operator's state schema (``Schema.to_builtins()``), bin count and
-        the ``hash`` its keys are binned with.
-
-        Required for an operator's first checkpoint; later ones carry it over.  If the
-        bin count or the hash changes, the old chains are not carried over (keys live in
-        other bins now: put every non-empty bin).  If the schema's fingerprint changes, every bin
-        with a chain must be rewritten by :meth:`put_snapshot` or :meth:`drop_bin` in
-        this checkpoint (files of one chain share a fingerprint); :meth:`commit` checks."""
-        from tstate.keys import check_bins
-        from tstate.types.schema import Schema
-
-        with self._lock:
-            self._check_open()
-            self._check_bin(operator, 0)
-            try:
-                check_bins(bins)
-                Schema.from_builtins(schema_builtins)
-            except (ConfigurationError, StateTypeError) as exc:
-                raise CheckpointError(f"operator {operator!r}: {exc}") from None
-            _check_packable(f"operator {operator!r} schema", schema_builtins)
-            if not isinstance(hash, HashKind):
-                raise CheckpointError(f"operator {operator!r}: hash must be a HashKind, got {hash!r}")
-            self._schemas[operator] = (dict(schema_builtins), bins, hash)
-
-    def put_meta(self, key: str, value: Any) -> None:
-        """Store msgpack-encodable metadata under ``key`` (source positions, sink
-        progress, worker count...); read back as ``Manifest.meta[key]`` (tuples come back
-        as lists).  Keys not put again keep their value from the previous checkpoint."""
-        with self._lock:
-            self._check_open()
-            if type(key) is not str:
-                raise CheckpointError(f"meta key must be a str, got {key!r}")
-            _check_packable(f"meta {key!r}", value)
-            self._meta[key] = value
-
-    def _build(self, base: Manifest | None) -> dict[str, OperatorEntry]:
-        """The operators of the new manifest: ``base``'s, with this writer's changes."""
-        from tstate.types.schema import Schema
-
-        ops: dict[str, tuple[dict[str, Any], int, dict[int, tuple[FileRef, ...]], HashKind]] = {}
-        if base is not None:
-            for name, e in base.operators.items():
-                if name not in self._dropped_ops:
-                    ops[name] = (dict(e.schema), e.bins, dict(e.chains), e.hash)
-        for name, (schema, bins, hash) in self._schemas.items():
-            old = ops.get(name)
-            chains: dict[int, tuple[FileRef, ...]] = {}
-            if old is not None and old[1] == bins and old[3] is hash:
-                chains = old[2]
-                if Schema.from_builtins(old[0]).fingerprint != Schema.from_builtins(schema).fingerprint:
-                    stale = [
-                        b for b in sorted(chains) if not ((o := self._bins.get((name, b))) is not None and o.replace)
-                    ]
-                    if stale:
-                        raise CheckpointError(
-                            f"operator {name!r}: its state schema changed since checkpoint {base.id if base else '?'}, "
-                            f"so every bin with state must be rewritten with put_snapshot or drop_bin; "
-                            f"bins {', '.join(map(str, stale[:10]))}{' ...' if len(stale) > 10 else ''} were not"
-                        )
-            ops[name] = (schema, bins, chains, hash)
-        for (name, b), bin_ops in sorted(self._bins.items()):
-            entry = ops.get(name)
-            if entry is None:
-                raise CheckpointError(
-                    f"operator {name!r}: no schema recorded (call put_operator_schema in its first checkpoint)"
-                )
-            if b >= entry[1]:
-                if bin_ops.replace and not bin_ops.files:
-                    continue  # dropping a bin that does not exist: nothing to do
-                raise CheckpointError(f"operator {name!r}: bin {b} does not exist (the operator has {entry[1]} bins)")
-            chains = entry[2]
-            chain = tuple(bin_ops.files) if bin_ops.replace else chains.get(b, ()) + tuple(bin_ops.files)
-            if chain:
-                chains[b] = chain
-            else:
-                chains.pop(b, None)
-        return {name: OperatorEntry(s, bins, chains, h) for name, (s, bins, chains, h) in ops.items()}
-
-    def commit(self) -> Manifest:
-        """Commit the checkpoint and return its manifest.
-
-        Fsyncs the directories of the files written, writes the manifest atomically
-        (temporary file, fsync, rename, fsync of ``manifests/``), then garbage-collects
-        (see the module docstring).  Raises :class:`~tstate.errors.CheckpointError`,
-        committing nothing and leaving the writer open (to :meth:`abort`), if the put
-        data is inconsistent (a bin without an operator schema, a bin index out of
-        range, a schema change without rewritten bins) or a later checkpoint was
-        committed meanwhile."""
-        with self._lock:
-            self._check_open()
-            m = self.store._commit(self)
-            self.state = "committed"
-            return m
-
-    def abort(self) -> None:
-        """Delete what this writer wrote and close it (nothing is committed).  No-op if
-        it was committed or aborted already."""
-        with self._lock:
-            if self.state != "open":
-                return
-            self.state = "aborted"
-            for ops in self._bins.values():
-                self._discard(ops)
-            for ref in self._attached:
-                self.store.fs.delete(ref.path)
-            self._bins.clear()
-            self._attached.clear()
-            self.store._forget(self)
-
-    def written(self) -> Iterator[FileRef]:
-        """The files this writer has written or attached (and not discarded) so far."""
-        for ops in self._bins.values():
-            yield from ops.files
-        yield from self._attached

@@ -34,13 +34,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tstate.plan",),  # typed, frozen nodes
     ("tstate.io", "tstate.state", "tstate.capability", "tstate.notificator", "tstate.probe"),
     ("tstate.types",),
-    ("tstate.progress", "tstate.keys", "tstate.column_key"),
+    ("tstate.progress", "tstate.keys", "tstate.column_key", "tstate.hash_kind"),
     ("tstate.metrics", "tstate.errors"),
 )
 
 #: the packages and modules below the engines: they import no engine, no operator
 #: runtime, no Spark module, neither the builder API nor the backend interface
-LOWER = ("tstate.errors", "tstate.keys", "tstate.column_key", "tstate.metrics", "tstate.progress", "tstate.types", "tstate.state",
+LOWER = ("tstate.errors", "tstate.keys", "tstate.column_key", "tstate.hash_kind", "tstate.metrics", "tstate.progress", "tstate.types", "tstate.state",
          "tstate.io", "tstate.plan", "tstate.checkpoint", "tstate.capability", "tstate.notificator", "tstate.probe",
          "tstate.migration")
 UPPER = ("tstate.engine", "tstate.operators", "tstate.spark", "tstate.dataflow")

@@ -11,10 +11,11 @@ visible (:func:`commit`).
 
 >>> import tempfile
 >>> from tstate.checkpoint.store import CheckpointStore, write_data_file
+>>> from tstate.hash_kind import HashKind
 >>> store = CheckpointStore(tempfile.mkdtemp(), fsync=False)
 >>> w = store.begin(5)
 >>> ref = write_data_file(store.fs, "count", 1, w.id, w.token, "snap", b"state")
->>> m = commit(w, {"count": ({"kind": "int", "name": "int"}, 4)}, [BinFile("count", 1, ref, snapshot=True)],
+>>> m = commit(w, {"count": ({"kind": "int", "name": "int"}, 4, HashKind.KEY_HASH)}, [BinFile("count", 1, ref, snapshot=True)],
 ...            {"workers": 2})
 >>> m.time, m.meta["workers"], [r.size for r in m.chain("count", 1)]
 (5, 2, [5])

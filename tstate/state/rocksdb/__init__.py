@@ -17,7 +17,9 @@ states in front.  One concept per module:
 - :mod:`~tstate.state.rocksdb.store`: ``KeyedStore``, one operator's keyed state as the
   runtime uses it (get / put / delete, a bin's items, its timers, export / ingest);
 - :mod:`~tstate.state.rocksdb.worker`: ``WorkerStore``, a worker's database, cache and
-  stores.
+  stores;
+- :mod:`~tstate.state.rocksdb.keyed_bin`: ``RocksBin``, one bin of a ``KeyedStore``
+  behind the runtime's storage seam (:class:`tstate.state.storage.KeyedBin`).
 
 **The binding** is rocksdict (``pip install 'tstate[rocksdb]'``), chosen for having
 every piece above -- column families, write batches, snapshots, ``Checkpoint``,

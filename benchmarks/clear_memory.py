@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 import tstate as ts
+from tstate.plan import Stateful
 from benchmarks.common import table
 
 
@@ -85,7 +86,7 @@ def one(variant: str, keys: int, per_epoch: int, directory: str) -> dict[str, An
     seconds = time.perf_counter() - t0
     gc.collect()
     rss = _rss_mb()
-    ops = [op for ops in ex.operators for op in ops if op.spec.kind == "stateful"]
+    ops = [op for ops in ex.operators for op in ops if isinstance(op.node, Stateful)]
     live = sum(len(b.states) for op in ops for b in op.bins.values())
     # the stateful operators' key -> bin memos (one per operator, shared by its workers)
     maps = sum(len(m) for m in ex.key_bins.values())

@@ -38,6 +38,8 @@ issue 14's targets and the loop figures.
     python -m benchmarks.graph                  # both graphs, 20 epochs per setting
     python -m benchmarks.graph --quick          # a smoke run: small graphs, 3 epochs
     python -m benchmarks.graph --graphs powerlaw --churn 0.01 --algorithms pagerank
+    python -m benchmarks.graph --spark          # on Spark: local[1] vs local[2] vs embedded
+                                                # (benchmarks.graph_spark; --vertices, --epochs, --churn)
 """
 
 from __future__ import annotations
@@ -279,6 +281,16 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: Optional[list[str]] = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--spark" in argv:  # the Spark comparison (benchmarks.graph_spark), its own options
+        from benchmarks.graph_spark import main as spark_main
+
+        rest = [a for a in argv if a != "--spark"]
+        if "--churn" in rest:  # one fraction there
+            i = rest.index("--churn") + 1
+            rest[i] = rest[i].split(",")[0]
+        spark_main(rest)
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a smoke run: 2,000-vertex power-law graph, 3 epochs")
     ap.add_argument("--graphs", default="airports,powerlaw")
@@ -289,6 +301,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--tol", type=float, default=1e-10, help="PageRank L1 tolerance")
     ap.add_argument("--contenders", default="tstate,networkx,igraph")
     ap.add_argument("--no-loops", action="store_true", help="skip the loop micro-benchmark")
+    ap.add_argument("--spark", action="store_true", help="instead: the Spark comparison (benchmarks.graph_spark)")
     args = ap.parse_args(argv)
     epochs = args.epochs or (3 if args.quick else 20)
     n = args.vertices or (2_000 if args.quick else 20_000)

@@ -250,7 +250,7 @@ def live_run(spark: Any, data_dir: str, ckpt: str, strategy: str, at: int, steps
 
     def hook(backend: Any, b: int) -> None:
         if strategy != "none" and b == at and not fired:
-            fired.append(backend.rescale(TO, strategy, steps=steps))
+            fired.append(backend.rescale(TO, strategy, steps=steps).steps)
 
     r = run_tstate(spark, data_dir, ckpt, FROM, out, hook, fold)
     bm = r["batches"]

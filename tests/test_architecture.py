@@ -58,3 +58,42 @@ def test_the_deploy_page_says_where_executors_unpack_archives() -> None:
     doc = (ROOT / "docs" / "spark-deploy.md").read_text()
     assert "SPARK_WORKER_DIR" in doc and "site-packages/pyspark/work/" in doc
     assert 'env["SPARK_WORKER_DIR"]' in (ROOT / "tests" / "spark" / "test_deploy.py").read_text()
+
+
+def drawn_layers(doc: str) -> dict[str, int]:
+    """The layer drawing (the first code block under "Layers and packages"): package or
+    top-level module of tstate (dotted) -> its line, 0 at the top."""
+    section = doc[doc.index("## Layers and packages") :]
+    block = section[section.index("```\n") + 4 :]
+    block = block[: block.index("```")]
+    drawn: dict[str, int] = {}
+    for i, line in enumerate(block.splitlines()):
+        for path in re.findall(r"\btstate/[A-Za-z0-9_]*(?:\.py|/)?", line):
+            parts = path.rstrip("/").removesuffix(".py").split("/")[:2]
+            name = ".".join(p for p in parts if p != "__init__")
+            assert name not in drawn, f"{name} is drawn twice in the layer drawing"
+            drawn[name] = i
+    return drawn
+
+
+def test_the_layer_drawing_holds_against_the_import_graph() -> None:
+    """Every package of tstate is drawn, and none imports (anywhere in its modules)
+    one drawn above it: the drawing's order is the code's."""
+    # as a module of the tests package: putting tests/ on sys.path would make
+    # tests/apps shadow the apps package for every test run after this one
+    from tests.test_layers import graph, package_of, packages
+
+    drawn = drawn_layers(DOC)
+    pk = packages(graph(ROOT / "tstate"))
+    assert set(pk) == set(drawn), f"drawn but gone: {sorted(set(drawn) - set(pk))}; not drawn: {sorted(set(pk) - set(drawn))}"
+    wrong = [
+        f"{a} (drawn on line {drawn[a]}) imports {b} (drawn above it, line {drawn[b]}): {m} -> {t} line {n}"
+        for a, targets in pk.items() for b, (m, t, n) in targets.items() if drawn[b] < drawn[a]
+    ]
+    assert not wrong, "\n".join(wrong)
+    assert package_of("tstate.engine.checkpointing.writer") == "tstate.engine"
+
+
+def test_the_layer_drawing_check_catches_a_package_drawn_too_low() -> None:
+    doc = "## Layers and packages\n\n```\n  tstate/plan/   nodes\n  tstate/checkpoint/, tstate/io/\n```\n"
+    assert drawn_layers(doc) == {"tstate.plan": 0, "tstate.checkpoint": 1, "tstate.io": 1}

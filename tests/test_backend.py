@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tstate as ts
-from tstate.backend import Backend, Embedded, embedded
+from tstate.backend import Backend
+from tstate.engine.embedded import Embedded
 from tstate.errors import ConfigurationError, GraphError
 from tstate.metrics import Metrics
 
@@ -42,7 +43,7 @@ def test_a_run_through_the_protocol_is_the_run_on_a_worker_count(words: list[lis
     flow.run(workers=workers)
     want, state = out.by_time(), flow.state(count, format="dict")
     flow2, out2, count2 = word_count(words)
-    engine = embedded(workers)
+    engine = Embedded(workers)
     assert isinstance(engine, Backend)
     flow2.run(engine)
     assert out2.by_time() == want
@@ -57,9 +58,9 @@ def test_a_run_through_the_protocol_is_the_run_on_a_worker_count(words: list[lis
 def test_a_backend_keeps_its_own_settings(tmp_path: Any) -> None:
     flow, _, _ = word_count([["a"]])
     with pytest.raises(ConfigurationError, match="a backend takes its own settings"):
-        flow.run(embedded(2), checkpoint=str(tmp_path))
+        flow.run(Embedded(2), checkpoint=str(tmp_path))
     with pytest.raises(ConfigurationError, match="max_workers"):
-        flow.run(embedded(2), max_workers=4)
+        flow.run(Embedded(2), max_workers=4)
     with pytest.raises(ConfigurationError, match="workers must be an integer >= 1 or a Backend, got 'two'"):
         flow.run("two")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="workers must be an integer >= 1, got 0"):
@@ -93,3 +94,60 @@ def test_flow_state_without_a_run_is_refused() -> None:
         flow.state(count)
     with pytest.raises(GraphError, match="has not run on the embedded engine"):
         flow.read(count, "a")
+
+
+def test_the_contract_loads_no_engine() -> None:
+    """``import tstate`` and building a dataflow load no engine, operator runtime or
+    Spark module (the contract imports none); running on a worker count loads the
+    embedded engine then."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tstate as ts\n"
+        "from tstate.backend import Backend, Rescaled, Strategy\n"
+        "flow = ts.Dataflow('f'); inp = flow.input('i'); out = inp.map(lambda x: x).collect()\n"
+        "loaded = lambda: sorted(m for m in sys.modules if m.startswith(('tstate.engine', 'tstate.operators', 'tstate.spark')))\n"
+        "before = loaded()\n"
+        "inp.send([1]); inp.close(); flow.run(2)\n"
+        "print(before, 'tstate.engine.embedded' in loaded(), out.records(), ts.Embedded.__module__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["[]", "True", "[1]", "tstate.engine.embedded"], done.stdout + done.stderr
+
+
+def test_both_engines_rescale_with_one_strategy_type_and_default() -> None:
+    import inspect
+
+    from tstate.backend import DEFAULT_STRATEGY, Rescaled
+    from tstate.migration.commands import Rescale
+    from tstate.spark.backend import Backend as Spark
+
+    for engine in (Embedded, Spark, Backend):
+        sig = inspect.signature(engine.rescale)
+        assert sig.parameters["strategy"].default == DEFAULT_STRATEGY, engine
+        assert sig.return_annotation in (Rescaled, "Rescaled"), engine
+    assert Rescale(2).strategy == DEFAULT_STRATEGY
+    with pytest.raises(ConfigurationError, match="unknown migration strategy 'slow'"):
+        Rescale(2, strategy="slow")  # type: ignore[arg-type]
+
+
+def test_the_embedded_engine_rescale_is_typed_and_its_former_result_still_reads() -> None:
+    from tstate.backend import Rescaled
+
+    flow, out, count = word_count([["a", "b"], ["c"], ["a"], ["d"]])
+    engine = Embedded(2, max_workers=4)
+    ex = engine.start(flow)
+    ex.step()
+    with pytest.raises(ConfigurationError, match="unknown migration strategy"):
+        engine.rescale(4, "slow")  # type: ignore[arg-type]
+    r = engine.rescale(4, "all-at-once")
+    assert isinstance(r, Rescaled) and r.workers == 4 and r.strategy == "all-at-once" and r.steps == 1
+    assert list(r.schedule) == ["count"] and len(r.schedule["count"]) == 1
+    with pytest.warns(DeprecationWarning, match="schedule"):
+        assert r["count"] == list(r.schedule["count"])
+    with pytest.warns(DeprecationWarning, match="steps"):
+        assert int(r) == 1
+    ex.run()
+    assert sorted(engine.state(count, format="dict").items()) == [("a", 2), ("b", 1), ("c", 1), ("d", 1)]
+    assert engine.metrics.moves  # the bins did move

@@ -12,19 +12,23 @@ The public surface is what this module exports; everything else is internal.
 [2, 4]
 """
 
+from typing import TYPE_CHECKING
+
 from tstate import errors, io
 from tstate.backend import Backend
 from tstate.capability import Capability, InputCapability
 from tstate.checkpoint.settings import Checkpoints
 from tstate.dataflow import Dataflow, Feedback, InputStream, Scope, StatefulStream, Stream
-from tstate.engine.embedded import Embedded
-from tstate.engine.execution import Execution
 from tstate.io.sinks import Collected
 from tstate.metrics import Metrics
 from tstate.migration.commands import Assign, MoveBins, Rescale
 from tstate.probe import Probe
 from tstate.progress import Antichain, MutableAntichain, PathSummary, Product
 from tstate.state.context import Context
+
+if TYPE_CHECKING:  # pragma: no cover - loaded on first use (see __getattr__): building a dataflow loads no engine
+    from tstate.engine.embedded import Embedded
+    from tstate.engine.execution import Execution
 
 __all__ = [
     "Antichain",
@@ -58,6 +62,14 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
+    if name == "Embedded":
+        from tstate.engine.embedded import Embedded
+
+        return Embedded
+    if name == "Execution":
+        from tstate.engine.execution import Execution
+
+        return Execution
     if name == "Exchange":  # the former name of an input's exchange contract
         import warnings
 

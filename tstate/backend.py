@@ -1,4 +1,7 @@
-"""The engine interface: :class:`Backend`, what both engines implement.
+"""The engine contract: :class:`Backend`, what both engines implement, its result type
+:class:`Rescaled` and the migration :data:`Strategy` -- a module that imports no engine
+(``import tstate.dataflow`` loads none; ``flow.run`` imports the embedded engine when
+it runs it).
 
 A dataflow is built once (:mod:`tstate.dataflow` makes a :class:`tstate.plan.Graph`)
 and run by a backend, which lowers the plan its own way:
@@ -17,7 +20,7 @@ runs the dataflow on any of them; so does ``backend.run(flow)``.
 >>> nums = flow.input("nums")
 >>> out = nums.map(lambda x: 2 * x).collect()
 >>> nums.send([1, 2]); nums.close()
->>> engine = embedded(workers=2)
+>>> engine = ts.Embedded(workers=2)
 >>> isinstance(engine, Backend)
 True
 >>> flow.run(engine)
@@ -27,16 +30,70 @@ True
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Protocol, Sequence, runtime_checkable
+import warnings
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Protocol, Sequence, get_args, runtime_checkable
 
-from tstate.engine.embedded import Embedded
+from attrs import frozen
+
+from tstate.errors import ConfigurationError
 from tstate.plan.graph import Planned
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.checkpoint.store import CheckpointStore
     from tstate.metrics import Metrics
 
-__all__ = ["Backend", "Embedded", "embedded"]
+__all__ = ["Backend", "Rescaled", "Strategy", "STRATEGIES", "DEFAULT_STRATEGY", "check_strategy"]
+
+#: How bins move when an engine rescales (:mod:`tstate.migration.commands` says what
+#: each does): one step, one bin a step, Megaphone's batched steps, or Rhino-style
+#: pre-copy.  Both engines take every one.
+Strategy = Literal["all-at-once", "fluid", "batched", "precopy"]
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
+#: the strategy both engines' ``rescale`` (and :class:`~tstate.migration.commands.Rescale`) use by default
+DEFAULT_STRATEGY: Strategy = "batched"
+
+
+def check_strategy(value: object) -> Strategy:
+    """``value`` as a :data:`Strategy`, or a :class:`~tstate.errors.ConfigurationError`
+    naming the choices."""
+    if value not in STRATEGIES:
+        raise ConfigurationError(f"unknown migration strategy {value!r}: use one of {', '.join(STRATEGIES)}")
+    return value  # type: ignore[return-value]
+
+
+@frozen
+class Rescaled:
+    """What :meth:`Backend.rescale` set under way, the same on both engines.
+
+    ``steps`` is how many steps the move takes (0: no bin moves); ``schedule`` says,
+    per stateful operator whose bins move, when each of its steps takes effect -- a
+    logical time on the embedded engine; on Spark, the micro-batch counted from the
+    next one (0: the next batch).
+
+    >>> r = Rescaled(4, "batched", 2, {"counts": (3, 4)})
+    >>> r.steps, r.schedule["counts"]
+    (2, (3, 4))
+    """
+
+    workers: int
+    strategy: Strategy
+    steps: int
+    schedule: Mapping[str, tuple[int, ...]]
+
+    # -- the former results, deprecated ---------------------------------------------
+    def __getitem__(self, operator: str) -> list[int]:
+        """Deprecated: the embedded engine's former ``dict`` result (operator -> step
+        times); use :attr:`schedule`."""
+        warnings.warn("rescale(...)[operator] is rescale(...).schedule[operator]", DeprecationWarning, stacklevel=2)
+        return list(self.schedule[operator])
+
+    def __index__(self) -> int:
+        """Deprecated: Spark's former ``int`` result (the batches the move takes); use
+        :attr:`steps`."""
+        warnings.warn("int(rescale(...)) is rescale(...).steps", DeprecationWarning, stacklevel=2)
+        return self.steps
+
+    __int__ = __index__
 
 
 @runtime_checkable
@@ -54,8 +111,9 @@ class Backend(Protocol):
         ``StreamingQuery``)."""
         ...
 
-    def rescale(self, workers: int, /) -> Any:
-        """Spread the keyed state over ``workers`` workers (Spark: partitions)."""
+    def rescale(self, workers: int, /, strategy: Strategy = DEFAULT_STRATEGY) -> Rescaled:
+        """Spread the keyed state over ``workers`` workers (Spark: partitions), moving
+        bins per ``strategy``; says what it set under way."""
         ...
 
     def state(self, op: Any, /) -> Any:
@@ -72,15 +130,3 @@ class Backend(Protocol):
     def checkpoints(self) -> "Optional[CheckpointStore]":
         """The checkpoint store the engine writes (None: no checkpoints)."""
         ...
-
-
-def embedded(workers: int = 1, max_workers: Optional[int] = None, checkpoint: Any = None) -> Embedded:
-    """The embedded engine on ``workers`` logical workers
-    (:class:`tstate.engine.embedded.Embedded`)."""
-    return Embedded(workers, max_workers, checkpoint=checkpoint)
-
-
-if TYPE_CHECKING:  # pragma: no cover - mypy checks that both engines implement the protocol
-
-    def _embedded_is_a_backend(engine: Embedded) -> Backend:
-        return engine

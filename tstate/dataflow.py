@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
 
-from tstate.backend import Backend, Embedded, embedded
+from tstate.backend import Backend
 from tstate.errors import ConfigurationError, GraphError
 from tstate.io.inputs import InputHandle
 from tstate.io.sinks import CallbackSink, Collected, Sink
@@ -66,7 +66,7 @@ from tstate.plan import Source as SourceNode
 from tstate.plan.records import check_registrable
 from tstate.plan.stateful import FoldFn, StatefulFn
 from tstate.probe import Probe
-from tstate.state.query import point_read, snapshot
+from tstate.runner import Runner
 from tstate.progress.timestamp import minimum
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -403,7 +403,7 @@ class StatefulStream(Stream):
         >>> sorted(out.by_time()[1])
         [('a', 2), ('b', 1)]
         """
-        if self.flow._backend is not None:
+        if self.flow._runner.started:
             raise GraphError(f"operator {self.name!r}: on_notify must be registered before the dataflow starts")
         node = self.flow.graph[self.node]
         assert isinstance(node, Stateful)
@@ -466,7 +466,8 @@ class Dataflow:
         #: the plan being built
         self.graph = Graph(name)
         self.root = Scope(self, self.graph.root)
-        self._backend: Optional[Backend] = None
+        #: runs what this builds (tstate.runner): the builder and the running apart
+        self._runner = Runner(self)
         self._record_types: list[type] = []
 
     @property
@@ -499,7 +500,7 @@ class Dataflow:
 
     # -- graph construction (internal) ---------------------------------------------
     def _add(self, node: Node, sources: Sequence[Optional[tuple[int, int]]], later: Sequence[int] = ()) -> int:
-        if self._backend is not None:
+        if self._runner.started:
             raise GraphError(f"dataflow {self.name!r}: cannot add operator {node.name!r} after the dataflow started")
         return self.graph.add(node, sources, later=later)
 
@@ -838,25 +839,12 @@ class Dataflow:
         ``at`` and ``format``); on another backend what its
         :meth:`~tstate.backend.Backend.state` gives (Spark: a DataFrame of the committed
         state)."""
-        ex = self.execution
-        if ex is not None:
-            return snapshot(ex, op, at=at, format=format)
-        if self._backend is None:
-            raise GraphError(f"dataflow {self.name!r} has not started: there is no state yet")
-        if at is not None or format != "arrow":
-            raise ConfigurationError(
-                f"dataflow {self.name!r}: state(at=..., format=...) reads the embedded engine's state; "
-                f"{self._backend!r} gives its state as it is: flow.state(op)"
-            )
-        return self._backend.state(op)
+        return self._runner.state(op, at=at, format=format)
 
     def read(self, op: "Stream", key: Any) -> Any:
         """A point read: a copy of ``key``'s current state in stateful operator ``op``
         (``None`` if the key has no state), between steps or after an embedded run."""
-        ex = self.execution
-        if ex is None:
-            raise GraphError(f"dataflow {self.name!r} has not run on the embedded engine: there is no state to read")
-        return point_read(ex, op, key)
+        return self._runner.read(op, key)
 
     # -- iterate scopes -----------------------------------------------------------
     def iterate(
@@ -957,10 +945,7 @@ class Dataflow:
         ``checkpoint`` is a directory or a :class:`~tstate.checkpoint.settings.Checkpoints`:
         the execution resumes from its latest committed checkpoint (if any, onto any
         number of workers; ``execution.restored`` says from where) and writes new ones."""
-        self._check_not_running()
-        engine = embedded(workers, max_workers, checkpoint)
-        self._backend = engine
-        return engine.start(self, reconfigure=reconfigure)
+        return self._runner.start(workers, max_workers, reconfigure, checkpoint)
 
     def run(
         self,
@@ -980,37 +965,19 @@ class Dataflow:
 
         Every input must be closed by the end (an input still open when nothing else
         can happen is an error, never a hang)."""
-        if isinstance(workers, Backend):
-            given = [n for n, v in (("max_workers", max_workers), ("checkpoint", checkpoint)) if v is not None]
-            if given:
-                raise ConfigurationError(
-                    f"flow.run({workers!r}, {'=..., '.join(given)}=...): a backend takes its own settings; "
-                    "give them when making it"
-                )
-            self._check_not_running()
-            self._backend = workers
-            workers.run(self, reconfigure=reconfigure)
-            return
-        if not isinstance(workers, int) or isinstance(workers, bool):
-            raise ConfigurationError(f"workers must be an integer >= 1 or a Backend, got {workers!r}")
-        self.start(workers, max_workers=max_workers, reconfigure=reconfigure, checkpoint=checkpoint).run()
-
-    def _check_not_running(self) -> None:
-        ex = self.execution
-        if ex is not None and not ex.finished:
-            raise GraphError(f"dataflow {self.name!r} is already running")
+        self._runner.run(workers, max_workers, reconfigure, checkpoint)
 
     @property
     def backend(self) -> "Optional[Backend]":
         """The backend of the current (or last) run."""
-        return self._backend
+        return self._runner.backend
 
     @property
     def execution(self) -> Optional["Execution"]:
         """The current (or last) execution on the embedded engine."""
-        return self._backend.execution if isinstance(self._backend, Embedded) else None
+        return self._runner.execution
 
     @property
     def metrics(self) -> Metrics:
         """The current (or last) run's metrics, whichever backend ran it (empty before)."""
-        return self._backend.metrics if self._backend is not None else Metrics()
+        return self._runner.metrics

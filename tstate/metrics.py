@@ -37,7 +37,14 @@ __all__ = ["Metrics", "Move", "BatchMetrics", "plot_latency"]
 @define
 class BatchMetrics:
     """One committed micro-batch of the Spark backend: its id, frontier, duration and
-    counters."""
+    counters.
+
+    ``records``: the rows the batch's inputs gave (each input row once: rows dropped
+    as late and rows held back for a later batch included, a held row not again when
+    it goes in; :mod:`tstate.spark.input_rows`) -- "``N in``" on the progress bar.
+    ``operator_records``: the records the keyed operators (stateful operators and
+    exchanges, every round of a loop) received, summed over them: one input row fed
+    to two operators keyed alike counts twice there."""
 
     batch: int
     frontier: Optional[int]
@@ -82,6 +89,24 @@ class BatchMetrics:
     prefetch_fallbacks: int = 0
     prefetch_bins: int = 0
     prefetch_loads: int = 0
+    #: records received by the keyed operators, summed over them (see the class docstring)
+    operator_records: int = 0
+    #: seconds the driver waited on Spark jobs (the tasks; Spark's own planning and
+    #: scheduling of each job; a loop's rounds whole): the parallel part of the batch
+    job_seconds: float = 0.0
+
+    @property
+    def driver_own_seconds(self) -> float:
+        """The batch's wall seconds outside Spark jobs: the driver's own, serial work
+        (planning the batch's stages, reducing the tasks' rows, the output index, the
+        manifest and its commit, driver sinks, cleaning up) -- what more executors
+        cannot shorten."""
+        return max(0.0, self.seconds - self.job_seconds)
+
+    @property
+    def driver_share(self) -> float:
+        """:attr:`driver_own_seconds` over the batch's wall seconds (0 for an empty one)."""
+        return self.driver_own_seconds / self.seconds if self.seconds > 0 else 0.0
 
 
 @frozen
@@ -112,6 +137,9 @@ class Metrics:
         #: the Spark backend: who checked the files of the last checkpoint recovery
         #: looked at ("driver" / "executors", tstate.spark.restore; "" if none)
         self.verified_by = ""
+        #: the Spark backend: seconds a batch run spent finding its epochs and cutting
+        #: them into micro-batches (one Spark job, tstate.spark.cuts)
+        self.cut_seconds = 0.0
         self.moves: list[Move] = []
         self.closed_at: dict[int, float] = {}
         self.done_at: dict[int, float] = {}

@@ -419,9 +419,10 @@ def _run_spark(args: argparse.Namespace) -> int:
         spark = local_session(args.master, app_name="apps.cep")
         try:
             minutes = epoch_minutes(args.epoch)
+            t_session = time.perf_counter()
             frame = flight_frame(
                 spark, path, epoch=args.epoch, limit=args.limit, partitions=spark.sparkContext.defaultParallelism
-            )  # persisted by flight_frame
+            )
             flow = ts.Dataflow("cep-flights")
             flights = flow.input("flights").map(flight_event, name="flights.events")
             sinks, _ = build(
@@ -432,18 +433,12 @@ def _run_spark(args: argparse.Namespace) -> int:
             )
             head = backend.store.latest()
             resumed = head.meta["spark"] if head is not None and "spark" in head.meta else None
-            if resumed is not None and resumed["frontier"] is None:
-                events = 0
-            elif resumed is not None:
-                events = frame.where(frame.epoch >= resumed["frontier"]).count()
-            else:
-                events = frame.count()
             t0 = time.perf_counter()
             backend.run(flow, {"flights": spark_source(frame)}, epochs_per_batch=args.epochs_per_batch)
             seconds = time.perf_counter() - t0
+            # the flights read: every batch counts its input rows (a resumed run: the rest)
+            events = sum(b.records for b in backend.metrics.batches)
         finally:
-            if frame is not None:
-                frame.unpersist()
             if owned:
                 spark.stop()
     except TstateError as exc:
@@ -467,6 +462,10 @@ def _run_spark(args: argparse.Namespace) -> int:
     write_stats(
         args, sinks, seconds=seconds, events=events, batches=len(batches),
         setup_seconds=round(t0 - t_begin, 3),  # the session, reading and partitioning the input
+        session_seconds=round(t_session - t_begin, 3),  # of which starting the Spark session
+        cut_seconds=round(backend.metrics.cut_seconds, 3),  # of the run: reading the input, cutting it into batches
+        driver_share=round(sum(b.driver_own_seconds for b in batches) / seconds, 4) if seconds else 0.0,
+        output_share=round(sum(b.output_seconds for b in batches) / seconds, 4) if seconds else 0.0,
         bytes_written=sum(b.bytes_written for b in batches),
         batch_seconds=[round(b.seconds, 3) for b in batches],
         phase_seconds={  # where the batches' time went (tstate.spark.BatchMetrics)

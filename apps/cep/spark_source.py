@@ -15,11 +15,16 @@ Spark, what :mod:`apps.cep.source` computes in Python for the embedded engine:
   maximum in file order), as :class:`~apps.cep.source.FlightSource` stamps it: such a
   row arrives late and the CEP operator matches it only within ``lateness``.
 
-The running maximum needs the rows in file order: the frame numbers the rows
-(``monotonically_increasing_id``, which follows the file's splits) and computes it with
-a window ordered by that number, in one Spark partition (in the JVM, once: the frame is
-persisted, and the null check and the micro-batches read the persisted rows).  The frame
-is then spread over ``partitions`` partitions **by origin** (the CEP key), each sorted by
+The running maximum needs the rows in file order, and Spark reads a file's splits
+in parallel: one Spark job reads the table once and gives, per read partition (Spark
+numbers a file's splits in file order), its rows, its largest epoch and its first null
+in a required column (the null check, before anything runs); the driver turns these
+into each partition's first row number and the epoch reached before it (a prefix over
+a few numbers), and the frame stamps every row within its read partition in one
+vectorised pass (``mapInArrow``, numpy's running maximum) -- no window over the whole
+table in one partition, nothing persisted here (a batch run persists its input while
+it cuts it into micro-batches, :meth:`tstate.spark.Backend.run`).  The frame is then
+spread over ``partitions`` partitions **by origin** (the CEP key), each sorted by
 row number: every input task of a micro-batch then works in parallel on its own
 airports, and the records of an epoch still reach each CEP key in file order -- the order
 in which the operator breaks ties between departures of the same minute -- so both
@@ -91,7 +96,6 @@ def flight_frame(
     """The flight table at ``path`` (Parquet, or CSV by its suffix) as a DataFrame of
     :data:`COLUMNS`, in file order within each origin, spread over ``partitions``
     partitions by origin; ``limit``: the first rows only (see the module docstring)."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     p = os.fspath(path)
@@ -140,34 +144,122 @@ def flight_frame(
     def column(name: str, tp: str) -> Any:
         return F.col(name).cast(tp) if name in types else F.lit(None).cast(tp)
 
-    order = Window.orderBy("_id")
-    running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    df = df.withColumn("_id", F.monotonically_increasing_id()).select(
-        (F.row_number().over(order) - 1).alias("_row"),
+    # the rows as read, each with its read partition (Spark numbers a file's splits in
+    # file order) and its place in it
+    base = df.select(
+        F.spark_partition_id().alias("_pid"),
+        F.monotonically_increasing_id().alias("_id"),
         minute.alias("minute"),
         column("delay", "bigint").alias("delay"),
         column("distance", "bigint").alias("distance"),
         column("origin", "string").alias("origin"),
         column("destination", "string").alias("destination"),
-        F.max(_floor_div(minute, minutes)).over(running).alias("epoch"),
         *[F.col(c).isNull().alias(f"_null_{c}") for c in REQUIRED],
     )
-    if limit is not None:
-        df = df.where(F.col("_row") < limit)
-    if partitions > 1:
-        df = df.repartition(partitions, "origin").sortWithinPartitions("_row")
-    # the window runs once: the null check reads the cached rows, and so do the batches
-    df = df.persist()
-    if limit != 0 and df.isEmpty():
-        df.unpersist()
+    parts = _partition_figures(base, minutes)
+    total = sum(n for n, _top, _bad in parts.values())
+    rows = total if limit is None else min(total, limit)
+    if rows == 0 and limit != 0:
         raise SourceError(f"{p}: no rows (columns: {', '.join(types)})")
-    bad = df.where(" or ".join(f"_null_{c}" for c in REQUIRED)).orderBy("_row").limit(1).collect()
-    if bad:
-        df.unpersist()
-        r = bad[0]
-        c = next(c for c in REQUIRED if r[f"_null_{c}"])
-        raise SourceError(f"{p}: row {r['_row']}: column {c!r} is null")
-    return df.select(*COLUMNS)
+    offset, carry, first_bad = _prefix(parts)
+    if first_bad is not None and first_bad[0] < rows:
+        raise SourceError(f"{p}: row {first_bad[0]}: column {first_bad[1]!r} is null")
+    frame = base.drop("_id", *[f"_null_{c}" for c in REQUIRED]).mapInArrow(
+        _stamp(offset, carry, minutes), "_row bigint, " + ", ".join(f"{c} {t}" for c, t in COLUMNS.items())
+    )
+    if limit is not None:
+        frame = frame.where(F.col("_row") < limit)
+    if partitions > 1:
+        frame = frame.repartition(partitions, "origin").sortWithinPartitions("_row")
+    else:
+        frame = frame.coalesce(1)
+    return frame.select(*COLUMNS)
+
+
+def _partition_figures(base: Any, minutes: int) -> dict[int, tuple[int, Optional[int], dict[str, int]]]:
+    """One Spark job over the rows as read: per read partition, its rows, its largest
+    ``floor(minute / minutes)`` (None: no dated row) and, per required column, the
+    first row (within the partition) where it is null."""
+    from pyspark.sql import functions as F
+
+    idx = F.col("_id") - F.shiftleft(F.col("_pid").cast("bigint"), 33)  # the row within its partition
+    got = (
+        base.groupBy("_pid")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.max(_floor_div(F.col("minute"), minutes)).alias("top"),
+            *[F.min(F.when(F.col(f"_null_{c}"), idx)).alias(f"bad_{c}") for c in REQUIRED],
+        )
+        .collect()
+    )
+    return {
+        int(r["_pid"]): (
+            int(r["n"]), None if r["top"] is None else int(r["top"]),
+            {c: int(r[f"bad_{c}"]) for c in REQUIRED if r[f"bad_{c}"] is not None},
+        )
+        for r in got
+    }  # fmt: skip
+
+
+def _prefix(
+    parts: dict[int, tuple[int, Optional[int], dict[str, int]]],
+) -> tuple[dict[int, int], dict[int, Optional[int]], Optional[tuple[int, str]]]:
+    """Per read partition, in file order: the rows before it, the largest epoch before
+    it (None: none), and the file's first null in a required column ``(row, column)``.
+
+    >>> _prefix({0: (3, 5, {}), 1: (2, 4, {"delay": 1}), 2: (1, None, {"date": 0})})
+    ({0: 0, 1: 3, 2: 5}, {0: None, 1: 5, 2: 5}, (4, 'delay'))
+    """
+    offset: dict[int, int] = {}
+    carry: dict[int, Optional[int]] = {}
+    at, top = 0, None
+    bad: Optional[tuple[int, str]] = None
+    for pid in sorted(parts):
+        n, t, nulls = parts[pid]
+        offset[pid], carry[pid] = at, top
+        for c in REQUIRED:
+            if c in nulls and (bad is None or at + nulls[c] < bad[0]):
+                bad = (at + nulls[c], c)
+        at += n
+        if t is not None:
+            top = t if top is None else max(top, t)
+    return offset, carry, bad
+
+
+def _stamp(offset: dict[int, int], carry: dict[int, Optional[int]], minutes: int) -> Any:
+    """The ``mapInArrow`` function numbering the rows of a read partition and stamping
+    their epochs: the running maximum of ``floor(minute / minutes)`` in file order,
+    from the largest epoch of the partitions before (vectorised: numpy)."""
+
+    def run(batches: Any) -> Any:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        low = np.iinfo(np.int64).min
+        seen, running = 0, None
+        for rb in batches:
+            n = rb.num_rows
+            if n == 0:
+                continue
+            pid = rb.column("_pid")[0].as_py()
+            if running is None:
+                c = carry.get(pid)
+                running = low if c is None else c
+            minute = rb.column("minute")
+            e = np.floor_divide(pc.fill_null(minute, low).to_numpy(zero_copy_only=False), minutes)
+            e[np.asarray(pc.is_null(minute))] = low
+            acc = np.maximum(np.maximum.accumulate(e), running)
+            running = int(acc[-1])
+            rows = np.arange(seen, seen + n, dtype=np.int64) + offset.get(pid, 0)
+            seen += n
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(rows), minute, *(rb.column(c) for c in ("delay", "distance", "origin", "destination")),
+                 pa.array(acc)],
+                names=["_row", *COLUMNS],
+            )  # fmt: skip
+
+    return run
 
 
 def _floor_div(x: Any, d: int) -> Any:

@@ -31,15 +31,20 @@ Input and its bad rows (see :mod:`apps.graph.io` and :mod:`apps.graph.edges`):
 
 ``--backend spark`` runs the same dataflow (:func:`apps.graph.stream.build`) on Spark
 with :class:`tstate.spark.Backend` in batch mode (``--partitions``, ``--master``,
-``--epochs-per-batch``, default 12): the edge file becomes a DataFrame with an epoch
+``--epochs-per-batch``, default 48): the edge file becomes a DataFrame with an epoch
 column, and the per-epoch lines are printed from the collected changes after the run --
-the same lines as the embedded engine's.  Each algorithm keeps its graph in one key
-(``blocks=1``, :func:`apps.graph.stream.build`) and does an epoch's work in one timer,
-so there are no loop rounds: a micro-batch is a few Spark stages, hence several epochs
-per batch.  (With ``blocks > 1`` the algorithms loop per vertex, in rounds within each
-micro-batch, :mod:`tstate.spark.rounds`.)  The last line
-gives the rounds per epoch and the median seconds per epoch (a progress bar per
-micro-batch on stderr meanwhile; ``--no-progress``: none).
+the same lines as the embedded engine's.  The Spark layout spreads the work over the
+partitions without loop rounds (``build(..., buckets=SPARK_BUCKETS, spread=True)``):
+the edge counts in :data:`SPARK_BUCKETS` keys, and each algorithm's graph in one key
+(``blocks=1``, an epoch's work in one timer) whose bin puts PageRank on one partition
+and the other three on the others, so a micro-batch is a few Spark stages whatever its
+epochs -- hence many epochs per batch (each batch costs about a second of Spark jobs
+beyond its work).  (With ``blocks > 1`` the algorithms loop per vertex, in rounds
+within each micro-batch, :mod:`tstate.spark.rounds`.)  The last line says what ran
+(micro-batches, Spark stages and tasks, loop rounds if any) and the median seconds per
+epoch (a progress bar per micro-batch on stderr meanwhile; ``--no-progress``: none).
+``python -m benchmarks.graph --spark`` compares ``local[1]``, ``local[2]`` and the
+embedded engine.
 
     python -m apps.graph --backend spark
 
@@ -70,6 +75,9 @@ from apps.cli import EXIT_CODES, EXIT_ERROR, WORKERS_HELP
 DATA = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_INPUT = DATA / "flights-sample.parquet"
 DEFAULT_NAMES = DATA / "airports.csv"
+#: ``--backend spark``: the edge counts in this many keys, spread over the partitions
+#: (:func:`apps.graph.stream.build`'s ``buckets``; part of the state's layout)
+SPARK_BUCKETS = 16
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -92,7 +100,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     spark = p.add_argument_group("--backend spark")
     spark.add_argument("--partitions", type=int, default=2, help="Spark partitions the state is spread over (default: 2)")
     spark.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
-    spark.add_argument("--epochs-per-batch", type=int, default=12, help="epochs per Spark micro-batch (default: 12)")
+    spark.add_argument("--epochs-per-batch", type=int, default=48, help="epochs per Spark micro-batch (default: 48)")
     spark.add_argument("--checkpoint", type=str, default=None, help="state store: a directory or an s3://, gs://, abfs://, hdfs:// URL (default: a temporary directory)")
     p.add_argument("--strict", action="store_true", help="stop at the first invalid row instead of skipping it")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
@@ -288,7 +296,10 @@ def _run_spark(args: argparse.Namespace, data: Any, names: dict[str, str]) -> in
     try:
         flow = ts.Dataflow("graph")
         updates = flow.input("updates").map(itemgetter(1, 2, 3), name="edge")  # (epoch, src, dst, delta) rows
-        analytics = build(flow, updates, ALGORITHMS, window, epochs, True, "skip", InputStats(), tol=args.tol)
+        analytics = build(
+            flow, updates, ALGORITHMS, window, epochs, True, "skip", InputStats(), tol=args.tol,
+            buckets=SPARK_BUCKETS, spread=True,
+        )
         sinks = {name: stream.collect(name=f"out.{name}") for name, stream in analytics.outputs().items()}
         df = spark.createDataFrame(rows, f"epoch bigint, src {vtype}, dst {vtype}, delta bigint")
         progress = not (args.no_progress or args.quiet)
@@ -318,22 +329,42 @@ def _run_spark(args: argparse.Namespace, data: Any, names: dict[str, str]) -> in
             print(_epoch_lines(view, data.label(e), args, names), file=out)
     m = backend.metrics.batches
     rounds = sum(b.loop_rounds for b in m)
-    per_epoch, lo = [], 0  # a batch's seconds over its epochs (the closing batch has none)
-    for b in m:
-        if b.frontier is not None and b.frontier > lo:
-            per_epoch.append(b.seconds / (b.frontier - lo))
-            lo = b.frontier
-    print(
-        f"{epochs} epochs, {len(rows):,} edge updates on Spark in {dt:.2f} s: {len(m)} micro-batches, "
-        f"{rounds} loop rounds ({rounds / epochs:.0f} per epoch; {sum(b.loop_stages for b in m)} Spark stages), "
-        f"median {statistics.median(per_epoch) if per_epoch else 0:.2f} s per epoch",
-        file=out,
-    )
+    print(spark_summary(m, epochs, len(rows), dt), file=out)
     _write_stats(
         args, seconds=dt, events=len(rows), batches=len(m), bytes_written=sum(b.bytes_written for b in m),
         loop_rounds=rounds,
     )
     return 0
+
+
+def spark_summary(batches: Sequence[Any], epochs: int, updates: int, seconds: float) -> str:
+    """The last line of a Spark run: what ran (micro-batches, the operators' Spark
+    stages and tasks, the loops' rounds and stages when there are any) and the median
+    seconds per epoch (a batch's seconds over the epochs it completed; the closing batch
+    completes none).  ``batches``: the run's :class:`tstate.metrics.BatchMetrics`.
+
+    >>> from tstate.metrics import BatchMetrics
+    >>> b = [BatchMetrics(i, f, 2.0, 2, 10, 0, 0, 0, 0, stages=2) for i, f in ((0, 12), (1, None))]
+    >>> spark_summary(b, 12, 100, 5.0)
+    '12 epochs, 100 edge updates on Spark in 5.00 s: 2 micro-batches of 2 partitions, 4 Spark stages (8 tasks), no loop rounds; median 0.17 s per epoch'
+    """
+    rounds = sum(b.loop_rounds for b in batches)
+    stages = sum(b.stages for b in batches)
+    tasks = sum(b.stages * b.partitions for b in batches)
+    parts = sorted({b.partitions for b in batches})
+    ran = f"{len(batches)} micro-batches of {'/'.join(map(str, parts)) or 0} partitions, {stages} Spark stages ({tasks} tasks), "
+    if rounds:
+        loop_stages = sum(b.loop_stages for b in batches)
+        ran += f"{rounds} loop rounds ({rounds / epochs:.1f} per epoch) in {loop_stages} more Spark stages"
+    else:
+        ran += "no loop rounds"
+    per_epoch, lo = [], 0
+    for b in batches:
+        if b.frontier is not None and b.frontier > lo:
+            per_epoch.append(b.seconds / (b.frontier - lo))
+            lo = b.frontier
+    median = statistics.median(per_epoch) if per_epoch else 0.0
+    return f"{epochs} epochs, {updates:,} edge updates on Spark in {seconds:.2f} s: {ran}; median {median:.2f} s per epoch"
 
 
 def _write_stats(args: argparse.Namespace, **figures: object) -> None:

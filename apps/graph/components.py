@@ -344,13 +344,15 @@ class Components:
 
 
 def components(
-    flow: ts.Dataflow, edges: EdgeChanges, name: str = "components", bins: int = 256, blocks: int = 1
+    flow: ts.Dataflow, edges: EdgeChanges, name: str = "components", bins: int = 256, blocks: int = 1, key: int = 0
 ) -> Components:
     """Connected components of the undirected graph whose per-epoch edge changes are
-    ``edges``'s (see the module docstring for ``blocks``)."""
+    ``edges``'s (see the module docstring for ``blocks``).  ``key``: with one block, the key
+    holding the whole state (which bin, hence which Spark partition, runs it; part of the
+    state's layout: a restore must use the same)."""
     flow.record_types(Change, ComponentsSummary)  # the records it emits (they cross Spark exchanges)
     if blocks == 1:
-        block = flow.stateful(edges.changes, key=_zero, state=CCBlock, name=name, bins=bins)(_block_step)
+        block = flow.stateful(edges.changes, key=_const(key), state=CCBlock, name=name, bins=bins)(_block_step)
         block.on_notify(_block_emit)
         labels = block.filter(lambda r: r.__class__ is Change, name=f"{name}.labels")
         summary = block.filter(lambda r: r.__class__ is ComponentsSummary, name=f"{name}.summary")
@@ -375,3 +377,12 @@ def components(
 
 def _zero(r: Any) -> int:
     return 0
+
+
+def _const(key: int) -> Any:
+    """A key function giving ``key`` for every record."""
+
+    def const(r: Any) -> int:
+        return key
+
+    return const

@@ -168,13 +168,15 @@ class Degrees:
 
 
 def degrees(
-    flow: ts.Dataflow, edges: EdgeChanges, name: str = "degrees", bins: int = 256, blocks: int = 1
+    flow: ts.Dataflow, edges: EdgeChanges, name: str = "degrees", bins: int = 256, blocks: int = 1, key: int = 0
 ) -> Degrees:
     """Degrees and the degree distribution from the undirected edge changes of
-    ``edges`` (see the module docstring for ``blocks``)."""
+    ``edges`` (see the module docstring for ``blocks``).  ``key``: with one block, the key
+    holding the whole state (which bin, hence which Spark partition, runs it; part of the
+    state's layout: a restore must use the same)."""
     flow.record_types(Change)  # the records it emits (they cross Spark exchanges)
     if blocks == 1:
-        block = flow.stateful(edges.changes, key=_zero, state=DegreeBlock, name=name, bins=bins)(_block_add)
+        block = flow.stateful(edges.changes, key=_const(key), state=DegreeBlock, name=name, bins=bins)(_block_add)
         block.on_notify(_block_settle)
         per_vertex = block.filter(lambda r: r.__class__ is Change, name=f"{name}.vertices")
         distribution = block.filter(lambda r: r.__class__ is tuple, name=f"{name}.histogram").map(
@@ -191,3 +193,12 @@ def degrees(
 
 def _zero(r: Any) -> int:
     return 0
+
+
+def _const(key: int) -> Any:
+    """A key function giving ``key`` for every record."""
+
+    def const(r: Any) -> int:
+        return key
+
+    return const

@@ -28,12 +28,13 @@ import tstate as ts
 from apps.graph.components import Components, components
 from apps.graph.degrees import Degrees, degrees
 from apps.graph.edges import EdgeChanges, GraphInputError, InputStats, consolidate
-from apps.graph.pagerank import BLOCKS, PageRank, pagerank
+from apps.graph.pagerank import BLOCKS, PageRank, block_keys, pagerank
 from apps.graph.triangles import Triangles, triangles
 from apps.graph.views import GraphView
 from tstate.io.sinks import Sink
+from tstate.keys import bin_of, key_hash
 
-__all__ = ["ALGORITHMS", "Analytics", "build", "EpochResult", "GraphStream"]
+__all__ = ["ALGORITHMS", "Analytics", "build", "EpochResult", "GraphStream", "spread_keys"]
 
 ALGORITHMS = ("degrees", "components", "pagerank", "triangles")
 
@@ -80,6 +81,8 @@ def build(
     blocks: int = BLOCKS,
     rank_threshold: float = 0.0,
     undirected: bool = False,
+    buckets: int = 1,
+    spread: bool = False,
 ) -> Analytics:
     """Wire the graph analytics onto ``flow`` (see the module docstring).
 
@@ -98,7 +101,16 @@ def build(
     fastest there.  More spreads the work over keys exchanging messages in loop rounds
     (for Spark partitions): PageRank in ``blocks`` blocks of vertices, components,
     triangles and degrees one key per vertex.  The edge counts are one bucket either
-    way (:func:`~apps.graph.edges.consolidate`).  The results are the same."""
+    way (:func:`~apps.graph.edges.consolidate`).  The results are the same.
+
+    For Spark partitions without loop rounds (``blocks=1``): ``buckets`` spreads the
+    edge counts over that many keys (:func:`~apps.graph.edges.consolidate`), and
+    ``spread=True`` gives each algorithm's one key a bin of its own parity class
+    (:func:`spread_keys`): on ``P`` partitions (bin ``b`` on partition ``b % P``) PageRank
+    runs on one partition while the other three run on the others, in the same stage;
+    the edge changes then travel as lists (``consolidate(lists=True)``: cheap to ship).
+    Both are part of the state's layout (a restore must use the same); the results are
+    the same."""
     unknown = set(algorithms) - set(ALGORITHMS)
     if unknown:
         raise ValueError(f"unknown algorithm(s) {sorted(unknown)}; choose from {list(ALGORITHMS)}")
@@ -106,20 +118,44 @@ def build(
         raise ValueError(f"blocks must be an int in [1, 65536], got {blocks!r}")
     edges = consolidate(
         flow, updates, bins=bins, window_width=window_width, horizon=horizon, validate=validate,
-        on_invalid=on_invalid, stats=stats, undirected=undirected,
+        on_invalid=on_invalid, stats=stats, undirected=undirected, buckets=buckets, lists=spread and blocks == 1,
     )
     a = Analytics(edges)
+    keys = spread_keys(bins) if spread else (0, 0, 0)
     if "degrees" in algorithms:
-        a.degrees = degrees(flow, edges, bins=bins, blocks=blocks)
+        a.degrees = degrees(flow, edges, bins=bins, blocks=blocks, key=keys[2])
     if "components" in algorithms:
-        a.components = components(flow, edges, bins=bins, blocks=blocks)
+        a.components = components(flow, edges, bins=bins, blocks=blocks, key=keys[0])
     if "pagerank" in algorithms:
         a.pagerank = pagerank(
             flow, edges, alpha=alpha, tol=tol, bins=bins, blocks=blocks, rank_threshold=rank_threshold
         )
     if "triangles" in algorithms:
-        a.triangles = triangles(flow, edges, bins=bins, blocks=blocks)
+        a.triangles = triangles(flow, edges, bins=bins, blocks=blocks, key=keys[1])
     return a
+
+
+def spread_keys(bins: int) -> tuple[int, int, int]:
+    """Three int keys (components', triangles', degrees') whose bins are PageRank's
+    (one block: :func:`~apps.graph.pagerank.block_keys`, bin 0) plus 1, 3 and 5 modulo
+    ``min(bins, 8)``: with the default bin
+    assignment (bin ``b`` on partition ``b % P``) on 2 partitions PageRank -- the
+    costliest -- has one to itself, on 4 the four share three, on 8 each has its own.
+
+    >>> from tstate.keys import bin_of, key_hash
+    >>> [bin_of(key_hash(k), 256) % 8 for k in spread_keys(256)]
+    [1, 3, 5]
+    """
+    m = min(bins, 8)
+    base = bin_of(key_hash(block_keys(1, bins)[0]), bins)
+    out: list[int] = []
+    for offset in (1, 3, 5):
+        want = (base + offset) % m
+        k = 1
+        while bin_of(key_hash(k), bins) % m != want or k in out:
+            k += 1
+        out.append(k)
+    return out[0], out[1], out[2]
 
 
 @define

@@ -321,13 +321,13 @@ class Triangles:
 
 
 def triangles(
-    flow: ts.Dataflow, edges: EdgeChanges, name: str = "triangles", bins: int = 256, blocks: int = 1
+    flow: ts.Dataflow, edges: EdgeChanges, name: str = "triangles", bins: int = 256, blocks: int = 1, key: int = 0
 ) -> Triangles:
     """Triangle counts from the undirected edge changes of ``edges`` (see the module
     docstring for ``blocks``)."""
     flow.record_types(Change)  # the records it emits (they cross Spark exchanges)
     if blocks == 1:
-        block = flow.stateful(edges.changes, key=_zero, state=TriBlock, name=name, bins=bins)(_block_step)
+        block = flow.stateful(edges.changes, key=_const(key), state=TriBlock, name=name, bins=bins)(_block_step)
         block.on_notify(_block_emit)
         per_vertex = block.filter(lambda r: r.__class__ is Change, name=f"{name}.vertices")
         total = block.filter(lambda r: r.__class__ is tuple, name=f"{name}.totals").map(
@@ -352,3 +352,12 @@ def triangles(
 
 def _zero(r: Any) -> int:
     return 0
+
+
+def _const(key: int) -> Any:
+    """A key function giving ``key`` for every record."""
+
+    def const(r: Any) -> int:
+        return key
+
+    return const

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -77,16 +78,22 @@ def packed_env() -> tuple[Path, float]:
         assert made.returncode == 0, made.stderr
         # tstate and its dependencies (from pip's cache when it has them); not pyspark:
         # the executors take it from their Spark installation
+        # without PYTHONPATH: a working copy on it would make pip find tstate "already
+        # installed" in the new environment and pack one without it
+        clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         inst = _run([
             sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
             "--disable-pip-version-check", str(wheel),
-        ])
+        ], env=clean)
         if inst.returncode:
             pytest.skip(f"cannot install tstate's dependencies into the environment: {inst.stderr[-1500:]}")
         cache.mkdir(parents=True, exist_ok=True)
         tmp = cache / f"env.{os.getpid()}.tar.gz"
         # .tar.gz: Spark keeps the files' modes when it unpacks one (not a plain .tar)
         venv_pack.pack(prefix=str(env), output=str(tmp), compress_level=1, force=True)
+        with tarfile.open(tmp) as packed:  # never cache an environment without tstate in it
+            assert any(n.endswith("site-packages/tstate/__init__.py") for n in packed.getnames()), (
+                f"the packed environment has no tstate: {inst.stdout[-1500:]}")
         os.replace(tmp, archive)  # atomic: a concurrent run sees the whole archive or none
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -207,7 +207,7 @@ def test_a_driver_crash_during_a_precopy_is_exactly_once(spark: Any, tmp_path: A
     b1._prepare(flow, src)
     for t in range(3):
         b1._batch({"events": df.where(F.col("t") == t)}, src, t, t, t + 1, None)
-    assert b1.rescale(4, "precopy") == 2
+    assert b1.rescale(4, "precopy").steps == 2
     b1._batch({"events": df.where(F.col("t") == 3)}, src, 3, 3, 4, None)  # the lead batch: executors prefetch
     assert b1.metrics.batches[-1].prefetch_bins > 0
     if crash == "in the hand-over":  # the tasks take the prefetched bins and write; the commit never happens

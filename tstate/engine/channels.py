@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from tstate.errors import KeyFunctionError
 from tstate.keys import KeyRouter
+from tstate.migration.routing import Owners
 from tstate.progress.shared import SharedProgress
 
 __all__ = ["OutputPort", "ExchangeRouter", "BinAssignment"]
@@ -30,12 +31,18 @@ class BinAssignment:
     def round_robin(cls, bins: int, workers: int) -> "BinAssignment":
         return cls([b % workers for b in range(bins)])
 
+    def owners_at(self, time: Any) -> list[int]:
+        """The same owners at every time (:class:`~tstate.migration.routing.Owners`)."""
+        return self.owners
+
 
 class ExchangeRouter:
     """Routes records to workers by ``key(record) -> bin -> owner``.
 
-    ``assignment_at(time)`` gives the bin owners in force for records at ``time``; the
-    default is a fixed assignment (migration installs a time-varying one)."""
+    ``assignment`` gives the bin owners in force for records at a time
+    (:class:`~tstate.migration.routing.Owners`); the default is a fixed
+    :class:`BinAssignment` (in front of a stateful operator, migration's
+    :class:`~tstate.migration.routing.ConfiguredOwners`, which change over time)."""
 
     def __init__(
         self,
@@ -43,17 +50,17 @@ class ExchangeRouter:
         workers: int,
         bins: int,
         operator: str,
-        assignment: Optional[BinAssignment] = None,
+        assignment: Optional[Owners] = None,
     ) -> None:
         self.key = key
         self.workers = workers
         self.bins = KeyRouter(bins)
         self.operator = operator
-        self.assignment = assignment or BinAssignment.round_robin(bins, workers)
+        self.assignment: Owners = assignment or BinAssignment.round_robin(bins, workers)
 
     def owners_at(self, time: Any) -> list[int]:
         """The bin → worker map for records at ``time``."""
-        return self.assignment.owners
+        return self.assignment.owners_at(time)
 
     def split(self, records: list[Any], time: Any) -> list[list[Any]]:
         """Partition ``records`` into one list per worker."""

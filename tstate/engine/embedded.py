@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from tstate.backend import DEFAULT_STRATEGY, Rescaled, Strategy, check_strategy
 from tstate.engine.execution import Execution
 from tstate.errors import ConfigurationError, GraphError
 from tstate.metrics import Metrics
@@ -87,12 +88,21 @@ class Embedded:
         return self.execution
 
     def rescale(
-        self, workers: int, /, strategy: str = "batched", *, at: Optional[int] = None, operator: Optional[str] = None
-    ) -> dict[str, list[int]]:
+        self,
+        workers: int,
+        /,
+        strategy: Strategy = DEFAULT_STRATEGY,
+        *,
+        at: Optional[int] = None,
+        operator: Optional[str] = None,
+    ) -> Rescaled:
         """Spread the bins of stateful operators over ``workers`` workers from time
         ``at`` (default: the earliest possible), in steps per ``strategy`` (see
-        :meth:`Execution.rescale`); returns the step times per operator."""
-        return self._running("rescale").rescale(workers, at=at, strategy=strategy, operator=operator)
+        :meth:`Execution.rescale`); the result's ``schedule`` has the step times per
+        operator."""
+        times = self._running("rescale").rescale(workers, at=at, strategy=check_strategy(strategy), operator=operator)
+        schedule = {op: tuple(ts) for op, ts in times.items() if ts}
+        return Rescaled(workers, strategy, max(map(len, schedule.values()), default=0), schedule)
 
     # -- reading ----------------------------------------------------------------------
     def state(self, op: Any, /, at: Any = None, format: str = "arrow") -> Any:

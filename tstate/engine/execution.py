@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from tstate.backend import DEFAULT_STRATEGY, Strategy
 from tstate.engine.channels import ExchangeRouter, OutputPort
 from tstate.engine.checkpointing.coordinator import Coordinator
 from tstate.engine.lowering import runtime
@@ -32,11 +33,11 @@ from tstate.metrics import Metrics
 from tstate.migration.commands import Assign, MoveBins, Rescale
 from tstate.migration.configuration import ConfigHistory
 from tstate.migration.planner import balanced_map, plan, rescale_map
-from tstate.migration.routing import ConfiguredRouter
+from tstate.migration.routing import ConfiguredOwners
 from tstate.operators.base import OperatorRuntime
 from tstate.operators.local_rounds import LocalReturn
 from tstate.operators.stateful import StatefulRuntime
-from tstate.plan import Frontier, Graph, Input, Node, Pact, Probe, Sink, Stateful
+from tstate.plan import Frontier, Graph, Input, Node, Pact, Probe, Sink, Source, Stateful
 from tstate.plan.local_rounds import local_loop
 from tstate.progress.frontier import Antichain
 from tstate.progress.reachability import GraphBuilder, Tracker
@@ -82,6 +83,7 @@ class Execution:
             i: ConfigHistory(balanced_map(n.bins, workers)) for i, n in graph.of_type(Stateful)
         }
         self._routers: dict[int, Any] = {}
+        self._owners: dict[int, ConfiguredOwners] = {}
         #: the pre-copy moves (strategy="precopy"): preloaded bins, hand-over deltas, stats
         self.precopy = PreCopy(self)
         #: per stateful operator: key -> bin, shared by its workers (a bin's keys never
@@ -131,9 +133,11 @@ class Execution:
 
     def _wire(self) -> None:
         graph = self.graph
+        ports: dict[tuple[int, int], list[OutputPort]] = {}
         for w in range(self.workers):
             for i, node in graph:
-                self.operators[w][i].outputs = [OutputPort(i, o, w) for o in range(node.outputs)]
+                ports[w, i] = [OutputPort(i, o, w) for o in range(node.outputs)]
+                self.operators[w][i].outputs = list(ports[w, i])
         # local_rounds operators apply the first stretch of their way back themselves
         loops = {i: local_loop(graph, i) for i, node in graph.of_type(Stateful) if node.local_rounds}
         skipped = {lp.first for lp in loops.values()}
@@ -149,7 +153,7 @@ class Execution:
                     router = self.make_router(i, node, pact)
                 inboxes = [self.operators[w][i].inboxes[port] for w in range(self.workers)]
                 for w in range(self.workers):
-                    self.operators[w][src[0]].outputs[src[1]].connect(inboxes, self._progress[i], port, router)
+                    ports[w, src[0]][src[1]].connect(inboxes, self._progress[i], port, router)
         for i, lp in loops.items():
             inboxes = [self.operators[w][i].inboxes[0] for w in range(self.workers)]
             for w in range(self.workers):
@@ -163,8 +167,10 @@ class Execution:
         """The router of an exchange channel: by bin, over the worker pool; in front of
         a stateful operator, by the operator's configuration over time."""
         if isinstance(node, Stateful):
-            router = ConfiguredRouter(pact.key, self.workers, pact.bins, node.name, self.configs[index])
+            owners = ConfiguredOwners(self.configs[index])
+            router = ExchangeRouter(pact.key, self.workers, pact.bins, node.name, owners)
             self._routers[index] = router
+            self._owners[index] = owners
             return router
         return ExchangeRouter(pact.key, self.workers, pact.bins, node.name)
 
@@ -237,7 +243,7 @@ class Execution:
         times = [h.time for h in self._inputs if not h.closed]
         sources = self._sources
         if sources is None:  # worker 0's source runtimes: found once
-            sources = self._sources = [op for op in self.operators[0] if op.spec.kind == "source"]
+            sources = self._sources = [op for op in self.operators[0] if isinstance(op.node, Source)]
         for op in sources:
             cap = getattr(op, "cap", None)
             if cap is not None:
@@ -262,9 +268,9 @@ class Execution:
         """The earliest time a reconfiguration can take effect: after every time a
         record was routed at, and not before any input's current epoch."""
         t = 0
-        for r in self._routers.values():
-            if r.max_routed is not None:
-                t = max(t, r.max_routed + 1)
+        for o in self._owners.values():
+            if o.max_routed is not None:
+                t = max(t, o.max_routed + 1)
         for h in self._inputs:
             if not h.closed and type(h.time) is int:
                 t = max(t, h.time)
@@ -327,7 +333,7 @@ class Execution:
         return out
 
     def rescale(
-        self, workers: int, at: Optional[int] = None, strategy: str = "batched", operator: Optional[str] = None
+        self, workers: int, at: Optional[int] = None, strategy: Strategy = DEFAULT_STRATEGY, operator: Optional[str] = None
     ) -> dict[str, list[int]]:
         """Spread the bins of stateful operators over ``workers`` workers from time
         ``at``, in steps per ``strategy`` (see :class:`~tstate.migration.commands.Rescale`)."""

@@ -394,7 +394,7 @@ class PreCopy:
         """``src`` hands bin ``index`` over to worker ``dst`` at ``t``: as a delta on the
         preloaded copy if the move is a pre-copy one with a usable copy, else whole
         (counted as a fallback).  False: not a pre-copy move (the caller ships it)."""
-        tr = self.tracks.pop((src.node, t, index), None)
+        tr = self.tracks.pop((src.index, t, index), None)
         if tr is None:
             return False
         self._order.remove(tr)
@@ -408,7 +408,7 @@ class PreCopy:
             return True
         assert tr.copy is not None and tr.base is not None
         start = _time.perf_counter()
-        target = self._runtime(dst, src.node)
+        target = self._runtime(dst, src.index)
         lazy = src.held.lazy
         if lazy is not None and index in lazy:
             # restored lazily and never decoded here: unchanged since that checkpoint

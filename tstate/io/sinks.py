@@ -123,9 +123,11 @@ class FileSink(Sink):
     ``sort_run_chars`` characters of JSON is sorted in runs spilled to temporary files
     and merged, so its records need not fit in memory.
 
-    On Spark the records never reach the driver: a Spark task per completed epoch
-    writes its file from the micro-batch's committed output (:meth:`commit_epoch`), so
-    ``DIR`` must be reachable from the executors at the same path."""
+    On Spark the records never reach the driver: after a micro-batch commits, Spark
+    tasks write its completed epochs' files from the batch's committed output files, a
+    run of epochs per task (:func:`tstate.spark.output.finalise` calls
+    :meth:`commit_epoch`), so ``DIR`` must be reachable from the executors at the same
+    path."""
 
     on_driver = False
     #: the JSON characters of an epoch sorted in memory at once (larger epochs: merged runs)

@@ -28,15 +28,13 @@ from typing import Optional, Union
 from attrs import field, frozen
 
 from tstate.errors import ConfigurationError
+from tstate.backend import DEFAULT_STRATEGY, STRATEGIES, Strategy, check_strategy
 
-__all__ = ["Rescale", "MoveBins", "Assign", "Command", "STRATEGIES"]
-
-STRATEGIES = ("all-at-once", "fluid", "batched", "precopy")
+__all__ = ["Rescale", "MoveBins", "Assign", "Command", "STRATEGIES", "Strategy"]
 
 
 def _check_strategy(instance: object, attribute: object, value: str) -> None:
-    if value not in STRATEGIES:
-        raise ConfigurationError(f"unknown migration strategy {value!r}: use one of {', '.join(STRATEGIES)}")
+    check_strategy(value)
 
 
 def _check_spacing(instance: object, attribute: object, value: int) -> None:
@@ -54,7 +52,7 @@ class Rescale:
     usable checkpoint: ``Execution.precopy.stats.fallbacks``)."""
 
     workers: int
-    strategy: str = field(default="batched", validator=_check_strategy)
+    strategy: Strategy = field(default=DEFAULT_STRATEGY, validator=_check_strategy)
     operator: Optional[str] = None
     spacing: int = field(default=1, validator=_check_spacing)
 
@@ -70,7 +68,7 @@ class MoveBins:
     committed checkpoint, only the changes since handed over, as for :class:`Rescale`)."""
 
     moves: dict[int, int] = field(converter=dict)
-    strategy: str = field(default="all-at-once", validator=_check_strategy)
+    strategy: Strategy = field(default="all-at-once", validator=_check_strategy)
     operator: Optional[str] = None
     spacing: int = field(default=1, validator=_check_spacing)
 
@@ -80,7 +78,7 @@ class Assign:
     """Install the complete map ``owners[bin] = worker``."""
 
     owners: tuple[int, ...] = field(converter=tuple)
-    strategy: str = field(default="all-at-once", validator=_check_strategy)
+    strategy: Strategy = field(default="all-at-once", validator=_check_strategy)
     operator: Optional[str] = None
     spacing: int = field(default=1, validator=_check_spacing)
 

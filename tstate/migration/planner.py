@@ -29,6 +29,7 @@ import heapq
 from collections import Counter
 from typing import Sequence
 
+from tstate.backend import Strategy
 from tstate.errors import ConfigurationError
 
 __all__ = ["plan", "rescale_map", "balanced_map"]
@@ -66,7 +67,7 @@ def rescale_map(current: Sequence[int], workers: int) -> list[int]:
     return out
 
 
-def plan(current: Sequence[int], target: Sequence[int], strategy: str) -> list[dict[int, int]]:
+def plan(current: Sequence[int], target: Sequence[int], strategy: Strategy) -> list[dict[int, int]]:
     """Steps (each ``{bin: new_worker}``) that turn ``current`` into ``target``."""
     if len(current) != len(target):
         raise ConfigurationError(f"maps of different sizes: {len(current)} and {len(target)} bins")

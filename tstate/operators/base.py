@@ -3,7 +3,7 @@ an instance may ask of the engine running it.
 
 An instance is built from its plan node (:mod:`tstate.plan`): it owns one inbox per
 input port (a deque of ``(time, records)`` batches) and one
-:class:`~tstate.engine.channels.OutputPort` per output.  The engine activates it when
+:class:`Output` per output (the engine's :class:`tstate.engine.channels.OutputPort`).  The engine activates it when
 an inbox is non-empty, when an input frontier changed, or when it asked to be activated
 again.  Every batch taken from an inbox and every capability acquired or released is a
 pointstamp count change, reported through the operator's
@@ -28,11 +28,10 @@ from tstate.progress.shared import SharedProgress
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.capability import Capability
-    from tstate.engine.channels import OutputPort
     from tstate.metrics import Metrics
     from tstate.migration.configuration import ConfigHistory
 
-__all__ = ["OperatorRuntime", "Host", "Restart"]
+__all__ = ["OperatorRuntime", "Host", "Output", "Restart"]
 
 N = TypeVar("N", bound=Node)
 
@@ -43,6 +42,19 @@ class Restart(Protocol):
     id: int
     time: Any
     positions: dict[str, Any]
+
+
+class Output(Protocol):
+    """An output port as an operator sees it: where its batches go is the engine's
+    business (channels, exchange by bin owner)."""
+
+    def push(self, time: Any, records: list[Any]) -> None:
+        """Send one batch at ``time`` (the caller holds a capability for it)."""
+        ...
+
+    def push_to(self, worker: int, time: Any, records: list[Any]) -> None:
+        """Send a batch as if produced on ``worker`` (inputs spread data this way)."""
+        ...
 
 
 class Host(Protocol):
@@ -80,7 +92,7 @@ class Host(Protocol):
 class OperatorRuntime(Generic[N]):
     """Base class of operator instances; subclasses implement :meth:`activate`.
 
-    ``spec`` is the plan node the instance runs, ``node`` its index in the graph."""
+    ``node`` is the plan node the instance runs, ``index`` its index in the graph."""
 
     #: whether :meth:`activate` reads an input frontier (or needs its frontier-change
     #: activations); an operator that does not (stateless operators, scope boundaries,
@@ -88,14 +100,14 @@ class OperatorRuntime(Generic[N]):
     #: engine propagates only in front of the operators that do
     reads_frontier = True
 
-    def __init__(self, exe: Host, index: int, spec: N, worker: int) -> None:
+    def __init__(self, exe: Host, index: int, node: N, worker: int) -> None:
         self.exe = exe
-        self.spec = spec
-        self.node = index
-        self.name = spec.name
+        self.node = node
+        self.index = index
+        self.name = node.name
         self.worker = worker
-        self.inboxes: list[deque[tuple[Any, list[Any]]]] = [deque() for _ in range(spec.arity)]
-        self.outputs: list["OutputPort"] = []
+        self.inboxes: list[deque[tuple[Any, list[Any]]]] = [deque() for _ in range(node.arity)]
+        self.outputs: list[Output] = []
         self.frontier_changed = True  # activate once at start
         self.woke_by_frontier = False  # set by the engine: this activation saw a frontier move
         self.requested = False

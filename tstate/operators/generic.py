@@ -142,14 +142,14 @@ class OperatorContext:
 class FrontierRuntime(OperatorRuntime[Frontier]):
     """Runs a user function over batches, frontiers and notifications."""
 
-    def __init__(self, exe: "Host", index: int, spec: Frontier, worker: int) -> None:
-        super().__init__(exe, index, spec, worker)
-        self.logic = spec.logic
-        factory = spec.state
+    def __init__(self, exe: "Host", index: int, node: Frontier, worker: int) -> None:
+        super().__init__(exe, index, node, worker)
+        self.logic = node.logic
+        factory = node.state
         self._in_hand: list[InputCapability] = []
         self.output = FrontierOutput(self)
         self.ctx = OperatorContext(self, factory() if factory is not None else None)
-        self.ports = [FrontierInput(self, p) for p in range(spec.arity)]
+        self.ports = [FrontierInput(self, p) for p in range(node.arity)]
 
     def capability_for(self, at: Any) -> Capability:
         if type(at) is InputCapability or type(at) is Capability:

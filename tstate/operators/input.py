@@ -25,7 +25,7 @@ class InputRuntime(OperatorRuntime[Input]):
     reads_frontier = False
 
     def on_start(self) -> None:
-        self.handle = self.spec.handle
+        self.handle = self.node.handle
         self.cap: Optional[Capability] = None
         self._next_worker = 0
         if self.worker != 0:
@@ -71,7 +71,7 @@ class SourceRuntime(OperatorRuntime[Source]):
         self._next_worker = 0
         if self.worker != 0:
             return
-        self.source = self.spec.source
+        self.source = self.node.source
         restored = self.exe.restored
         position = restored.positions.get(self.name) if restored is not None else None
         start = restored.time if restored is not None else None

@@ -15,10 +15,10 @@ class SinkRuntime(OperatorRuntime[Sink]):
     when times complete (``frontier(worker, antichain)``)."""
 
     def on_start(self) -> None:
-        self.sink = self.spec.sink
+        self.sink = self.node.sink
         self.sink.open(self.worker, self.exe.workers)
         #: the frontier this worker's sink last acted on: what it has committed
-        self.committed = Antichain([minimum(self.spec.scope.depth)])
+        self.committed = Antichain([minimum(self.node.scope.depth)])
 
     def activate(self) -> None:
         box = self.inboxes[0]

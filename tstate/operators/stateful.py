@@ -50,17 +50,17 @@ __all__ = ["StatefulRuntime", "BinBatch"]
 class StatefulRuntime(OperatorRuntime[Stateful]):
     """One worker's share of a stateful operator: the bins it owns."""
 
-    def __init__(self, exe: "Host", index: int, spec: Stateful, worker: int) -> None:
-        super().__init__(exe, index, spec, worker)
-        self.fold: bool = spec.fold
-        self.on_notify = spec.on_notify
+    def __init__(self, exe: "Host", index: int, node: Stateful, worker: int) -> None:
+        super().__init__(exe, index, node, worker)
+        self.fold: bool = node.fold
+        self.on_notify = node.on_notify
         history = exe.configs.get(index)
-        owned = {b for b, w in enumerate(history.initial) if w == worker} if history is not None else set(range(spec.bins))
-        self.held = HeldBins(spec.name, spec.bins, owned, exe.key_bins.setdefault(index, {}))
+        owned = {b for b, w in enumerate(history.initial) if w == worker} if history is not None else set(range(node.bins))
+        self.held = HeldBins(node.name, node.bins, owned, exe.key_bins.setdefault(index, {}))
         #: the bins this worker holds state for, and those it owns (``held``'s)
         self.bins, self.owned = self.held.bins, self.held.owned
         self.ctx = Context(self)
-        self.apply = KeyedApply(spec, self.held, self.ctx, worker, self._pend)
+        self.apply = KeyedApply(node, self.held, self.ctx, worker, self._pend)
         self.stash: SortedDict = SortedDict()  # time -> [batch, ...] not yet applicable
         self.timer_times = TimerIndex()  # time -> {bin index: None}
         self.caps: dict[Any, Capability] = {}
@@ -72,7 +72,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         self.cow: Optional[CopyOnWrite] = None
         #: whether a state can change in place (else a frozen key's state is never
         #: changed, only replaced: no copy-on-write is needed)
-        self.cow_copies = not immutable(spec.schema)
+        self.cow_copies = not immutable(node.schema)
         self.max_applied: Any = None
         self.moves = Moves()
         self.pending, self.pending_times = self.moves.pending, self.moves.pending_times
@@ -96,13 +96,13 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
     @property
     def codec(self) -> StateCodec:
         if self._codec is None:
-            self._codec = StateCodec(self.spec.state)
+            self._codec = StateCodec(self.node.state)
         return self._codec
 
     @property
     def state_type(self) -> Any:
         """The declared state type."""
-        return self.spec.state
+        return self.node.state
 
     # -- bins ---------------------------------------------------------------------
     def bin(self, index: int) -> Optional[Bin]:
@@ -174,7 +174,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
     # -- migration ------------------------------------------------------------------
     def refresh_moves(self) -> None:
         """Re-read this worker's outgoing moves from the configuration history."""
-        history = self.exe.configs.get(self.node)
+        history = self.exe.configs.get(self.index)
         self.moves.refresh(history.moves_from(self.worker) if history is not None else [])
 
     def _pend(self, k: Any, record: Any, t: Any) -> None:
@@ -220,7 +220,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         start = _time.perf_counter()
         b = self.remove_bin(bi)
         data = encode_bin(b, self.codec, self.name)
-        target = self.exe.peer(dst, self.node)
+        target = self.exe.peer(dst, self.index)
         assert isinstance(target, StatefulRuntime)
         target.receive_bin(decode_bin(data, target.codec), t)
         self.exe.metrics.record_move(self.name, bi, self.worker, dst, t, len(data), _time.perf_counter() - start)

@@ -23,7 +23,7 @@ class StatelessRuntime(OperatorRuntime[Stateless]):
 
     def activate(self) -> None:
         box = self.inboxes[0]
-        apply = self.spec.apply
+        apply = self.node.apply
         push = self.outputs[0].push
         while box:
             t, recs = self.pop(0)
@@ -60,7 +60,7 @@ class EnterRuntime(OperatorRuntime[Enter]):
     def activate(self) -> None:
         box = self.inboxes[0]
         push = self.outputs[0].push
-        inside = self.spec.time_inside
+        inside = self.node.time_inside
         while box:
             t, recs = self.pop(0)
             push(inside(t), recs)
@@ -86,7 +86,7 @@ class FeedbackRuntime(OperatorRuntime[Feedback]):
     def activate(self) -> None:
         box = self.inboxes[0]
         push = self.outputs[0].push
-        node = self.spec
+        node = self.node
         advance = node.advance
         note = self.exe.metrics.loop_round
         scope = node.scope.name

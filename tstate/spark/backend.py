@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from attrs import define, field
 
+from tstate.backend import DEFAULT_STRATEGY, Rescaled, Strategy, check_strategy
 from tstate.checkpoint.settings import Checkpoints
 from tstate.errors import CheckpointError, ConfigurationError, SparkError
 from tstate.metrics import Metrics
@@ -311,7 +312,9 @@ class Backend:
         finalise(self.spark, self.directory, files, last, plan.records)
 
     # -- rescaling --------------------------------------------------------------------
-    def rescale(self, partitions: int, strategy: str = "all-at-once", steps: int = 4, *, lead: int = 1) -> int:
+    def rescale(
+        self, partitions: int, strategy: Strategy = DEFAULT_STRATEGY, steps: int = 4, *, lead: int = 1
+    ) -> Rescaled:
         """Spread the bins over ``partitions`` partitions from the next micro-batch on,
         moving as few bins as possible: ``"all-at-once"`` in one batch, ``"fluid"``
         spread evenly over ``steps`` batches (a moved bin costs its new owner one read
@@ -321,20 +324,22 @@ class Backend:
         the background (:func:`tstate.spark.binstore.prefetch`) while the old owners keep
         processing, then all bins move at once and each new owner reads only the files
         committed since it loaded (``BatchMetrics.prefetched_bins``,
-        ``handover_bytes``).  Returns the number of batches the move takes."""
+        ``handover_bytes``).  Returns what it set under way: the number of batches the
+        move takes (``steps``) and per operator the batches its bins move at, counted
+        from the next one (``schedule``).  (The default was ``"all-at-once"`` before both
+        engines shared :data:`~tstate.backend.DEFAULT_STRATEGY`.)"""
         from tstate.migration.planner import rescale_map
 
         if not isinstance(partitions, int) or partitions < 1:
             raise ConfigurationError(f"partitions must be an integer >= 1, got {partitions!r}")
-        if strategy not in ("all-at-once", "fluid", "batched", "precopy"):
-            raise ConfigurationError(f"strategy must be 'all-at-once', 'fluid' or 'precopy', got {strategy!r}")
+        check_strategy(strategy)
         if not isinstance(steps, int) or steps < 1:
             raise ConfigurationError(f"steps must be an integer >= 1, got {steps!r}")
         if not isinstance(lead, int) or lead < 1:
             raise ConfigurationError(f"lead must be an integer >= 1, got {lead!r}")
         if self._job is None:
             self.partitions = partitions
-            return 0
+            return Rescaled(partitions, strategy, 0, {})
         moves = [
             ((b << 20) | bin_, p)
             for b, owners in sorted(self._owners.items())
@@ -349,7 +354,16 @@ class Backend:
         if strategy != "precopy":  # (precopy: the lead batches run on the old partitions)
             self.partitions = max(partitions, max((max(o) + 1 for o in self._owners.values()), default=1))
         self._target_partitions = partitions
-        return len(self._steps)
+        return Rescaled(partitions, strategy, len(self._steps), self._schedule())
+
+    def _schedule(self) -> dict[str, tuple[int, ...]]:
+        """Per operator whose bins move: the pending steps (batches from the next one) moving them."""
+        graph = self._flow.graph if self._flow is not None else None
+        at: dict[str, list[int]] = {}
+        for i, step in enumerate(self._steps):
+            for node in sorted({code >> 20 for code in step.moves}):
+                at.setdefault(graph[node].name if graph is not None else str(node), []).append(i)
+        return {name: tuple(batches) for name, batches in at.items()}
 
     def _next_owners(self) -> "_Step":
         """Apply the next rescale step; returns it (an empty step: no rescale under way)."""
@@ -409,29 +423,38 @@ class Backend:
         if self._last.frontier is None:  # a finished run was committed: nothing left to do
             self._progress.finished_already(self.directory, done)
             return
-        counts: dict[int, int] = {}  # epoch -> input rows
+        timed = []
         untimed = False
         for name, src in bound.items():
             if getattr(src.df, "isStreaming", False):
-                raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.start for streaming runs")
+                raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.run for streaming runs")
             if src.time is None:
                 untimed = True
             else:
-                for r in src.df.groupBy(src.time).count().collect():
-                    if r[0] is not None:
-                        counts[int(r[0])] = counts.get(int(r[0]), 0) + int(r[1])
+                timed.append((src.df, src.time))
+        # each micro-batch filters its epochs out of the sources: they are read once, by
+        # the job that counts and slices the epochs (tstate.spark.cuts), into the cache
+        cached = {
+            name: src.df.persist() for name, src in bound.items() if src.time is not None and not src.df.is_cached
+        }
+        timed = [(cached.get(name, src.df), src.time) for name, src in bound.items() if src.time is not None]
+        from tstate.spark.cuts import span
+
+        t_span = _time.perf_counter()
+        found = span(timed, None if self._last.fresh else self._last.frontier, None if epochs_per_batch else rows_per_batch)
+        self.metrics.cut_seconds = _time.perf_counter() - t_span
+        counts = dict(found.loads)
+        first, top = found.first, found.top if found.top is not None else -1
         if untimed:
             counts.setdefault(0, 0)
-        lo: int = (min(counts) if counts else 0) if self._last.fresh else self._last.frontier
-        top = max(counts) if counts else -1
+            first, top = min(first if first is not None else 0, 0), max(top, 0)
+        lo: int = (first if first is not None else 0) if self._last.fresh else self._last.frontier
         cuts = _cuts(counts, lo, top, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
         batch = self._last.batch + 1
         total = done + len(cuts) + 1  # (+1: the batch closing the inputs)
         if done:
             self._progress.resumed(self.directory, done, total)
         self._progress.start(total, done)
-        # each micro-batch filters its epochs out of the sources: read them once
-        cached = {name: src.df.persist() for name, src in bound.items() if src.time is not None and len(cuts) > 1}
         try:
             for i, (lo, hi) in enumerate(cuts):
                 while pending and pending[0][0] <= lo:

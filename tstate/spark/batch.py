@@ -49,6 +49,7 @@ from tstate.metrics import BatchMetrics
 from tstate.progress.frontier import Antichain
 from tstate.spark.cells import decode_cell
 from tstate.spark.held import checked_path, held_name, read_held, write_held
+from tstate.spark.input_rows import INPUT_ROWS, counted, counted_kinds, passing
 from tstate.spark.output import Part, clean, finalise, records_of, sink_dir, write_index, write_parts
 from tstate.spark.records import decode_records
 from tstate.spark.rounds import LoopRun
@@ -222,7 +223,9 @@ class MicroBatch:
         self.start = _time.perf_counter() if start is None else start
         #: the driver's pending timers, updated by the batch's state files
         self.timers = {op: dict(bins) for op, bins in last.timers.items()}
-        self.labels = job.shuffles.labels(partitions)
+        t = _time.perf_counter()
+        self.labels = job.shuffles.labels(partitions)  # (a Spark job the first time a session needs them)
+        self._labels_wait = _time.perf_counter() - t
         self.writer: Any = None
         self.info: Optional[BatchInfo] = None
         #: DataFrames cached for the batch (unpersisted at its end)
@@ -247,11 +250,17 @@ class MicroBatch:
         self.stats = {
             "records": 0, "hits": 0, "catchups": 0, "misses": 0, "bytes": 0, "take_us": 0, "take_max_us": 0,
             "prefetched": 0, "read_bytes": 0, "handover_bins": 0, "handover_bytes": 0, "prefetch_loads": 0,
+            INPUT_ROWS: 0,
         }
+        #: inputs whose input-row count is not collected yet (tstate.spark.input_rows)
+        self.uncounted: set[str] = set()
         self.fresh_parts: list[Part] = []
         self.now: list[Part] = []
         self.index: Optional[str] = None
         self.seconds: dict[str, float] = {}
+        #: seconds the driver waited on Spark jobs (the tasks, and Spark's planning and
+        #: scheduling of them); the rest of the batch's wall time is the driver's own
+        self.waited = self._labels_wait
 
     # -- up to the commit -----------------------------------------------------------
     def run(self) -> Committed:
@@ -318,7 +327,9 @@ class MicroBatch:
         for name, df in self.dfs.items():
             src = self.bound[name]
             at = self.const_time if self.const_time is not None else 0  # rows without a time column
-            wave = df.mapInArrow(input_task(plan, info, name, src.record, src.time, at, self.job.late), SCHEMA)
+            task = input_task(plan, info, name, src.record, src.time, at, self.job.late)
+            wave = df.mapInArrow(counted(task, plan.inputs[name]), SCHEMA)
+            self.uncounted.add(name)
             uses = sum(name in plan.feeders.get(b, ()) for b in plan.boundaries) + bool(plan.sink_reach.get(name))
             if uses > 1 or plan.delays or any(name in lp.feeders for lp in plan.loops.values()):
                 wave = wave.persist()
@@ -375,8 +386,9 @@ class MicroBatch:
                 kinds.append(str(TIMES))
             if holding:
                 kinds.append(str(HELD))
-            if kinds:
-                self.rows += self.waves[name].where(f"kind in ({', '.join(kinds)})").collect()
+            if kinds:  # (with the input's row count: tstate.spark.input_rows)
+                self.rows += self._collect(self.waves[name].where(f"kind in ({counted_kinds(kinds)})"))
+                self.uncounted.discard(name)
 
     def _frames(self, feeders: Any) -> list[Any]:
         """The DataFrames holding the records of waves ``feeders`` (each once)."""
@@ -408,7 +420,9 @@ class MicroBatch:
             plan, lps, self.info, self.writer, self.overlay, self.timers, self.job.shuffles.ticks, self.job.local_loops
         )
         try:
+            t = _time.perf_counter()
             exits, got, left = run.run(cells, self.loop_times, self.labels)
+            self.waited += _time.perf_counter() - t  # (its rounds' own driver work included)
         finally:
             self.persisted.extend(run.persisted)
         self.loop_stats["rounds"] += run.rounds
@@ -434,20 +448,29 @@ class MicroBatch:
         done.update(stage)
         nodes = ", ".join(map(str, stage))
         feeders = [w for b in stage for w in plan.feeders.get(b, ())]
-        parts = [w.where(f"kind = {RECORDS} and node in ({nodes})") for w in self._frames(feeders)]
+        parts = []
+        for key in dict.fromkeys(self.alias.get(w, w) for w in feeders):
+            if key not in self.waves:
+                continue
+            want = f"kind = {RECORDS} and node in ({nodes})"
+            if key in self.uncounted:  # the input's row count comes out with this stage's rows
+                self.uncounted.discard(key)
+                want = f"({want}) or (kind = {STATS} and node = {plan.inputs[key]})"
+            parts.append(self.waves[key].where(want))
         parts += [spark.createDataFrame(self.inject[b], SCHEMA) for b in stage if b in self.inject]
         if plan.delays and hi is not None and parts:  # records a frontier operator gave at later times wait
             late = parts[0]
             for p in parts[1:]:
                 late = late.unionAll(p)
             self.keep.extend(
-                [RECORDS, r["node"], r["bin"], r["time"], bytes(r["payload"])] for r in late.where(f"time >= {hi}").collect()
+                [RECORDS, r["node"], r["bin"], r["time"], bytes(r["payload"])]
+                for r in self._collect(late.where(f"kind = {RECORDS} and time >= {hi}"))
             )
-            parts = [p.where(f"time < {hi}") for p in parts]
+            parts = [p.where(f"kind != {RECORDS} or time < {hi}") for p in parts]
         inp = self.job.shuffles.ticks(tuple(stage), self.labels)
         for p in parts:
             inp = inp.unionAll(p)
-        out = inp.repartition(self.partitions, "dest").mapInArrow(boundary_task(plan, info, tuple(stage)), SCHEMA)
+        out = inp.repartition(self.partitions, "dest").mapInArrow(passing(boundary_task(plan, info, tuple(stage))), SCHEMA)
         if plan.delays or any(b in plan.feeders.get(c, ()) for b in stage for c in plan.boundaries):
             out = out.persist()
             self.persisted.append(out)
@@ -455,7 +478,15 @@ class MicroBatch:
             self.waves[b] = out
             self.alias[b] = item
         self.loop_stats["root_stages"] += 1
-        self.rows += out.where(f"kind != {RECORDS}").collect()
+        self.rows += self._collect(out.where(f"kind != {RECORDS}"))
+
+    def _collect(self, df: Any) -> list[Any]:
+        """``df.collect()``, its seconds counted as waiting on Spark (:attr:`waited`)."""
+        t = _time.perf_counter()
+        try:
+            return df.collect()  # type: ignore[no-any-return]
+        finally:
+            self.waited += _time.perf_counter() - t
 
     def reduce_rows(self) -> list[Any]:
         """The rows the driver got from the tasks: ``FILE`` rows into the checkpoint
@@ -545,7 +576,9 @@ class MicroBatch:
         keep = {p.path for p in self.fresh_parts} | ({self.index} if self.now and self.index else set())
         clean(fs, [sink_dir(self.plan, node) for node in self.plan.sinks], self.batch, keep)
         files = {nd: s for nd, s in job.sinks.items() if hasattr(s, "commit_epoch") and not s.on_driver}
+        t = _time.perf_counter()
         finalise(job.spark, job.directory, files, self.now, self.plan.records)
+        self.waited += _time.perf_counter() - t
         front = Antichain([hi]) if hi is not None else Antichain()
         for nd, sink in job.sinks.items():
             if sink.on_driver:
@@ -558,11 +591,12 @@ class MicroBatch:
         """The batch's figures (``output_seconds``: handing the output to the sinks)."""
         s, sec, loops = self.stats, self.seconds, self.loop_stats
         return BatchMetrics(
-            self.batch, self.hi, _time.perf_counter() - self.start, self.partitions, s["records"], s["hits"],
+            self.batch, self.hi, _time.perf_counter() - self.start, self.partitions, s[INPUT_ROWS], s["hits"],
             s["misses"], s["bytes"], self.moved, s["catchups"] + s["prefetched"], sec["jobs"], sec["driver"], sec["commit"],
             loops["rounds"], loops["stages"], sum(p.records for p in self.now), output_seconds,
             stages=loops["root_stages"], take_seconds=s["take_us"] / 1e6, take_max_seconds=s["take_max_us"] / 1e6,
             bytes_read=s["read_bytes"], handover_bytes=s["handover_bytes"], prefetched_bins=s["prefetched"],
             prefetch_fallbacks=(s["handover_bins"] - s["prefetched"]) if self.precopy else 0,
             prefetch_bins=sum(len(p) for p in self.prefetch.values()), prefetch_loads=s["prefetch_loads"],
+            operator_records=s["records"], job_seconds=self.waited,
         )

@@ -4,12 +4,16 @@ The driver never holds a sink's records.  Every task that produces sink output w
 it to a **part file** in the checkpoint store, through the store's filesystem (so it
 works wherever the store does)::
 
-    output/<node>-<sink name>/<batch:06d>/<token>-p<partition>-a<attempt>-<random>.msgpack
+    output/<node>-<sink name>/<batch:06d>/<token>-p<partition>-a<attempt>-<random>.arrow
 
-(``[[time, cell], ...]``, a cell being :func:`~tstate.spark.records.encode_records`
-bytes; checksummed like every checkpoint file) and hands the driver only a small
-reference row: the sink, the path and how many records it holds at each time
-(:class:`Part`).  The driver writes the batch's references to an **index file**
+-- one file per task per micro-batch and sink, in the Arrow IPC file format: a column
+``time`` (int64, ascending) and a column ``records`` (binary: the records of that time
+as one :func:`~tstate.spark.records.encode_records` cell) -- and hands the driver only a
+small reference row: the sink, the path, how many records it holds at each time and
+the file's xxHash64 (:class:`Part`; the committed index holds the digest, so a damaged
+part is found when read).  A reader takes the times it wants from the file's ``time``
+column without decoding the others.  Part files of older runs (``.msgpack``: a sealed
+``[[time, cell], ...]``) are still read.  The driver writes the batch's references to an **index file**
 (``output/index/<batch:06d>-<token>.msgpack``, which also names the previous index: a
 chain through every batch that had output) and its manifest's meta points at it, so the
 batch's commit is what makes its output visible.  A retried task or a replayed batch
@@ -27,10 +31,13 @@ What reads the committed parts:
 - **Driver sinks** (``Sink.on_driver``: ``collect()``, ``sink(fn)``, ``ts.io.stdout()``,
   custom sinks) get ``write(0, time, records)`` after the commit: they are in-memory or
   side effects of the driver by definition.
-- **Epoch-file sinks** (``ts.io.files(dir)``, ``on_driver = False``): one Spark task per
-  completed epoch concatenates that epoch's parts into ``DIR/epoch-<time>.jsonl``
-  (:meth:`~tstate.io.sinks.FileSink.commit_epoch`: temporary file, fsync, rename), so the
-  directory is the embedded engine's, file for file.  A restart finalises the last
+- **Epoch-file sinks** (``ts.io.files(dir)``, ``on_driver = False``): the per-epoch view
+  is written from the task files in one pass (:func:`finalise`): one Spark job per
+  batch whose tasks each take a run of consecutive epochs of a sink, read each part
+  holding one of them once (only those times' cells) and write each epoch's
+  ``DIR/epoch-<time>.jsonl`` (:meth:`~tstate.io.sinks.FileSink.commit_epoch`: temporary
+  file, fsync, rename), so the directory is the embedded engine's, file for file; no
+  Spark task, and no read of a part, per epoch.  A restart finalises the last
   committed batch again (the same bytes), so a driver killed between the commit and the
   files loses nothing.
 - :func:`frame` (``Backend.output(op)``): a DataFrame of ``batch``, ``time`` and the
@@ -41,8 +48,12 @@ What reads the committed parts:
 Parts stay in the store (they are the run's output, per batch) until the directory is
 deleted.
 
->>> Part(3, "output/3-out/000007/x.msgpack", ((7, 2),)).to_builtins()
-[3, 'output/3-out/000007/x.msgpack', [[7, 2]]]
+>>> Part(3, "output/3-out/000007/x.arrow", ((7, 2),), "9e1f").to_builtins()
+[3, 'output/3-out/000007/x.arrow', [[7, 2]], '9e1f']
+>>> Part.from_builtins([3, "output/3-out/000007/x.msgpack", [[7, 2]]]).digest  # an older run's part
+''
+>>> epoch_runs([1, 2, 3, 4, 5], 2)
+[[1, 2, 3], [4, 5]]
 """
 
 from __future__ import annotations
@@ -62,7 +73,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "Part", "ROOT", "INDEX", "sink_dir", "write_parts", "read_part", "records_of", "write_index", "read_index",
-    "history", "clean", "finalise", "frame", "row_of",
+    "history", "clean", "finalise", "frame", "row_of", "epoch_runs",
 ]
 
 #: where the parts live in the store, and the batches' index files
@@ -72,23 +83,27 @@ INDEX = "output/index"
 
 @frozen
 class Part:
-    """A reference to one part file: sink node, path in the store, and ``(time,
-    records)`` for the times it holds (those of one batch, in a batch's index)."""
+    """A reference to one part file: sink node, path in the store, ``(time, records)``
+    for the times it holds (those of one batch, in a batch's index), and the file's
+    xxHash64 (hex; empty for an older run's sealed ``.msgpack`` part, which carries its
+    own)."""
 
     sink: int
     path: str
     times: tuple[tuple[int, int], ...]
+    digest: str = ""
 
     @property
     def records(self) -> int:
         return sum(n for _, n in self.times)
 
     def to_builtins(self) -> list[Any]:
-        return [self.sink, self.path, [list(t) for t in self.times]]
+        out = [self.sink, self.path, [list(t) for t in self.times]]
+        return [*out, self.digest] if self.digest else out
 
     @classmethod
     def from_builtins(cls, v: Any) -> "Part":
-        return cls(int(v[0]), str(v[1]), tuple((int(t), int(n)) for t, n in v[2]))
+        return cls(int(v[0]), str(v[1]), tuple((int(t), int(n)) for t, n in v[2]), str(v[3]) if len(v) > 3 else "")
 
     def row(self) -> Row:
         """The ``SINK`` row a task hands the driver for this part."""
@@ -103,7 +118,10 @@ class Part:
         """The times before ``hi`` (a batch's) and the others (None: nothing there)."""
         now = tuple(p for p in self.times if hi is None or p[0] < hi)
         later = tuple(p for p in self.times if hi is not None and p[0] >= hi)
-        return (Part(self.sink, self.path, now) if now else None, Part(self.sink, self.path, later) if later else None)
+        return (
+            Part(self.sink, self.path, now, self.digest) if now else None,
+            Part(self.sink, self.path, later, self.digest) if later else None,
+        )
 
 
 def sink_dir(plan: "Plan", node: int) -> str:
@@ -155,10 +173,64 @@ def write_parts(plan: "Plan", info: BatchInfo, sinks: dict[tuple[int, int], list
     for node, cells in sorted(by_sink.items()):
         cells.sort(key=lambda c: c[0])
         name = plan.nodes[node].name
-        body = msgpack.packb([[t, encode_records(recs, name, plan.records)] for t, recs in cells], use_bin_type=True)
-        path = f"{sink_dir(plan, node)}/{info.batch:06d}/{info.token}-{where}-{secrets.token_hex(4)}.msgpack"
-        fs.write_atomic(path, _seal(body), fsync=True)
-        rows.append(Part(node, path, tuple((t, len(recs)) for t, recs in cells)).row())
+        body = _arrow_part([t for t, _ in cells], [encode_records(recs, name, plan.records) for _, recs in cells])
+        path = f"{sink_dir(plan, node)}/{info.batch:06d}/{info.token}-{where}-{secrets.token_hex(4)}.arrow"
+        fs.write_atomic(path, body, fsync=True)
+        rows.append(Part(node, path, tuple((t, len(recs)) for t, recs in cells), _digest(body)).row())
+
+
+#: a part file's columns: the time, and that time's records as one cell
+def _part_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("time", pa.int64()), ("records", pa.binary())])
+
+
+def _arrow_part(times: list[int], cells: list[bytes]) -> bytes:
+    """A part file's bytes: one Arrow IPC record batch of ``(time, records)`` rows."""
+    import pyarrow as pa
+
+    schema = _part_schema()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema) as w:
+        w.write_batch(pa.record_batch([pa.array(times, pa.int64()), pa.array(cells, pa.binary())], schema=schema))
+    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
+
+
+def _digest(body: bytes) -> str:
+    import xxhash
+
+    return xxhash.xxh64(body).hexdigest()  # type: ignore[no-any-return]
+
+
+def part_cells(fs: Any, part: Part, want: Optional[set[int]] = None) -> Iterator[tuple[int, bytes]]:
+    """The ``(time, cell)`` pairs of ``part``'s file for the times in ``want`` (None:
+    the part's own times), in time order, checked against the part's digest; only
+    those times' cells are taken from the file.  A damaged or missing file raises
+    :class:`~tstate.errors.CheckpointError` naming it."""
+    from tstate.errors import CheckpointError
+
+    if want is None:
+        want = {t for t, _ in part.times}
+    if not part.path.endswith(".arrow"):  # an older run's sealed msgpack part
+        for t, cell in _open(fs, part.path, "sink output"):
+            if t in want:
+                yield t, cell
+        return
+    import pyarrow as pa
+
+    try:
+        data = fs.read_bytes(part.path)
+        if part.digest and _digest(data) != part.digest:
+            raise ValueError("checksum mismatch")
+        table = pa.ipc.open_file(pa.BufferReader(data)).read_all()
+        times = table.column("time").to_pylist()
+        cells = table.column("records")
+        picked = [(t, i) for i, t in enumerate(times) if t in want]
+        out = [(t, cells[i].as_py()) for t, i in picked]
+    except (OSError, ValueError, TypeError, KeyError, pa.ArrowException) as exc:
+        raise CheckpointError(f"{fs.describe(part.path)}: sink output unreadable ({exc})") from None
+    yield from out
 
 
 def read_part(fs: Any, part: Part, types: Any = None) -> Iterator[tuple[int, list[Any]]]:
@@ -167,10 +239,8 @@ def read_part(fs: Any, part: Part, types: Any = None) -> Iterator[tuple[int, lis
     from tstate.spark.record_types import BUILTIN
     from tstate.spark.records import decode_records
 
-    want = {t for t, _ in part.times}
-    for t, cell in _open(fs, part.path, "sink output"):
-        if t in want:
-            yield t, decode_records(cell, types or BUILTIN, f"{fs.describe(part.path)} (sink output, time {t})")
+    for t, cell in part_cells(fs, part):
+        yield t, decode_records(cell, types or BUILTIN, f"{fs.describe(part.path)} (sink output, time {t})")
 
 
 def records_of(fs: Any, parts: Iterable[Part], types: Any = None) -> dict[int, list[Any]]:
@@ -229,36 +299,65 @@ def clean(fs: Any, dirs: Iterable[str], first: int, keep: set[str]) -> int:
     return gone
 
 
-def finalise(spark: Any, directory: str, sinks: dict[int, Any], parts: list[Part], types: Any = None) -> int:
+def epoch_runs(epochs: list[int], n: int) -> list[list[int]]:
+    """``epochs`` (sorted) cut into at most ``n`` runs of consecutive ones, as even as
+    possible: what the tasks of :func:`finalise` take."""
+    n = max(1, min(n, len(epochs)))
+    size, extra = divmod(len(epochs), n)
+    out, i = [], 0
+    for k in range(n):
+        j = i + size + (k < extra)
+        out.append(epochs[i:j])
+        i = j
+    return [r for r in out if r]
+
+
+def finalise(
+    spark: Any, directory: str, sinks: dict[int, Any], parts: list[Part], types: Any = None, tasks: Optional[int] = None
+) -> int:
     """Write the epoch files of the file sinks ``sinks`` (node -> sink with
-    ``commit_epoch(time, records)``) from the committed ``parts``: one Spark task per
-    (sink, epoch) reads that epoch's parts and writes its file.  Returns the epochs written."""
-    jobs: dict[tuple[int, int], list[list[Any]]] = {}
+    ``commit_epoch(time, records)``) from the committed ``parts`` in one pass: one Spark
+    job whose tasks (``tasks`` per sink, default Spark's parallelism) each take a run
+    of consecutive epochs of one sink, read each part holding any of them once (only
+    their cells) and write their files in time order.  Returns the epochs written."""
+    epochs: dict[int, set[int]] = {}
     for p in parts:
         if p.sink in sinks:
-            for t, _n in p.times:
-                jobs.setdefault((p.sink, t), []).append(p.to_builtins())
-    if not jobs:
+            epochs.setdefault(p.sink, set()).update(t for t, _n in p.times)
+    if not epochs:
         return 0
-    items = [(node, t, refs) for (node, t), refs in sorted(jobs.items())]
+    per = tasks if tasks is not None else max(1, spark.sparkContext.defaultParallelism)
+    items: list[tuple[int, list[int], list[list[Any]]]] = []
+    for node, ts_ in sorted(epochs.items()):
+        for run in epoch_runs(sorted(ts_), per):
+            lo, hi = run[0], run[-1]
+            refs = [p.to_builtins() for p in parts if p.sink == node and any(lo <= t <= hi for t, _n in p.times)]
+            items.append((node, run, refs))
     targets = dict(sinks)
 
-    def write(item: tuple[int, int, list[Any]]) -> None:
+    def write(item: tuple[int, list[int], list[list[Any]]]) -> None:
         from tstate.spark import binstore
+        from tstate.spark.record_types import BUILTIN
+        from tstate.spark.records import decode_records
 
-        node, t, refs = item
+        node, run, refs = item
         fs = binstore.store(directory).fs
+        want = set(run)
+        cells: dict[int, list[tuple[str, bytes]]] = {}
+        for ref in refs:  # each part read once, only the run's cells
+            part = Part.from_builtins(ref)
+            for t, cell in part_cells(fs, part, want & {t for t, _n in part.times}):
+                cells.setdefault(t, []).append((part.path, cell))
+        for t in run:
 
-        def records() -> Iterator[Any]:
-            for ref in refs:
-                part = Part.from_builtins(ref)
-                for _t, recs in read_part(fs, Part(part.sink, part.path, ((t, 0),)), types):
-                    yield from recs
+            def records(t: int = t) -> Iterator[Any]:
+                for path, cell in cells.pop(t, ()):
+                    yield from decode_records(cell, types or BUILTIN, f"{fs.describe(path)} (sink output, time {t})")
 
-        targets[node].commit_epoch(t, records())
+            targets[node].commit_epoch(t, records())
 
-    spark.sparkContext.parallelize(items, min(len(items), 64)).foreach(write)
-    return len(items)
+    spark.sparkContext.parallelize(items, len(items)).foreach(write)
+    return sum(len(run) for _n, run, _r in items)
 
 
 def row_of(record: Any) -> dict[str, Any]:
@@ -329,7 +428,7 @@ def frame(
         return spark.createDataFrame([], full)
     arrow = to_arrow_schema(full)
     names = [f.name for f in cols.fields]
-    refs = [(b, p.path, [t for t, _ in p.times]) for b, p in found]
+    refs = [(b, p.path, [t for t, _ in p.times], p.digest) for b, p in found]
 
     def read(batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -338,13 +437,13 @@ def frame(
 
         fs_ = binstore.store(directory).fs
         for rb in batches:
-            for b, path, times in zip(*(rb.column(i).to_pylist() for i in range(3))):
+            for b, path, times, digest in zip(*(rb.column(i).to_pylist() for i in range(4))):
                 rows = []
-                for t, recs in read_part(fs_, Part(0, path, tuple((t, 0) for t in times)), types):
+                for t, recs in read_part(fs_, Part(0, path, tuple((t, 0) for t in times), digest), types):
                     for r in recs:
                         d = row_of(r)
                         rows.append({"batch": b, "time": t, **{k: d.get(k) for k in names}})
                 yield pa.RecordBatch.from_pylist(rows, schema=arrow)
 
-    src = spark.createDataFrame(refs, "batch long, path string, times array<long>")
+    src = spark.createDataFrame(refs, "batch long, path string, times array<long>, digest string")
     return src.repartition(max(1, min(len(refs), spark.sparkContext.defaultParallelism))).mapInArrow(read, full)

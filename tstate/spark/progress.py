@@ -5,7 +5,7 @@ whether it resumed.
 
 - ``True``: a tqdm bar with one step per micro-batch (``done/total`` when the run knows
   its batches, as ``Backend.run`` does), showing per batch the output records, the
-  records processed, the committed state's bytes and the batch's seconds; plus the
+  input rows (``BatchMetrics.records``: each row once, :mod:`tstate.spark.input_rows`), the committed state's bytes and the batch's seconds; plus the
   notices below.
 - ``None`` (the default): only the notices, one line each —
   ``resumed at batch 12 of 40 (11 committed in DIR)`` or

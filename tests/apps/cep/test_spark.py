@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import tstate as ts
+from tstate.errors import SourceError
 from apps.cep.__main__ import DEFAULT_INPUT, build, main
 from apps.cep.dataflow import cep
 from apps.cep.source import flight_source
@@ -128,6 +129,43 @@ def test_frame_stamps_rows_as_the_embedded_source(spark: Any, tmp_path: Path) ->
     assert {r["minute"] for r in frame.collect()} == {(base.date() - dt.date(1970, 1, 1)).days * 1440}
     assert {f.name: f.dataType.simpleString() for f in frame.schema.fields} == COLUMNS
     assert frame.rdd.getNumPartitions() == 1
+
+
+def test_frame_stamps_a_file_read_in_several_splits_as_the_embedded_source(spark: Any, tmp_path: Path) -> None:
+    """A table Spark reads in several splits (small row groups, small read partitions):
+    row numbers and the running maximum carry over from split to split (the epoch
+    reached in an earlier split stamps a late row of a later one), spread over 2
+    partitions by origin; a null far into the file is found with its row number."""
+    n = 1200
+    mins = [(i * 7) % 500 + (i // 300) * 400 for i in range(n)]  # each split goes back in time
+    dates = [dt.datetime(2001, 1, 1) + dt.timedelta(minutes=m) for m in mins]
+    cols = {"date": dates, "delay": list(range(n)), "origin": ["A", "B", "C"] * (n // 3)}
+    path = tmp_path / "split.parquet"
+    pq.write_table(pa.table(cols), path, row_group_size=100)
+    conf = "spark.sql.files.maxPartitionBytes"
+    old = spark.conf.get(conf)
+    spark.conf.set(conf, "2k")
+    try:
+        assert spark.read.parquet(str(path)).rdd.getNumPartitions() > 2
+        src = flight_source(path, epoch="1h").open()
+        want = []
+        while (b := src.next_batch()) is not None:
+            want += [(b[0], f) for f in b[1]]
+        frame = flight_frame(spark, path, epoch="1h", partitions=2)
+        got = [(r["epoch"], flight_event(r.asDict())) for r in frame.collect()]
+        rows = {f.delay: e for e, f in want}
+        assert {f.delay: e for e, f in got} == rows and len(got) == n
+        assert len({e for e, _ in got}) > 3
+        assert {f.delay: e for e, f in (
+            (r["epoch"], flight_event(r.asDict())) for r in flight_frame(spark, path, epoch="1h", limit=250).collect()
+        )} == {d: e for d, e in rows.items() if d < 250}  # fmt: skip
+        bad = dict(cols, delay=[None if i == 777 else i for i in range(n)])
+        pq.write_table(pa.table(bad), tmp_path / "bad.parquet", row_group_size=100)
+        with pytest.raises(SourceError, match=r"bad\.parquet: row 777: column 'delay' is null"):
+            flight_frame(spark, tmp_path / "bad.parquet")
+        flight_frame(spark, tmp_path / "bad.parquet", limit=777)  # (the null is past the limit)
+    finally:
+        spark.conf.set(conf, old)
 
 
 # -- the app's dataflow: Spark == embedded ----------------------------------------------------

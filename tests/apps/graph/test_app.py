@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
+
 import pytest
 
 from apps.graph.__main__ import DEFAULT_INPUT, DEFAULT_NAMES, load_names, main
@@ -182,7 +184,21 @@ def test_spark_backend_prints_the_same_epochs_as_the_embedded_engine(spark, caps
     spark = capsys.readouterr().out.splitlines()
     epochs = lambda lines: [ln for ln in lines if not ln.startswith(("flights-sample", "2 epochs"))]  # noqa: E731
     assert epochs(spark) == epochs(embedded) and len(epochs(spark)) == 22
-    assert "loop rounds" in spark[-1]
+    # the last line says what ran (issue 24: it said "0 loop rounds (0 per epoch; 0 Spark stages)")
+    last = spark[-1]
+    assert re.search(r"2 micro-batches of 2 partitions, [1-9]\d* Spark stages \([1-9]\d* tasks\), no loop rounds", last)
+    assert "0 loop rounds" not in last and "0 Spark stages" not in last
+
+
+def test_spark_summary_names_the_loop_rounds_when_there_are_any():
+    from tstate.metrics import BatchMetrics
+
+    from apps.graph.__main__ import spark_summary
+
+    b = [BatchMetrics(0, 4, 2.0, 2, 10, 0, 0, 0, 0, loop_rounds=12, loop_stages=1, stages=3)]
+    line = spark_summary(b, 4, 10, 2.5)
+    assert "1 micro-batches of 2 partitions, 3 Spark stages (6 tasks), 12 loop rounds (3.0 per epoch)" in line
+    assert line.endswith("in 1 more Spark stages; median 0.50 s per epoch")
 
 
 def test_views_check_every_change():

@@ -178,3 +178,34 @@ def test_the_fused_path_validates_too(workers):
     with pytest.raises(OperatorError) as info:
         g.advance(0, bad)
     assert isinstance(info.value.__cause__, GraphInputError)
+
+
+@pytest.mark.parametrize("buckets", [1, BUCKETS])
+def test_consolidate_with_lists_gives_the_same_changes_as_lists(buckets):
+    """``lists=True`` (the Spark layout): the same changes, each a list ``[u, v, d]``."""
+    epochs = [(t, [(i % 5, (i * 7 + t) % 6, 1 if (i + t) % 3 else -1) for i in range(20)]) for t in range(6)]
+    epochs = [(t, [r for r in recs if r[0] != r[1]]) for t, recs in epochs]
+
+    def per_epoch(lists):
+        res = {}
+
+        def build(flow, s):
+            ch = consolidate(flow, s, buckets=buckets, lists=lists)
+            res["c"] = ch.changes.collect(name="changes")
+            return res["c"]
+
+        _run(epochs, build)
+        out = {}
+        for t, recs in res["c"].by_time().items():
+            d = [c for r in recs for c in r[0]]
+            u = [c for r in recs for c in r[1]]
+            out[t] = (d, u)
+        return out
+
+    tuples, lists = per_epoch(False), per_epoch(True)
+    assert tuples and any(d for d, _u in tuples.values())
+    assert all(type(c) is tuple for d, u in tuples.values() for c in d + u)
+    assert all(type(c) is list for d, u in lists.values() for c in d + u)
+    assert {t: (sorted(map(tuple, d)), sorted(map(tuple, u))) for t, (d, u) in lists.items()} == {
+        t: (sorted(d), sorted(u)) for t, (d, u) in tuples.items()
+    }

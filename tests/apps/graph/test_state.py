@@ -68,9 +68,9 @@ def _encode_every_state(g: GraphStream) -> int:
     for workers in g.execution.operators:
         for op in workers:
             bins = getattr(op, "bins", None)
-            if not isinstance(bins, dict) or not isinstance(op.spec, Stateful):
+            if not isinstance(bins, dict) or not isinstance(op.node, Stateful):
                 continue
-            codec = StateCodec(op.spec.state)
+            codec = StateCodec(op.node.state)
             for b in bins.values():
                 for value in b.states.values():
                     assert codec.decode(codec.encode(value)) == value

@@ -68,111 +68,36 @@ overwrite.
 from __future__ import annotations
 
 import gc
-import threading
 import time as _time
 import warnings
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Optional, Protocol, Union
+from typing import Any, Optional, Union
 
-from attrs import frozen
-
-from tstate.checkpoint import delta as _delta
-from tstate.checkpoint import store as _store
 from tstate.checkpoint.commit import BinFile, commit, operator_schemas
-from tstate.checkpoint.delta import restore_bin
 from tstate.checkpoint.fs import LocalFS
-from tstate.checkpoint.manifest import FileRef, check_format
-from tstate.checkpoint.schema_check import check_compatible
+from tstate.checkpoint.manifest import FileRef
 from tstate.checkpoint.settings import MODES, Checkpoints
 from tstate.checkpoint.store import CheckpointStore
-from tstate.engine.checkpointing.forked import Snapshot, fork_available
+from tstate.engine.checkpointing.forked import fork_available
+from tstate.engine.checkpointing.fork_capture import ForkedCapture
 from tstate.engine.checkpointing.freeze import MISSING, Frozen
+from tstate.engine.checkpointing.pending import Pending as _Pending
+from tstate.engine.checkpointing.pending import files_of as _files_of
+from tstate.engine.checkpointing.pending import finish_when_written as _finish_when_written
+from tstate.engine.checkpointing.pending import run_job as _run_job
+from tstate.engine.checkpointing.pending import wait_quietly as _wait_quietly
+from tstate.engine.checkpointing.pending import write_batch as _write_batch  # (a test replaces it here)
+from tstate.engine.checkpointing.restore import Driven, Restored, restore
 from tstate.engine.checkpointing.slices import BinWork, Job, Pacer
 from tstate.engine.checkpointing.writer import FileWriter, commit_request
-from tstate.errors import CheckpointError, CheckpointLostWarning, CheckpointSkippedWarning, ConfigurationError
-from tstate.migration.configuration import ConfigHistory
-from tstate.plan.graph import Graph
+from tstate.errors import CheckpointError, CheckpointLostWarning, CheckpointSkippedWarning
+from tstate.plan.ends import Sink, Source
 from tstate.plan.stateful import Stateful
 from tstate.progress.timestamp import epoch
-from tstate.state.bin import Bin
 from tstate.state.payload import wire_timers
-from tstate.types.schema import Schema
-from tstate.types.wire import FORMAT
 
 __all__ = ["Checkpoints", "CheckpointLostWarning", "CheckpointSkippedWarning", "Coordinator", "Driven", "Restored", "MODES"]
-
-
-class Driven(Protocol):
-    """The execution a :class:`Coordinator` drives, as it reads it (the embedded
-    engine's :class:`~tstate.engine.execution.Execution`)."""
-
-    @property
-    def graph(self) -> Graph: ...
-
-    @property
-    def workers(self) -> int: ...
-
-    @property
-    def configs(self) -> dict[int, ConfigHistory]: ...
-
-    @property
-    def operators(self) -> list[list[Any]]: ...
-
-    @property
-    def activations(self) -> int: ...
-
-@frozen
-class Restored:
-    """What an execution resumed from: checkpoint ``id`` at ``time``; ``seconds`` until
-    processing could resume; ``lazy``: how many bins were left to decode when it did
-    (``restore="lazy"``: see ``Coordinator.lazy``)."""
-
-    id: int
-    time: Any
-    positions: dict[str, Any]
-    seconds: float
-    workers_before: int
-    lazy: int = 0
-
-
-def _wait_quietly(f: "Future[Any]") -> None:
-    """Wait for ``f`` to finish, whatever its outcome (read later, in order)."""
-    try:
-        f.result()
-    except BaseException:
-        pass
-
-
-class _Pending:
-    """A checkpoint captured and not committed yet: its ``writer``, the job writing its
-    data (``written``: bytes written, or the job's error), the commit job once the
-    sinks passed its time; in fork mode its snapshot process, the files it reported,
-    and the operator schemas and metadata the commit records."""
-
-    __slots__ = ("time", "writer", "written", "commit", "snapshot", "files", "schemas", "meta", "job", "captured", "base")
-
-    def __init__(
-        self,
-        time: int,
-        writer: Any,
-        written: "Future[Any]",
-        snapshot: "Optional[Snapshot]" = None,
-        schemas: Optional[dict[str, tuple[Any, int]]] = None,
-        meta: Optional[dict[str, Any]] = None,
-        job: "Optional[Job]" = None,
-    ) -> None:
-        self.time = time
-        self.writer = writer
-        self.written = written
-        self.commit: Optional[Future[Any]] = None
-        self.snapshot = snapshot
-        self.files: list[list[Any]] = []
-        self.schemas = schemas or {}
-        self.meta = meta or {}
-        self.job = job  # async / thread / sync: the encoding job (its files are adopted)
-        self.captured = _time.perf_counter()
-        self.base: Optional[int] = None  # the checkpoint it builds on (committed by the writer process)
 
 
 def _resolve_mode(mode: str) -> str:
@@ -220,14 +145,16 @@ class Coordinator:
             except OSError:  # pragma: no cover - no subprocess here: a thread writes them
                 self._files = None
         self._active: Optional[_Pending] = None  # async: the checkpoint being encoded in slices
+        #: fork mode: captures handed to snapshot processes (tstate.engine.checkpointing.fork_capture)
+        self._fork: Optional[ForkedCapture] = ForkedCapture(self) if self.mode == "fork" else None
         self.pacer = Pacer()
         self._interval: Optional[float] = None  # wall seconds between captures (moving average)
         self._commits: Optional[ThreadPoolExecutor] = (
             ThreadPoolExecutor(1, thread_name_prefix="tstate-checkpoint-commit") if self.mode != "sync" else None
         )
-        # (what a snapshot process of fork mode runs is imported at the top of this
-        # module, before any fork: module imports take locks another thread may hold at
-        # the instant of a fork)
+        # (what a snapshot process of fork mode runs -- tstate.engine.checkpointing.fork_capture
+        # and what it imports -- is imported at the top of this module, before any fork:
+        # module imports take locks another thread may hold at the instant of a fork)
         self._uncommitted: list[_Pending] = []
         self._fresh = True  # the next checkpoint carries nothing over (unless restored)
         # the manifest this execution's checkpoints build on (restored from): the chains
@@ -292,13 +219,13 @@ class Coordinator:
 
     # -- which operators ------------------------------------------------------------
     def _stateful(self) -> list[Any]:
-        return [op for ops in self.exe.operators for op in ops if op.spec.kind == "stateful"]
+        return [op for ops in self.exe.operators for op in ops if isinstance(op.node, Stateful)]
 
     def _sources(self) -> list[Any]:
-        return [op for op in self.exe.operators[0] if op.spec.kind == "source"]
+        return [op for op in self.exe.operators[0] if isinstance(op.node, Source)]
 
     def _sinks(self) -> list[Any]:
-        return [op for ops in self.exe.operators for op in ops if op.spec.kind == "sink"]
+        return [op for ops in self.exe.operators for op in ops if isinstance(op.node, Sink)]
 
     # -- recovery -------------------------------------------------------------------
     def restore(self) -> Optional[Restored]:
@@ -323,72 +250,16 @@ class Coordinator:
                 gc.enable()
 
     def _restore(self) -> Optional[Restored]:
-        if not self.cfg.resume:
+        resumed = restore(self.exe, self.store, self.cfg)  # (tstate.engine.checkpointing.restore)
+        if resumed is None:
             return None
-        start = _time.perf_counter()
-        # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)
-        # an eager restore decodes every file the verification reads: it keeps their
-        # bytes (read once, not twice), each dropped once its bin is decoded
-        verified: dict[str, bytes] = {}
-        store = self.store
-        keep = None if self.cfg.restore == "lazy" else (lambda m: store.verify(m, keep=verified))
-        manifest = store.recover(fresh_if_unusable=self.cfg.fresh_if_unusable, verify=keep)
-        if manifest is None:
-            return None
-        read = self.store.read
-
-        def data(ref: Any) -> bytes:
-            got = verified.pop(ref.path, None)
-            return read(ref) if got is None else got
-
-        check_format(manifest, self.cfg.directory)
+        manifest = resumed.manifest
         self._fresh = False
         self._base_manifest, self._last_id = manifest, manifest.id
         self.committed_ids.append(manifest.id)
         self.committed_set.add(manifest.id)
-        exe = self.exe
-        for index, spec in exe.graph.of_type(Stateful):
-            entry = manifest.operators.get(spec.name)
-            if entry is None:
-                continue  # an operator added since: starts empty
-            schema = spec.schema
-            check_compatible(spec.name, entry.schema, schema)
-            if entry.bins != spec.bins:
-                raise ConfigurationError(
-                    f"operator {spec.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {spec.bins}"
-                )
-            owners = exe.configs[index].initial
-            codec = exe.operators[0][index].codec  # type: ignore[attr-defined]
-            # a compatible older schema (e.g. a field added with a default) decodes too
-            stored = Schema.from_builtins(entry.schema).fingerprint
-            if self.cfg.restore == "lazy" and stored == codec.fingerprint and manifest.format >= FORMAT:
-                # decoded when first needed (files as they are: no rewrite due)
-                if self.lazy is None:
-                    from tstate.engine.checkpointing.lazy import LazyRestore
-
-                    self.lazy = LazyRestore(self.store, manifest.id)
-                by_owner: dict[int, dict[int, Any]] = {}
-                for bin_index, chain in entry.chains.items():
-                    by_owner.setdefault(owners[bin_index], {})[bin_index] = chain
-                for w, chains in sorted(by_owner.items()):
-                    self.lazy.add(exe.operators[w][index], codec, stored, chains)
-                continue
-            for bin_index, chain in sorted(entry.chains.items()):
-                b = restore_bin([data(ref) for ref in chain], codec, fingerprint=stored)
-                # rewrite it under the new schema, or in the current format
-                b.full = stored != codec.fingerprint or manifest.format < FORMAT
-                if b.index != bin_index:
-                    raise CheckpointError(f"checkpoint {manifest.id}: operator {spec.name!r} bin {bin_index} holds bin {b.index}")
-                exe.operators[owners[bin_index]][index].install_bin(b)  # type: ignore[attr-defined]
-        meta = manifest.meta
-        left = 0
-        if self.lazy is not None:
-            self.lazy.resumed()
-            left = self.lazy.left
-        return Restored(
-            manifest.id, manifest.time, dict(meta.get("sources", {})), _time.perf_counter() - start,
-            int(meta.get("workers", 0)), left,
-        )
+        self.lazy = resumed.lazy
+        return resumed.restored
 
     # -- the checkpoint cycle ---------------------------------------------------------
     def after_step(self) -> None:
@@ -558,7 +429,8 @@ class Coordinator:
         :mod:`tstate.engine.checkpointing.freeze`) -- slices between steps (async), the writer
         thread (thread mode), or right here (sync)."""
         if self.mode == "fork":
-            self._capture_forked(t)
+            assert self._fork is not None
+            self._fork.capture(t)
             return
         start = _time.perf_counter()
         precopy = self._precopy()
@@ -684,127 +556,6 @@ class Coordinator:
                 raise
             _finish_when_written(p)
 
-    def _capture_forked(self, t: int) -> None:
-        """Fork mode: take each changed bin's change sets (resetting them), fork a
-        snapshot process that encodes and writes them, and go on."""
-        start = _time.perf_counter()
-        precopy = self._precopy()
-        if precopy is not None:
-            precopy.before_capture()
-        # per changed bin: (bin, dirty, removed, snapshot?) -- None: empty, dropped
-        work: list[tuple[str, Any, list[tuple[Bin, dict[Any, None], dict[Any, None], Optional[bool]]]]] = []
-        schemas: dict[str, tuple[Any, int]] = {}
-        for op in self._stateful():
-            schemas.setdefault(op.name, self._schema_of(op))
-            changed: list[tuple[Bin, dict[Any, None], dict[Any, None], Optional[bool]]] = []
-            for b in op.bins.values():
-                if b.changed():
-                    if b.is_empty():  # every key cleared, no timer: the checkpoint drops its chain
-                        self._chains[op.name, b.index] = 0
-                        changed.append((b, b.dirty, b.removed, None))
-                    else:
-                        changed.append((b, b.dirty, b.removed, self._wants_snapshot(op.name, b.index, b.full)))
-                    b.reset_changes()
-            if changed:
-                work.append((op.name, op.codec, changed))
-        meta = self._meta_at(t)
-        writer = self.store.begin(t, full=self._fresh)
-        if self._fresh:
-            self._base_manifest = None
-        self._fresh = False
-        self._last_id = writer.id
-        if precopy is not None:
-            precopy.captured(writer.id)
-        store = self.store
-
-        def job() -> dict[str, Any]:
-            """In the snapshot process: encode and write every changed bin."""
-            files: list[list[Any]] = []
-            total = 0
-            fs = store.fs
-            try:
-                for name, codec, changed in work:
-                    for b, dirty, removed, snapshot in changed:
-                        if snapshot is None:  # an empty bin: dropped
-                            files.append([name, b.index, True, None, 0, None])
-                            continue
-                        view = Bin(b.index)
-                        view.states, view.timers, view.dirty, view.removed = b.states, b.timers, dirty, removed
-                        # (looked up when called: fault-injection tests replace them)
-                        data = _delta.encode_change(view, codec, snapshot=snapshot, operator=name)
-                        kind = "snap" if snapshot else "delta"
-                        ref = _store.write_data_file(fs, name, b.index, writer.id, writer.token, kind, data)
-                        files.append([name, b.index, snapshot, ref.path, ref.size, ref.xxh64])
-                        total += ref.size
-            except BaseException:
-                for f in files:  # a failed checkpoint leaves no files behind
-                    if f[3] is not None:
-                        fs.delete(f[3])
-                raise
-            return {"files": files, "bytes": total}
-
-        forked = _time.perf_counter()
-        try:
-            snapshot: Optional[Snapshot] = Snapshot.start(job)
-        except CheckpointError as exc:
-            snapshot, reason = None, str(exc)
-        self.fork_seconds.append(_time.perf_counter() - forked)
-        self._release(t)
-        self._uncommitted.append(_Pending(t, writer, Future(), snapshot, schemas, meta))
-        if snapshot is None:
-            self._lose(len(self._uncommitted) - 1, reason)
-        self.capture_seconds.append(_time.perf_counter() - start)
-
-    def _poll(self, block: bool = False) -> None:
-        """Fork mode: collect what finished snapshot processes reported (``block``:
-        wait for every one)."""
-        for i, p in enumerate(self._uncommitted):
-            s = p.snapshot
-            if s is None or p.written.done():
-                continue
-            if block:
-                s.wait()
-            elif not s.poll():
-                continue
-            if s.seconds is not None:
-                self.snapshot_seconds.append(s.seconds)
-            if s.lost is not None:
-                self._lose(i, s.lost)
-                return  # the list ends here now
-            if s.error is not None:
-                p.written.set_exception(s.error)  # raised like a failed write in thread mode
-            else:
-                p.files = s.result["files"]
-                p.written.set_result(s.result["bytes"])
-
-    def _lose(self, i: int, reason: str) -> None:
-        """Fork mode: the checkpoint ``_uncommitted[i]`` cannot be written (its snapshot
-        process died).  It and every later one (each builds on it) are abandoned; the
-        next checkpoint writes every bin whole, on no earlier checkpoint."""
-        gone = self._uncommitted[i:]
-        del self._uncommitted[i:]
-        for p in gone:
-            if p.snapshot is not None and not p.snapshot.done:
-                p.snapshot.kill()
-            self._discard(p)
-        self._fresh = True
-        self._chains.clear()
-        if self.lazy is not None:  # the next checkpoint writes every bin whole: decode them
-            self.lazy.materialise_all()
-        for op in self._stateful():
-            for b in op.bins.values():
-                b.full = True
-        t = gone[0].time
-        self.lost.append((t, reason))
-        warnings.warn(
-            CheckpointLostWarning(
-                f"checkpoint at time {t} abandoned ({reason})"
-                + (f", with the {len(gone) - 1} captured after it" if len(gone) > 1 else "")
-                + "; the next checkpoint writes every bin whole"
-            ),
-            stacklevel=2,
-        )
-
     def _discard(self, p: _Pending) -> None:
         """Delete what an abandoned checkpoint wrote."""
         p.writer.abort()
@@ -821,8 +572,8 @@ class Coordinator:
         """Commit, in order, the checkpoints whose time every sink has passed.  In
         thread and fork mode the commit (a sync and the manifest) runs on the writer
         thread; this only notices when it is done."""
-        if self.mode == "fork":
-            self._poll(block=wait)
+        if self._fork is not None:
+            self._fork.poll(block=wait)
         # the writer process commits once it has started (until then the files were
         # written, and are committed, here: a commit in process is never overtaken)
         remote = self._files is not None and self._files.alive and self._files.ready.is_set()
@@ -960,57 +711,3 @@ class Coordinator:
                 self._discard(p)
         self._uncommitted.clear()
         self._shutdown()
-
-
-def _files_of(p: _Pending) -> list[list[Any]]:
-    """``[operator, bin, snapshot, path, size, xxh64]`` of the files a checkpoint wrote
-    (``path`` ``None``: a bin emptied since the last checkpoint, whose chain it drops)."""
-    return p.files + p.job.files if p.job is not None else p.files
-
-
-def _write_batch(fs: Any, batch: Any) -> None:
-    """Write a batch of data files (no fsync: the commit syncs once)."""
-    for path, data in batch:
-        try:
-            fs.write_atomic(path, data, fsync=False)
-        except OSError as exc:
-            raise CheckpointError(f"{path}: cannot be written ({exc})") from None
-
-
-def _finish_when_written(p: _Pending) -> None:
-    """Complete ``p.written`` (with the bytes written, or the first write error) once
-    every batch of its encoded job is written."""
-    job = p.job
-    assert job is not None
-    batches = list(job.batches)
-    left = [len(batches)]
-    lock = threading.Lock()
-
-    def one_done(_f: Any) -> None:
-        with lock:
-            left[0] -= 1
-            last = left[0] == 0
-        if last and not p.written.done():
-            try:
-                p.written.set_result(job.wait())
-            except BaseException as exc:
-                p.written.set_exception(exc)
-
-    if not batches:
-        p.written.set_result(0)
-        return
-    for f in batches:
-        f.add_done_callback(one_done)
-
-
-def _run_job(p: _Pending) -> None:
-    """Thread mode: encode and write the whole job on the writer thread."""
-    job = p.job
-    assert job is not None
-    try:
-        job.run(float("inf"))
-    except BaseException as exc:
-        job.release()
-        p.written.set_exception(exc)
-        return
-    _finish_when_written(p)

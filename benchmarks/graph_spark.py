@@ -1,0 +1,216 @@
+"""The graph app on Spark: ``local[1]`` vs ``local[2]`` vs the embedded engine, side by side.
+
+    python -m benchmarks.graph --spark                       # the sample + the 200k power-law graph
+    python -m benchmarks.graph --spark --vertices 20000      # a smaller power-law graph
+    python -m benchmarks.graph_spark --graphs sample         # the same, only the sample
+
+Two inputs, each run by three contenders one after another, in one process:
+
+- **sample**: the app's own run (``python -m apps.graph``'s dataflow): the bundled two
+  days of flights, hourly epochs, a 24-epoch window, all four algorithms, the app's
+  epochs per Spark micro-batch (48: one batch, and the closing one);
+- **powerlaw**: :func:`benchmarks.graph.powerlaw_edges` at ``--vertices`` (default
+  200,000: about 600,000 edges) loaded whole at epoch 0, then ``--epochs`` epochs of
+  ``--churn`` (default 1%) deletions and insertions (:class:`benchmarks.graph.Churn`),
+  all four algorithms, every epoch in one micro-batch.
+
+Contenders: the **embedded** engine (:class:`apps.graph.GraphStream`, one worker, its
+default layout: one key per algorithm), and the Spark backend on ``local[1]`` (one
+partition) and ``local[2]`` (two) with the app's Spark layout
+(:func:`apps.graph.stream.build` with ``buckets=SPARK_BUCKETS, spread=True``), each in a
+fresh SparkSession.  **run** is the dataflow's run (the embedded engine fed epoch by
+epoch; ``Backend.run`` on Spark, with its micro-batches, state files and the changes
+collected to the driver); **wall** adds the session's start and the DataFrame's
+creation.  Every Spark run's changes must equal the embedded engine's, epoch by epoch
+(PageRank's floats included).
+
+The last line is JSON: ``graph_local2_over_local1`` (the power-law graph: ``local[1]``
+run seconds / ``local[2]`` run seconds, the speed-up of the second core; target >= 1.5)
+and ``graph_spark_local2_over_embedded_run`` (the sample: ``local[2]`` run / embedded
+run; target <= 3), plus the same figures for the other input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from operator import itemgetter
+from typing import Any, Optional, Sequence
+
+from benchmarks.common import table
+
+#: contender name -> (Spark master, partitions); None: the embedded engine
+CONTENDERS: dict[str, Optional[tuple[str, int]]] = {
+    "embedded": None,
+    "spark local[1]": ("local[1]", 1),
+    "spark local[2]": ("local[2]", 2),
+}
+
+
+class Workload:
+    """One input: updates per epoch, the window, the micro-batch size, and the
+    DataFrame schema of its rows."""
+
+    def __init__(self, name: str, batches: dict[int, list[Any]], window: Optional[int], per_batch: int) -> None:
+        self.name, self.batches, self.window, self.per_batch = name, batches, window, per_batch
+        self.epochs = max(batches) + 1 if batches else 0
+        self.rows = [(e, s, d, k) for e, recs in sorted(batches.items()) for s, d, k in recs]
+        ids = {type(x) for r in self.rows for x in r[1:3]}
+        vtype = "bigint" if ids == {int} else "string"
+        if vtype == "string":
+            self.rows = [(e, str(s), str(d), k) for e, s, d, k in self.rows]
+        self.schema = f"epoch bigint, src {vtype}, dst {vtype}, delta bigint"
+
+
+def sample() -> Workload:
+    """The app's default run: the bundled sample, hourly epochs, a 24-epoch window."""
+    from apps.graph.__main__ import DEFAULT_INPUT
+    from apps.graph.io import EdgeFile
+
+    from apps.graph.__main__ import parse_args
+
+    data = EdgeFile(DEFAULT_INPUT, on_invalid="skip")
+    args = parse_args(["--backend", "spark"])  # the app's defaults: window, epochs per batch
+    return Workload("sample", dict(data.batches()), window=args.window, per_batch=args.epochs_per_batch)
+
+
+def powerlaw(vertices: int, epochs: int, churn: float) -> Workload:
+    """The power-law graph loaded at epoch 0, then ``epochs`` epochs of churn."""
+    from benchmarks.graph import Churn, powerlaw_edges
+
+    edges = powerlaw_edges(vertices)
+    ch = Churn(edges, churn, seed=11)
+    batches = {0: [(u, v, 1) for u, v in edges]}
+    for e in range(1, epochs + 1):
+        batches[e] = ch.epoch()
+    return Workload("powerlaw", batches, window=None, per_batch=epochs + 1)
+
+
+def embedded(w: Workload) -> tuple[float, float, dict[tuple[int, str], list[Any]]]:
+    """The embedded engine's (wall, run) seconds and changes per (epoch, output)."""
+    from apps.graph.stream import GraphStream
+
+    t0 = time.perf_counter()
+    g = GraphStream(workers=1, window=w.window, horizon=w.epochs, on_invalid="skip", keep_view=False)
+    out: dict[tuple[int, str], list[Any]] = {}
+    t1 = time.perf_counter()
+    results = []
+    for e in range(w.epochs):
+        results.extend(g.advance(e, w.batches.get(e, [])))
+    results.extend(g.close())
+    t2 = time.perf_counter()
+    for res in results:
+        for name, recs in res.changes.items():
+            if recs:
+                out.setdefault((res.epoch, name), []).extend(recs)
+    return t2 - t0, t2 - t1, out
+
+
+def on_spark(w: Workload, master: str, partitions: int) -> tuple[float, float, dict[tuple[int, str], list[Any]], Any]:
+    """A fresh session on ``master``: (wall, run) seconds, the changes per (epoch,
+    output) and the batches' metrics."""
+    import tstate as ts
+    from apps.graph.__main__ import SPARK_BUCKETS
+    from apps.graph.stream import ALGORITHMS, InputStats, build
+    from tstate.spark import Backend, Source, local_session
+
+    t0 = time.perf_counter()
+    spark = local_session(master, app_name=f"benchmarks.graph_spark {w.name}")
+    directory = tempfile.mkdtemp(prefix="graph-spark-bench-")
+    try:
+        flow = ts.Dataflow("graph")
+        updates = flow.input("updates").map(itemgetter(1, 2, 3), name="edge")
+        analytics = build(
+            flow, updates, ALGORITHMS, w.window, w.epochs, True, "skip", InputStats(),
+            buckets=SPARK_BUCKETS, spread=True,
+        )  # fmt: skip
+        sinks = {name: s.collect(name=f"out.{name}") for name, s in analytics.outputs().items()}
+        df = spark.createDataFrame(w.rows, w.schema)
+        backend = Backend(spark, checkpoint=directory, partitions=partitions, progress=False)
+        t1 = time.perf_counter()
+        backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=w.per_batch)
+        t2 = time.perf_counter()
+    finally:
+        spark.stop()
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
+    out: dict[tuple[int, str], list[Any]] = {}
+    for name, sink in sinks.items():
+        for t, r in sink.items:
+            out.setdefault((t, name), []).append(r)
+    return t2 - t0, t2 - t1, out, backend.metrics.batches
+
+
+def _same(a: dict[tuple[int, str], list[Any]], b: dict[tuple[int, str], list[Any]]) -> bool:
+    norm = lambda d: {k: sorted(map(repr, v)) for k, v in d.items() if v}  # noqa: E731
+    return norm(a) == norm(b)
+
+
+def compare(workloads: Sequence[Workload]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run every contender on every workload; the table's rows and the JSON figures."""
+    rows: list[dict[str, Any]] = []
+    figures: dict[str, Any] = {}
+    for w in workloads:
+        print(f"[{w.name}] {len(w.rows):,} edge updates, {w.epochs} epochs", file=sys.stderr, flush=True)
+        got: dict[str, dict[str, Any]] = {}
+        ref: dict[tuple[int, str], list[Any]] = {}
+        for name, spec in CONTENDERS.items():
+            print(f"[{w.name}] {name} ...", file=sys.stderr, flush=True)
+            if spec is None:
+                wall, run, ref = embedded(w)
+                got[name] = {"wall": wall, "run": run, "same": True, "batches": "-", "stages": "-", "task_share": "-"}
+            else:
+                wall, run, out, m = on_spark(w, *spec)
+                spark_s = sum(b.spark_seconds for b in m)
+                got[name] = {
+                    "wall": wall, "run": run, "same": _same(out, ref), "batches": len(m),
+                    "stages": sum(b.stages for b in m), "task_share": f"{spark_s / run:.0%}" if run else "-",
+                }
+            print(f"[{w.name}] {name}: run {got[name]['run']:.2f} s", file=sys.stderr, flush=True)
+        for name, g in got.items():
+            rows.append({"input": w.name, "contender": name, **g})
+        emb, l1, l2 = (got[n]["run"] for n in CONTENDERS)
+        prefix = "graph" if w.name == "powerlaw" else f"graph_{w.name}"
+        figures[f"{prefix}_local2_over_local1"] = round(l1 / l2, 3) if l2 else None
+        prefix = "graph_spark" if w.name == "sample" else f"graph_{w.name}_spark"
+        figures[f"{prefix}_local2_over_embedded_run"] = round(l2 / emb, 3) if emb else None
+        figures.setdefault("all_same_as_embedded", True)
+        figures["all_same_as_embedded"] &= all(g["same"] for g in got.values())
+    return rows, figures
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--graphs", default="sample,powerlaw", help="comma-separated: sample, powerlaw")
+    ap.add_argument("--vertices", type=int, default=200_000, help="vertices of the power-law graph")
+    ap.add_argument("--epochs", type=int, default=5, help="churn epochs after the power-law graph's load")
+    ap.add_argument("--churn", type=float, default=0.01, help="fraction of the edges changed per churn epoch")
+    args = ap.parse_args(argv)
+    makers = {"sample": sample, "powerlaw": lambda: powerlaw(args.vertices, args.epochs, args.churn)}
+    names = [g for g in args.graphs.split(",") if g]
+    for g in names:
+        if g not in makers:
+            ap.error(f"unknown input {g!r}; choose from {sorted(makers)}")
+    rows, figures = compare([makers[g]() for g in names])
+    header = ["input", "contender", "wall s", "run s", "run / embedded run", "micro-batches", "stages",
+              "Spark jobs' share of run", "same as embedded"]  # fmt: skip
+    emb = {r["input"]: r["run"] for r in rows if r["contender"] == "embedded"}
+    body = [
+        [r["input"], r["contender"], f"{r['wall']:.1f}", f"{r['run']:.2f}", f"{r['run'] / emb[r['input']]:.2f}x",
+         r["batches"], r["stages"], r["task_share"], "yes" if r["same"] else "NO"]
+        for r in rows
+    ]  # fmt: skip
+    print(
+        "graph app: embedded vs Spark local[1] vs local[2] (the app's Spark layout: edge counts in "
+        "SPARK_BUCKETS keys, the algorithms' keys spread over the partitions)"
+    )
+    print(table(header, body))
+    print(json.dumps(figures, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

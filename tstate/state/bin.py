@@ -79,6 +79,11 @@ class Bin:
         """Every ``(key, state)`` of the bin."""
         return self.states.items()
 
+    def all_resident(self) -> dict[Any, Any]:
+        """Every state of the bin made resident: ``states``, which code handed the whole
+        bin (``fold_bins``) may change in place (a heap bin: always all of them)."""
+        return self.states
+
     def is_empty(self) -> bool:
         return not self.states and not self.timers
 

@@ -86,6 +86,13 @@ class RocksBin(Bin):
         self.write_back()
         return list(self.store.items(self.index))
 
+    def all_resident(self) -> dict[Any, Any]:
+        """Every stored state of the bin loaded into ``states`` (written back at the
+        epoch's end like any resident state)."""
+        self.write_back()
+        self.states = dict(self.store.items(self.index))
+        return self.states
+
     def __iter__(self) -> Iterator[Any]:
         self.write_back()
         return iter(list(self.store.keys(self.index)))

@@ -87,6 +87,9 @@ class Bin:
     def is_empty(self) -> bool:
         return not self.states and not self.timers
 
+    def write_back(self) -> None:
+        """Resident states into the bin's store (a heap bin has none: nothing to do)."""
+
     def add_timer(self, time: Any, key: Any) -> bool:
         """Register a timer; True if ``time`` had no timer in this bin before."""
         keys = self.timers.get(time)

@@ -14,8 +14,9 @@ change sets a checkpoint captures (``dirty``, ``removed``, ``added``), ``full``,
 thing as for a heap bin; :meth:`items` and ``len`` read the whole bin from the store
 (written back first).
 
-Not yet wired into the engines (``HeldBins.new_bin`` would make these); see
-``docs/architecture.md``.
+The embedded engine makes these when a run is given ``state=RocksDB(...)``
+(``HeldBins.new_bin``), and turns the heap bins restores and migrations deliver into
+them (:func:`adopt`).
 
 >>> import tempfile
 >>> from tstate.state.rocksdb.worker import WorkerStore
@@ -41,7 +42,7 @@ from tstate.state.bin import Bin
 from tstate.state.rocksdb.store import MISSING, KeyedStore
 from tstate.state.storage import NO_STATE
 
-__all__ = ["RocksBin"]
+__all__ = ["RocksBin", "adopt"]
 
 
 class RocksBin(Bin):
@@ -125,3 +126,18 @@ class RocksBin(Bin):
 
     def __repr__(self) -> str:
         return f"RocksBin({self.index}, resident={len(self.states)}, in {self.store.db.path})"
+
+
+def adopt(b: Bin, store: KeyedStore) -> RocksBin:
+    """Bin ``b`` (a heap bin a restore or a migration delivered, or a bin of another
+    store) as a :class:`RocksBin` of ``store``: whatever ``store`` held for its index
+    dropped, its states resident (written back at the epoch's end), its timers, change
+    sets and flags carried over.  A bin of ``store`` already is returned as it is."""
+    if isinstance(b, RocksBin) and b.store is store:
+        return b
+    store.clear_bin(b.index)
+    rb = RocksBin(b.index, store)
+    rb.states = dict(b.items())
+    rb.timers, rb.dirty, rb.removed, rb.added = b.timers, b.dirty, b.removed, b.added
+    rb.timers_changed, rb.full, rb.frozen, rb.appends = b.timers_changed, b.full, b.frozen, b.appends
+    return rb

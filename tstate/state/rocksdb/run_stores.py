@@ -26,6 +26,7 @@ import tempfile
 import weakref
 from typing import Any
 
+from tstate.errors import StateStoreError
 from tstate.state.rocksdb.settings import RocksDB
 from tstate.state.rocksdb.store import KeyedStore
 from tstate.state.rocksdb.worker import WorkerStore
@@ -35,7 +36,11 @@ __all__ = ["RunStores"]
 
 def _close(workers: dict[int, WorkerStore], root: list[str]) -> None:
     for w in list(workers.values()):
-        w.close()
+        try:
+            w.close()
+        except StateStoreError:
+            if os.path.isdir(w.db.path):  # (files removed by someone else: nothing left to close)
+                raise
     workers.clear()
     if root:
         shutil.rmtree(root.pop(), ignore_errors=True)

@@ -26,6 +26,7 @@ from tstate.migration.commands import Assign, MoveBins, Rescale
 from tstate.probe import Probe
 from tstate.progress import Antichain, MutableAntichain, PathSummary, Product
 from tstate.state.context import Context
+from tstate.state.rocksdb.settings import RocksDB
 
 if TYPE_CHECKING:  # pragma: no cover - loaded on first use (see __getattr__): building a dataflow loads no engine
     from tstate.engine.embedded import Embedded
@@ -53,6 +54,7 @@ __all__ = [
     "Probe",
     "Product",
     "Rescale",
+    "RocksDB",
     "Scope",
     "StatefulStream",
     "Stream",

@@ -936,6 +936,7 @@ class Dataflow:
         max_workers: Optional[int] = None,
         reconfigure: Sequence[tuple[int, Any]] = (),
         checkpoint: Any = None,
+        state: Any = None,
     ) -> "Execution":
         """Build and start an execution on the embedded engine with ``workers`` logical
         workers; drive it with :meth:`Execution.step` / :meth:`Execution.run`.
@@ -945,8 +946,13 @@ class Dataflow:
         (:class:`~tstate.migration.commands.Rescale`, ``MoveBins``, ``Assign``).
         ``checkpoint`` is a directory or a :class:`~tstate.checkpoint.settings.Checkpoints`:
         the execution resumes from its latest committed checkpoint (if any, onto any
-        number of workers; ``execution.restored`` says from where) and writes new ones."""
-        return self._runner.start(workers, max_workers, reconfigure, checkpoint)
+        number of workers; ``execution.restored`` says from where) and writes new ones.
+        ``state`` is where workers keep keyed state: the heap (None, the default) or
+        :class:`tstate.RocksDB` ``(path, cache_bytes=...)``, an embedded RocksDB per worker
+        under ``path`` with a bounded cache of decoded states (everything the state API
+        offers works the same; checkpoints, restores and migrations go through the same
+        encoded path as the heap's; the databases are removed when the next run starts)."""
+        return self._runner.start(workers, max_workers, reconfigure, checkpoint, state)
 
     def run(
         self,
@@ -954,19 +960,21 @@ class Dataflow:
         max_workers: Optional[int] = None,
         reconfigure: Sequence[tuple[int, Any]] = (),
         checkpoint: Any = None,
+        state: Any = None,
     ) -> None:
         """Run the dataflow to completion on ``workers`` logical workers of the embedded
         engine (see :meth:`start` for ``max_workers``, ``reconfigure`` and
         ``checkpoint``), or on a :class:`~tstate.backend.Backend` given instead of a
         worker count -- e.g. :class:`tstate.spark.Backend`, whose ``sources`` bind
         DataFrames to the inputs (give it its own ``checkpoint``; ``max_workers`` and
-        ``checkpoint`` here are for the embedded engine only).  The backend stays
+        ``checkpoint`` here are for the embedded engine only; so is ``state``, a
+        :class:`~tstate.errors.ConfigurationError` with a backend).  The backend stays
         available as :attr:`backend`, with its :attr:`metrics` (and the embedded
         engine's execution as :attr:`execution`).
 
         Every input must be closed by the end (an input still open when nothing else
         can happen is an error, never a hang)."""
-        self._runner.run(workers, max_workers, reconfigure, checkpoint)
+        self._runner.run(workers, max_workers, reconfigure, checkpoint, state)
 
     @property
     def backend(self) -> "Optional[Backend]":

@@ -49,13 +49,20 @@ class Runner:
         return self.backend is not None
 
     def start(
-        self, workers: int, max_workers: Optional[int], reconfigure: Sequence[tuple[int, Any]], checkpoint: Any
+        self,
+        workers: int,
+        max_workers: Optional[int],
+        reconfigure: Sequence[tuple[int, Any]],
+        checkpoint: Any,
+        state: Any = None,
     ) -> "Execution":
         """An execution on the embedded engine, started (see ``Dataflow.start``)."""
         from tstate.engine.embedded import Embedded  # the engine is loaded to run, not to build
 
         self.check_not_running()
-        engine = Embedded(workers, max_workers, checkpoint=checkpoint)
+        engine = Embedded(workers, max_workers, checkpoint=checkpoint, state=state)
+        if isinstance(self.backend, Embedded) and self.backend.execution is not None:
+            self.backend.execution.close()  # the last run's RocksDB stores, if any
         self.backend = engine
         return engine.start(self.flow, reconfigure=reconfigure)
 
@@ -65,10 +72,17 @@ class Runner:
         max_workers: Optional[int] = None,
         reconfigure: Sequence[tuple[int, Any]] = (),
         checkpoint: Any = None,
+        state: Any = None,
     ) -> None:
         """Run to completion on ``workers`` embedded workers or on a backend (see
         ``Dataflow.run``)."""
         if isinstance(workers, Backend):
+            if state is not None:
+                raise ConfigurationError(
+                    f"flow.run({workers!r}, state={state!r}): keyed state in RocksDB is not supported on Spark yet "
+                    "(nor on any backend given here): run on the embedded engine, flow.run(workers, state=...) "
+                    "or Embedded(workers, state=...)"
+                )
             given = [n for n, v in (("max_workers", max_workers), ("checkpoint", checkpoint)) if v is not None]
             if given:
                 raise ConfigurationError(
@@ -81,7 +95,7 @@ class Runner:
             return
         if not isinstance(workers, int) or isinstance(workers, bool):
             raise ConfigurationError(f"workers must be an integer >= 1 or a Backend, got {workers!r}")
-        self.start(workers, max_workers, reconfigure, checkpoint).run()
+        self.start(workers, max_workers, reconfigure, checkpoint, state).run()
 
     def check_not_running(self) -> None:
         """A :class:`~tstate.errors.GraphError` if an execution is under way."""

@@ -55,6 +55,7 @@ import msgspec
 from tstate.errors import CheckpointError, StateTypeError
 from tstate.keys import decode_key, encode_key, encode_keys
 from tstate.state.bin import Bin
+from tstate.state.storage import NO_STATE
 from tstate.state.payload import decode_payload, encode_keys_raw, decode_time, encode_checked, encode_time, state_pairs, wire_timers
 from tstate.types.codec import decode_envelope, encode_envelope, open_envelope
 
@@ -150,11 +151,12 @@ def encode_change(b: Bin, codec: Any, *, snapshot: bool, operator: str | None = 
         from tstate.state.payload import encode_bin
 
         return encode_bin(b, codec, operator)
-    states = b.states
-    keys = [k for k in b.dirty if k in states]
-    values = [states[k] for k in keys]
+    get = b.get  # (a bin of a store: the resident part, else loaded)
+    present = {k: s for k in {**b.dirty, **b.removed} if (s := get(k)) is not NO_STATE}
+    keys = [k for k in b.dirty if k in present]
+    values = [present[k] for k in keys]
     wkeys = encode_keys_raw(keys)
-    deletes = encode_keys([k for k in b.removed if k not in states])
+    deletes = encode_keys([k for k in b.removed if k not in present])
     timers = wire_timers(b.timers)
     return encode_checked(
         lambda wvalues: encode_delta_parts(b.index, wkeys, wvalues, deletes, timers, codec.fingerprint),

@@ -3,7 +3,10 @@
 ``flow.run(workers=4)`` is ``flow.run(Embedded(4))``: N logical workers in this
 process, deterministic (:mod:`tstate.engine.execution`).  ``checkpoint`` is a directory
 (or object-store URL) or a :class:`~tstate.checkpoint.settings.Checkpoints`, the same
-argument the Spark backend takes.
+argument the Spark backend takes.  ``state`` is where workers keep keyed state: the heap
+(None, the default) or ``tstate.RocksDB(path, cache_bytes=...)``, an embedded RocksDB
+per worker under ``path`` (checkpoints of it go through the same encoded path as the
+heap's).
 
 >>> import tstate as ts
 >>> flow = ts.Dataflow("sums")
@@ -42,13 +45,17 @@ class Embedded:
     new ones.  One engine runs one execution at a time: :attr:`execution` is the
     current (or last) one."""
 
-    def __init__(self, workers: int = 1, max_workers: Optional[int] = None, *, checkpoint: Any = None) -> None:
+    def __init__(
+        self, workers: int = 1, max_workers: Optional[int] = None, *, checkpoint: Any = None, state: Any = None
+    ) -> None:
         for n, v in (("workers", workers), ("max_workers", max_workers if max_workers is not None else workers)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigurationError(f"{n} must be an integer >= 1, got {v!r}")
         self.workers = workers
         self.max_workers = max_workers
         self.checkpoint = checkpoint
+        #: where workers keep keyed state (None: the heap; see ``tstate.RocksDB``)
+        self.state_backend = state
         #: the current (or last) execution
         self.execution: Optional[Execution] = None
 
@@ -72,7 +79,9 @@ class Embedded:
                 pool = max(pool, max(cmd.moves.values()) + 1)
             elif isinstance(cmd, Assign) and cmd.owners and max_workers is None:
                 pool = max(pool, max(cmd.owners) + 1)
-        ex = Execution(flow.graph, self.workers, pool, checkpoint=self.checkpoint)
+        if self.execution is not None:
+            self.execution.close()  # its RocksDB stores, if any: a finished run's state is not read any more
+        ex = Execution(flow.graph, self.workers, pool, checkpoint=self.checkpoint, state=self.state_backend)
         self.execution = ex
         for t, cmd in sorted(reconfigure, key=lambda p: p[0]):
             ex.reconfigure(cmd, at=t)

@@ -55,8 +55,21 @@ class Execution:
     #: compares the two)
     eager_propagation = False
 
-    def __init__(self, graph: Graph, workers: int, max_workers: Optional[int] = None, checkpoint: Any = None) -> None:
+    def __init__(
+        self, graph: Graph, workers: int, max_workers: Optional[int] = None, checkpoint: Any = None, state: Any = None
+    ) -> None:
         graph.validate()
+        #: where workers keep keyed state: None (the heap) or a
+        #: :class:`~tstate.state.rocksdb.settings.RocksDB` setting (one database per
+        #: worker, opened on first use, closed with the execution: :meth:`close`)
+        self.state_stores: Any = None
+        if state is not None:
+            from tstate.state.rocksdb.run_stores import RunStores  # loaded only with state=RocksDB(...)
+            from tstate.state.rocksdb.settings import RocksDB
+
+            if not isinstance(state, RocksDB):
+                raise ConfigurationError(f"state={state!r}: give tstate.RocksDB(path, ...) or None (the heap)")
+            self.state_stores = RunStores(state, graph.name)
         self.graph = graph
         self.name = graph.name
         #: the worker pool: every operator has an instance on each
@@ -175,6 +188,16 @@ class Execution:
         return ExchangeRouter(pact.key, self.workers, pact.bins, node.name)
 
     # -- what operators ask (tstate.operators.base.Host) ------------------------------
+    def keyed_store(self, worker: int, name: str, codec: Any) -> Any:
+        """Operator ``name``'s keyed-state store on ``worker`` (None: on the heap)."""
+        return None if self.state_stores is None else self.state_stores.keyed_store(worker, name, codec)
+
+    def close(self) -> None:
+        """Close the workers' RocksDB stores (if any) and remove their files: the
+        execution's state cannot be read after this."""
+        if self.state_stores is not None:
+            self.state_stores.close()
+
     def progress(self, node: int) -> SharedProgress:
         """Node ``node``'s progress interface."""
         return self._progress[node]

@@ -41,6 +41,7 @@ from typing import Any, Iterable, Optional
 
 from tstate.checkpoint.delta import catch_up, encode_change
 from tstate.state.bin import Bin
+from tstate.state.storage import NO_STATE
 
 __all__ = ["Changes", "encode_handover", "apply_handover"]
 
@@ -106,8 +107,10 @@ def encode_handover(b: Bin, keys: Iterable[Any], codec: Any, operator: Optional[
     :mod:`tstate.checkpoint.delta` delta (every state checked against its
     declaration)."""
     view = Bin(b.index)
-    view.states, view.timers = b.states, b.timers
     marked = dict.fromkeys(keys)
+    get = b.get  # (a bin of a store: the resident part, else loaded)
+    view.states = {k: s for k in marked if (s := get(k)) is not NO_STATE}
+    view.timers = b.timers
     view.dirty = marked  # upserts: those with a state ...
     view.removed = marked  # ... deletes: those without
     return encode_change(view, codec, snapshot=False, operator=operator)

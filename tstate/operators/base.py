@@ -84,6 +84,12 @@ class Host(Protocol):
         """The progress interface of node ``node``."""
         ...
 
+    def keyed_store(self, worker: int, name: str, codec: Any) -> Any:
+        """Where operator ``name`` keeps its keyed state on ``worker``: a
+        :class:`~tstate.state.rocksdb.store.KeyedStore` (``state=RocksDB(...)``), or
+        None for the heap."""
+        ...
+
     def peer(self, worker: int, node: int) -> "OperatorRuntime[Any]":
         """Node ``node``'s instance on ``worker`` (a stateful operator ships bins to it)."""
         ...

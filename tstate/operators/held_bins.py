@@ -52,7 +52,7 @@ class Undecoded(Protocol):
 class HeldBins:
     """One worker's bins of one stateful operator (see the module docstring)."""
 
-    __slots__ = ("name", "memo", "router", "bins", "at", "owned", "lazy", "new_bin")
+    __slots__ = ("name", "memo", "router", "bins", "at", "owned", "lazy", "new_bin", "adopt")
 
     def __init__(
         self,
@@ -73,6 +73,9 @@ class HeldBins:
         #: bins a lazy restore left encoded (None once every bin is decoded)
         self.lazy: Optional[Undecoded] = None
         self.new_bin = new_bin
+        #: a bin delivered from elsewhere (restore, migration) as this table keeps it
+        #: (None: as it is; a store-backed table turns heap bins into its own)
+        self.adopt: Optional[Callable[[Bin], Bin]] = None
 
     def use_router(self, router: KeyRouter) -> None:
         """Find keys' bins with ``router`` and its memo (one shared beyond this
@@ -103,27 +106,33 @@ class HeldBins:
         restore left it encoded)."""
         b = self.bins.get(index)
         if b is None and self.lazy is not None and index in self.lazy:
-            b = self.lazy.materialise(index)
+            self.lazy.materialise(index)
+            b = self.bins.get(index)
         return b
 
     def held(self, index: int) -> Bin:
         """Bin ``index``, owned here and not in ``bins``: decoded now if a lazy restore
         left it encoded, else a new empty one."""
         if self.lazy is not None and index in self.lazy:
-            return self.lazy.materialise(index)
+            self.lazy.materialise(index)
+            return self.bins[index]
         b = self.new_bin(index)
         self.keep(b)
         return b
 
-    def keep(self, b: Bin) -> None:
-        """Keep bin ``b`` (owned) here: in ``bins`` and in the bin-indexed lookup."""
+    def keep(self, b: Bin) -> Bin:
+        """Keep bin ``b`` (owned) here: in ``bins`` and in the bin-indexed lookup; the
+        bin kept (``b`` through :attr:`adopt`)."""
+        if self.adopt is not None:
+            b = self.adopt(b)
         self.bins[b.index] = b
         self.at[b.index] = b
+        return b
 
-    def take(self, b: Bin) -> None:
-        """Own bin ``b`` and keep it (migration, recovery)."""
+    def take(self, b: Bin) -> Bin:
+        """Own bin ``b`` and keep it (migration, recovery): the bin kept."""
         self.owned.add(b.index)
-        self.keep(b)
+        return self.keep(b)
 
     def drop(self, index: int) -> Optional[Bin]:
         """Give up bin ``index`` (decoded first if it was restored lazily): the bin, or

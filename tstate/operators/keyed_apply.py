@@ -200,8 +200,9 @@ class KeyedApply:
             if b.frozen is not None and cow is not None:
                 cow.before_write_bin(b)
             ctx.key = None
+            states = b.all_resident()
             try:
-                self.fn(b.states, rs, ctx)
+                self.fn(states, rs, ctx)
             except TstateError:
                 raise
             except Exception as exc:
@@ -210,7 +211,7 @@ class KeyedApply:
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
             if track:
-                b.dirty.update(b.states)
+                b.dirty.update(states)
 
     def _group(self, t: Any, recs: list[Any], groups: dict[int, tuple[Bin, list[Any]]]) -> None:
         """Group a fold's records by bin (arrival order within a bin); records of bins

@@ -79,6 +79,10 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         self.moves = Moves()
         self.pending, self.pending_times = self.moves.pending, self.moves.pending_times
         self._codec: Optional[StateCodec] = None
+        #: the RocksDB store of this worker's keyed state (None: the heap)
+        self.store: Any = exe.keyed_store(worker, node.name, self.codec)
+        if self.store is not None:
+            self._use_store(self.store)
         #: ``local_rounds``: the way back to this operator (set by the embedded engine
         #: when it wires the loop; None: everything goes around the loop)
         self.local: Optional[LocalReturn] = None
@@ -116,9 +120,24 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         """Decode every bin a lazy restore left encoded (a state query reads them all)."""
         self.held.decode_all()
 
+    def _use_store(self, store: Any) -> None:
+        """Keep every bin in ``store``: new ones made there, delivered ones moved there."""
+        from tstate.state.rocksdb.keyed_bin import RocksBin, adopt  # only with state=RocksDB(...)
+
+        self.held.new_bin = lambda i: RocksBin(i, store)
+        self.held.adopt = lambda b: adopt(b, store)
+
+    def write_back(self) -> None:
+        """With a RocksDB store: every resident state written back, in one batch."""
+        if self.store is not None:
+            for b in self.held.bins.values():
+                if b.states:
+                    b.write_back()
+            self.store.cache.write_back()
+
     def install_bin(self, b: Bin) -> None:
         """Take ownership of a bin (migration / recovery), indexing its timers."""
-        self.held.take(b)
+        b = self.held.take(b)
         for t in b.timers:
             self._index_timer(t, b.index)
 
@@ -275,6 +294,8 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
                 self._drain(frontier)
             if len(self.moves.outgoing) == left:
                 break
+        if self.store is not None:
+            self.write_back()
 
     def _stash(self, t: Any, recs: list[Any]) -> None:
         """Keep records at ``t`` in the time-ordered buffer until they can be applied."""

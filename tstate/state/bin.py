@@ -79,8 +79,16 @@ class Bin:
         """Every ``(key, state)`` of the bin."""
         return self.states.items()
 
+    def all_resident(self) -> dict[Any, Any]:
+        """Every state of the bin made resident: ``states``, which code handed the whole
+        bin (``fold_bins``) may change in place (a heap bin: always all of them)."""
+        return self.states
+
     def is_empty(self) -> bool:
         return not self.states and not self.timers
+
+    def write_back(self) -> None:
+        """Resident states into the bin's store (a heap bin has none: nothing to do)."""
 
     def add_timer(self, time: Any, key: Any) -> bool:
         """Register a timer; True if ``time`` had no timer in this bin before."""

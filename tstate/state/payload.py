@@ -209,7 +209,7 @@ def bin_to_builtins(b: Bin, codec: Any, operator: Optional[str] = None) -> dict[
     not build it."""
     to_b = codec.to_builtins
     states = []
-    for k, v in b.states.items():
+    for k, v in b.items():
         try:
             states.append([_builtin_key(k), to_b(v)])
         except StateTypeError as exc:
@@ -245,7 +245,8 @@ def bin_from_builtins(payload: dict[str, Any], codec: Any) -> Bin:
 def encode_bin(b: Bin, codec: Any, operator: Optional[str] = None) -> bytes:
     """Encode a whole bin (states and timers) with its schema fingerprint (every state
     checked: :func:`encode_checked`)."""
-    keys = list(b.states)
+    whole = dict(b.items())
+    keys = list(whole)
     payload = {"bin": b.index, "keys": encode_keys_raw(keys), "states": None, "timers": wire_timers(b.timers)}
     fingerprint = codec.fingerprint
 
@@ -253,7 +254,7 @@ def encode_bin(b: Bin, codec: Any, operator: Optional[str] = None) -> bytes:
         payload["states"] = states
         return encode_envelope(fingerprint, payload)
 
-    return encode_checked(encode, keys, list(b.states.values()), codec, operator)
+    return encode_checked(encode, keys, list(whole.values()), codec, operator)
 
 
 def decode_bin(data: bytes, codec: Any) -> Bin:

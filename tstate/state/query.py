@@ -26,6 +26,7 @@ from tstate.errors import StateQueryError
 from tstate.keys import KeyRouter
 from tstate.progress.frontier import Antichain
 from tstate.state.bin import Bin
+from tstate.state.storage import NO_STATE
 
 __all__ = ["snapshot", "consistent_time", "point_read", "Queryable", "KeyedState", "StateFormat"]
 
@@ -131,7 +132,7 @@ def snapshot(exe: Queryable, op: _Operator, at: Any = None, format: "StateFormat
     codec = StateCodec(state_type)
     for r in rts:  # bins a lazy restore left encoded are decoded first
         r.restore_all()
-    rows = [(k, v) for r in rts for b in sorted(r.bins.values(), key=lambda b: b.index) for k, v in b.states.items()]
+    rows = [(k, v) for r in rts for b in sorted(r.bins.values(), key=lambda b: b.index) for k, v in b.items()]
     if format == "dict":
         copy = codec.copy
         return {k: copy(v) for k, v in rows}
@@ -153,7 +154,7 @@ def point_read(exe: Queryable, op: _Operator, key: Any) -> Any:
     bi = rts[0].keys.bin(key)
     for r in rts:
         b = r.bin(bi)  # (decoded first if it was restored lazily)
-        if b is not None and key in b.states:
-            codec = r.codec
-            return codec.copy(b.states[key])
+        s = NO_STATE if b is None else b.get(key)
+        if s is not NO_STATE:
+            return r.codec.copy(s)
     return None

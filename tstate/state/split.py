@@ -41,8 +41,9 @@ def split_bin(b: Bin, bins: int, hasher: Callable[[Any], int] = key_hash) -> tup
     if 2 * bins > 1 << 16:
         raise ConfigurationError(f"cannot split {bins} bins: at most 65536 bins")
     halves = (Bin(2 * b.index), Bin(2 * b.index + 1))
-    side = {k: _half(k, bins, hasher) for k in {*b.states, *b.dirty, *b.removed, *(k for ks in b.timers.values() for k in ks)}}
-    for k, v in b.states.items():
+    whole = dict(b.items())
+    side = {k: _half(k, bins, hasher) for k in {*whole, *b.dirty, *b.removed, *(k for ks in b.timers.values() for k in ks)}}
+    for k, v in whole.items():
         halves[side[k]].states[k] = v
     for k, v in b.dirty.items():
         halves[side[k]].dirty[k] = v
@@ -60,7 +61,7 @@ def merge_bins(lo: Bin, hi: Bin) -> Bin:
         raise ConfigurationError(f"bins {lo.index} and {hi.index} are not the two halves of one bin")
     m = Bin(lo.index // 2)
     for part in (lo, hi):
-        m.states.update(part.states)
+        m.states.update(part.items())
         m.dirty.update(part.dirty)
         m.removed.update(part.removed)
         for t, keys in part.timers.items():

@@ -99,6 +99,10 @@ class KeyedBin(Protocol):
         """Every ``(key, state)`` of the bin."""
         ...
 
+    def all_resident(self) -> dict[Any, Any]:
+        """Every state of the bin made resident: ``states`` (for code handed the whole bin)."""
+        ...
+
     def __len__(self) -> int: ...
 
     def is_empty(self) -> bool:

@@ -457,7 +457,7 @@ class Coordinator:
                     continue
                 snapshot = self._wants_snapshot(name, b.index, b.full)
                 if snapshot:
-                    keys = dict(b.states)  # key -> its state (one C-level copy)
+                    keys = dict(b.items())  # key -> its state (a heap bin: one C-level copy)
                 else:
                     keys = b.dirty  # key -> its state; handed over: the bin starts a fresh one below
                     for k in b.removed:

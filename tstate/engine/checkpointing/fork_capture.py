@@ -114,7 +114,7 @@ class ForkedCapture:
                             files.append([name, b.index, True, None, 0, None])
                             continue
                         view = Bin(b.index)
-                        view.states, view.timers, view.dirty, view.removed = b.states, b.timers, dirty, removed
+                        view.states, view.timers, view.dirty, view.removed = dict(b.items()), b.timers, dirty, removed
                         # (looked up when called: fault-injection tests replace them)
                         data = _delta.encode_change(view, codec, snapshot=snapshot, operator=name)
                         kind = "snap" if snapshot else "delta"

@@ -177,7 +177,7 @@ class LazyBins:
                 f"operator {rt.name!r}: bin {index} of checkpoint {self.restore.checkpoint_id} holds pending timers, "
                 f"but the operator has no @{rt.name}.on_notify handler"
             )
-        rt.held.keep(b)
+        b = rt.held.keep(b)  # (a store-backed table keeps its own kind of bin)
         if not self.chains:
             rt.held.lazy = None
         self.restore._note(background, _time.perf_counter() - start)

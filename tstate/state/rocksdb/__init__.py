@@ -17,7 +17,12 @@ states in front.  One concept per module:
 - :mod:`~tstate.state.rocksdb.store`: ``KeyedStore``, one operator's keyed state as the
   runtime uses it (get / put / delete, a bin's items, its timers, export / ingest);
 - :mod:`~tstate.state.rocksdb.worker`: ``WorkerStore``, a worker's database, cache and
-  stores.
+  stores;
+- :mod:`~tstate.state.rocksdb.keyed_bin`: ``RocksBin``, one bin of a ``KeyedStore``
+  behind the runtime's storage seam (:class:`tstate.state.storage.KeyedBin`), and
+  ``adopt``, a delivered heap bin turned into one;
+- :mod:`~tstate.state.rocksdb.run_stores`: ``RunStores``, one execution's worker
+  stores, opened on first use, closed (files removed) with the execution.
 
 **The binding** is rocksdict (``pip install 'tstate[rocksdb]'``), chosen for having
 every piece above -- column families, write batches, snapshots, ``Checkpoint``,
@@ -29,6 +34,10 @@ key range as a file, and its mapped pages count in the RSS the issue bounds; aim
 has neither ``Checkpoint`` nor ``SstFileWriter``; rocksdb-ng ships no wheel.
 ``benchmarks/large_state.py`` measures the store against the heap dict.
 
-Not wired into the engines yet (the runtime's storage seam comes first): nothing here
-is reachable from ``import tstate``, and rocksdict is imported only by these modules.
+Selected with ``flow.run(workers, state=ts.RocksDB(path, cache_bytes=...))`` (or
+``start``, or ``Embedded(..., state=...)``) on the embedded engine; the Spark backend
+refuses it (ConfigurationError: not supported on Spark yet).  Checkpoints, restores and
+migrations go through the same encoded path as the heap's (the bins read through the
+storage seam); checkpoints of files (issue 28 item 2) are not wired yet.  ``import
+tstate`` loads only the setting; rocksdict is imported only when a run uses it.
 """

@@ -24,7 +24,8 @@ import time
 from typing import Any, Optional
 
 from apps.graph.stream import ALGORITHMS, GraphStream
-from benchmarks.graph import ALL, Churn, airport_edges, powerlaw_edges
+from benchmarks.graph import ALL
+from benchmarks.graph_inputs import Churn, airport_edges, powerlaw_edges
 
 #: own-time groups, by the file a function is in (first match wins)
 GROUPS = [

@@ -79,7 +79,7 @@ def sample() -> Workload:
 
 def powerlaw(vertices: int, epochs: int, churn: float) -> Workload:
     """The power-law graph loaded at epoch 0, then ``epochs`` epochs of churn."""
-    from benchmarks.graph import Churn, powerlaw_edges
+    from benchmarks.graph_inputs import Churn, powerlaw_edges
 
     edges = powerlaw_edges(vertices)
     ch = Churn(edges, churn, seed=11)

@@ -143,7 +143,7 @@ def bounce(workers: int, rounds: int, epochs: int = 5, keys: int = 4) -> Callabl
 
 def graph_app(epochs: int) -> Callable[[], Any]:
     from apps.graph.stream import GraphStream
-    from benchmarks.graph import Churn, airport_edges
+    from benchmarks.graph_inputs import Churn, airport_edges
 
     edges = airport_edges()
     ch = Churn(edges, 0.01, seed=11)

@@ -117,7 +117,7 @@ def _graph(configs: dict[str, list[str]], args: argparse.Namespace) -> list[dict
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from benchmarks.graph import powerlaw_edges
+        from benchmarks.graph_inputs import powerlaw_edges
 
         edges = powerlaw_edges(args.vertices)
         pq.write_table(pa.table({"src": [u for u, _ in edges], "dst": [v for _, v in edges]}), path)

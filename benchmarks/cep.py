@@ -64,7 +64,7 @@ from apps.cep import Matcher
 from apps.cep.__main__ import DEFAULT_INPUT, GC_THRESHOLD
 from apps.cep.baseline import CascadeBaseline, RecoveryBaseline
 from apps.cep.dataflow import cep
-from apps.cep.flights import DATA_PATH, FlightEvent, delay_cascade, recovery
+from apps.cep.flights import DATA_PATH, RISING_DELAYS_SQL, FlightEvent, delay_cascade, recovery
 from apps.cep.pattern import AfterMatchSkip, Pattern
 from apps.cep.source import flight_source
 from apps.cep.sql import match_recognize
@@ -82,20 +82,8 @@ by_origin = attrgetter("origin")
 by_minute = attrgetter("minute")
 
 
-#: the SQL side of the comparison (issue 24 item 5): a delay above 30 minutes, two or more
-#: rising delays, then a falling one, within three hours, per origin
-FLIGHT_SQL = """
-    PARTITION BY origin
-    ORDER BY date
-    MEASURES A.date AS start, A.delay AS first_delay, COUNT(B.*) AS rises, C.date AS stop, C.delay AS end_delay
-    ONE ROW PER MATCH
-    AFTER MATCH SKIP PAST LAST ROW
-    PATTERN (A B{2,}? C) WITHIN INTERVAL '3' HOUR
-    DEFINE
-        A AS A.delay > 30,
-        B AS B.delay > LAST(delay, 1),
-        C AS C.delay < LAST(delay, 1)
-"""
+#: the SQL side of the comparison (issue 24 item 5): the app's sample query
+FLIGHT_SQL = RISING_DELAYS_SQL
 
 
 def flight_pattern() -> Pattern:

@@ -43,6 +43,7 @@ __all__ = [
     "DATA_PATH",
     "RECOVERY_MIN_DELAY",
     "RECOVERY_WINDOW",
+    "RISING_DELAYS_SQL",
     "Flight",
     "FlightEvent",
     "delay_cascade",
@@ -156,3 +157,19 @@ def iter_flights(
     ]
     for row in zip(*cols):
         yield Flight(*row)
+
+
+#: A MATCH_RECOGNIZE query over the flights (Flink's text): a delay above 30 minutes,
+#: two or more rising delays, then a falling one, within three hours, per origin
+RISING_DELAYS_SQL = """
+    PARTITION BY origin
+    ORDER BY date
+    MEASURES A.date AS start, A.delay AS first_delay, COUNT(B.*) AS rises, C.date AS stop, C.delay AS end_delay
+    ONE ROW PER MATCH
+    AFTER MATCH SKIP PAST LAST ROW
+    PATTERN (A B{2,}? C) WITHIN INTERVAL '3' HOUR
+    DEFINE
+        A AS A.delay > 30,
+        B AS B.delay > LAST(delay, 1),
+        C AS C.delay < LAST(delay, 1)
+"""

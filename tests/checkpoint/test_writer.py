@@ -244,7 +244,16 @@ def test_an_abandoned_execution_lets_its_writer_process_go(tmp_path) -> None:
     assert writer is not None and writer.ready.wait(60)
     for _ in range(10):
         ex.step()
+    # dropped between checkpoints: a checkpoint still being encoded (async mode encodes
+    # in slices between steps) keeps the execution reachable from the writer's threads
+    # until it is written -- not the case this test is about
+    coord = ex.coordinator
+    for _ in range(500):
+        if coord._active is None and not coord.writing:
+            break
+        ex.step()
+        time.sleep(0.01)
     proc = writer._proc
-    del ex, flow, total, src, writer  # (a dataflow holds its last execution)
+    del ex, flow, total, src, writer, coord  # (a dataflow holds its last execution)
     gc.collect()
     assert proc.wait(timeout=60) == 0  # the child saw the end of its input and exited

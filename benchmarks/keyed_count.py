@@ -8,11 +8,15 @@ does); final counts are checked equal across all implementations.
     python -m benchmarks.keyed_count [--events N] [--keys K] [--epochs E] [--repeat R]
 
 Target (issue 3): tstate >= 1.5M events/s, >= 6x Bytewax and >= 30% of the dict loop.
+The last line is one JSON object: ``tstate_events_per_s`` (state only),
+``tstate_over_dict_loop``, ``tstate_emit_over_dict_loop`` and ``tstate_emit_over_bytewax``
+(speed ratios, higher is faster).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 from typing import Any
 
@@ -119,6 +123,16 @@ def main(argv: list[str] | None = None) -> None:
         f"median of {args.repeat} interleaved runs"
     )
     print(table(["implementation", "events/s", "vs dict loop", "vs bytewax"], rows))
+    state_only = res["tstate stateful (state only)"][0]
+    emitting = res["tstate stateful (emit per event)"][0]
+    ratios = {
+        "tstate_events_per_s": round(args.events / state_only),
+        "tstate_over_dict_loop": round(base / state_only, 3),
+        "tstate_emit_over_dict_loop": round(base / emitting, 3),
+    }
+    if bw:
+        ratios["tstate_emit_over_bytewax"] = round(bw / emitting, 3)
+    print(json.dumps(ratios))
 
 
 if __name__ == "__main__":

@@ -3,12 +3,15 @@ workers vs a plain Python loop calling the same functions, in the same run.
 
     python -m benchmarks.stateless_pipeline [--records N] [--repeat R]
 
-Target (issue 2): tstate with 1 worker >= 50% of the plain loop's events/s.
+Target (issue 2): tstate with 1 worker >= 50% of the plain loop's events/s.  The last
+line is one JSON object: ``tstate_1w_events_per_s``, ``tstate_1w_over_plain`` and
+``tstate_4w_over_plain`` (speed ratios, higher is faster).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 
 import tstate as ts
 from benchmarks.common import interleaved, table
@@ -66,6 +69,16 @@ def main(argv: list[str] | None = None) -> None:
     rows = [(name, f"{args.records / t / 1e6:.2f}M", f"{base / t:.2f}") for name, (t, _) in res.items()]
     print(f"map -> exchange -> filter over {args.records:,} ints, median of {args.repeat} interleaved runs")
     print(table(["implementation", "events/s", "vs plain loop"], rows))
+    one, four = res["tstate, 1 worker"][0], res["tstate, 4 workers"][0]
+    print(
+        json.dumps(
+            {
+                "tstate_1w_events_per_s": round(args.records / one),
+                "tstate_1w_over_plain": round(base / one, 3),
+                "tstate_4w_over_plain": round(base / four, 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from tstate.column_key import Col
 from tstate.errors import SparkError
 from tstate.plan import Stateful
 from tstate.spark.cells import emit
+from tstate.spark.profiling import profiled
 from tstate.spark.task import _stateful, to_records
 from tstate.spark.wire import BatchInfo, Row, arrow, held_row, stats_row
 
@@ -161,7 +162,7 @@ def colocated_task(
             rows.append(held_row(node, encode_records(held, plan.nodes[node].name, plan.records)))
         yield arrow(rows)
 
-    return run
+    return profiled(run, "colocated")
 
 
 def _records_by_time(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 from tstate.plan import Exchange, Stateful
 from tstate.spark.cells import cell_where, emit
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
+from tstate.spark.profiling import profiled
 from tstate.spark.records import decode_cells, decode_groups, decode_records, encode_records
 from tstate.spark.wire import GROUPED, RECORDS, BatchInfo, Row, arrow, held_row, stats_row
 
@@ -94,7 +95,7 @@ def input_task(
             late.add(dropped)
         yield from _route_input(plan, info, node, by_time)
 
-    return run
+    return profiled(run, "input")
 
 
 def direct(plan: "Plan", node: int) -> bool:
@@ -323,7 +324,7 @@ def boundary_task(
             rows.append(stats_row(node, partition, stats))
         yield arrow(rows)
 
-    return run
+    return profiled(run, "boundary")
 
 
 def _stateful(

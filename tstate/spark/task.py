@@ -133,6 +133,7 @@ def _rows_input(
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from tstate.spark.arrays import ints
     from tstate.spark.records import encode_rows, rows_to_records
 
     lo, hi = info.lo, info.hi
@@ -173,7 +174,7 @@ def _rows_input(
                     held.extend((tl[i], recs[i]) for i in pc.indices_nonzero(ahead).to_numpy())
                     ok = pc.and_(ok, pc.invert(ahead))
             li = pc.indices_nonzero(ok).to_numpy()
-            lt = pc.take(col, pa.array(li)).to_numpy().astype(np.int64)
+            lt = pc.take(col, ints(li)).to_numpy().astype(np.int64)
             part = recs if len(li) == m else [recs[i] for i in li]
         for c, key, router in boundaries:
             try:
@@ -205,7 +206,7 @@ def _rows_input(
             cut = np.flatnonzero((sb[1:] != sb[:-1]) | (st[1:] != st[:-1])) + 1
             starts = np.concatenate(([0], cut)).tolist()
             ends = np.concatenate((cut, [len(order)])).tolist()
-            taken = table.take(pa.array(idx[order]))
+            taken = table.take(ints(idx[order]))
             owners = info.owners[c]
             for s0, e0 in zip(starts, ends):
                 b, t = int(sb[s0]), int(st[s0])
@@ -334,9 +335,12 @@ def _stateful(
     partition: int,
     groups: dict[int, dict[int, list[Any]]],
     rows: list[Row],
+    check: Optional[Callable[[StatefulHost, dict[int, Any]], None]] = None,
 ) -> dict[str, Any]:
     """Stateful boundary ``node`` on ``partition`` over ``groups`` (time -> bin ->
-    records): its outputs go on through the fused chain, its changed bins to the store."""
+    records): its outputs go on through the fused chain, its changed bins to the store.
+    ``check(host, installed bins)``: called after the operator ran, before anything is
+    written (it raises to fail the task)."""
     host = StatefulHost(plan, node)
     pn = plan.nodes[node]
     m, stored_fp = stored_fingerprint(info, pn, host.codec)
@@ -348,6 +352,8 @@ def _stateful(
         needed |= {b for b in info.moved.get(node, ()) if owners[b] == partition}
     loaded, found = host.take(info, m, needed, stored_fp, partition)
     produced = host.run_batch(info, groups)
+    if check is not None:
+        check(host, loaded)
     # outputs, through the fused chain after the operator
     routed: dict[tuple[int, int, int], list[Any]] = {}
     sinks: dict[tuple[int, int], list[Any]] = {}

@@ -135,7 +135,7 @@ def colocated_task(
     info: BatchInfo,
     name: str,
     boundaries: list[int],
-    shape: str,
+    shape: Any,
     time_column: Optional[str],
     at: int = 0,
     late: Any = None,
@@ -178,7 +178,7 @@ Fed = tuple[dict[int, Groups], dict[tuple[int, int], list[Any]], set[int], list[
 
 def _binned_feed(
     plan: "Plan", info: BatchInfo, node: int, boundaries: list[int], batches: Iterable["pa.RecordBatch"],
-    shape: str, time_column: Optional[str], at: int, partition: int,
+    shape: Any, time_column: Optional[str], at: int, partition: int,
 ) -> Fed:
     """The partition's records by boundary, time and bin, carrying the bins Spark
     computed (:mod:`tstate.spark.binned`); the sink records; the boundaries reached
@@ -209,7 +209,7 @@ def _binned_feed(
 
 def _keyed_feed(
     plan: "Plan", info: BatchInfo, node: int, boundaries: list[int], batches: Iterable["pa.RecordBatch"],
-    shape: str, time_column: Optional[str], at: int, partition: int,
+    shape: Any, time_column: Optional[str], at: int, partition: int,
 ) -> Fed:
     """As :func:`_binned_feed`, the records keyed again through the fused chain
     (:meth:`~tstate.spark.plan.Plan.push`); a record whose bin is not this
@@ -250,7 +250,7 @@ def _checker(plan: "Plan", b: int, groups: Groups, partition: int, changed: bool
 
 
 def _records_by_time(
-    batches: Iterable["pa.RecordBatch"], info: BatchInfo, shape: str, time_column: Optional[str], at: int
+    batches: Iterable["pa.RecordBatch"], info: BatchInfo, shape: Any, time_column: Optional[str], at: int
 ) -> tuple[dict[int, list[Any]], list[tuple[int, Any]], int]:
     """A partition's rows as records by time (in row order), the records ahead of the
     batch's frontier (held back), and how many were late (before it)."""

@@ -25,7 +25,7 @@ from tstate.plan import Exchange, Stateful
 from tstate.spark.cells import cell_where, emit
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
 from tstate.spark.profiling import profiled
-from tstate.spark.records import decode_cells, decode_groups, decode_records, encode_records
+from tstate.spark.records import Shape, decode_cells, decode_groups, decode_records, encode_records, rows_to_records
 from tstate.spark.wire import GROUPED, RECORDS, BatchInfo, Row, arrow, held_row, stats_row
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,19 +36,15 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["input_task", "held_task", "boundary_task", "to_records", "direct"]
 
 
-def to_records(batch: "pa.RecordBatch", shape: str) -> list[Any]:
+def to_records(batch: "pa.RecordBatch", shape: Shape) -> list[Any]:
     """The rows of an Arrow batch as records: dicts (``shape`` ``"dict"``), tuples
-    (``"tuple"``) or the first column's values (``"value"``)."""
-    if shape == "dict":
-        return batch.to_pylist()  # type: ignore[no-any-return]
-    cols = [c.to_pylist() for c in batch.columns]
-    if shape == "value":
-        return cols[0]
-    return list(zip(*cols))
+    (``"tuple"``), the first column's values (``"value"``) or instances of a record
+    class built column by column (:func:`~tstate.spark.records.rows_to_records`)."""
+    return rows_to_records(batch, shape)
 
 
 def input_task(
-    plan: "Plan", info: BatchInfo, name: str, shape: str, time_column: Optional[str], at: int = 0, late: Any = None
+    plan: "Plan", info: BatchInfo, name: str, shape: Any, time_column: Optional[str], at: int = 0, late: Any = None
 ) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
     """The map side of an input: rows become records (``shape``: ``"dict"``,
     ``"tuple"`` or ``"value"``), at ``time_column``'s value or, without one, at ``at``
@@ -115,7 +111,7 @@ def _rows_input(
     plan: "Plan",
     info: BatchInfo,
     node: int,
-    shape: str,
+    shape: Any,
     time_column: Optional[str],
     at: int,
     batches: Iterable["pa.RecordBatch"],
@@ -134,7 +130,11 @@ def _rows_input(
     import pyarrow.compute as pc
 
     from tstate.spark.arrays import ints
-    from tstate.spark.records import encode_rows, rows_to_records
+    from tstate.spark.record_types import class_path
+    from tstate.spark.records import encode_rows
+
+    if isinstance(shape, type) and plan.records.get(class_path(shape)) is None:
+        return None  # (the general path raises the error saying how to register the class)
 
     lo, hi = info.lo, info.hi
     boundaries: list[tuple[int, Any, Any]] = [

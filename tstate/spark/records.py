@@ -74,11 +74,15 @@ class _Codec:
     classes, ``where`` names the operator (writing) or the cell / file (reading) for
     errors (a string, or a function giving it, called only on error)."""
 
-    __slots__ = ("types", "where")
+    __slots__ = ("types", "where", "_packers", "_depth")
 
     def __init__(self, types: RecordTypes, where: "str | Callable[[], str]") -> None:
         self.types = types
         self.where = where
+        #: one packer per nesting level of extensions (a packer is not re-entrant; making
+        #: one per nested value allocated its buffer each time, most of the encoding time)
+        self._packers: list[Any] = []
+        self._depth = 0
 
     def _where(self) -> str:
         w = self.where
@@ -154,7 +158,15 @@ class _Codec:
         return cls
 
     def pack(self, obj: Any) -> bytes:
-        return msgpack.packb(obj, default=self.default, use_bin_type=True, strict_types=True)  # type: ignore[no-any-return]
+        d = self._depth
+        packers = self._packers
+        if d == len(packers):
+            packers.append(msgpack.Packer(default=self.default, use_bin_type=True, strict_types=True))
+        self._depth = d + 1
+        try:
+            return packers[d].pack(obj)  # type: ignore[no-any-return]
+        finally:  # (on an error the packer has reset its buffer)
+            self._depth = d
 
     def unpack(self, data: bytes) -> Any:
         return msgpack.unpackb(data, ext_hook=self.ext, raw=False, strict_map_key=False)

@@ -399,7 +399,7 @@ def _run_spark(args: argparse.Namespace) -> int:
         return EXIT_ERROR
 
     import tstate as ts
-    from apps.cep.spark_source import epoch_minutes, flight_event, flight_frame, spark_source
+    from apps.cep.spark_source import epoch_minutes, flight_frame, spark_events
     from tstate.spark.session import require_pyspark
 
     try:
@@ -425,7 +425,7 @@ def _run_spark(args: argparse.Namespace) -> int:
                 spark, path, epoch=args.epoch, limit=args.limit, partitions=spark.sparkContext.defaultParallelism
             )
             flow = ts.Dataflow("cep-flights")
-            flights = flow.input("flights").map(flight_event, name="flights.events")
+            flights = flow.input("flights")  # FlightEvent records, built from the columns
             sinks, _ = build(
                 flow, flights, epoch_minutes=minutes, lateness=args.lateness, show=args.show, output=args.output
             )
@@ -435,7 +435,7 @@ def _run_spark(args: argparse.Namespace) -> int:
             head = backend.store.latest()
             resumed = head.meta["spark"] if head is not None and "spark" in head.meta else None
             t0 = time.perf_counter()
-            backend.run(flow, {"flights": spark_source(frame)}, epochs_per_batch=args.epochs_per_batch)
+            backend.run(flow, {"flights": spark_events(frame)}, epochs_per_batch=args.epochs_per_batch)
             seconds = time.perf_counter() - t0
             # the flights read: every batch counts its input rows (a resumed run: the rest)
             events = sum(b.records for b in backend.metrics.batches)

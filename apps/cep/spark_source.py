@@ -1,8 +1,8 @@
 """The flight table as a Spark DataFrame, for ``python -m apps.cep --backend spark``.
 
 >>> frame = flight_frame(spark, "flights.parquet", epoch="1h")      # doctest: +SKIP
->>> flights = flow.input("flights").map(flight_event)                # doctest: +SKIP
->>> Backend(spark, "ckpt").run(flow, {"flights": spark_source(frame)})  # doctest: +SKIP
+>>> flights = flow.input("flights")                                   # doctest: +SKIP
+>>> Backend(spark, "ckpt").run(flow, {"flights": spark_events(frame)})  # doctest: +SKIP
 
 :func:`flight_frame` reads a Parquet or CSV flight table with Spark and computes, in
 Spark, what :mod:`apps.cep.source` computes in Python for the embedded engine:
@@ -31,8 +31,10 @@ in which the operator breaks ties between departures of the same minute -- so bo
 backends compute the same matches.
 
 :data:`COLUMNS` are the frame's columns and Spark types (the
-:class:`tstate.spark.Source` ``columns`` check); :func:`flight_event` turns a row (a
-dict) into a :class:`~apps.cep.flights.FlightEvent`: the app's first operator on Spark.
+:class:`tstate.spark.Source` ``columns`` check); :func:`spark_events` binds the frame
+with its rows built as :class:`~apps.cep.flights.FlightEvent` records column by column
+(what ``python -m apps.cep --backend spark`` runs), :func:`spark_source` as dicts, which
+:func:`flight_event` turns into events.
 Bad input raises :class:`tstate.errors.SourceError` with the messages of
 :mod:`apps.cep.source` (a missing file or column, a column of the wrong type, a null
 ``date``/``delay``/``origin`` with its row number).
@@ -50,7 +52,7 @@ from apps.cep.flights import FlightEvent
 from apps.cep.source import COLUMNS as FILE_COLUMNS
 from apps.cep.source import REQUIRED, _is_csv
 
-__all__ = ["COLUMNS", "flight_event", "flight_frame", "spark_source"]
+__all__ = ["COLUMNS", "flight_event", "flight_frame", "spark_events", "spark_source"]
 
 #: the frame's columns (in :class:`FlightEvent` field order) and their Spark types;
 #: ``epoch`` is the time column
@@ -280,3 +282,12 @@ def spark_source(frame: Any) -> Any:
     from tstate.spark import Source
 
     return Source(frame, time="epoch", columns=dict(COLUMNS))
+
+
+def spark_events(frame: Any) -> Any:
+    """``frame`` (from :func:`flight_frame`) bound as the app's input: rows are
+    :class:`FlightEvent` records built column by column (no dict per row, no event
+    map: the same records the embedded source gives), at their ``epoch``."""
+    from tstate.spark import Source
+
+    return Source(frame, time="epoch", record=FlightEvent, columns=dict(COLUMNS))

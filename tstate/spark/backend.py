@@ -98,14 +98,17 @@ class Source:
     stays behind the largest time seen: a row up to ``lateness`` epochs older than the
     newest one is still on time (rows ahead of the frontier are held back, durably,
     until it reaches them);
-    ``record``: what a row becomes — ``"dict"`` (column → value), ``"tuple"`` or
-    ``"value"`` (the first column); ``columns``: the columns and Spark types the
+    ``record``: what a row becomes — ``"dict"`` (column → value), ``"tuple"``,
+    ``"value"`` (the first column), or an attrs class or named tuple built from the
+    columns its fields name, column by column (``record=Event``: no dict per row; a
+    class whose records cross a shuffle must be registered, as any record class);
+    ``columns``: the columns and Spark types the
     dataflow expects (``{"key": "string", "hour": "bigint"}``), checked before the
     first batch."""
 
     df: Any
     time: Optional[str] = None
-    record: str = "dict"
+    record: Any = "dict"
     columns: Optional[dict[str, str]] = None
     lateness: int = 0
 
@@ -715,12 +718,24 @@ def _cuts(
 
 
 def _check_schema(name: str, src: Source) -> None:
-    if src.record not in ("dict", "tuple", "value"):
-        raise ConfigurationError(f"input {name!r}: record must be 'dict', 'tuple' or 'value', got {src.record!r}")
+    from tstate.spark.record_types import is_record_class
+    from tstate.spark.records import record_fields
+
+    typed = isinstance(src.record, type) and is_record_class(src.record)
+    if not typed and src.record not in ("dict", "tuple", "value"):
+        raise ConfigurationError(
+            f"input {name!r}: record must be 'dict', 'tuple', 'value' or an attrs class or named tuple, got {src.record!r}"
+        )
     try:
         fields = {f.name: f.dataType.simpleString() for f in src.df.schema.fields}
     except AttributeError:
         raise SparkError(f"input {name!r}: expected a Spark DataFrame, got {type(src.df).__name__}") from None
+    missing = [f for f in record_fields(src.record) if f not in fields] if typed else []
+    if missing:
+        raise ConfigurationError(
+            f"input {name!r}: record class {src.record.__qualname__} has field(s) {', '.join(map(repr, missing))} "
+            f"that are not columns of the DataFrame (it has: {', '.join(fields)})"
+        )
     want = dict(src.columns or {})
     for col, tp in want.items():
         if col not in fields:

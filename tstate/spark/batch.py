@@ -51,7 +51,7 @@ from tstate.plan import Stateful
 from tstate.metrics import BatchMetrics
 from tstate.progress.frontier import Antichain
 from tstate.spark.cells import decode_cell
-from tstate.spark.colocated import DEST, colocated_inputs, colocated_task, dest_column
+from tstate.spark.colocated import DEST, colocated_inputs, colocated_task, partition_columns
 from tstate.spark.held import checked_path, held_name, read_held, write_held
 from tstate.spark.input_rows import INPUT_ROWS, counted, counted_kinds, passing
 from tstate.spark.output import Part, clean, finalise, records_of, sink_dir, write_index, write_parts
@@ -360,11 +360,11 @@ class MicroBatch:
         assert info is not None
         first = plan.nodes[boundaries[0]]
         assert isinstance(first.key, Col)
-        dest = dest_column(first.key, dict(df.dtypes), first.bins, self.owners[boundaries[0]], self.labels)
+        columns = partition_columns(first.key, dict(df.dtypes), first.bins, self.owners[boundaries[0]], self.labels)
         at = self.const_time if self.const_time is not None else 0
         task = colocated_task(plan, info, name, boundaries, src.record, src.time, at, self.job.late)
         counted_task = counted(task, plan.inputs[name])  # (its input rows: tstate.spark.input_rows)
-        out = df.withColumn(DEST, F.expr(dest)).repartition(self.partitions, DEST).mapInArrow(counted_task, SCHEMA)
+        out = df.withColumns({c: F.expr(e) for c, e in columns.items()}).repartition(self.partitions, DEST).mapInArrow(counted_task, SCHEMA)
         if any(b in plan.feeders.get(c, ()) for b in boundaries for c in plan.boundaries):
             out = out.persist()
             self.persisted.append(out)

@@ -190,10 +190,12 @@ def _arrow_part(times: list[int], cells: list[bytes]) -> bytes:
     """A part file's bytes: one Arrow IPC record batch of ``(time, records)`` rows."""
     import pyarrow as pa
 
+    from tstate.spark.arrays import binaries, ints
+
     schema = _part_schema()
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, schema) as w:
-        w.write_batch(pa.record_batch([pa.array(times, pa.int64()), pa.array(cells, pa.binary())], schema=schema))
+        w.write_batch(pa.record_batch([ints(times), binaries(cells)], schema=schema))  # (no pandas: tstate.spark.arrays)
     return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
 
 

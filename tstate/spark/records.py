@@ -66,6 +66,7 @@ _SCALARS = frozenset({type(None), bool, int, float, str, bytes})
 #: is an array or an extension)
 _ARROW_MAGIC = b"\xff\xff\xff\xff"
 _SHAPE_KEY = b"tstate.record"
+_CLASS_KEY = b"tstate.record_class"
 
 
 class _Codec:
@@ -73,11 +74,15 @@ class _Codec:
     classes, ``where`` names the operator (writing) or the cell / file (reading) for
     errors (a string, or a function giving it, called only on error)."""
 
-    __slots__ = ("types", "where")
+    __slots__ = ("types", "where", "_packers", "_depth")
 
     def __init__(self, types: RecordTypes, where: "str | Callable[[], str]") -> None:
         self.types = types
         self.where = where
+        #: one packer per nesting level of extensions (a packer is not re-entrant; making
+        #: one per nested value allocated its buffer each time, most of the encoding time)
+        self._packers: list[Any] = []
+        self._depth = 0
 
     def _where(self) -> str:
         w = self.where
@@ -153,7 +158,15 @@ class _Codec:
         return cls
 
     def pack(self, obj: Any) -> bytes:
-        return msgpack.packb(obj, default=self.default, use_bin_type=True, strict_types=True)  # type: ignore[no-any-return]
+        d = self._depth
+        packers = self._packers
+        if d == len(packers):
+            packers.append(msgpack.Packer(default=self.default, use_bin_type=True, strict_types=True))
+        self._depth = d + 1
+        try:
+            return packers[d].pack(obj)  # type: ignore[no-any-return]
+        finally:  # (on an error the packer has reset its buffer)
+            self._depth = d
 
     def unpack(self, data: bytes) -> Any:
         return msgpack.unpackb(data, ext_hook=self.ext, raw=False, strict_map_key=False)
@@ -213,7 +226,7 @@ def decode_records(data: bytes, types: RecordTypes = BUILTIN, where: "str | Call
     :class:`~tstate.errors.RecordClassError` naming it and ``where`` the cell came from,
     and nothing is imported."""
     if data[:4] == _ARROW_MAGIC:
-        return decode_rows(data)
+        return decode_rows(data, types, where)
     return _Codec(types, where).decode(data)  # type: ignore[no-any-return]
 
 
@@ -303,9 +316,37 @@ def _flat_tuples(records: list[Any]) -> bool:
 _pack_plain = msgpack.Packer(use_bin_type=True).pack  # tuples as arrays; one C call, GIL-safe
 
 
-def rows_to_records(data: Any, shape: str) -> list[Any]:
+#: a record shape: ``"dict"``, ``"tuple"``, ``"value"`` or a record class
+Shape = Any
+
+
+def record_fields(cls: type) -> list[str]:
+    """The fields a record class (an attrs class or a named tuple) is built from,
+    positionally, in order: ``cls(*values)``."""
+    attrs_fields = getattr(cls, "__attrs_attrs__", None)
+    if attrs_fields is not None:
+        return [a.name for a in attrs_fields if a.init]
+    return list(getattr(cls, "_fields", ()))
+
+
+def rows_to_records(data: Any, shape: Shape) -> list[Any]:
     """An Arrow RecordBatch or Table's rows as records of ``shape``: ``"dict"`` (column
-    -> value), ``"tuple"`` or ``"value"`` (the first column)."""
+    -> value), ``"tuple"``, ``"value"`` (the first column), or a record class built
+    from the columns named by its fields, column by column (``cls(*values)``: no
+    dict per row).  A class field without a column raises
+    :class:`~tstate.errors.SparkError` naming both."""
+    if isinstance(shape, type):
+        names = data.schema.names
+        fields = record_fields(shape)
+        missing = [f for f in fields if f not in names]
+        if missing:
+            raise SparkError(
+                f"record class {class_path(shape)!r}: the rows have no column(s) {', '.join(map(repr, missing))} "
+                f"for its field(s) (columns: {', '.join(names)})"
+            )
+        if not fields:
+            return [shape() for _ in range(data.num_rows)]
+        return list(map(shape, *(data.column(f).to_pylist() for f in fields)))
     if shape == "dict":
         return data.to_pylist()  # type: ignore[no-any-return]
     cols = [c.to_pylist() for c in data.columns]
@@ -314,13 +355,15 @@ def rows_to_records(data: Any, shape: str) -> list[Any]:
     return list(zip(*cols))
 
 
-def encode_rows(table: Any, shape: str) -> bytes:
+def encode_rows(table: Any, shape: Shape) -> bytes:
     """One shuffle cell holding input rows (an Arrow Table or RecordBatch) as an Arrow
-    IPC stream; :func:`decode_records` turns it into records of ``shape``."""
+    IPC stream; :func:`decode_records` turns it into records of ``shape`` (a record
+    class by its path: the reader rebuilds it only as a class of its allow-list)."""
     import pyarrow as pa
 
     schema = table.schema
-    schema = schema.with_metadata({_SHAPE_KEY: shape.encode()})
+    meta = {_CLASS_KEY: class_path(shape).encode()} if isinstance(shape, type) else {_SHAPE_KEY: shape.encode()}
+    schema = schema.with_metadata(meta)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as w:
         if isinstance(table, pa.Table):
@@ -349,7 +392,8 @@ def decode_cells(
     for schema, tables in arrow.items():
         import pyarrow as pa
 
-        shape = (schema.metadata or {}).get(_SHAPE_KEY, b"dict").decode()
+        first = tables[0][0]
+        shape = _shape_of(schema, types, where if isinstance(where, str) else functools.partial(where, first))
         recs = rows_to_records(pa.concat_tables([t for _, t in tables]), shape)
         o = 0
         for i, t in tables:
@@ -358,10 +402,21 @@ def decode_cells(
     return out
 
 
-def decode_rows(data: Any) -> list[Any]:
-    """The records of a cell written by :func:`encode_rows`."""
+def decode_rows(data: Any, types: RecordTypes = BUILTIN, where: "str | Callable[[], str]" = "a shuffle cell") -> list[Any]:
+    """The records of a cell written by :func:`encode_rows` (a record class rebuilt only
+    as a class of ``types``, as :func:`decode_records`)."""
     import pyarrow as pa
 
     table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-    meta = table.schema.metadata or {}
-    return rows_to_records(table, meta.get(_SHAPE_KEY, b"dict").decode())
+    return rows_to_records(table, _shape_of(table.schema, types, where))
+
+
+def _shape_of(schema: Any, types: RecordTypes, where: "str | Callable[[], str]") -> Shape:
+    """The record shape an Arrow cell's metadata names (a class: looked up in ``types``,
+    never imported)."""
+    meta = schema.metadata or {}
+    path = meta.get(_CLASS_KEY)
+    if path is None:
+        return meta.get(_SHAPE_KEY, b"dict").decode()
+    cls = types.get(path.decode())
+    return _Codec(types, where)._record_class(path.decode(), cls is not None and issubclass(cls, tuple))

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 from tstate.plan import Exchange, Stateful
 from tstate.spark.cells import cell_where, emit
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
-from tstate.spark.records import decode_cells, decode_groups, decode_records, encode_records
+from tstate.spark.profiling import profiled
+from tstate.spark.records import Shape, decode_cells, decode_groups, decode_records, encode_records, rows_to_records
 from tstate.spark.wire import GROUPED, RECORDS, BatchInfo, Row, arrow, held_row, stats_row
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,19 +36,15 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["input_task", "held_task", "boundary_task", "to_records", "direct"]
 
 
-def to_records(batch: "pa.RecordBatch", shape: str) -> list[Any]:
+def to_records(batch: "pa.RecordBatch", shape: Shape) -> list[Any]:
     """The rows of an Arrow batch as records: dicts (``shape`` ``"dict"``), tuples
-    (``"tuple"``) or the first column's values (``"value"``)."""
-    if shape == "dict":
-        return batch.to_pylist()  # type: ignore[no-any-return]
-    cols = [c.to_pylist() for c in batch.columns]
-    if shape == "value":
-        return cols[0]
-    return list(zip(*cols))
+    (``"tuple"``), the first column's values (``"value"``) or instances of a record
+    class built column by column (:func:`~tstate.spark.records.rows_to_records`)."""
+    return rows_to_records(batch, shape)
 
 
 def input_task(
-    plan: "Plan", info: BatchInfo, name: str, shape: str, time_column: Optional[str], at: int = 0, late: Any = None
+    plan: "Plan", info: BatchInfo, name: str, shape: Any, time_column: Optional[str], at: int = 0, late: Any = None
 ) -> Callable[[Iterable["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]:
     """The map side of an input: rows become records (``shape``: ``"dict"``,
     ``"tuple"`` or ``"value"``), at ``time_column``'s value or, without one, at ``at``
@@ -94,7 +91,7 @@ def input_task(
             late.add(dropped)
         yield from _route_input(plan, info, node, by_time)
 
-    return run
+    return profiled(run, "input")
 
 
 def direct(plan: "Plan", node: int) -> bool:
@@ -114,7 +111,7 @@ def _rows_input(
     plan: "Plan",
     info: BatchInfo,
     node: int,
-    shape: str,
+    shape: Any,
     time_column: Optional[str],
     at: int,
     batches: Iterable["pa.RecordBatch"],
@@ -132,7 +129,12 @@ def _rows_input(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from tstate.spark.records import encode_rows, rows_to_records
+    from tstate.spark.arrays import ints
+    from tstate.spark.record_types import class_path
+    from tstate.spark.records import encode_rows
+
+    if isinstance(shape, type) and plan.records.get(class_path(shape)) is None:
+        return None  # (the general path raises the error saying how to register the class)
 
     lo, hi = info.lo, info.hi
     boundaries: list[tuple[int, Any, Any]] = [
@@ -172,7 +174,7 @@ def _rows_input(
                     held.extend((tl[i], recs[i]) for i in pc.indices_nonzero(ahead).to_numpy())
                     ok = pc.and_(ok, pc.invert(ahead))
             li = pc.indices_nonzero(ok).to_numpy()
-            lt = pc.take(col, pa.array(li)).to_numpy().astype(np.int64)
+            lt = pc.take(col, ints(li)).to_numpy().astype(np.int64)
             part = recs if len(li) == m else [recs[i] for i in li]
         for c, key, router in boundaries:
             try:
@@ -204,7 +206,7 @@ def _rows_input(
             cut = np.flatnonzero((sb[1:] != sb[:-1]) | (st[1:] != st[:-1])) + 1
             starts = np.concatenate(([0], cut)).tolist()
             ends = np.concatenate((cut, [len(order)])).tolist()
-            taken = table.take(pa.array(idx[order]))
+            taken = table.take(ints(idx[order]))
             owners = info.owners[c]
             for s0, e0 in zip(starts, ends):
                 b, t = int(sb[s0]), int(st[s0])
@@ -323,7 +325,7 @@ def boundary_task(
             rows.append(stats_row(node, partition, stats))
         yield arrow(rows)
 
-    return run
+    return profiled(run, "boundary")
 
 
 def _stateful(
@@ -333,9 +335,12 @@ def _stateful(
     partition: int,
     groups: dict[int, dict[int, list[Any]]],
     rows: list[Row],
+    check: Optional[Callable[[StatefulHost, dict[int, Any]], None]] = None,
 ) -> dict[str, Any]:
     """Stateful boundary ``node`` on ``partition`` over ``groups`` (time -> bin ->
-    records): its outputs go on through the fused chain, its changed bins to the store."""
+    records): its outputs go on through the fused chain, its changed bins to the store.
+    ``check(host, installed bins)``: called after the operator ran, before anything is
+    written (it raises to fail the task)."""
     host = StatefulHost(plan, node)
     pn = plan.nodes[node]
     m, stored_fp = stored_fingerprint(info, pn, host.codec)
@@ -347,6 +352,8 @@ def _stateful(
         needed |= {b for b in info.moved.get(node, ()) if owners[b] == partition}
     loaded, found = host.take(info, m, needed, stored_fp, partition)
     produced = host.run_batch(info, groups)
+    if check is not None:
+        check(host, loaded)
     # outputs, through the fused chain after the operator
     routed: dict[tuple[int, int, int], list[Any]] = {}
     sinks: dict[tuple[int, int], list[Any]] = {}

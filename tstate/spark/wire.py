@@ -93,11 +93,11 @@ def arrow(rows: list[Row]) -> "pa.RecordBatch":
     """A task's output rows as one Arrow batch of :data:`SCHEMA`."""
     import pyarrow as pa
 
+    from tstate.spark.arrays import binaries, ints
+
     cols: list[Any] = list(zip(*rows)) if rows else [(), (), (), (), (), ()]
-    types = [pa.int32(), pa.int32(), pa.int32(), pa.int32(), pa.int64(), pa.binary()]
-    return pa.RecordBatch.from_arrays(
-        [pa.array(list(c), t) for c, t in zip(cols, types)], names=["kind", "dest", "node", "bin", "time", "payload"]
-    )
+    arrays = [*(ints(c, "int32") for c in cols[:4]), ints(cols[4]), binaries(cols[5])]
+    return pa.RecordBatch.from_arrays(arrays, names=["kind", "dest", "node", "bin", "time", "payload"])
 
 
 @frozen

@@ -1,6 +1,14 @@
 """Driver memory as the output grows: sink output written by the executors vs fed to
 the driver.  ``python -m benchmarks.spark_output [--rows N]``
 
+``python -m benchmarks.spark_output --cep [apps.cep arguments]`` instead profiles the
+micro-batches of the CEP app on Spark (default: 300,000 flights with ``--output``): per
+batch its wall seconds, the Spark jobs it ran, the seconds the driver waited on them,
+its own seconds and the output hand-over's, then per driver step (the
+:class:`~tstate.spark.batch.MicroBatch` stages, the output's ``finalise``, the commit)
+the seconds and jobs summed over the batches.  Its JSON line holds ``jobs_per_batch``,
+``driver_share`` and ``output_handover_share`` (of the run's seconds).
+
 One dataflow (a keyed count emitting one record per input row, 4 epochs, 2 partitions on
 ``local[2]``) runs with N and 10 N rows, each in a fresh process, with its output going
 
@@ -48,7 +56,116 @@ def child(mode: str, rows: int) -> None:
     spark.stop()
 
 
+#: the driver steps the CEP profile times (those a version does not have are skipped)
+STEPS = (
+    "input_frames", "colocated_stage", "held_rows", "input_rows", "loops", "boundary_stage", "reduce_rows", "output",
+    "manifest", "sinks", "finish",
+)
+
+
+def cep_profile(cep_args: list[str]) -> None:
+    """Run ``python -m apps.cep --backend spark`` in this process with the driver's steps
+    timed and the Spark jobs counted per batch (module docstring)."""
+    import collections
+    import time
+
+    import tstate.spark.backend as backend_mod
+    import tstate.spark.batch as batch_mod
+    import tstate.spark.output as output_mod
+    from apps.cep.__main__ import main as cep_main
+
+    log: list[dict] = []
+    cur: dict[str, list[float]] = {}
+
+    def jobs() -> int:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        ids = sc.statusTracker().getJobIdsForGroup(None) if sc is not None else []
+        return max(ids) + 1 if ids else 0
+
+    def timed(fn, label):
+        def run(*a, **k):
+            j0, t0 = jobs(), time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                d = cur.setdefault(label, [0.0, 0])
+                d[0] += time.perf_counter() - t0
+                d[1] += jobs() - j0
+
+        return run
+
+    for name in STEPS:
+        if hasattr(batch_mod.MicroBatch, name):
+            setattr(batch_mod.MicroBatch, name, timed(getattr(batch_mod.MicroBatch, name), name))
+    for mod in (batch_mod, backend_mod):
+        for name in ("finalise", "commit", "records_of", "clean", "write_index"):
+            if hasattr(mod, name) and (mod is batch_mod or name == "finalise"):
+                setattr(mod, name, timed(getattr(mod, name), f"  {name}"))
+    if hasattr(output_mod, "HandOver"):
+        for name in ("deliver", "wait"):
+            setattr(output_mod.HandOver, name, timed(getattr(output_mod.HandOver, name), f"  hand-over {name}"))
+    one = backend_mod.Backend._batch
+
+    def _batch(self, *a, **k):
+        cur.clear()
+        j0, t0 = jobs(), time.perf_counter()
+        one(self, *a, **k)
+        m = self.metrics.batches[-1]
+        log.append({
+            "batch": m.batch, "wall": time.perf_counter() - t0, "jobs": jobs() - j0, "waited": m.job_seconds,
+            "own": m.driver_own_seconds, "handover": m.output_seconds, "steps": {k: tuple(v) for k, v in cur.items()},
+        })  # fmt: skip
+
+    backend_mod.Backend._batch = _batch
+    cut = backend_mod.Backend._cut
+
+    def _cut(self, *a, **k):
+        j0, t0 = jobs(), time.perf_counter()
+        try:
+            return cut(self, *a, **k)
+        finally:
+            log.append({"cut": time.perf_counter() - t0, "jobs": jobs() - j0})
+
+    backend_mod.Backend._cut = _cut
+    args = cep_args or ["--input", "/work/shared/data/flights-3m.parquet", "--limit", "300000"]
+    if "--output" not in args:
+        import tempfile
+
+        args = [*args, "--output", tempfile.mkdtemp(prefix="cep-out-")]
+    t0 = time.perf_counter()
+    cep_main(["--backend", "spark", "--no-progress", *args])
+    run_s = time.perf_counter() - t0
+    batches = [e for e in log if "batch" in e]
+    print(f"{'batch':>5} {'wall s':>8} {'jobs':>5} {'waited s':>9} {'own s':>7} {'hand-over s':>12}")
+    for e in batches:
+        print(f"{e['batch']:>5} {e['wall']:>8.2f} {e['jobs']:>5} {e['waited']:>9.2f} {e['own']:>7.2f} {e['handover']:>12.2f}")
+    for e in log:
+        if "cut" in e:
+            print(f"cut into batches: {e['cut']:.2f} s, {e['jobs']} Spark jobs")
+    tot: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
+    for e in batches:
+        for k, (sec, n) in e["steps"].items():
+            tot[k][0] += sec
+            tot[k][1] += n
+    print(f"{'driver step (all batches)':<28} {'s':>8} {'jobs':>5}")
+    for k, (sec, n) in tot.items():
+        print(f"{k:<28} {sec:>8.2f} {int(n):>5}")
+    wall = sum(e["wall"] for e in batches)
+    print(json.dumps({
+        "batches": len(batches), "jobs_per_batch": round(sum(e["jobs"] for e in batches) / max(1, len(batches)), 2),
+        "run_s": round(run_s, 2), "batches_s": round(wall, 2),
+        "driver_share": round(sum(e["own"] for e in batches) / wall, 4) if wall else 0.0,
+        "output_handover_share": round(sum(e["handover"] for e in batches) / wall, 4) if wall else 0.0,
+    }))  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--cep":
+        cep_profile(argv[1:])
+        return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=100_000)
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)

@@ -106,3 +106,43 @@ def test_stray_files_in_the_output_directory_survive_a_resume(tmp_path: Any) -> 
     assert ours == sorted(os.listdir(ref))
     for n in ours:
         assert [json.loads(x) for x in open(os.path.join(out, n))] == [json.loads(x) for x in open(os.path.join(ref, n))]
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), RECORDS), max_size=6), st.booleans())
+def test_epochs_written_together_are_the_files_written_one_by_one(tmp_path_factory, epochs, syncfs) -> None:
+    """``commit_epochs`` (one durability barrier for many files: Spark's per-task
+    epoch files) writes the same bytes as ``commit_epoch`` per epoch, with ``syncfs``
+    or the per-file ``fsync`` it falls back to."""
+    import tstate.io.sinks as sinks
+
+    one = FileSink(str(tmp_path_factory.mktemp("one")))
+    many = FileSink(str(tmp_path_factory.mktemp("many")))
+    last = dict(epochs)  # (an epoch given twice: the later file replaces the earlier)
+    for t, recs in epochs:
+        one.commit_epoch(t, recs)
+    saved = sinks._SYNCFS
+    sinks._SYNCFS = False if syncfs else None
+    try:
+        assert many.commit_epochs((t, iter(recs)) for t, recs in epochs) == len(epochs)
+    finally:
+        sinks._SYNCFS = saved
+    files = sorted(os.listdir(one.directory))
+    assert files == sorted(os.listdir(many.directory)) == sorted(f"epoch-{t:012d}.jsonl" for t in last)
+    for name in files:
+        assert open(f"{one.directory}/{name}", "rb").read() == open(f"{many.directory}/{name}", "rb").read()
+
+
+def test_a_failure_while_writing_epochs_together_changes_no_file(tmp_path) -> None:
+    """An error in the middle of ``commit_epochs`` (a record that is not JSON, after a
+    first epoch was written to its temporary file) leaves every epoch's file as it was
+    and no temporary file."""
+    sink = FileSink(str(tmp_path))
+    sink.commit_epoch(1, ["old"])
+    before = {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)}
+    try:
+        sink.commit_epochs([(1, ["new"]), (2, ["x"]), (3, [object()])])
+    except TypeError:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("a record that is not JSON was written")
+    assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == before

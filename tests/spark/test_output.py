@@ -313,3 +313,100 @@ def test_a_damaged_part_file_is_named(tmp_path: Path) -> None:
     fs.write_atomic("p.arrow", body[:-9] + b"X" * 9)
     with pytest.raises(CheckpointError, match=r"p\.arrow: sink output unreadable \(checksum mismatch\)"):
         list(part_cells(fs, part))
+
+
+def test_delivery_failing_after_the_commit_is_redone_by_the_restart(spark: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """The output of a committed batch reaches the sinks on a background thread while
+    the next batch runs (:mod:`tstate.spark.delivery`).  Batch 2's delivery fails after
+    writing part of its epoch files: the run stops before batch 3 commits (the next
+    commit waits for the delivery), and a restart writes the files again: the
+    embedded engine's, byte for byte; ``backend.output`` holds every record once."""
+    import tstate.spark.delivery as delivery_mod
+
+    rows = rows_of(240, epochs=6)
+    emb = tmp_path / "emb"
+    embedded_files(rows, emb)
+    want = epoch_bytes(emb)
+    ref_out, _ = embedded(rows)
+    ck, out_dir = str(tmp_path / "ck"), tmp_path / "spark"
+    df = spark.createDataFrame(rows, ROW)
+    real = delivery_mod.finalise
+    committed: list[int] = []
+
+    def failing(spark_: Any, directory: str, sinks: Any, parts: Any, *a: Any, **kw: Any) -> Any:
+        from tstate.checkpoint.store import CheckpointStore
+
+        batch = CheckpointStore(ck, readonly=True).latest().meta["spark"]["batch"]
+        committed.append(batch)
+        if batch == 2:  # half its epochs' files are written, then the driver is lost
+            some = [p for p in parts if p.times[0][0] == min(q.times[0][0] for q in parts)]
+            real(spark_, directory, sinks, some, *a, **kw)
+            raise RuntimeError("driver lost in the middle of the delivery")
+        return real(spark_, directory, sinks, parts, *a, **kw)
+
+    monkeypatch.setattr(delivery_mod, "finalise", failing)
+    flow, _ev, _stats, _out = keyed()
+    flow.sink(out_stream(flow), ts.io.files(str(out_dir)), name="json")
+    with pytest.raises(RuntimeError, match="in the middle of the delivery"):
+        Backend(spark, checkpoint=ck, partitions=2, progress=False).run(
+            flow, {"events": Source(df, time="t")}, epochs_per_batch=1
+        )
+    from tstate.checkpoint.store import CheckpointStore
+
+    assert CheckpointStore(ck, readonly=True).latest().meta["spark"]["batch"] == 2  # batch 3 did not commit
+    assert epoch_bytes(out_dir) != want
+    monkeypatch.setattr(delivery_mod, "finalise", real)
+    flow2, _ev2, _stats2, _out2 = keyed()
+    files = ts.io.files(str(out_dir))
+    flow2.sink(out_stream(flow2), files, name="json")
+    backend = Backend(spark, checkpoint=ck, partitions=2, progress=False)
+    backend.run(flow2, {"events": Source(df, time="t")}, epochs_per_batch=1)
+    assert epoch_bytes(out_dir) == want and len(want) >= 6
+    got = backend.output(files, schema="_1 string, _2 long, _3 long, _4 long").collect()
+    assert len(got) == len(ref_out)
+
+
+KILL_DELIVERY = '''
+import os
+import signal
+import tstate.spark.delivery as _d
+
+_real = _d.finalise
+
+
+def finalise(spark, directory, sinks, parts, *a, **kw):
+    """SIGKILL the driver in the middle of delivering batch 3's output (its first
+    epoch's files written, the next batch running meanwhile)."""
+    if any("/000003/" in p.path for p in parts):
+        first = min(p.times[0][0] for p in parts)
+        _real(spark, directory, sinks, [p for p in parts if p.times[0][0] == first], *a, **kw)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _real(spark, directory, sinks, parts, *a, **kw)
+
+
+_d.finalise = finalise
+'''
+
+
+def test_driver_killed_while_delivering_a_committed_batch_resumes_to_the_same_files(tmp_path: Path) -> None:
+    """The driver is SIGKILLed while a committed batch's output is being delivered in
+    the background: the restarted job's epoch files are the embedded engine's and no
+    uncommitted part file is left."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(KILL_DELIVERY)
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    cmd = [sys.executable, "-m", "tests.spark.cluster_job", "local[2]", str(ck), str(out)]
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    r = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), path])},
+    )  # fmt: skip
+    assert r.returncode == -9, r.stderr[-3000:]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": path})
+    assert r.returncode == 0, r.stderr[-3000:]
+    from .cluster_job import ROWS
+
+    embedded_files(ROWS, tmp_path / "emb")
+    assert epoch_bytes(out) == epoch_bytes(tmp_path / "emb")
+    assert stored_output(str(ck)) == committed_parts(str(ck))

@@ -64,6 +64,7 @@ from tstate.metrics import Metrics
 from tstate.plan import Sink as SinkNode
 from tstate.plan import Planned, Stateful
 from tstate.spark.batch import BatchMetrics, Committed, Job, MicroBatch, Shuffles
+from tstate.spark.delivery import Delivery
 from tstate.spark.output import ROOT as OUTPUT_ROOT
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -249,6 +250,7 @@ class Backend:
         self._job = Job(
             self.spark, self._shuffles, self.store, self.directory, plan, sinks,
             self.spark.sparkContext.accumulator(0), self.compact_after, self.local_loops,
+            Delivery(self.spark, self.directory, self.store.fs, plan.records),
         )
         self._owners = {b: balanced_map(plan.nodes[b].bins, self.partitions) for b in plan.boundaries}
         # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)
@@ -446,6 +448,10 @@ class Backend:
         if done:
             self._progress.resumed(self.directory, done, total)
         self._progress.start(total, done)
+        assert self._job is not None
+        delivery = self._job.delivery
+        delivery.background = True  # each batch's output reaches the sinks while the next runs
+        failed = True
         try:
             for i, (lo, hi) in enumerate(cuts):
                 while pending and pending[0][0] <= lo:
@@ -467,12 +473,28 @@ class Backend:
                 batch += 1
             lo = cuts[-1][1] if cuts else lo
             self._batch({}, bound, batch, lo, None, None)  # the inputs close: remaining timers fire
+            self._finish_delivery()
+            failed = False
         finally:
+            if failed:
+                delivery.drain()  # (the run's own error is raised; a restart redoes the delivery)
+            delivery.background = False
             for df in cached.values():
                 df.unpersist()
             self._progress.close()
         for sink in self._job.sinks.values() if self._job is not None else ():
             sink.close(0)
+
+    def _finish_delivery(self) -> None:
+        """Wait for the last batch's output to reach the sinks; its seconds count as the
+        last batch's output hand-over (``BatchMetrics.output_seconds``)."""
+        import attrs
+
+        assert self._job is not None
+        waited = self._job.delivery.wait()
+        if self.metrics.batches:
+            m = self.metrics.batches[-1]
+            self.metrics.batches[-1] = attrs.evolve(m, seconds=m.seconds + waited, output_seconds=m.output_seconds + waited)
 
     def _cut(
         self, bound: dict[str, Source], epochs: Optional[int], rows: int, starts: list[int]

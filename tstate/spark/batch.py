@@ -26,7 +26,9 @@ hands the committed output over and measures the batch.  The stages, in order:
 9. **commit** (in :meth:`~MicroBatch.run`: the manifest, atomically; any failure before
    aborts the checkpoint and commits nothing);
 10. **sinks** (:meth:`~MicroBatch.sinks`, after the commit): leftovers of failed tasks
-    deleted, the output to the sinks, their frontier moved;
+    deleted, the output to the sinks and their frontier moved by the run's
+    :class:`~tstate.spark.delivery.Delivery` (in the background while the next batch
+    runs, which waits for it before its own commit: step 9);
 11. **metrics** (:meth:`~MicroBatch.metrics`): a :class:`BatchMetrics`.
 
 What one run's batches share is a :class:`Job`; what a committed batch leaves for the
@@ -54,7 +56,7 @@ from tstate.spark.cells import decode_cell
 from tstate.spark.colocated import DEST, colocated_inputs, colocated_task, partition_columns
 from tstate.spark.held import checked_path, held_name, read_held, write_held
 from tstate.spark.input_rows import INPUT_ROWS, counted, counted_kinds, passing
-from tstate.spark.output import Part, clean, finalise, records_of, sink_dir, write_index, write_parts
+from tstate.spark.output import Part, clean, sink_dir, write_index, write_parts
 from tstate.spark.records import decode_records
 from tstate.spark.rounds import LoopRun
 from tstate.spark.task import boundary_task, held_task, input_task
@@ -173,6 +175,8 @@ class Job:
     late: Any
     compact_after: int
     local_loops: int
+    #: hands committed batches' output to the sinks (tstate.spark.delivery)
+    delivery: Any = None
 
 
 class Bound(Protocol):
@@ -265,6 +269,8 @@ class MicroBatch:
         #: seconds the driver waited on Spark jobs (the tasks, and Spark's planning and
         #: scheduling of them); the rest of the batch's wall time is the driver's own
         self.waited = self._labels_wait
+        #: seconds waited before the commit for the previous batch's delivery
+        self.delivery_wait = 0.0
         #: inputs whose stateful operators run in their own tasks (tstate.spark.colocated)
         self.colocated: dict[str, list[int]] = {}
 
@@ -297,6 +303,8 @@ class MicroBatch:
             held_cells = self.reduce_rows()
             pending = self.output()
             committed, schemas, meta, attached = self.manifest(held_cells, pending)
+            # the previous batch's output is delivered before this batch commits (tstate.spark.delivery)
+            self.delivery_wait = job.delivery.wait() if job.delivery is not None else 0.0
             t_driver = _time.perf_counter()
             # the commit path both engines share (the bins' files were adopted as their
             # FILE rows arrived: tstate.spark.wire.FileReport.adopt)
@@ -606,26 +614,18 @@ class MicroBatch:
         t_commit = _time.perf_counter()
         self.sinks()
         t_out = _time.perf_counter()
-        return self.metrics(t_out - t_commit)
+        return self.metrics(t_out - t_commit + self.delivery_wait)
 
     def sinks(self) -> None:
         """The commit made the output visible: leftovers of failed or replayed tasks go,
         then the sinks get it -- epoch files written by Spark tasks, driver sinks
-        (in-memory, callbacks) on the driver; then the sinks' frontier moves to ``hi``."""
+        (in-memory, callbacks) on the driver; then the sinks' frontier moves to ``hi``
+        (:class:`~tstate.spark.delivery.Delivery`: on its thread in a batch run)."""
         job, hi, fs = self.job, self.hi, self.job.store.fs
         keep = {p.path for p in self.fresh_parts} | ({self.index} if self.now and self.index else set())
         clean(fs, [sink_dir(self.plan, node) for node in self.plan.sinks], self.batch, keep)
-        files = {nd: s for nd, s in job.sinks.items() if hasattr(s, "commit_epoch") and not s.on_driver}
-        t = _time.perf_counter()
-        finalise(job.spark, job.directory, files, self.now, self.plan.records)
-        self.waited += _time.perf_counter() - t
         front = Antichain([hi]) if hi is not None else Antichain()
-        for nd, sink in job.sinks.items():
-            if sink.on_driver:
-                mine = [p for p in self.now if p.sink == nd]
-                for t, recs in sorted(records_of(fs, mine, self.plan.records).items()):
-                    sink.write(0, t, recs)
-            sink.frontier(0, front)
+        self.waited += job.delivery.deliver(job.sinks, self.now, front)
 
     def metrics(self, output_seconds: float) -> BatchMetrics:
         """The batch's figures (``output_seconds``: handing the output to the sinks)."""

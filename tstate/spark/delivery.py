@@ -1,0 +1,106 @@
+"""A committed micro-batch's output handed to its sinks, off the batch's critical path.
+
+After micro-batch ``N`` commits, its output (:mod:`tstate.spark.output`: the part files
+its index names) goes to the sinks: the epoch files of file sinks
+(:func:`~tstate.spark.output.finalise`, one Spark job) and the records of driver sinks
+(read from the parts and decoded on the driver, then ``write`` and ``frontier``).  A
+:class:`Delivery` does that for one batch at a time, in batch order -- on a background
+thread while the next batch runs (``background=True``: :meth:`Backend.run
+<tstate.spark.backend.Backend.run>`), or before :meth:`deliver` returns.
+
+**Exactly once stays as it was.**  Batch ``N + 1`` commits only after batch ``N``'s
+delivery finished (the batch calls :meth:`wait` just before its commit), so after a
+crash only the last committed batch's delivery can be incomplete -- as when the
+delivery ran before the next batch started -- and a restart writes that batch's epoch
+files again (the same bytes: :meth:`Backend._recover_output
+<tstate.spark.backend.Backend._recover_output>`).  A failed delivery (a full disk)
+is raised by the next :meth:`wait`; the batch it belongs to stays committed and a
+restart redoes it.
+
+Driver sinks get ``write``/``frontier`` on the delivery's thread when it runs in the
+background (one thread, batches in order: never two calls at once).
+"""
+
+from __future__ import annotations
+
+import threading
+import time as _time
+from typing import Any, Optional
+
+from tstate.progress.frontier import Antichain
+from tstate.spark.output import Part, finalise, records_of
+
+__all__ = ["Delivery"]
+
+
+class Delivery:
+    """Hands committed batches' output to the sinks (module docstring): ``spark`` and
+    the checkpoint ``directory`` and filesystem ``fs`` the parts are in, the dataflow's
+    record classes ``types``; ``background``: deliver on a thread."""
+
+    def __init__(self, spark: Any, directory: str, fs: Any, types: Any, *, background: bool = False) -> None:
+        self.spark, self.directory, self.fs, self.types = spark, directory, fs, types
+        self.background = background
+        self._thread: Optional[threading.Thread] = None
+        self._error: Optional[BaseException] = None
+        #: seconds the deliveries took (on their thread or not): the output's whole cost
+        self.seconds = 0.0
+
+    def deliver(self, sinks: dict[int, Any], parts: list[Part], frontier: Antichain) -> float:
+        """Hand ``parts`` (a committed batch's) to ``sinks`` (node -> sink) and move
+        their frontier to ``frontier``, after the previous delivery finished; returns
+        the seconds this call waited on Spark jobs: writing the epoch files when it
+        delivers before returning, else waiting for the previous delivery."""
+        waited = self.wait()
+        if not self.background:
+            return waited + self._deliver(sinks, parts, frontier)
+        try:
+            from pyspark import InheritableThread as Thread  # (the Spark job inherits the caller's properties)
+        except ImportError:  # pragma: no cover - pyspark is there wherever a backend runs
+            from threading import Thread  # type: ignore[assignment]
+        self._thread = Thread(target=self._run, args=(sinks, parts, frontier), name="tstate-delivery", daemon=True)
+        self._thread.start()
+        return waited
+
+    def _run(self, sinks: dict[int, Any], parts: list[Part], frontier: Antichain) -> None:
+        try:
+            self._deliver(sinks, parts, frontier)
+        except BaseException as exc:  # raised by the next wait()
+            self._error = exc
+
+    def _deliver(self, sinks: dict[int, Any], parts: list[Part], frontier: Antichain) -> float:
+        """The delivery; returns the seconds of its Spark job (the epoch files)."""
+        t = _time.perf_counter()
+        try:
+            files = {nd: s for nd, s in sinks.items() if hasattr(s, "commit_epoch") and not s.on_driver}
+            finalise(self.spark, self.directory, files, parts, self.types)
+            job = _time.perf_counter() - t
+            for nd, sink in sinks.items():
+                if sink.on_driver:
+                    mine = [p for p in parts if p.sink == nd]
+                    for t_, recs in sorted(records_of(self.fs, mine, self.types).items()):
+                        sink.write(0, t_, recs)
+                sink.frontier(0, frontier)
+            return job
+        finally:
+            self.seconds += _time.perf_counter() - t
+
+    def wait(self) -> float:
+        """Wait for the delivery under way (if any); returns the seconds waited.  Raises
+        what that delivery raised."""
+        t = _time.perf_counter()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+        return _time.perf_counter() - t
+
+    def drain(self) -> None:
+        """Wait for the delivery under way, ignoring its failure (a run already failing:
+        the restart redoes the delivery)."""
+        try:
+            self.wait()
+        except BaseException:  # noqa: BLE001 - the run's own error is the one to raise
+            pass

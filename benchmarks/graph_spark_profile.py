@@ -122,7 +122,7 @@ def install(out_dir: str) -> None:
     try:  # pyspark >= 4: the classic (non-Connect) DataFrame
         from pyspark.sql.classic.dataframe import DataFrame
     except ImportError:  # pragma: no cover
-        from pyspark.sql import DataFrame
+        from pyspark.sql import DataFrame  # type: ignore[assignment]
 
     original = DataFrame.mapInArrow
 

@@ -36,8 +36,9 @@ column, and the per-epoch lines are printed from the collected changes after the
 the same lines as the embedded engine's.  The Spark layout spreads the work over the
 partitions without loop rounds (``build(..., buckets=SPARK_BUCKETS, spread=True)``):
 the edge counts in :data:`SPARK_BUCKETS` keys, and each algorithm's graph in one key
-(``blocks=1``, an epoch's work in one timer) whose bin puts PageRank on one partition
-and the other three on the others, so a micro-batch is a few Spark stages whatever its
+(``blocks=1``, an epoch's work in one timer) in bins that put the algorithms side by
+side (on 2 partitions PageRank and degrees on one, components and triangles on the
+other), so a micro-batch is a few Spark stages whatever its
 epochs -- hence many epochs per batch (each batch costs about a second of Spark jobs
 beyond its work).  (With ``blocks > 1`` the algorithms loop per vertex, in rounds
 within each micro-batch, :mod:`tstate.spark.rounds`.)  The last line says what ran

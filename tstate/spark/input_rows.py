@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator
 
+from tstate.spark.heap import quiet_heap
 from tstate.spark.wire import STATS, arrow, stats_row
 
 __all__ = ["INPUT_ROWS", "counted", "passing", "counted_kinds"]
@@ -51,7 +52,8 @@ def counted(task: Task, node: int) -> Task:
                 seen[0] += b.num_rows
                 yield b
 
-        yield from task(counting())
+        with quiet_heap():  # (the executor's cached bins out of the collector's reach)
+            yield from task(counting())
         yield arrow([stats_row(node, 0, {INPUT_ROWS: seen[0]})])
 
     return run
@@ -74,7 +76,8 @@ def passing(task: Task) -> Task:
                         kept.append(b.filter(mask))
                 yield b
 
-        yield from task(watching())
+        with quiet_heap():  # (the executor's cached bins out of the collector's reach)
+            yield from task(watching())
         yield from kept
 
     return run

@@ -24,11 +24,14 @@ from tstate.keys import bin_of, key_hash  # noqa: E402
 from tstate.spark import Backend, Source  # noqa: E402
 
 
-def test_spread_keys_put_pagerank_alone_on_one_of_two_partitions() -> None:
-    pr = bin_of(key_hash(block_keys(1, 256)[0]), 256) % 2
-    others = [bin_of(key_hash(k), 256) % 2 for k in spread_keys(256)]
-    assert others == [1 - pr] * 3
-    assert len({bin_of(key_hash(k), 256) % 4 for k in spread_keys(256)} | {pr}) == 3
+def test_spread_keys_balance_the_algorithms_over_the_partitions() -> None:
+    pr = bin_of(key_hash(block_keys(1, 256)[0]), 256)
+    comp, tri, deg = (bin_of(key_hash(k), 256) for k in spread_keys(256))
+    # on 2 partitions: PageRank with degrees, components with triangles
+    assert deg % 2 == pr % 2 and comp % 2 == tri % 2 == 1 - pr % 2
+    # on 4 and on 8: each its own partition
+    for p in (4, 8):
+        assert len({b % p for b in (pr, comp, tri, deg)}) == 4
 
 
 def test_partitioned_layout_on_local2_equals_the_embedded_engine(spark: Any, tmp_path: Any) -> None:

@@ -228,8 +228,9 @@ def _data_path(p: Any) -> str:
     return p
 
 
-#: the directories an attached file may live in
-ATTACHED_DIRS = ("held/",)
+#: the directories an attached file may live in (``sst/``: the files of RocksDB
+#: keyed-state stores, :mod:`tstate.checkpoint.sst_files`)
+ATTACHED_DIRS = ("held/", "sst/")
 
 
 def _attached_path(p: Any) -> str:

@@ -227,6 +227,19 @@ class CheckpointWriter:
             self._check_size(ref)
             self._attached.append(ref)
 
+    def share(self, ref: FileRef) -> None:
+        """Make an attached file of an earlier checkpoint part of this one too (an SST
+        file of a RocksDB store that did not change since: :mod:`tstate.checkpoint.sst_files`):
+        verified with this checkpoint, kept while a manifest names it, never deleted by
+        :meth:`abort`."""
+        with self._lock:
+            self._check_open()
+            parsed = parse_attached_name(ref.path.rsplit("/", 1)[-1])
+            if parsed is None or parsed[0] >= self.id:
+                raise CheckpointError(f"{ref.path}: not an attached file of a checkpoint before {self.id}")
+            self._check_size(ref)
+            self._attached.append(ref)
+
     def _check_size(self, ref: FileRef) -> None:
         """The file exists with the size ``ref`` says (a write that did not finish)."""
         try:
@@ -362,7 +375,9 @@ class CheckpointWriter:
             for ops in self._bins.values():
                 self._discard(ops)
             for ref in self._attached:
-                self.store.fs.delete(ref.path)
+                parsed = parse_attached_name(ref.path.rsplit("/", 1)[-1])
+                if parsed is not None and parsed[0] == self.id:  # (a shared one is an earlier checkpoint's)
+                    self.store.fs.delete(ref.path)
             self._bins.clear()
             self._attached.clear()
             self.store._forget(self)

@@ -81,6 +81,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         self._codec: Optional[StateCodec] = None
         #: the RocksDB store of this worker's keyed state (None: the heap)
         self.store: Any = exe.keyed_store(worker, node.name, self.codec)
+        self._written_at: Any = None  # the input frontier at the last write-back
         if self.store is not None:
             self._use_store(self.store)
         #: ``local_rounds``: the way back to this operator (set by the embedded engine
@@ -295,6 +296,15 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             if len(self.moves.outgoing) == left:
                 break
         if self.store is not None:
+            self._end_activation(frontier)
+
+    def _end_activation(self, frontier: Any) -> None:
+        """With a RocksDB store: write back once per epoch -- when the input frontier
+        moved since the last write-back -- or sooner when the keys touched since hold
+        more than half the cache's budget (a bounded cache of touched keys)."""
+        f = frontier.elements()
+        if f != self._written_at or self.store.cache.over_budget():
+            self._written_at = f
             self.write_back()
 
     def _stash(self, t: Any, recs: list[Any]) -> None:

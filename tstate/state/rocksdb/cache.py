@@ -54,10 +54,13 @@ class Entry:
     """A cached state: its family, bin, key, decoded state (or :data:`MISSING`), and
     whether it changed since it was last written."""
 
-    __slots__ = ("family", "codec", "bin", "key", "state", "dirty", "size")
+    __slots__ = ("family", "codec", "bin", "key", "state", "dirty", "size", "skey")
 
-    def __init__(self, family: Family, codec: Any, index: int, key: Any, state: Any, dirty: bool, size: int) -> None:
+    def __init__(self, family: Family, codec: Any, index: int, key: Any, state: Any, dirty: bool, size: int,
+                 skey: Optional[bytes] = None) -> None:
         self.family = family
+        #: the store key (:func:`~tstate.state.rocksdb.layout.store_key`), once computed
+        self.skey = skey
         self.codec = codec
         self.bin = index
         self.key = key
@@ -107,6 +110,10 @@ class StateCache:
         self._meta: dict[tuple[Family, bytes], Optional[bytes]] = {}
         self.write_backs = 0
         self.evictions = 0
+        #: bytes of the entries made since the last write-back: what the keys touched
+        #: this epoch hold (resident in their bins too, so an epoch that touches more
+        #: than the budget is written back mid-epoch: :meth:`over_budget`)
+        self.fresh = 0
 
     # -- entries --------------------------------------------------------------------
     def lookup(self, fam: Family, index: int, key: Any) -> Optional[Entry]:
@@ -119,12 +126,14 @@ class StateCache:
             self._lru.move_to_end(e)
         return e
 
-    def insert(self, fam: Family, codec: Any, index: int, key: Any, state: Any, dirty: bool) -> Entry:
-        """Cache ``state`` (or :data:`MISSING`) as ``key``'s in bin ``index``."""
+    def insert(self, fam: Family, codec: Any, index: int, key: Any, state: Any, dirty: bool,
+               skey: Optional[bytes] = None) -> Entry:
+        """Cache ``state`` (or :data:`MISSING`) as ``key``'s in bin ``index`` (``skey``:
+        its store key, if known)."""
         sizes = self._sizes.get(fam.name)
         if sizes is None:
             sizes = self._sizes[fam.name] = _Sizes()
-        e = Entry(fam, codec, index, key, state, dirty, sizes.estimate(key, state))
+        e = Entry(fam, codec, index, key, state, dirty, sizes.estimate(key, state), skey)
         d = self._bins.get((fam.name, index))
         if d is None:
             d = self._bins[fam.name, index] = {}
@@ -134,6 +143,7 @@ class StateCache:
         d[key] = e
         self._lru[e] = None
         self.bytes += e.size
+        self.fresh += e.size
         if dirty:
             self._dirty += 1
             self._pending.append(e)
@@ -208,8 +218,14 @@ class StateCache:
         """Write every dirty state (and the bins' own records) in one batch, then evict
         down to the budget; how many states were written."""
         n = self._write_dirty()
+        self.fresh = 0
         self._evict()
         return n
+
+    def over_budget(self) -> bool:
+        """Whether the keys touched since the last write-back hold more than half the
+        budget (their owner should write back before the epoch ends)."""
+        return self.fresh > self.budget >> 1
 
     def _write_dirty(self) -> int:
         if not self._dirty and not self._meta:
@@ -218,19 +234,25 @@ class StateCache:
         written: list[Entry] = []
         gone: list[Entry] = []
         pending = list(dict.fromkeys(e for e in self._pending if e.dirty))
+        put, delete = wb.put, wb.delete
         for e in pending:
-            skey = store_key(e.bin, e.key)
+            skey = e.skey
+            if skey is None:
+                skey = e.skey = store_key(e.bin, e.key)
             if e.state is MISSING:
-                wb.delete(skey, e.family.handle)
+                delete(skey, e.family.handle)
                 gone.append(e)
             else:
-                wb.put(skey, frame_value(e.key, _encode(e)), e.family.handle)
+                k = e.key
+                t = type(k)
+                data = _encode(e)
+                put(skey, data if t is str else frame_value(k, data), e.family.handle)
             written.append(e)
-        for (fam, skey), data in self._meta.items():
-            if data is None:
-                wb.delete(skey, fam.handle)
+        for (fam, mkey), record in self._meta.items():
+            if record is None:
+                wb.delete(mkey, fam.handle)
             else:
-                wb.put(skey, data, fam.handle)
+                wb.put(mkey, record, fam.handle)
         self.db.write_batch(wb)  # all or nothing: on an error everything stays dirty
         self._meta.clear()
         self._pending = []
@@ -245,8 +267,8 @@ class StateCache:
         self.write_backs += 1
         return len(written)
 
-    def _evict(self) -> None:
-        excess = self.bytes - self.budget
+    def _evict(self, target: Optional[int] = None) -> None:
+        excess = self.bytes - (self.budget if target is None else target)
         if excess <= 0:
             return
         victims = []
@@ -267,8 +289,9 @@ class StateCache:
 
     def _make_room(self) -> None:
         """Over budget: evict clean entries; if the dirty ones alone exceed it, write
-        them back first (mid-epoch)."""
-        self._evict()
+        them back first (mid-epoch).  Evicts down to 7/8 of the budget, so that the
+        next entries do not each scan the LRU order again."""
+        self._evict(self.budget - (self.budget >> 3))
         if self.bytes > self.budget and self._dirty:
             self.write_back()
 

@@ -121,9 +121,12 @@ class Family:
         return rd
 
     def get(self, skey: bytes) -> Optional[bytes]:
-        self._open()
-        with store_errors(self.db.path, f"reading {self.name!r}"):
+        try:
             v = self.rdict.get(skey)
+        except Exception:  # (no context manager per read: this is the hot path)
+            self._open()
+            with store_errors(self.db.path, f"reading {self.name!r}"):
+                raise
         return None if v is None else bytes(v)
 
     def get_many(self, skeys: list[bytes]) -> list[Optional[bytes]]:

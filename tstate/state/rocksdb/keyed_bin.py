@@ -48,15 +48,20 @@ __all__ = ["RocksBin", "adopt"]
 class RocksBin(Bin):
     """One bin's keyed state in a :class:`KeyedStore` (see the module docstring)."""
 
-    __slots__ = ("store",)
+    __slots__ = ("store", "entries")
 
     def __init__(self, index: int, store: KeyedStore) -> None:
         super().__init__(index)
         self.store = store
+        #: the cache entries of the keys loaded since the last write-back (written back
+        #: through them, without looking the keys up again)
+        self.entries: dict[Any, Any] = {}
 
     def load(self, key: Any) -> Any:
         """``key``'s stored state, made resident (:data:`NO_STATE`: none)."""
-        s = self.store.get(self.index, key)
+        e = self.store.entry(self.index, key)
+        self.entries[key] = e
+        s = e.state
         if s is MISSING:
             return NO_STATE
         self.states[key] = s
@@ -77,10 +82,10 @@ class RocksBin(Bin):
 
     def write_back(self) -> None:
         """Every resident state into the store (then none is resident)."""
-        put, index = self.store.put, self.index
-        for k, s in self.states.items():
-            put(index, k, s)
-        self.states = {}
+        if self.states:
+            self.store.put_entries(self.index, self.states, self.entries)
+            self.states = {}
+        self.entries = {}
 
     def items(self) -> Iterable[tuple[Any, Any]]:
         """Every ``(key, state)`` of the bin, in key order (written back first)."""
@@ -114,6 +119,7 @@ class RocksBin(Bin):
         if self.get(key) is NO_STATE:
             return
         self.states.pop(key, None)
+        self.entries.pop(key, None)
         self.store.delete(self.index, key)
         self.dirty.pop(key, None)
         if self.added.pop(key, NO_STATE) is NO_STATE and track:

@@ -37,7 +37,7 @@ import os
 from typing import Any, Iterator, Optional
 
 from tstate.errors import StateStoreError, StateTypeError
-from tstate.state.rocksdb.cache import MISSING, StateCache
+from tstate.state.rocksdb.cache import MISSING, Entry, StateCache
 from tstate.state.rocksdb.db import Family, LocalDB
 from tstate.state.rocksdb.files import ExportedBin
 from tstate.state.rocksdb.layout import is_meta, key_of, meta_key, state_bytes, store_key
@@ -67,6 +67,32 @@ class KeyedStore:
         state = MISSING if raw is None else self._decode(key, raw)
         self.cache.insert(self.family, self.codec, index, key, state, dirty=False)
         return state
+
+    def entry(self, index: int, key: Any) -> Entry:
+        """``key``'s cache entry in bin ``index`` (its ``state`` :data:`MISSING` if it has
+        none), read from the store if not cached: a caller that keeps it writes the
+        state back with :meth:`put_entries` without looking the key up again."""
+        e = self.cache.lookup(self.family, index, key)
+        if e is not None:
+            return e
+        skey = store_key(index, key)
+        raw = self.family.get(skey)
+        state = MISSING if raw is None else self._decode(key, raw)
+        return self.cache.insert(self.family, self.codec, index, key, state, False, skey)
+
+    def put_entries(self, index: int, states: dict[Any, Any], entries: dict[Any, Entry]) -> None:
+        """Every ``key -> state`` of ``states`` in bin ``index`` is that state now; a key
+        whose entry ``entries`` holds (from :meth:`entry`) is marked in place, any other
+        is put (looked up)."""
+        mark, put = self.cache.mark, self.put
+        get = entries.get
+        for k, s in states.items():
+            e = get(k)
+            if e is None or e.family is not self.family:
+                put(index, k, s)
+            else:
+                e.state = s
+                mark(e)
 
     def get_many(self, index: int, keys: list[Any]) -> list[Any]:
         """The states of ``keys`` in bin ``index`` (:data:`MISSING` where none): one

@@ -1,0 +1,260 @@
+"""Checkpoints of RocksDB keyed-state stores as files (issue 28, item 2).
+
+A worker keeping its keyed state in RocksDB (:mod:`tstate.state.rocksdb`) is
+checkpointed as its database's files, not as encoded bins: on the processing thread,
+:meth:`FileCheckpoints.capture` writes every changed state back, flushes and makes a
+RocksDB checkpoint (hard links to the immutable SST files, copies of the few small
+files: :meth:`WorkerStore.checkpoint <tstate.state.rocksdb.worker.WorkerStore.checkpoint>`);
+everything else runs on the upload thread: each SST file **no earlier committed
+checkpoint holds** is read once, its xxh64 computed and written to the checkpoint
+store (local or object store, through its :class:`~tstate.checkpoint.fs.FileSystem`);
+an SST file the previous committed checkpoint of that worker uploaded is only
+*referenced* (Flink's incremental RocksDB checkpoints).  The small files of a worker's
+checkpoint go up as one bundle (a msgpack map ``name -> bytes``).
+
+In the store the files are :attr:`attached <tstate.checkpoint.manifest.Manifest.attached>`
+to the manifest (size and xxh64 each), under ``sst/``::
+
+    sst/000042-<token><worker, 4 hex><file number, 8 hex>.sst   an SST file, uploaded by checkpoint 42
+    sst/000042-<token><worker, 4 hex>.dbm                        worker's small files of checkpoint 42
+
+and the manifest's ``meta["rocksdb"]`` says which files make each worker's database
+(:class:`WorkerFiles`).  So what covers attached files covers these: ``latest()``
+verifies each (a corrupt or missing SST file makes recovery take the previous
+checkpoint, with the reason in ``problems`` naming the file), garbage collection
+deletes an SST file once no kept manifest references it, replicas copy them and
+``tstate checkpoints --verify`` checks them.
+
+**Recovery** (:func:`restore_worker`) reads each file of a worker's checkpoint
+(verified: :class:`~tstate.errors.CheckpointError` listing every bad file), lays them
+out as a RocksDB checkpoint directory and opens the database from it -- nothing is
+decoded: the first read decodes the one state it asks for.
+
+>>> import tempfile, os
+>>> from tstate.checkpoint.store import CheckpointStore
+>>> from tstate.state.rocksdb.worker import WorkerStore
+>>> from tstate.types import StateCodec
+>>> root = tempfile.mkdtemp()
+>>> ws = WorkerStore.create(os.path.join(root, "w0"))
+>>> ws.store("count", StateCodec(int)).put(3, "a", 1)
+>>> store = CheckpointStore(os.path.join(root, "ck"))
+>>> fc = FileCheckpoints(store, os.path.join(root, "scratch"))
+>>> w = store.begin(1)
+>>> files = fc.capture(w, {0: ws}).result(); m = w.commit(); fc.committed(files)
+>>> [f.path.startswith("sst/") for f in m.attached]
+[True, True]
+>>> ws.store("count", StateCodec(int)).put(4, "b", 2)
+>>> w = store.begin(2); files = fc.capture(w, {0: ws}).result(); m2 = w.commit(); fc.committed(files)
+>>> fc.uploaded_files, fc.referenced_files      # the first SST file only referenced
+(2, 1)
+>>> back = restore_worker(store, worker_files(m2)[0], os.path.join(root, "w1"))
+>>> sorted(back.store("count", StateCodec(int)).items(4))
+[('b', 2)]
+>>> back.close(); ws.close(); fc.close()
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Mapping, Optional
+
+import msgpack
+from attrs import frozen
+
+from tstate.checkpoint.layout import checksum
+from tstate.checkpoint.manifest import FileRef, Manifest
+from tstate.errors import CheckpointError
+
+__all__ = ["SST_DIR", "META_KEY", "WorkerFiles", "FileCheckpoints", "worker_files", "restore_worker"]
+
+#: where the store keeps the files of RocksDB checkpoints (an attached directory)
+SST_DIR = "sst/"
+#: the manifest's ``meta`` key listing each worker's files
+META_KEY = "rocksdb"
+
+
+@frozen
+class WorkerFiles:
+    """The files of one worker's database in one checkpoint: each SST file's local
+    name and its upload, and the bundle of the small files."""
+
+    worker: int
+    sst: tuple[tuple[str, FileRef], ...]
+    small: FileRef
+
+    def to_meta(self) -> dict[str, Any]:
+        return {"sst": [[n, r.path] for n, r in self.sst], "small": self.small.path}
+
+    @property
+    def refs(self) -> list[FileRef]:
+        return [r for _, r in self.sst] + [self.small]
+
+
+def worker_files(m: Manifest) -> dict[int, WorkerFiles]:
+    """Each worker's :class:`WorkerFiles` in manifest ``m`` (``{}``: no RocksDB store
+    was checkpointed as files); a manifest whose listing names a file it does not
+    attach raises :class:`~tstate.errors.CheckpointError`."""
+    listing = m.meta.get(META_KEY)
+    if not listing:
+        return {}
+    refs = {r.path: r for r in m.attached}
+    out = {}
+    try:
+        for w, entry in listing.items():
+            sst = tuple((str(n), refs[p]) for n, p in entry["sst"])
+            out[int(w)] = WorkerFiles(int(w), sst, refs[entry["small"]])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"{m.name}: malformed {META_KEY!r} listing ({exc!r}: a file not attached?)") from None
+    return out
+
+
+class FileCheckpoints:
+    """One execution's file checkpoints of its worker stores into ``store`` (see the
+    module docstring).  ``scratch``: a local directory for the RocksDB checkpoints
+    (hard links) while they upload.  One upload thread: uploads finish in the order
+    the checkpoints were captured."""
+
+    def __init__(self, store: Any, scratch: str) -> None:
+        self.store = store
+        self.scratch = os.path.abspath(scratch)
+        os.makedirs(self.scratch, exist_ok=True)
+        #: worker -> local SST name -> its upload, as of the last committed checkpoint
+        self._committed: dict[int, dict[str, FileRef]] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="tstate-sst-upload")
+        self.uploaded_files = 0
+        self.uploaded_bytes = 0
+        self.referenced_files = 0
+        self.referenced_bytes = 0
+
+    def base_on(self, m: Manifest) -> None:
+        """Later checkpoints reference the files of ``m`` (restored from, or committed
+        by another process) where the databases still hold them."""
+        with self._lock:
+            self._committed = {w: dict(wf.sst) for w, wf in worker_files(m).items()}
+
+    def capture(self, writer: Any, workers: Mapping[int, Any]) -> Future[list[WorkerFiles]]:
+        """Checkpoint every worker store of ``workers`` (worker -> ``WorkerStore``) into
+        ``writer``'s checkpoint: here the write-back, flush and hard links; the upload
+        (and the writer's :meth:`attach <tstate.checkpoint.writing.CheckpointWriter.attach>`
+        calls and ``meta``) on the upload thread.  The future's result: what to give
+        :meth:`committed` once ``writer`` committed.  A failure (a full disk, an
+        unwritable store) is the future's exception, naming the path; the caller aborts
+        the writer (nothing committed)."""
+        local = {}
+        try:
+            for w, ws in sorted(workers.items()):
+                dest = os.path.join(self.scratch, f"ck-{writer.id:06d}-{writer.token}-w{w}")
+                local[w] = ws.checkpoint(dest)
+        except BaseException:
+            for files in local.values():
+                shutil.rmtree(files.dir, ignore_errors=True)
+            raise
+        with self._lock:
+            known = {w: dict(self._committed.get(w, {})) for w in local}
+        return self._pool.submit(self._upload, writer, local, known)
+
+    def _upload(self, writer: Any, local: dict[int, Any], known: dict[int, dict[str, FileRef]]) -> list[WorkerFiles]:
+        out = []
+        try:
+            for w, files in local.items():
+                out.append(self._upload_worker(writer, w, files, known[w]))
+            writer.put_meta(META_KEY, {str(wf.worker): wf.to_meta() for wf in out})
+            return out
+        finally:
+            for files in local.values():
+                shutil.rmtree(files.dir, ignore_errors=True)
+
+    def _upload_worker(self, writer: Any, w: int, files: Any, known: dict[str, FileRef]) -> WorkerFiles:
+        fs = self.store.fs
+        prefix = f"{SST_DIR}{writer.id:06d}-{writer.token}{w:04x}"
+        sst = []
+        for f in files.sst:
+            ref = known.get(f.name)
+            if ref is not None:
+                writer.share(ref)
+                self.referenced_files += 1
+                self.referenced_bytes += ref.size
+            else:
+                data = _read(files.path(f))
+                number = int(f.name.split(".", 1)[0])
+                ref = FileRef(f"{prefix}{number:08x}.sst", len(data), checksum(data))
+                _write(fs, ref.path, data)
+                writer.attach(ref)
+                self.uploaded_files += 1
+                self.uploaded_bytes += ref.size
+            sst.append((f.name, ref))
+        bundle = msgpack.packb({f.name: _read(files.path(f)) for f in files.other}, use_bin_type=True)
+        small = FileRef(f"{prefix}.dbm", len(bundle), checksum(bundle))
+        _write(fs, small.path, bundle)
+        writer.attach(small)
+        return WorkerFiles(w, tuple(sst), small)
+
+    def committed(self, files: list[WorkerFiles]) -> None:
+        """The checkpoint of ``files`` committed: later ones reference its SST files."""
+        with self._lock:
+            for wf in files:
+                self._committed[wf.worker] = dict(wf.sst)
+
+    def close(self) -> None:
+        """Wait for the uploads under way, then remove the scratch directory."""
+        self._pool.shutdown(wait=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def restore_worker(store: Any, wf: WorkerFiles, path: str, settings: Optional[Any] = None) -> Any:
+    """Worker ``wf.worker``'s store as checkpointed, opened in ``path`` from the
+    checkpoint's files (each verified: :class:`~tstate.errors.CheckpointError` listing
+    every missing or corrupt one, nothing opened), no state decoded."""
+    from tstate.state.rocksdb.settings import RocksDB
+    from tstate.state.rocksdb.worker import WorkerStore
+
+    staging = os.path.abspath(path) + ".from-checkpoint"
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging)
+    try:
+        problems = []
+        for name, ref in [*wf.sst, ("", wf.small)]:
+            try:
+                data = store.read(ref)
+            except CheckpointError as exc:
+                problems.append(str(exc))
+                continue
+            if name:
+                _write_local(os.path.join(staging, name), data)
+            else:
+                try:
+                    small = msgpack.unpackb(data)
+                    for n, content in small.items():
+                        if "/" in n or n.startswith("."):
+                            raise ValueError(f"file name {n!r}")
+                        _write_local(os.path.join(staging, n), content)
+                except (ValueError, TypeError, AttributeError, msgpack.UnpackException) as exc:
+                    problems.append(f"{ref.path}: not a bundle of a database's files ({exc})")
+        if problems:
+            raise CheckpointError(
+                f"worker {wf.worker}'s RocksDB checkpoint cannot be restored: " + "; ".join(problems)
+            )
+        return WorkerStore.restore(staging, path, settings or RocksDB(path), uploaded=[n for n, _ in wf.sst])
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _write(fs: Any, path: str, data: bytes) -> None:
+    try:
+        fs.write_atomic(path, data, fsync=False)
+    except OSError as exc:
+        raise CheckpointError(f"{fs.describe(path)}: cannot be written ({exc.strerror or exc})") from exc
+
+
+def _write_local(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)

@@ -5,7 +5,8 @@ driver's environment before the Spark session starts, so that local executors in
 it; on a cluster, in the executors' environment), every task wrapped by
 :func:`profiled` runs under :mod:`cProfile` and writes its statistics to
 ``DIR/<kind>-<pid>-<ns>.prof`` (``pstats.Stats`` reads them; merge a stage's files with
-``Stats.add``).  Unset (the default) the wrapper costs one environment look-up per task.
+``Stats.add``).  Times are the worker process's CPU time (``time.process_time``), so
+that profiles taken on a busy machine still compare.  Unset (the default) the wrapper costs one environment look-up per task.
 
 The task's whole work is profiled, including the time Spark takes to hand it its
 Arrow batches (they are read inside the profiled iteration); the task's output batches
@@ -41,7 +42,7 @@ def profiled(task: Task, kind: str) -> Task:
         import cProfile
 
         os.makedirs(directory, exist_ok=True)
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.process_time)
         prof.enable()
         try:
             out = list(task(batches))

@@ -26,7 +26,8 @@ record's field values as a plain array; and input **rows**
 going straight from an input to a shuffle are an Arrow IPC stream (:func:`encode_rows`;
 it starts with Arrow's continuation marker ``0xFFFFFFFF``, which no msgpack cell does),
 read back as the input task would have read them (``to_pylist``, in the input's record
-shape).
+shape; a record class -- ``Source(df, record=Event)`` -- is named by its path and
+rebuilt column by column, only as a registered class).
 
 >>> decode_records(encode_records([(1, "a"), {"k": {2, 3}}, None], "op"))
 [(1, 'a'), {'k': {2, 3}}, None]

@@ -126,21 +126,14 @@ def _rows_input(
     general path then raises the error naming the record; ``seen`` holds the batches
     consumed here)."""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
-    from tstate.spark.arrays import ints
     from tstate.spark.record_types import class_path
-    from tstate.spark.records import encode_rows
 
     if isinstance(shape, type) and plan.records.get(class_path(shape)) is None:
         return None  # (the general path raises the error saying how to register the class)
-
-    lo, hi = info.lo, info.hi
     boundaries: list[tuple[int, Any, Any]] = [
         (c, plan.nodes[c].key, plan.router(c)) for c, _port in plan.nodes[node].consumers if c not in plan.sinks
     ]
-    sink_nodes = [c for c, _port in plan.nodes[node].consumers if c in plan.sinks]
     dropped = 0
     held: list[tuple[int, Any]] = []
     sel: list[Any] = []  # the records going in (not late, not held back), in order
@@ -153,29 +146,9 @@ def _rows_input(
             continue
         seen.append(batch)
         recs = rows_to_records(batch, shape)
-        m = len(recs)
-        if time_column is None:
-            if hi is not None and at >= hi:
-                held.extend((at, r) for r in recs)
-                offset += m
-                continue
-            li = np.arange(m)
-            lt = np.full(m, at, dtype=np.int64)
-            part = recs
-        else:
-            col = batch.column(time_column)
-            late = pc.fill_null(pc.less(col, lo), True)
-            dropped += int(pc.sum(late).as_py() or 0)
-            ok = pc.invert(late)
-            if hi is not None:
-                ahead = pc.and_(ok, pc.greater_equal(col, hi))
-                if pc.any(ahead).as_py():
-                    tl = col.to_pylist()
-                    held.extend((tl[i], recs[i]) for i in pc.indices_nonzero(ahead).to_numpy())
-                    ok = pc.and_(ok, pc.invert(ahead))
-            li = pc.indices_nonzero(ok).to_numpy()
-            lt = pc.take(col, ints(li)).to_numpy().astype(np.int64)
-            part = recs if len(li) == m else [recs[i] for i in li]
+        li, lt, late = _rows_in(batch, recs, info, time_column, at, held)
+        dropped += late
+        part = recs if len(li) == len(recs) else [recs[i] for i in li]
         for c, key, router in boundaries:
             try:
                 bin_parts[c].extend(router.bin_list(map(key, part)))
@@ -184,37 +157,91 @@ def _rows_input(
         idx_parts.append(li + offset)
         time_parts.append(lt)
         sel.extend(part)
-        offset += m
+        offset += len(recs)
     rows: list[Row] = []
     sinks: dict[tuple[int, int], list[Any]] = {}
     if sel:
-        table = pa.Table.from_batches(seen)
-        idx = np.concatenate(idx_parts)
         times = np.concatenate(time_parts)
-        single = bool((times == times[0]).all())
-        for c in sink_nodes:
-            if single:
-                sinks.setdefault((c, int(times[0])), []).extend(sel)
-            else:
-                for r, tt in zip(sel, times.tolist()):
-                    sinks.setdefault((c, tt), []).append(r)
-        labels = info.labels
-        for c, _key, _router in boundaries:
-            bins = np.asarray(bin_parts[c], dtype=np.int64)
-            order = np.argsort(bins, kind="stable") if single else np.lexsort((bins, times))
-            sb, st = bins[order], times[order]
-            cut = np.flatnonzero((sb[1:] != sb[:-1]) | (st[1:] != st[:-1])) + 1
-            starts = np.concatenate(([0], cut)).tolist()
-            ends = np.concatenate((cut, [len(order)])).tolist()
-            taken = table.take(ints(idx[order]))
-            owners = info.owners[c]
-            for s0, e0 in zip(starts, ends):
-                b, t = int(sb[s0]), int(st[s0])
-                rows.append((RECORDS, labels[owners[b]], c, b, t, encode_rows(taken.slice(s0, e0 - s0), shape)))
+        for c, _port in plan.nodes[node].consumers:
+            if c in plan.sinks:
+                for tt, rs in _by_time(sel, times).items():
+                    sinks.setdefault((c, tt), []).extend(rs)
+        _row_cells(info, seen, np.concatenate(idx_parts), times, bin_parts, shape, rows)
     emit(plan, info, {}, sinks, rows)
     if held:
         rows.append(held_row(node, encode_records(held, plan.nodes[node].name, plan.records)))
     return rows, dropped
+
+
+def _rows_in(
+    batch: "pa.RecordBatch", recs: list[Any], info: BatchInfo, time_column: Optional[str], at: int,
+    held: list[tuple[int, Any]],
+) -> tuple[Any, Any, int]:
+    """Of one Arrow batch's rows (``recs``: as records): the row numbers going in (not
+    late, not at or after the batch's frontier: those go to ``held``), their times,
+    and how many were late."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from tstate.spark.arrays import ints
+
+    m, lo, hi = len(recs), info.lo, info.hi
+    if time_column is None:
+        if hi is not None and at >= hi:
+            held.extend((at, r) for r in recs)
+            return np.arange(0), np.arange(0), 0
+        return np.arange(m), np.full(m, at, dtype=np.int64), 0
+    col = batch.column(time_column)
+    late = pc.fill_null(pc.less(col, lo), True)
+    ok = pc.invert(late)
+    if hi is not None:
+        ahead = pc.and_(ok, pc.greater_equal(col, hi))
+        if pc.any(ahead).as_py():
+            tl = col.to_pylist()
+            held.extend((tl[i], recs[i]) for i in pc.indices_nonzero(ahead).to_numpy())
+            ok = pc.and_(ok, pc.invert(ahead))
+    li = pc.indices_nonzero(ok).to_numpy()
+    return li, pc.take(col, ints(li)).to_numpy().astype(np.int64), int(pc.sum(late).as_py() or 0)
+
+
+def _by_time(recs: list[Any], times: Any) -> dict[int, list[Any]]:
+    """``recs`` by their ``times`` (a numpy array), in order."""
+    if (times == times[0]).all():
+        return {int(times[0]): recs}
+    out: dict[int, list[Any]] = {}
+    for r, t in zip(recs, times.tolist()):
+        out.setdefault(t, []).append(r)
+    return out
+
+
+def _row_cells(
+    info: BatchInfo, seen: list["pa.RecordBatch"], idx: Any, times: Any, bin_parts: dict[int, list[int]], shape: Any,
+    rows: list[Row],
+) -> None:
+    """Add to ``rows`` one Arrow cell per boundary, bin and time: the rows ``idx`` of the
+    partition's batches ``seen`` (at ``times``, in the bins ``bin_parts[boundary]``),
+    cut out by a stable sort on ``(time, bin)``."""
+    import numpy as np
+    import pyarrow as pa
+
+    from tstate.spark.arrays import ints
+    from tstate.spark.records import encode_rows
+
+    table = pa.Table.from_batches(seen)
+    single = bool((times == times[0]).all())
+    labels = info.labels
+    for c, found in bin_parts.items():
+        bins = np.asarray(found, dtype=np.int64)
+        order = np.argsort(bins, kind="stable") if single else np.lexsort((bins, times))
+        sb, st = bins[order], times[order]
+        cut = np.flatnonzero((sb[1:] != sb[:-1]) | (st[1:] != st[:-1])) + 1
+        starts = np.concatenate(([0], cut)).tolist()
+        ends = np.concatenate((cut, [len(order)])).tolist()
+        taken = table.take(ints(idx[order]))
+        owners = info.owners[c]
+        for s0, e0 in zip(starts, ends):
+            b, t = int(sb[s0]), int(st[s0])
+            rows.append((RECORDS, labels[owners[b]], c, b, t, encode_rows(taken.slice(s0, e0 - s0), shape)))
 
 
 def held_task(
@@ -266,51 +293,10 @@ def boundary_task(
 
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx is not None else 0
-        cells: dict[int, list[tuple[int, int]]] = {node: [] for node in group}
-        payloads: dict[int, list[Any]] = {node: [] for node in group}
-        for batch in batches:
-            kinds = batch.column("kind").to_pylist()
-            targets = batch.column("node").to_pylist()
-            bins = batch.column("bin").to_pylist()
-            times = batch.column("time").to_pylist()
-            for i, p in enumerate(batch.column("payload").to_pylist()):
-                if kinds[i] == RECORDS:
-                    cells[targets[i]].append((times[i], bins[i]))
-                    payloads[targets[i]].append(p)
+        received, counts = _received(plan, info, group, batches)
         rows: list[Row] = []
-        # per node: time -> bin -> records, in arrival order
-        received: dict[int, dict[int, dict[int, list[Any]]]] = {node: {} for node in group}
-        counts = dict.fromkeys(group, 0)
-
-        def add(node: int, t: int, b: int, recs: list[Any]) -> None:
-            counts[node] += len(recs)
-            at = received[node].setdefault(t, {})
-            lst = at.get(b)
-            if lst is None:
-                at[b] = list(recs)
-            else:
-                lst.extend(recs)
-
-        for node in group:
-            single = [i for i, (_t, b) in enumerate(cells[node]) if b != GROUPED]
-            here = cells[node]
-
-            def where(j: int, here: list[tuple[int, int]] = here, node: int = node) -> str:
-                t, b = here[single[j]]
-                return cell_where(plan, info, node, b, t)
-
-            decoded = dict(zip(single, decode_cells([payloads[node][i] for i in single], plan.records, where)))
-            for i, (t, b) in enumerate(cells[node]):
-                if b != GROUPED:
-                    add(node, t, b, decoded[i])
-                    continue
-                bins, also = decode_groups(payloads[node][i], plan.records, cell_where(plan, info, node, GROUPED, t))
-                for to in (node, *also):
-                    for b2, recs in bins:
-                        add(to, t, b2, recs)
         for node in group:
             groups = received[node]
-            n = counts[node]
             if isinstance(plan.nodes[node].op, Exchange):
                 routed: dict[tuple[int, int, int], list[Any]] = {}
                 sinks: dict[tuple[int, int], list[Any]] = {}
@@ -318,14 +304,62 @@ def boundary_task(
                     for recs in groups[t].values():
                         plan.push(node, t, recs, routed, sinks)
                 emit(plan, info, routed, sinks, rows)
-                stats = {"records": n}
+                stats: dict[str, Any] = {}
             else:
                 stats = _stateful(plan, info, node, partition, groups, rows)
-                stats["records"] = n
+            stats["records"] = counts[node]
             rows.append(stats_row(node, partition, stats))
         yield arrow(rows)
 
     return profiled(run, "boundary")
+
+
+def _received(
+    plan: "Plan", info: BatchInfo, group: tuple[int, ...], batches: Iterable["pa.RecordBatch"]
+) -> tuple[dict[int, dict[int, dict[int, list[Any]]]], dict[int, int]]:
+    """The records of a boundary stage's cells: per node, time -> bin -> records (in
+    arrival order), and how many each node received."""
+    cells: dict[int, list[tuple[int, int]]] = {node: [] for node in group}
+    payloads: dict[int, list[Any]] = {node: [] for node in group}
+    for batch in batches:
+        kinds = batch.column("kind").to_pylist()
+        targets = batch.column("node").to_pylist()
+        bins = batch.column("bin").to_pylist()
+        times = batch.column("time").to_pylist()
+        for i, p in enumerate(batch.column("payload").to_pylist()):
+            if kinds[i] == RECORDS:
+                cells[targets[i]].append((times[i], bins[i]))
+                payloads[targets[i]].append(p)
+    received: dict[int, dict[int, dict[int, list[Any]]]] = {node: {} for node in group}
+    counts = dict.fromkeys(group, 0)
+
+    def add(node: int, t: int, b: int, recs: list[Any]) -> None:
+        counts[node] += len(recs)
+        at = received[node].setdefault(t, {})
+        lst = at.get(b)
+        if lst is None:
+            at[b] = list(recs)
+        else:
+            lst.extend(recs)
+
+    for node in group:
+        here = cells[node]
+        single = [i for i, (_t, b) in enumerate(here) if b != GROUPED]
+
+        def where(j: int, here: list[tuple[int, int]] = here, node: int = node) -> str:
+            t, b = here[single[j]]
+            return cell_where(plan, info, node, b, t)
+
+        decoded = dict(zip(single, decode_cells([payloads[node][i] for i in single], plan.records, where)))
+        for i, (t, b) in enumerate(here):
+            if b != GROUPED:
+                add(node, t, b, decoded[i])
+                continue
+            bins_, also = decode_groups(payloads[node][i], plan.records, cell_where(plan, info, node, GROUPED, t))
+            for to in (node, *also):
+                for b2, recs in bins_:
+                    add(to, t, b2, recs)
+    return received, counts
 
 
 def _stateful(

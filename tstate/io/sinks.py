@@ -8,7 +8,7 @@ On the Spark backend the executors write every sink's records to files in the
 checkpoint store (:mod:`tstate.spark.output`); a sink with ``on_driver = True`` (the
 default: collecting, callback and printing sinks) then gets ``write`` on the driver
 after each micro-batch commits, while :class:`FileSink` (``on_driver = False``) has its
-epoch files written by Spark tasks (:meth:`FileSink.commit_epoch`) and :func:`keep`
+epoch files written by Spark tasks (:meth:`FileSink.commit_epochs`) and :func:`keep`
 delivers nowhere (read its output with ``Backend.output(stream)``).
 """
 
@@ -127,8 +127,8 @@ class FileSink(Sink):
     On Spark the records never reach the driver: after a micro-batch commits, Spark
     tasks write its completed epochs' files from the batch's committed output files, a
     run of epochs per task (:func:`tstate.spark.output.finalise` calls
-    :meth:`commit_epoch`), so ``DIR`` must be reachable from the executors at the same
-    path."""
+    :meth:`commit_epochs`), while the next batch runs (:mod:`tstate.spark.delivery`),
+    so ``DIR`` must be reachable from the executors at the same path."""
 
     on_driver = False
     #: the JSON characters of an epoch sorted in memory at once (larger epochs: merged runs)

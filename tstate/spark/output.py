@@ -29,17 +29,20 @@ exactly the records at times in ``[lo, hi)`` of that batch, each in one part.
 What reads the committed parts:
 
 - **Driver sinks** (``Sink.on_driver``: ``collect()``, ``sink(fn)``, ``ts.io.stdout()``,
-  custom sinks) get ``write(0, time, records)`` after the commit: they are in-memory or
-  side effects of the driver by definition.
+  custom sinks) get ``write(0, time, records)`` after the commit (by the same
+  :mod:`tstate.spark.delivery`): they are in-memory or side effects of the driver by
+  definition.
 - **Epoch-file sinks** (``ts.io.files(dir)``, ``on_driver = False``): the per-epoch view
   is written from the task files in one pass (:func:`finalise`): one Spark job per
   batch whose tasks each take a run of consecutive epochs of a sink, read each part
   holding one of them once (only those times' cells) and write each epoch's
-  ``DIR/epoch-<time>.jsonl`` (:meth:`~tstate.io.sinks.FileSink.commit_epoch`: temporary
-  file, fsync, rename), so the directory is the embedded engine's, file for file; no
-  Spark task, and no read of a part, per epoch.  A restart finalises the last
-  committed batch again (the same bytes), so a driver killed between the commit and the
-  files loses nothing.
+  ``DIR/epoch-<time>.jsonl`` (:meth:`~tstate.io.sinks.FileSink.commit_epochs`:
+  temporary files, one durability barrier for the run, renames), so the directory is
+  the embedded engine's, file for file; no Spark task, and no read of a part, per
+  epoch.  The job runs off the batches' critical path, while the next batch runs
+  (:mod:`tstate.spark.delivery`), and the next commit waits for it; a restart
+  finalises the last committed batch again (the same bytes), so a driver killed
+  between the commit and the files loses nothing.
 - :func:`frame` (``Backend.output(op)``): a DataFrame of ``batch``, ``time`` and the
   record's columns, read from the parts by the executors.
 - ``ts.io.keep()`` delivers nowhere: its records are only in the parts, for

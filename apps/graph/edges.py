@@ -295,15 +295,15 @@ def _grouper(flow: ts.Dataflow, updates: ts.Stream, buckets: int, name: str, lis
     """Each batch of updates as one record ``(bucket, [updates...])`` per bucket it
     touches (stateless: nothing is kept between batches), so the bucket operator is
     called once per bucket and batch, not once per update.  ``lists``: each update as
-    a list ``[src, dst, delta]`` (see :func:`consolidate`)."""
+    one record, the list ``[bucket, src, dst, delta]`` (see :func:`consolidate`)."""
+    if lists:
+        return updates.map(lambda r: [_bucket(r, buckets), r[0], r[1], r[2]], name=name)
 
     @flow.unary_frontier(updates, name=name)
     def group(inp: Any, out: Any, ctx: Any) -> None:
         for cap, batch in inp:
             if not batch:
                 continue
-            if lists:
-                batch = [[s, d, k] for s, d, k in batch]
             if buckets == 1:
                 out.give(cap, (0, list(batch)))
                 continue
@@ -360,12 +360,15 @@ def consolidate(
     every edge both ways, and ``(b, a, -1)`` retracts an ``(a, b, +1)``).
 
     ``lists=True``: the updates inside the dataflow and the changes of the ``changes``
-    records are lists ``[u, v, d]``, not tuples (the same values; what the algorithms
-    with one block read).  On Spark a list crosses an exchange as a msgpack array,
-    encoded and decoded in C, where a tuple is an extension packed and unpacked in
-    Python one at a time: an edge list 4-5x cheaper to ship.  (The per-edge streams
-    ``directed`` and ``undirected``, which the loops of ``blocks > 1`` read, want
-    tuples: keep the default there.)"""
+    records are lists, not tuples (the same values; what the algorithms with one block
+    read): each update goes to its bucket alone, as ``[bucket, u, v, d]`` (a map, not
+    the batch-grouping frontier operator: a dataflow without frontier operators lets
+    the Spark backend skip, per stage, the job that looks for records given at later
+    times), and the changes as lists ``[u, v, d]``.  On Spark a list crosses an
+    exchange as a msgpack array, encoded and decoded in C, where a tuple is an
+    extension packed and unpacked in Python one at a time: an edge list 4-5x cheaper
+    to ship.  (The per-edge streams ``directed`` and ``undirected``, which the loops of
+    ``blocks > 1`` read, want tuples: keep the default there.)"""
     if on_invalid not in ("raise", "skip"):
         raise ValueError(f"on_invalid must be 'raise' or 'skip', got {on_invalid!r}")
     if window_width is not None and (not isinstance(window_width, int) or window_width < 1):
@@ -379,7 +382,8 @@ def consolidate(
     if validate:
         updates = clean(updates, on_invalid, stats, name=f"{name}.clean")
 
-    def add(st: EdgeBucket, rec: tuple[int, list[tuple[Vertex, Vertex, int]]], ctx: Context) -> None:
+    def add(st: EdgeBucket, rec: Any, ctx: Context) -> None:
+        """``rec``: ``(bucket, [(u, v, d), ...])``, or with ``lists`` ``[bucket, u, v, d]``."""
         t = ctx.time
         due = st.due
         sums = due.get(t)
@@ -393,7 +397,7 @@ def consolidate(
             if later is None:
                 later = due[t + width] = {}
         get = sums.get
-        for s, d, k in rec[1]:
+        for s, d, k in (rec[1:],) if L else rec[1]:
             if s.__class__ is d.__class__:
                 fwd = s < d  # type: ignore[operator]
             else:

@@ -88,7 +88,7 @@ class Run:
         self.inp = inp
         probe = self.op.probe()
         self.ex = flow.start(4, max_workers=8, checkpoint=ts.Checkpoints(directory, every_epochs=every))
-        files = self.ex.coordinator._files
+        files = self.ex.coordinator.capturer.files
         if files is not None:  # the writer process takes the files and commits once started:
             files.ready.wait(120)  # until then a thread does, starved by the busy processing loop
         self.driver = EpochDriver(inp, probe, self.ex)
@@ -102,7 +102,7 @@ class Run:
 
     def settled(self) -> bool:
         c = self.ex.coordinator
-        return c._active is None and not c._uncommitted
+        return c.capturer.active is None and not c.uncommitted
 
     def moving(self) -> bool:
         ex = self.ex
@@ -198,7 +198,7 @@ def one(strategy: str, keys: int, bins: int, churn: float, steady: int, after: i
             },
             "checkpoints_skipped": len(ex.coordinator.skipped),
             # how far commits lag behind captures at the end (a writer that cannot keep up)
-            "uncommitted_at_end": len(ex.coordinator._uncommitted),
+            "uncommitted_at_end": len(ex.coordinator.uncommitted),
             "commit_lag_epochs": (ex.coordinator.last_time or 0) - (ex.coordinator.committed[-1] if ex.coordinator.committed else 0),
             "preload_s": preloaded,
             "total_s": time.perf_counter() - started,
@@ -209,7 +209,7 @@ def one(strategy: str, keys: int, bins: int, churn: float, steady: int, after: i
         out["max_over_steady_p99"] = out["max"] / out["steady_p99"]
         out["handover_bytes_ratio"] = out["handover_bytes"] / moved_bytes if moved_bytes else 0.0
         for r in (run, twin):  # done: the writer processes are stopped, not waited for
-            files = r.ex.coordinator._files
+            files = r.ex.coordinator.capturer.files
             if files is not None and getattr(files, "_proc", None) is not None:
                 files._proc.kill()
         return out

@@ -161,14 +161,16 @@ def test_fork_mode_writes_what_sync_mode_writes(tmp_path, monkeypatch) -> None:
     # skipped on a loaded machine (the times would then differ; tests/checkpoint/test_slices.py)
     monkeypatch.setattr(slices.Pacer, "budget", lambda self, job, since, interval, elapsed=None: float("inf"))
     # ... and none skipped while the previous one's files are still being written
-    monkeypatch.setattr(Coordinator, "_writing", lambda self: False)
+    from tstate.engine.checkpointing.async_capture import AsyncCapture
+
+    monkeypatch.setattr(AsyncCapture, "busy", lambda self: self.active is not None)
     results = {}
     for mode in ("sync", "async", "thread", "fork"):
         d = tmp_path / mode
         flow, op, out = build(BATCHES)
         flow.run(workers=2, checkpoint=Checkpoints(str(d), every_epochs=3, mode=mode, retain=50))
         coord = flow.execution.coordinator
-        assert coord.mode == mode and coord.committed and not coord._uncommitted
+        assert coord.mode == mode and coord.committed and not coord.uncommitted
         store = CheckpointStore(str(d), readonly=True)
         ms = store.manifests()
         chains = [
@@ -197,7 +199,7 @@ def slow_children(monkeypatch, seconds: float) -> None:
 
 
 def running_children(coord: Coordinator) -> list[int]:
-    return [p.snapshot.pid for p in coord._uncommitted if p.snapshot is not None and not p.snapshot.done]
+    return [p.snapshot.pid for p in coord.uncommitted if p.snapshot is not None and not p.snapshot.done]
 
 
 def test_killed_child_loses_its_checkpoints_and_the_run_goes_on(tmp_path, monkeypatch) -> None:
@@ -215,7 +217,7 @@ def test_killed_child_loses_its_checkpoints_and_the_run_goes_on(tmp_path, monkey
             if not killed and len(pids) >= 2:
                 os.kill(pids[0], signal.SIGKILL)
                 killed = pids
-                in_flight = [p.time for p in coord._uncommitted if p.snapshot.pid in pids]
+                in_flight = [p.time for p in coord.uncommitted if p.snapshot.pid in pids]
         ex.run()
     assert killed, "never had two snapshot processes at once"
     lost = [w for w in caught if issubclass(w.category, CheckpointLostWarning)]

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tstate as ts
+from tstate.engine.checkpointing.async_capture import AsyncCapture
 from tstate.engine.checkpointing.coordinator import Checkpoints, CheckpointSkippedWarning, Coordinator
 from tstate.engine.checkpointing.freeze import MISSING, Frozen, must_copy
 from tstate.engine.checkpointing.slices import BinWork, Job
@@ -93,7 +94,7 @@ BATCHES = [[(k, t) for k in range(t % 7, 300, 7)] for t in range(40)]
 
 # (these tests are about encoding: the writes are taken as instant, never deferring a
 # checkpoint -- test_a_checkpoint_waits_for_the_previous_ones_files covers that)
-_WRITES_INSTANT = patch.object(Coordinator, "_writing", lambda self: False)
+_WRITES_INSTANT = patch.object(AsyncCapture, "busy", lambda self: self.active is not None)
 
 
 @_WRITES_INSTANT
@@ -262,7 +263,7 @@ def test_a_checkpoint_waits_for_the_previous_ones_files(tmp_path) -> None:
     flow, inp, op, probe = build_live()
     ex = flow.start(1, checkpoint=Checkpoints(str(tmp_path), every_epochs=2, mode="async", retain=50))
     coord = ex.coordinator
-    real_sink = coord._sink
+    real_sink = coord.capturer.sink
     gate = threading.Event()
 
     def slow_sink():  # type: ignore[no-untyped-def]
@@ -280,7 +281,7 @@ def test_a_checkpoint_waits_for_the_previous_ones_files(tmp_path) -> None:
 
         return later
 
-    coord._sink = slow_sink  # type: ignore[method-assign]
+    coord.capturer.sink = slow_sink  # type: ignore[method-assign]
     most_writing = 0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -289,11 +290,11 @@ def test_a_checkpoint_waits_for_the_previous_ones_files(tmp_path) -> None:
             inp.advance_to(t + 1)
             while probe.less_than(t + 1):
                 ex.step()
-                most_writing = max(most_writing, sum(1 for p in coord._uncommitted if not p.written.done()))
+                most_writing = max(most_writing, sum(1 for p in coord.uncommitted if not p.written.done()))
             if t == 10:
                 gate.set()
                 deadline = time.monotonic() + 60
-                while coord._writing() and time.monotonic() < deadline:
+                while coord.commits.newest_writing() and time.monotonic() < deadline:
                     time.sleep(0.01)
         inp.close()
         ex.run()

@@ -74,7 +74,7 @@ def test_the_first_async_checkpoint_does_not_wait_for_the_writer_process(tmp_pat
     """Until the writer process has started, a thread writes: a run shorter than an
     interpreter's start still commits its checkpoints as it goes."""
     import tstate as ts
-    from tstate.engine.checkpointing import coordinator as writer_module
+    from tstate.engine.checkpointing import async_capture as writer_module
 
     class NeverReady:
         """A writer process that never finishes starting."""
@@ -114,7 +114,7 @@ def test_the_first_async_checkpoint_does_not_wait_for_the_writer_process(tmp_pat
     writer_module.FileWriter = NeverReady  # type: ignore[misc]
     try:
         ex = flow.start(1, checkpoint=ts.Checkpoints(str(tmp_path), every_epochs=2, mode="async"))
-        assert ex.coordinator._files is None or isinstance(ex.coordinator._files, NeverReady)
+        assert ex.coordinator.capturer.files is None or isinstance(ex.coordinator.capturer.files, NeverReady)
         committed_during_run = []
         while ex.step():
             committed_during_run.append(len(ex.coordinator.committed))
@@ -240,7 +240,7 @@ def test_an_abandoned_execution_lets_its_writer_process_go(tmp_path) -> None:
         return s + r[1]
 
     ex = flow.start(1, checkpoint=ts.Checkpoints(str(tmp_path), every_epochs=2, mode="async"))
-    writer = ex.coordinator._files
+    writer = ex.coordinator.capturer.files
     assert writer is not None and writer.ready.wait(60)
     for _ in range(10):
         ex.step()
@@ -249,7 +249,7 @@ def test_an_abandoned_execution_lets_its_writer_process_go(tmp_path) -> None:
     # until it is written -- not the case this test is about
     coord = ex.coordinator
     for _ in range(500):
-        if coord._active is None and not coord.writing:
+        if coord.capturer.active is None and not coord.writing:
             break
         ex.step()
         time.sleep(0.01)

@@ -60,7 +60,7 @@ def run(kind: str, data, workers: int, *, ckpt: Any, reconfigure=(), live=(), wi
         for _ in range(steps):
             ex.step()
         deadline = time.monotonic() + 0.5
-        while settle and ex.coordinator._uncommitted and time.monotonic() < deadline:
+        while settle and ex.coordinator.uncommitted and time.monotonic() < deadline:
             ex.step()
             time.sleep(0.0005)
         check_lookups(ex)

@@ -188,9 +188,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.crash_commit:
             store.CheckpointWriter.commit = crashing("commit", args.crash_commit, store.CheckpointWriter.commit)
         if args.crash_write:  # the N-th delta file written (sync and thread modes write them here)
-            from tstate.engine.checkpointing import coordinator
+            from tstate.engine.checkpointing import pending
 
-            write_batch = coordinator._write_batch
+            write_batch = pending.write_batch
 
             def crashing_batch(fs, batch):
                 for path, data in batch:
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
                             os._exit(9)
                     write_batch(fs, [(path, data)])
 
-            coordinator._write_batch = crashing_batch
+            pending.write_batch = crashing_batch
     flow = build(args.out, args.seed, args.epochs, args.per_epoch)
     reconfigure = []
     if args.precopy:

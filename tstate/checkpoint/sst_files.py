@@ -136,14 +136,15 @@ class FileCheckpoints:
         with self._lock:
             self._committed = {w: dict(wf.sst) for w, wf in worker_files(m).items()}
 
-    def capture(self, writer: Any, workers: Mapping[int, Any]) -> Future[list[WorkerFiles]]:
+    def capture(self, writer: Any, workers: Mapping[int, Any], commit: bool = False) -> Future[list[WorkerFiles]]:
         """Checkpoint every worker store of ``workers`` (worker -> ``WorkerStore``) into
         ``writer``'s checkpoint: here the write-back, flush and hard links; the upload
         (and the writer's :meth:`attach <tstate.checkpoint.writing.CheckpointWriter.attach>`
         calls and ``meta``) on the upload thread.  The future's result: what to give
         :meth:`committed` once ``writer`` committed.  A failure (a full disk, an
         unwritable store) is the future's exception, naming the path; the caller aborts
-        the writer (nothing committed)."""
+        the writer (nothing committed).  ``commit``: the upload thread commits ``writer``
+        too (and :meth:`committed`), or aborts it on a failure."""
         local = {}
         try:
             for w, ws in sorted(workers.items()):
@@ -155,15 +156,22 @@ class FileCheckpoints:
             raise
         with self._lock:
             known = {w: dict(self._committed.get(w, {})) for w in local}
-        return self._pool.submit(self._upload, writer, local, known)
+        return self._pool.submit(self._upload, writer, local, known, commit)
 
-    def _upload(self, writer: Any, local: dict[int, Any], known: dict[int, dict[str, FileRef]]) -> list[WorkerFiles]:
+    def _upload(self, writer: Any, local: dict[int, Any], known: dict[int, dict[str, FileRef]], commit: bool) -> list[WorkerFiles]:
         out = []
         try:
             for w, files in local.items():
                 out.append(self._upload_worker(writer, w, files, known[w]))
             writer.put_meta(META_KEY, {str(wf.worker): wf.to_meta() for wf in out})
+            if commit:
+                writer.commit()
+                self.committed(out)
             return out
+        except BaseException:
+            if commit:
+                writer.abort()
+            raise
         finally:
             for files in local.values():
                 shutil.rmtree(files.dir, ignore_errors=True)

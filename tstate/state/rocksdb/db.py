@@ -334,6 +334,35 @@ class LocalDB:
             raise
         return ExportedBin(fam.name, index, os.path.abspath(dest), n, size, digest)
 
+    def export_changes(self, fam: Family, index: int, skeys: Iterable[bytes], dest: str) -> Optional[ExportedBin]:
+        """Write the records ``skeys`` of bin ``index`` of ``fam`` as they are now --
+        a key with no record as a delete -- to the SST file ``dest`` (a pre-copy
+        hand-over: what changed since the copy the new owner holds); ``None`` (and no
+        file) for no keys."""
+        self._check_open()
+        keys = sorted(set(skeys))
+        if not keys:
+            return None
+        values = fam.get_many(keys)
+        writer = rocksdict.SstFileWriter(rocksdict.Options(raw_mode=True))
+        try:
+            with store_errors(dest, f"exporting changes of bin {index} of {fam.name!r} from {self.path}"):
+                os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+                writer.open(dest)
+                for k, v in zip(keys, values):
+                    if v is None:
+                        del writer[k]
+                    else:
+                        writer[k] = v
+                writer.finish()
+                size = os.path.getsize(dest)
+                digest = _xxh64_file(dest)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(dest)
+            raise
+        return ExportedBin(fam.name, index, os.path.abspath(dest), len(keys), size, digest)
+
     def verify_export(self, exported: ExportedBin) -> None:
         """Raise unless the exported file is there with its size and xxh64."""
         path = exported.path
@@ -345,7 +374,7 @@ class LocalDB:
                     f"({size} bytes, expected {exported.size} with xxh64 {exported.xxh64:016x})"
                 )
 
-    def ingest_bin(self, fam: Family, exported: ExportedBin, verified: bool = False) -> None:
+    def ingest_bin(self, fam: Family, exported: ExportedBin, verified: bool = False, replace: bool = True) -> None:
         """Replace bin ``exported.bin`` of ``fam`` by the exported file's records: the
         file is checked (size and xxh64, unless ``verified`` by
         :meth:`verify_export` already) and moved into the database (hard-linked:
@@ -355,7 +384,8 @@ class LocalDB:
         path = exported.path
         if not verified:
             self.verify_export(exported)
-        self.drop_bin(fam, exported.bin)
+        if replace:  # (else the file's records and deletes apply over the bin: a pre-copy's changes)
+            self.drop_bin(fam, exported.bin)
         opts = rocksdict.IngestExternalFileOptions()
         opts.set_move_files(True)
         with store_errors(path, f"ingesting bin {exported.bin} into {fam.name!r} of {self.path}"):

@@ -14,14 +14,19 @@ epoch, unless said otherwise):
   through the engine beside the heap's (``rocksdb_over_heap_events_per_s``;
   ``rocksdb_over_bytewax`` is that ratio times the heap dataflow's over Bytewax's);
 - **checkpoint overhead** on the store: epochs (the touch loop and the write-back) with
-  a checkpoint every epoch -- flush + hard links on the processing thread, the new SST
-  files copied to a checkpoint directory by a background thread -- p99 over the p99
-  without (``rocksdb_ckpt_p99_over_none``);
-- **migration**: a bin exported as an SST file, its bytes over the bin's stored bytes
-  (``rocksdb_migration_bytes_over_state``; all at once: pre-copy is not built);
+  a checkpoint of files every epoch -- flush + hard links on the processing thread, the
+  new SST files uploaded to a CheckpointStore and committed by
+  ``tstate.checkpoint.sst_files.FileCheckpoints``' thread, unchanged ones referenced --
+  p99 over the p99 without (``rocksdb_ckpt_p99_over_none``);
+- **migration**: bins moved to another store as SST files, bytes moved over the bins'
+  stored bytes: all at once (the bin's export, ``rocksdb_migration_bytes_over_state``)
+  and by pre-copy (the bin's copy from the latest checkpoint's files ingested before;
+  at the move only the 1% of keys changed since, ``..._precopy``);
 - **recovery**: time to the first state read from a checkpoint's files (open + one
-  get, nothing decoded) at ``--recovery-keys`` and ten times as many
-  (``rocksdb_recovery_10x_over_1x``);
+  get, nothing decoded) at ``--recovery-keys`` and ten times as many, the files local
+  (``rocksdb_recovery_10x_over_1x``) and fetched from the checkpoint store with every
+  checksum checked (``rocksdb_recovery_from_store_10x_over_1x``: proportional to the
+  bytes, by design of verified recovery);
 - **peak RSS** of a separate process holding ``--rss-keys`` keys in the store with
   ``--cache-mb`` of cache (``rocksdb_peak_rss_gb``).  The issue's N (heap > 24 GB) is
   computed from the heap's bytes per key and printed; running it takes hours on this
@@ -49,7 +54,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Any
 
@@ -181,8 +185,13 @@ def _store_epoch(w: Any, store: Any, events: list[tuple[int, int, int]]) -> None
 
 
 def rocksdb_layer(root: str, keys: int, epochs: list[list[tuple[int, int, int]]], cache_bytes: int) -> dict[str, Any]:
-    """The store at ``keys`` keys: throughput, epochs without and with checkpoints
-    (uploads on a thread), a bin's export against its stored bytes."""
+    """The store at ``keys`` keys: throughput, epochs without and with a checkpoint of
+    files every epoch (:class:`tstate.checkpoint.sst_files.FileCheckpoints` into a
+    CheckpointStore: flush + hard links here, uploads and commits on its thread), then a
+    bin moved all at once and by pre-copy."""
+    from tstate.checkpoint.sst_files import FileCheckpoints
+    from tstate.checkpoint.store import CheckpointStore
+
     w, store = _load_store(os.path.join(root, "db"), keys, cache_bytes)
     lat_none = []
     for e in epochs:
@@ -190,51 +199,84 @@ def rocksdb_layer(root: str, keys: int, epochs: list[list[tuple[int, int, int]]]
         _store_epoch(w, store, e)
         lat_none.append(time.perf_counter() - t0)
     rate = sum(len(e) for e in epochs) / sum(lat_none)
-    uploads = os.path.join(root, "uploaded")
-    os.makedirs(uploads)
+    ck_store = CheckpointStore(os.path.join(root, "store"), retain=2, fsync=False)
+    fc = FileCheckpoints(ck_store, os.path.join(root, "scratch"))
     lat_ckpt: list[float] = []
-    upload_bytes: list[int] = []
-    pending: list[tuple[threading.Thread, list[str]]] = []
+    futures = []
     for i, e in enumerate(epochs):
         t0 = time.perf_counter()
         _store_epoch(w, store, e)
-        for th, names in pending:  # uploads done meanwhile: later checkpoints reference them
-            if not th.is_alive():
-                th.join()
-                w.uploaded(names)
-        pending = [(th, n) for th, n in pending if th.is_alive()]
-        files = w.checkpoint(os.path.join(root, f"ck-{i}"))  # flush + hard links
+        futures.append(fc.capture(ck_store.begin(i + 1), {0: w}, commit=True))  # flush + hard links
         lat_ckpt.append(time.perf_counter() - t0)
-        todo = files.to_upload()
-        upload_bytes.append(sum(f.size for f in todo))
-
-        def upload(files: Any = files, todo: Any = todo) -> None:
-            for f in todo:
-                shutil.copyfile(files.path(f), os.path.join(uploads, f"{f.name}"))
-            shutil.rmtree(files.dir, ignore_errors=True)
-
-        th = threading.Thread(target=upload)
-        th.start()
-        pending.append((th, [f.name for f in files.sst if f.new]))
-    for th, names in pending:
-        th.join()
-    sizes = []
-    for b in range(4):
-        exp = store.export_bin(b, os.path.join(root, f"bin-{b}.sst"))
-        if exp is not None:
-            sizes.append((exp.size, store.stored_bytes(b)))
+    for f in futures:
+        f.result()
+    uploaded = fc.uploaded_bytes / len(epochs)
+    referenced = fc.referenced_bytes / len(epochs)
+    fc.close()
+    moves = migration(root, w, store, ck_store)
     w.close()
     return {
         "events_per_s": rate,
         "latency_none": lat_none,
         "latency_ckpt": lat_ckpt,
-        "upload_bytes_median": sorted(upload_bytes)[len(upload_bytes) // 2],
-        "migration_bytes_over_state": sum(s for s, _ in sizes) / max(1, sum(t for _, t in sizes)),
+        "upload_bytes_per_ckpt": uploaded,
+        "referenced_bytes_per_ckpt": referenced,
+        **moves,
     }
 
 
-def recovery(root: str, keys: int, cache_bytes: int) -> float:
-    """Seconds from a checkpoint's files to the first state read (best of three)."""
+def migration(root: str, w: Any, store: Any, ck_store: Any, bins: int = 4) -> dict[str, float]:
+    """Bins moved to another worker's store as files: all at once (the bin's SST
+    export), and by pre-copy (the bin's copy from the latest checkpoint's files
+    ingested before the move; at the move only the keys changed since -- 1% of the
+    bin's keys -- travel); bytes moved at the move over the bin's stored bytes."""
+    from tstate.checkpoint.sst_files import restore_worker, worker_files
+    from tstate.state.rocksdb.keyed_bin import RocksBin
+    from tstate.state.rocksdb.moving import hand_over, preload, ship_bin
+    from tstate.state.rocksdb.settings import RocksDB
+    from tstate.state.rocksdb.worker import WorkerStore
+    from tstate.types import StateCodec
+
+    latest = ck_store.latest()
+    copy_path = os.path.join(root, "copy")
+    copy = restore_worker(ck_store, worker_files(latest)[0], copy_path, RocksDB(copy_path))
+    other = WorkerStore.create(os.path.join(root, "other"))
+    dst = other.store("state", StateCodec(Three))
+    moves = os.path.join(root, "moves")
+    state = whole = pre = delta = 0
+    rng = random.Random(3)
+    for b in range(bins):
+        state += store.stored_bytes(b)
+        pre += preload(copy.store("state", StateCodec(Three)), dst, b, moves)
+        keys = list(store.keys(b))
+        rb = RocksBin(b, store)
+        changed = rng.sample(keys, max(1, len(keys) // 100))
+        for k in changed:  # 1% churn since the checkpoint
+            s = rb.get(k)
+            s.a += 1
+            rb.put(k, s, track=False)
+        rb.write_back()
+        _moved, size = hand_over(rb, store, dst, changed, moves)
+        delta += size
+    for b in range(bins, 2 * bins):  # all at once: other bins, the same size on average
+        state_b = store.stored_bytes(b)
+        _moved, size = ship_bin(RocksBin(b, store), store, dst, moves)
+        whole += size / max(1, state_b) * (state / bins)
+    copy.close()
+    other.close()
+    return {
+        "migration_bytes_over_state": whole / max(1, state),
+        "precopy_bytes_over_state": delta / max(1, state),
+        "precopy_preload_over_state": pre / max(1, state),
+    }
+
+
+def recovery(root: str, keys: int, cache_bytes: int) -> tuple[float, float]:
+    """Seconds to the first state read (best of three) from a checkpoint's files: (a)
+    local (open + one get: nothing decoded), (b) from the checkpoint store (every file
+    fetched and its xxh64 checked, then open + one get)."""
+    from tstate.checkpoint.sst_files import FileCheckpoints, restore_worker, worker_files
+    from tstate.checkpoint.store import CheckpointStore
     from tstate.state.rocksdb.settings import RocksDB
     from tstate.state.rocksdb.worker import WorkerStore
     from tstate.types import StateCodec
@@ -242,18 +284,31 @@ def recovery(root: str, keys: int, cache_bytes: int) -> float:
     w, _store = _load_store(os.path.join(root, f"src-{keys}"), keys, cache_bytes)
     ck = os.path.join(root, f"ck-{keys}")
     w.checkpoint(ck)
+    ck_store = CheckpointStore(os.path.join(root, f"store-{keys}"), fsync=False)
+    fc = FileCheckpoints(ck_store, os.path.join(root, f"scratch-{keys}"))
+    fc.capture(ck_store.begin(1), {0: w}, commit=True).result()
+    fc.close()
     w.close()
-    best = float("inf")
+    latest = ck_store.latest()
+    assert latest is not None
+    wf = worker_files(latest)[0]
+    best_local = best_store = float("inf")
+    k = keys // 2
     for i in range(3):
         dest = os.path.join(root, f"restored-{keys}-{i}")
         t0 = time.perf_counter()
         back = WorkerStore.restore(ck, dest, RocksDB(dest, cache_bytes=cache_bytes))
-        k = keys // 2
         back.store("state", StateCodec(Three)).get(bin_of(key_hash(k), BINS), k)
-        best = min(best, time.perf_counter() - t0)
+        best_local = min(best_local, time.perf_counter() - t0)
         back.close()
         shutil.rmtree(dest, ignore_errors=True)
-    return best
+        t0 = time.perf_counter()
+        back = restore_worker(ck_store, wf, dest, RocksDB(dest, cache_bytes=cache_bytes))
+        back.store("state", StateCodec(Three)).get(bin_of(key_hash(k), BINS), k)
+        best_store = min(best_store, time.perf_counter() - t0)
+        back.close()
+        shutil.rmtree(dest, ignore_errors=True)
+    return best_local, best_store
 
 
 # ---------------------------------------------------------------------- bytewax
@@ -355,7 +410,7 @@ def _plot(path: str, heap: list[float], rocks: list[float]) -> None:
 
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.plot([x * 1e3 for x in heap], label="heap dataflow, async checkpoint every epoch")
-    ax.plot([x * 1e3 for x in rocks], label="RocksDB store, checkpoint every epoch (store layer only)")
+    ax.plot([x * 1e3 for x in rocks], label="RocksDB store, checkpoint of files every epoch (store layer)")
     ax.set_xlabel("epoch")
     ax.set_ylabel("epoch latency (ms)")
     ax.set_yscale("log")
@@ -391,8 +446,8 @@ def main(argv: list[str] | None = None) -> None:
         rocks = rocksdb_layer(os.path.join(root, "rocks"), a.keys, _bins(epochs), a.cache_mb << 20)
         rocks_run = heap_dataflow(a.keys, epochs, None, ts.RocksDB(os.path.join(root, "engine"), cache_bytes=a.cache_mb << 20))
         bw = bytewax_rate(a.keys, epochs)
-        rec1 = recovery(os.path.join(root, "rec"), a.recovery_keys, a.cache_mb << 20)
-        rec10 = recovery(os.path.join(root, "rec"), 10 * a.recovery_keys, a.cache_mb << 20)
+        rec1, rec1_store = recovery(os.path.join(root, "rec"), a.recovery_keys, a.cache_mb << 20)
+        rec10, rec10_store = recovery(os.path.join(root, "rec"), 10 * a.recovery_keys, a.cache_mb << 20)
         rss = peak_rss_gb(root, a.rss_keys, a.cache_mb)
         lists = list_appends(os.path.join(root, "lists"), a.list_items, 8)
     finally:
@@ -412,9 +467,11 @@ def main(argv: list[str] | None = None) -> None:
         ["Bytewax stateful_map events/s, same", "not installed" if bw is None else f"{bw:,.0f}", "measured"],
         ["heap p99 epoch, none / ckpt (ms)", f"{_p99(heap['latency']) * 1e3:.1f} / {_p99(heap_ck['latency']) * 1e3:.1f}", "dataflow"],
         ["RocksDB p99 epoch, none / ckpt (ms)", f"{_p99(rocks['latency_none']) * 1e3:.1f} / {_p99(rocks['latency_ckpt']) * 1e3:.1f}", "store layer"],
-        ["RocksDB upload bytes/ckpt (median)", f"{rocks['upload_bytes_median']:,}", "new SST files only"],
-        ["migration bytes / bin state", f"{rocks['migration_bytes_over_state']:.2f}", "SST export, all at once"],
-        ["recovery to first read 1x / 10x (ms)", f"{rec1 * 1e3:.1f} / {rec10 * 1e3:.1f}", f"{a.recovery_keys:,} / {10 * a.recovery_keys:,} keys"],
+        ["RocksDB bytes/ckpt uploaded / referenced", f"{rocks['upload_bytes_per_ckpt']:,.0f} / {rocks['referenced_bytes_per_ckpt']:,.0f}", "new SST files + small files / unchanged SST files"],
+        ["migration bytes / bin state, all at once", f"{rocks['migration_bytes_over_state']:.2f}", "the bin's SST export"],
+        ["migration bytes / bin state, pre-copy", f"{rocks['precopy_bytes_over_state']:.3f}", f"1% churn; pre-loaded from the checkpoint: {rocks['precopy_preload_over_state']:.2f}"],
+        ["recovery to first read 1x / 10x (ms)", f"{rec1 * 1e3:.1f} / {rec10 * 1e3:.1f}", f"{a.recovery_keys:,} / {10 * a.recovery_keys:,} keys, local files"],
+        ["... from the checkpoint store (ms)", f"{rec1_store * 1e3:.1f} / {rec10_store * 1e3:.1f}", "every file fetched + xxh64 checked"],
         ["RocksDB peak RSS (GB)", f"{rss:.2f}", f"{a.rss_keys:,} keys (SCALED; heap > 24 GB needs {n_beyond:,})"],
         ["list snapshot bytes", f"{lists['snapshot_bytes']:,}", f"{a.list_items:,} items"],
         ["list delta bytes/epoch (median)", f"{delta_med:,}", f"{lists['deltas']} deltas, 1 item appended each"],
@@ -434,7 +491,9 @@ def main(argv: list[str] | None = None) -> None:
         "rocksdb_ckpt_p99_over_none": round(_p99(rocks["latency_ckpt"]) / _p99(rocks["latency_none"]), 3),
         "heap_ckpt_p99_over_none": round(_p99(heap_ck["latency"]) / _p99(heap["latency"]), 3),
         "rocksdb_migration_bytes_over_state": round(rocks["migration_bytes_over_state"], 3),
+        "rocksdb_migration_bytes_over_state_precopy": round(rocks["precopy_bytes_over_state"], 4),
         "rocksdb_recovery_10x_over_1x": round(rec10 / rec1, 3),
+        "rocksdb_recovery_from_store_10x_over_1x": round(rec10_store / rec1_store, 3),
         "rocksdb_peak_rss_gb": round(rss, 3),
         "rss_keys_scaled": a.rss_keys,
         "keys_beyond_24gb_heap": n_beyond,

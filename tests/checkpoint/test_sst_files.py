@@ -201,3 +201,25 @@ def test_a_failed_upload_commits_nothing(tmp_path):
     assert store.verify(m1) == []  # the shared files of the first checkpoint survive the abort
     ws.close()
     fc.close()
+
+
+def test_writes_wait_for_the_checkpoint_made_on_the_upload_thread(tmp_path):
+    """The processing thread only writes back and cuts; the flush and hard links run on
+    the upload thread, and a write-back meanwhile waits: the checkpoint holds exactly
+    the state at the cut."""
+    store = CheckpointStore(str(tmp_path / "ck"), fsync=False)
+    fc = FileCheckpoints(store, str(tmp_path / "scratch"))
+    ws = WorkerStore.create(str(tmp_path / "w"))
+    model: dict = {}
+    _apply(ws, model, [(0, k, 1) for k in range(100)])
+    at_cut = {k: list(v) for k, v in model.items()}
+    fut = fc.capture(store.begin(1), {0: ws}, commit=True)
+    _apply(ws, model, [(0, k, 2) for k in range(100)])  # written after the cut: not in checkpoint 1
+    fut.result()
+    m = store.latest()
+    back = restore_worker(store, worker_files(m)[0], str(tmp_path / "back"))
+    assert _contents(back) == at_cut
+    back.close()
+    assert _contents(ws) == model
+    ws.close()
+    fc.close()

@@ -2,10 +2,11 @@
 
 A worker keeping its keyed state in RocksDB (:mod:`tstate.state.rocksdb`) is
 checkpointed as its database's files, not as encoded bins: on the processing thread,
-:meth:`FileCheckpoints.capture` writes every changed state back, flushes and makes a
-RocksDB checkpoint (hard links to the immutable SST files, copies of the few small
-files: :meth:`WorkerStore.checkpoint <tstate.state.rocksdb.worker.WorkerStore.checkpoint>`);
-everything else runs on the upload thread: each SST file **no earlier committed
+:meth:`FileCheckpoints.capture` writes every changed state back and holds the
+database's further writes (:meth:`WorkerStore.cut <tstate.state.rocksdb.worker.WorkerStore.cut>`);
+everything else runs on the upload thread, while the processing thread computes on:
+the flush and the RocksDB checkpoint (hard links to the immutable SST files, copies
+of the few small files), after which writes go on, then each SST file **no earlier committed
 checkpoint holds** is read once, its xxh64 computed and written to the checkpoint
 store (local or object store, through its :class:`~tstate.checkpoint.fs.FileSystem`);
 an SST file the previous committed checkpoint of that worker uploaded is only
@@ -136,34 +137,58 @@ class FileCheckpoints:
         with self._lock:
             self._committed = {w: dict(wf.sst) for w, wf in worker_files(m).items()}
 
-    def capture(self, writer: Any, workers: Mapping[int, Any]) -> Future[list[WorkerFiles]]:
+    def capture(self, writer: Any, workers: Mapping[int, Any], commit: bool = False) -> Future[list[WorkerFiles]]:
         """Checkpoint every worker store of ``workers`` (worker -> ``WorkerStore``) into
-        ``writer``'s checkpoint: here the write-back, flush and hard links; the upload
+        ``writer``'s checkpoint: here the write-back (then the stores' writes wait for
+        the flush and hard links, made on the upload thread); the upload
         (and the writer's :meth:`attach <tstate.checkpoint.writing.CheckpointWriter.attach>`
         calls and ``meta``) on the upload thread.  The future's result: what to give
         :meth:`committed` once ``writer`` committed.  A failure (a full disk, an
         unwritable store) is the future's exception, naming the path; the caller aborts
-        the writer (nothing committed)."""
-        local = {}
+        the writer (nothing committed).  ``commit``: the upload thread commits ``writer``
+        too (and :meth:`committed`), or aborts it on a failure."""
+        cuts: dict[int, Any] = {}
         try:
             for w, ws in sorted(workers.items()):
-                dest = os.path.join(self.scratch, f"ck-{writer.id:06d}-{writer.token}-w{w}")
-                local[w] = ws.checkpoint(dest)
+                cuts[w] = ws.cut()
         except BaseException:
-            for files in local.values():
-                shutil.rmtree(files.dir, ignore_errors=True)
+            self._checkpoints(writer, cuts)  # (releases the cuts made)
             raise
         with self._lock:
-            known = {w: dict(self._committed.get(w, {})) for w in local}
-        return self._pool.submit(self._upload, writer, local, known)
+            known = {w: dict(self._committed.get(w, {})) for w in cuts}
+        return self._pool.submit(self._upload, writer, cuts, known, commit)
 
-    def _upload(self, writer: Any, local: dict[int, Any], known: dict[int, dict[str, FileRef]]) -> list[WorkerFiles]:
-        out = []
+    def _checkpoints(self, writer: Any, cuts: dict[int, Any]) -> dict[int, Any]:
+        """Run every cut (each releases its database's writes), then raise the first
+        failure, if any."""
+        local, failed = {}, None
+        for w, finish in cuts.items():
+            try:
+                local[w] = finish(os.path.join(self.scratch, f"ck-{writer.id:06d}-{writer.token}-w{w}"))
+            except BaseException as exc:
+                failed = failed or exc
+        if failed is not None:
+            for files in local.values():
+                shutil.rmtree(files.dir, ignore_errors=True)
+            raise failed
+        return local
+
+    def _upload(self, writer: Any, cuts: dict[int, Any], known: dict[int, dict[str, FileRef]], commit: bool) -> list[WorkerFiles]:
+        out: list[WorkerFiles] = []
+        local: dict[int, Any] = {}
         try:
+            local = self._checkpoints(writer, cuts)  # flush + hard links, writes held meanwhile
             for w, files in local.items():
                 out.append(self._upload_worker(writer, w, files, known[w]))
             writer.put_meta(META_KEY, {str(wf.worker): wf.to_meta() for wf in out})
+            if commit:
+                writer.commit()
+                self.committed(out)
             return out
+        except BaseException:
+            if commit:
+                writer.abort()
+            raise
         finally:
             for files in local.values():
                 shutil.rmtree(files.dir, ignore_errors=True)

@@ -241,12 +241,19 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         ``dst`` at ``t``; the bytes shipped."""
         start = _time.perf_counter()
         b = self.remove_bin(bi)
-        data = encode_bin(b, self.codec, self.name)
         target = self.exe.peer(dst, self.index)
         assert isinstance(target, StatefulRuntime)
-        target.receive_bin(decode_bin(data, target.codec), t)
-        self.exe.metrics.record_move(self.name, bi, self.worker, dst, t, len(data), _time.perf_counter() - start)
-        return len(data)
+        if self.store is not None and target.store is not None:  # RocksDB on both: an SST file moves
+            from tstate.state.rocksdb.moving import moves_dir, ship_bin
+
+            moved, size = ship_bin(b, self.store, target.store, moves_dir(self.store))
+            target.receive_bin(moved, t)
+        else:
+            data = encode_bin(b, self.codec, self.name)
+            size = len(data)
+            target.receive_bin(decode_bin(data, target.codec), t)
+        self.exe.metrics.record_move(self.name, bi, self.worker, dst, t, size, _time.perf_counter() - start)
+        return size
 
     def receive_bin(self, b: Bin, t: Any, *, tracked: bool = False) -> None:
         """Install a bin that arrived from its previous owner, then release the records

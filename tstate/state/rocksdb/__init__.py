@@ -22,7 +22,11 @@ states in front.  One concept per module:
   behind the runtime's storage seam (:class:`tstate.state.storage.KeyedBin`), and
   ``adopt``, a delivered heap bin turned into one;
 - :mod:`~tstate.state.rocksdb.run_stores`: ``RunStores``, one execution's worker
-  stores, opened on first use, closed (files removed) with the execution.
+  stores, opened on first use, closed (files removed) with the execution;
+- :mod:`~tstate.state.rocksdb.moving`: a bin moved between two stores as files (an SST
+  export ingested), and pre-copy's ``preload`` / ``hand_over`` (only what changed).
+
+Checkpoints of files are :mod:`tstate.checkpoint.sst_files`.
 
 **The binding** is rocksdict (``pip install 'tstate[rocksdb]'``), chosen for having
 every piece above -- column families, write batches, snapshots, ``Checkpoint``,
@@ -36,8 +40,9 @@ has neither ``Checkpoint`` nor ``SstFileWriter``; rocksdb-ng ships no wheel.
 
 Selected with ``flow.run(workers, state=ts.RocksDB(path, cache_bytes=...))`` (or
 ``start``, or ``Embedded(..., state=...)``) on the embedded engine; the Spark backend
-refuses it (ConfigurationError: not supported on Spark yet).  Checkpoints, restores and
-migrations go through the same encoded path as the heap's (the bins read through the
-storage seam); checkpoints of files (issue 28 item 2) are not wired yet.  ``import
+refuses it (ConfigurationError: not supported on Spark yet).  A migration between two
+RocksDB workers moves SST files; the engine's checkpoints, restores and pre-copy
+hand-overs go through the same encoded path as the heap's (the bins read through the
+storage seam): :mod:`tstate.checkpoint.sst_files` is not wired into them yet.  ``import
 tstate`` loads only the setting; rocksdict is imported only when a run uses it.
 """

@@ -45,7 +45,8 @@ import contextlib
 import errno
 import os
 import shutil
-from typing import Any, Iterable, Iterator, Optional
+import threading
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import rocksdict
 import xxhash
@@ -170,6 +171,8 @@ class LocalDB:
         self._families: dict[str, Family] = {}
         self._uploaded: set[str] = set()
         self._closed = False
+        #: held while a checkpoint is made (:meth:`cut`): writes wait for it
+        self._cut = threading.Lock()
         names = list(families)
         with store_errors(self.path, "opening"):
             cfs = {n: _options(settings) for n in names if n != "default"}
@@ -257,7 +260,7 @@ class LocalDB:
         if wb.is_empty():
             return
         self._check_open()
-        with store_errors(self.path, f"writing a batch of {len(wb)} changes"):
+        with self._cut, store_errors(self.path, f"writing a batch of {len(wb)} changes"):
             self._db.write(wb, self._write_options)
 
     def drop_bin(self, fam: Family, index: int) -> None:
@@ -279,6 +282,31 @@ class LocalDB:
         """Flush, then make a checkpoint in ``dest`` (a new directory: hard links to the
         SST files, copies of the rest); its files, SST files not yet uploaded marked
         new.  On failure ``dest`` is removed and nothing is listed."""
+        with self._cut:
+            return self._checkpoint(dest)
+
+    def cut(self) -> Callable[[str], CheckpointFiles]:
+        """Hold every write back from now (they wait) until the returned function has
+        run -- on any thread, e.g. an upload thread, while the processing thread goes on
+        reading and computing the next epoch: it makes :meth:`checkpoint` of the
+        database as it is now into ``dest``, then lets writes go on.  Run it exactly
+        once, whatever happens."""
+        self._check_open()
+        self._cut.acquire()
+        done: list[bool] = []
+
+        def finish(dest: str) -> CheckpointFiles:
+            if done:
+                raise StateStoreError(f"keyed-state store at {self.path}: this cut was checkpointed already")
+            done.append(True)
+            try:
+                return self._checkpoint(dest)
+            finally:
+                self._cut.release()
+
+        return finish
+
+    def _checkpoint(self, dest: str) -> CheckpointFiles:
         dest = os.path.abspath(dest)
         if os.path.lexists(dest):
             raise StateStoreError(f"keyed-state store at {self.path}: checkpoint directory {dest} exists already")
@@ -334,6 +362,35 @@ class LocalDB:
             raise
         return ExportedBin(fam.name, index, os.path.abspath(dest), n, size, digest)
 
+    def export_changes(self, fam: Family, index: int, skeys: Iterable[bytes], dest: str) -> Optional[ExportedBin]:
+        """Write the records ``skeys`` of bin ``index`` of ``fam`` as they are now --
+        a key with no record as a delete -- to the SST file ``dest`` (a pre-copy
+        hand-over: what changed since the copy the new owner holds); ``None`` (and no
+        file) for no keys."""
+        self._check_open()
+        keys = sorted(set(skeys))
+        if not keys:
+            return None
+        values = fam.get_many(keys)
+        writer = rocksdict.SstFileWriter(rocksdict.Options(raw_mode=True))
+        try:
+            with store_errors(dest, f"exporting changes of bin {index} of {fam.name!r} from {self.path}"):
+                os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+                writer.open(dest)
+                for k, v in zip(keys, values):
+                    if v is None:
+                        del writer[k]
+                    else:
+                        writer[k] = v
+                writer.finish()
+                size = os.path.getsize(dest)
+                digest = _xxh64_file(dest)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(dest)
+            raise
+        return ExportedBin(fam.name, index, os.path.abspath(dest), len(keys), size, digest)
+
     def verify_export(self, exported: ExportedBin) -> None:
         """Raise unless the exported file is there with its size and xxh64."""
         path = exported.path
@@ -345,7 +402,7 @@ class LocalDB:
                     f"({size} bytes, expected {exported.size} with xxh64 {exported.xxh64:016x})"
                 )
 
-    def ingest_bin(self, fam: Family, exported: ExportedBin, verified: bool = False) -> None:
+    def ingest_bin(self, fam: Family, exported: ExportedBin, verified: bool = False, replace: bool = True) -> None:
         """Replace bin ``exported.bin`` of ``fam`` by the exported file's records: the
         file is checked (size and xxh64, unless ``verified`` by
         :meth:`verify_export` already) and moved into the database (hard-linked:
@@ -355,17 +412,19 @@ class LocalDB:
         path = exported.path
         if not verified:
             self.verify_export(exported)
-        self.drop_bin(fam, exported.bin)
+        if replace:  # (else the file's records and deletes apply over the bin: a pre-copy's changes)
+            self.drop_bin(fam, exported.bin)
         opts = rocksdict.IngestExternalFileOptions()
         opts.set_move_files(True)
-        with store_errors(path, f"ingesting bin {exported.bin} into {fam.name!r} of {self.path}"):
+        with self._cut, store_errors(path, f"ingesting bin {exported.bin} into {fam.name!r} of {self.path}"):
             fam.rdict.ingest_external_file([path], opts)
 
     # -- closing -----------------------------------------------------------------------
     def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
+        with self._cut:  # (a checkpoint under way finishes first)
+            self._closed = True
         with store_errors(self.path, "closing"):
             for fam in self._families.values():  # a column family's objects keep the database open
                 if fam.rdict is not self._db:

@@ -34,7 +34,7 @@ True
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from tstate.errors import StateStoreError, StateTypeError
 from tstate.state.rocksdb.cache import MISSING, Entry, StateCache
@@ -180,9 +180,18 @@ class KeyedStore:
         self.cache.write_back()
         return self.db.export_bin(self.family, index, dest)
 
-    def ingest_bin(self, exported: ExportedBin) -> None:
+    def export_changes(self, index: int, keys: Iterable[Any], dest: str) -> Optional[ExportedBin]:
+        """The states of ``keys`` in bin ``index`` as they are now (a key without one as
+        a delete) as an SST file at ``dest`` (the cache written back first); ``None``
+        for no keys.  With the bin's copy from a checkpoint at the new owner, this is
+        all a pre-copy hand-over moves (:func:`tstate.state.rocksdb.moving.hand_over`)."""
+        self.cache.write_back()
+        return self.db.export_changes(self.family, index, (store_key(index, k) for k in keys), dest)
+
+    def ingest_bin(self, exported: ExportedBin, replace: bool = True) -> None:
         """Replace bin ``exported.bin`` here by an exported file (checked first; what
-        the cache held of the bin is dropped)."""
+        the cache held of the bin is dropped); ``replace=False``: apply the file's
+        records and deletes over what the bin holds (:meth:`export_changes`)."""
         if exported.family != self.name:
             raise StateStoreError(
                 f"keyed-state store at {self.db.path}: export {exported.path} holds operator "
@@ -190,7 +199,7 @@ class KeyedStore:
             )
         self.db.verify_export(exported)
         self.cache.discard_bin(self.family, exported.bin)
-        self.db.ingest_bin(self.family, exported, verified=True)
+        self.db.ingest_bin(self.family, exported, verified=True, replace=replace)
 
     # -- decoding ---------------------------------------------------------------------
     def _decode(self, key: Any, raw: bytes) -> Any:

@@ -29,7 +29,7 @@ holds marked new), after which the uploader says what it holds (:meth:`uploaded`
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from tstate.errors import StateStoreError
 from tstate.state.rocksdb.cache import StateCache
@@ -85,6 +85,12 @@ class WorkerStore:
         """Write back, flush and checkpoint into the new directory ``dest``."""
         self.cache.write_back()
         return self.db.checkpoint(dest)
+
+    def cut(self) -> Callable[[str], CheckpointFiles]:
+        """Write back, then hold further writes until the returned function has made
+        the checkpoint (on another thread: :meth:`LocalDB.cut <tstate.state.rocksdb.db.LocalDB.cut>`)."""
+        self.cache.write_back()
+        return self.db.cut()
 
     def uploaded(self, names: Iterable[str]) -> None:
         """The checkpoint store holds SST files ``names`` now (later checkpoints list

@@ -59,7 +59,7 @@ from tstate.backend import DEFAULT_STRATEGY, Rescaled, Strategy
 from tstate.checkpoint.settings import Checkpoints
 from tstate.errors import ConfigurationError, SparkError
 from tstate.metrics import Metrics
-from tstate.plan import Planned
+from tstate.plan import Planned, Stateful
 from tstate.plan import Sink as SinkNode
 from tstate.spark.batch import BatchMetrics, Committed, Job, MicroBatch, Shuffles
 from tstate.spark.delivery import Delivery
@@ -383,7 +383,7 @@ class Backend:
         last = self._last
         plan = self._job.plan
         prefetch = rescaling.prefetched(
-            {b for b in plan.boundaries if plan.nodes[b].kind == "stateful" and plan.nodes[b].loop is None}
+            {b for b in plan.boundaries if isinstance(plan.nodes[b].op, Stateful) and plan.nodes[b].loop is None}
         )
         step = MicroBatch(
             self._job, last, self._rescaling.owners, self.partitions, dfs, bound, batch, lo, hi, const_time,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from tstate.errors import ConfigurationError, SparkError
+from tstate.plan import Stateful
 from tstate.spark.source import Source, check_source
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,7 +46,7 @@ def check_resumed(plan: "Plan", head: Any) -> None:
     for b in plan.boundaries:
         pn = plan.nodes[b]
         entry = head.operators.get(pn.name)
-        if pn.kind != "stateful" or entry is None:
+        if not isinstance(pn.op, Stateful) or entry is None:
             continue
         check_compatible(pn.name, entry.schema, pn.stateful.schema)
         if entry.bins != pn.bins:
@@ -70,7 +71,7 @@ def verifier(
     by_name = {plan.nodes[b].name: list(o) for b, o in owners.items()}
     local = isinstance(store.fs, LocalFS)
 
-    stateful = [plan.nodes[b].name for b in plan.boundaries if plan.nodes[b].kind == "stateful"]
+    stateful = [plan.nodes[b].name for b in plan.boundaries if isinstance(plan.nodes[b].op, Stateful)]
 
     def verify(m: Any) -> list[str]:
         # a stored schema that does not parse, or that its files were not written

@@ -17,6 +17,7 @@ from tstate.spark.cells import decode_cell
 from tstate.spark.colocated import DEST, colocated_inputs, colocated_task, partition_columns
 from tstate.spark.held import read_held
 from tstate.spark.input_rows import counted, counted_kinds, passing
+from tstate.spark.plan import Loop
 from tstate.spark.records import decode_records
 from tstate.spark.rounds import LoopRun
 from tstate.spark.task import boundary_task, held_task, input_task
@@ -80,7 +81,7 @@ class Stages:
         self.rows: list[Any] = []
         #: held entries ``[kind, node, bin, time, payload]`` still ahead of the batch
         self.keep: list[Any] = []
-        #: held records this batch reaches: boundary or ``("loop", id)`` -> rows
+        #: held records this batch reaches: boundary or :class:`~tstate.spark.plan.Loop` -> rows
         self.inject: dict[Any, list[Any]] = {}
         #: sink records of a held file from before output parts existed
         self.sink_out: dict[int, dict[int, list[Any]]] = {}
@@ -116,7 +117,7 @@ class Stages:
             if item in done:
                 continue
             done.add(item)
-            if isinstance(item, tuple):  # iterate scopes: rounds until the batch is done
+            if isinstance(item, Loop):  # iterate scopes: rounds until the batch is done
                 self.loops(pos, item, done)
             else:
                 self.boundary_stage(pos, item, done)
@@ -198,7 +199,7 @@ class Stages:
                 )
             else:
                 lid = plan.nodes[node].loop
-                self.inject.setdefault(node if lid is None else ("loop", lid), []).append(
+                self.inject.setdefault(node if lid is None else Loop(lid), []).append(
                     (RECORDS, self.labels[self.owners[node][bin_]], node, bin_, t, payload)
                 )
                 if lid is not None:
@@ -239,14 +240,14 @@ class Stages:
         records still in flight at later epochs are held."""
         plan, spark = self.plan, self.job.spark
         assert self.info is not None
-        ready = {w for w in done if not isinstance(w, tuple)}
+        ready = {w for w in done if not isinstance(w, Loop)}
         group = [item] + [
             it for it in plan.items[pos + 1 :]
-            if isinstance(it, tuple) and it not in done
-            and all(isinstance(w, str) or w in ready for w in plan.loops[it[1]].feeders)
+            if isinstance(it, Loop) and it not in done
+            and all(isinstance(w, str) or w in ready for w in plan.loops[it.id].feeders)
         ]  # fmt: skip
         done.update(group)
-        lps = [plan.loops[it[1]] for it in group]
+        lps = [plan.loops[it.id] for it in group]
         inside = {b for lp in lps for b in lp.boundaries}
         for r in self.rows:
             if r["kind"] == TIMES and r["node"] in inside:
@@ -279,7 +280,7 @@ class Stages:
         assert info is not None
         stage: list[int] = [item] + [
             it for it in plan.items[pos + 1 :]
-            if not isinstance(it, tuple) and it not in done
+            if isinstance(it, int) and it not in done
             and all(isinstance(w, str) or w in self.waves or w in self.alias for w in plan.feeders.get(it, ()))
         ]  # fmt: skip
         done.update(stage)

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
 from attrs import frozen
 
+from tstate.plan import Exchange, Stateful
 from tstate.progress.timestamp import Product
 from tstate.spark.cells import cell_where, decode_cell, emit, emit_loop_cells
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
@@ -64,7 +65,7 @@ from tstate.spark.wire import (
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-    from tstate.spark.plan import Loop, Plan
+    from tstate.spark.plan import LoopScope, Plan
 
 __all__ = [
     "RoundInfo", "Overlay", "LocalLoops", "LoopRun", "minimal", "round_frontier", "passed", "loop_task",
@@ -187,7 +188,7 @@ def loop_task(plan: "Plan", info: "BatchInfo", rnd: RoundInfo, nodes: tuple[int,
         for node in nodes:
             routed: dict[tuple[int, int, Any], list[Any]] = {}
             sinks: dict[tuple[int, int], list[Any]] = {}
-            if plan.nodes[node].kind == "exchange":
+            if isinstance(plan.nodes[node].op, Exchange):
                 for t in sorted(groups[node]):
                     for recs in groups[node][t].values():
                         plan.push(node, t, recs, routed, sinks)
@@ -309,7 +310,7 @@ def local_loop_task(plan: "Plan", info: "BatchInfo", job: LocalLoops) -> Any:
                     counts[node] += sum(len(recs) for g in groups.values() for recs in g.values())
                     routed: dict[tuple[int, int, Any], list[Any]] = {}
                     sinks: dict[tuple[int, int], list[Any]] = {}
-                    if plan.nodes[node].kind == "exchange":
+                    if isinstance(plan.nodes[node].op, Exchange):
                         for t in sorted(groups):
                             for recs in groups[t].values():
                                 plan.push(node, t, recs, routed, sinks)
@@ -377,7 +378,7 @@ class LoopRun:
     def __init__(
         self,
         plan: "Plan",
-        lps: list["Loop"],
+        lps: list["LoopScope"],
         info: BatchInfo,
         writer: Any,
         overlay: dict[str, Any],
@@ -512,7 +513,7 @@ class LoopRun:
         for lp in self.lps:
             for b in lp.boundaries:
                 pn = self.plan.nodes[b]
-                if pn.kind == "stateful":
+                if isinstance(pn.op, Stateful):
                     total += sum(ref.size for bn in range(pn.bins) for ref in overlay.chain(m, pn.name, bn))
         return total
 

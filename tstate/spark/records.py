@@ -41,6 +41,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import itertools
+import threading
 from decimal import Decimal
 from typing import Any, Callable
 
@@ -75,15 +76,11 @@ class _Codec:
     classes, ``where`` names the operator (writing) or the cell / file (reading) for
     errors (a string, or a function giving it, called only on error)."""
 
-    __slots__ = ("types", "where", "_packers", "_depth")
+    __slots__ = ("types", "where")
 
     def __init__(self, types: RecordTypes, where: "str | Callable[[], str]") -> None:
         self.types = types
         self.where = where
-        #: one packer per nesting level of extensions (a packer is not re-entrant; making
-        #: one per nested value allocated its buffer each time, most of the encoding time)
-        self._packers: list[Any] = []
-        self._depth = 0
 
     def _where(self) -> str:
         w = self.where
@@ -105,18 +102,19 @@ class _Codec:
             return msgpack.ExtType(_DATE, obj.isoformat().encode())
         if t is Decimal:
             return msgpack.ExtType(_DECIMAL, str(obj).encode())
-        if is_record_class(t):
-            path = class_path(t)
-            if self.types.get(path) is None:
-                raise RecordClassError(
-                    f"record {_short(obj)} sent to operator {self._where()!r} is an instance of {path!r}, which this "
-                    f"dataflow did not register: records cross a Spark exchange only as classes the dataflow declares. "
-                    f"Register it before running: flow.record_types({t.__qualname__}) (or name {t.__qualname__} in a "
-                    "type hint of an operator's function)"
-                )
-            if issubclass(t, tuple):
-                return msgpack.ExtType(_NAMEDTUPLE, self.pack([path, list(obj)]))
-            return msgpack.ExtType(_ATTRS, self.pack([path, [getattr(obj, a.name) for a in t.__attrs_attrs__]]))
+        spec = _classes.get(t)
+        if spec is None and is_record_class(t):
+            spec = _classes[t] = _class_spec(t)
+        if spec is not None:
+            path, code, get = spec
+            if self.types.classes.get(path) is not None:  # (registered: the common case first)
+                return msgpack.ExtType(code, self.pack([path, list(get(obj))]))
+            raise RecordClassError(
+                f"record {_short(obj)} sent to operator {self._where()!r} is an instance of {path!r}, which this "
+                f"dataflow did not register: records cross a Spark exchange only as classes the dataflow declares. "
+                f"Register it before running: flow.record_types({t.__qualname__}) (or name {t.__qualname__} in a "
+                "type hint of an operator's function)"
+            )
         raise TypeError(f"cannot encode {t.__name__}")
 
     def ext(self, code: int, data: bytes) -> Any:
@@ -159,15 +157,20 @@ class _Codec:
         return cls
 
     def pack(self, obj: Any) -> bytes:
-        d = self._depth
-        packers = self._packers
+        # one packer per nesting level of extensions, per thread, kept (a packer is not
+        # re-entrant; making one per nested value allocated its buffer each time: most of
+        # the encoding time); its ``default`` hook is the codec packing at that level
+        st = _packing.__dict__
+        codecs: list[_Codec] = st.setdefault("codecs", [])
+        packers: list[Any] = st.setdefault("packers", [])
+        d = len(codecs)
         if d == len(packers):
-            packers.append(msgpack.Packer(default=self.default, use_bin_type=True, strict_types=True))
-        self._depth = d + 1
+            packers.append(msgpack.Packer(default=_default, use_bin_type=True, strict_types=True))
+        codecs.append(self)
         try:
             return packers[d].pack(obj)  # type: ignore[no-any-return]
         finally:  # (on an error the packer has reset its buffer)
-            self._depth = d
+            codecs.pop()
 
     def unpack(self, data: bytes) -> Any:
         return msgpack.unpackb(data, ext_hook=self.ext, raw=False, strict_map_key=False)
@@ -180,6 +183,26 @@ class _Codec:
             raise
         except (TypeError, ValueError, msgpack.UnpackException) as exc:
             raise SparkError(f"{self._where()}: malformed records ({type(exc).__name__}: {exc})") from None
+
+
+_packing = threading.local()
+#: record class -> (path, extension code, the function giving its field values in order)
+_classes: dict[type, tuple[str, int, Callable[[Any], Any]]] = {}
+
+
+def _class_spec(t: type) -> tuple[str, int, Callable[[Any], Any]]:
+    import operator
+
+    if issubclass(t, tuple):
+        return class_path(t), _NAMEDTUPLE, tuple
+    names = [a.name for a in t.__attrs_attrs__]  # type: ignore[attr-defined]
+    get = operator.attrgetter(*names) if len(names) > 1 else (lambda o, n=names: tuple(getattr(o, a) for a in n))
+    return class_path(t), _ATTRS, get
+
+
+def _default(obj: Any) -> Any:
+    """The ``default`` hook of the shared packers: the innermost packing codec's."""
+    return _packing.codecs[-1].default(obj)
 
 
 def _short(obj: Any) -> str:

@@ -68,7 +68,9 @@ def main() -> None:
 
 def out_stream(flow: ts.Dataflow) -> ts.Stream:
     """The flow's final stream (the concat feeding its collect sink)."""
-    index = next(i for i, node in flow.graph if node.kind == "concat")
+    from tstate.plan import Concat
+
+    index = next(i for i, node in flow.graph if isinstance(node, Concat))
     return ts.Stream(flow, index, 0, flow.root)
 
 

@@ -1,4 +1,4 @@
-"""How a batch run cuts its epochs into micro-batches (``tstate.spark.backend._cuts``):
+"""How a batch run cuts its epochs into micro-batches (``tstate.spark.cuts.batch_cuts``):
 no Spark needed, checked against the rules it states."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tstate.spark.backend import _cuts
+from tstate.spark.cuts import batch_cuts as _cuts
 
 
 @given(

@@ -55,59 +55,39 @@ import os
 import time as _time
 from typing import TYPE_CHECKING, Any, Optional
 
-from attrs import define, field
-
-from tstate.backend import DEFAULT_STRATEGY, Rescaled, Strategy, check_strategy
+from tstate.backend import DEFAULT_STRATEGY, Rescaled, Strategy
 from tstate.checkpoint.settings import Checkpoints
-from tstate.errors import CheckpointError, ConfigurationError, SparkError
+from tstate.errors import ConfigurationError, SparkError
 from tstate.metrics import Metrics
-from tstate.plan import Sink as SinkNode
 from tstate.plan import Planned, Stateful
+from tstate.plan import Sink as SinkNode
 from tstate.spark.batch import BatchMetrics, Committed, Job, MicroBatch, Shuffles
+from tstate.spark.cuts import batch_cuts as _cuts  # noqa: F401  (its old place)
 from tstate.spark.output import ROOT as OUTPUT_ROOT
+from tstate.spark.rescaling import Rescaling, check_rescale
+from tstate.spark.source import Source
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.dataflow import Stream
 
 __all__ = ["Backend", "Source", "BatchMetrics"]
 
-_INT_TYPES = ("tinyint", "smallint", "int", "bigint")
-#: a rescale step's bin code is ``boundary << 20 | bin``
-_BIN_MASK = (1 << 20) - 1
+#: the store settings ``Backend`` takes as arguments and ``Checkpoints`` holds: their defaults
+_STORE_DEFAULTS = {"compact_after": 8, "retain": 3, "resume": True, "fresh_if_unusable": False, "replica": None}
 
 
-@define
-class _Step:
-    """One batch of a rescale: ``moves`` (bin code -> partition) change owner at it;
-    ``prefetch`` (bin code -> next owner): pre-copy, loaded by the executors during it
-    for the hand-over ``ahead`` batches later; ``precopy``: its moves were prefetched."""
-
-    moves: dict[int, int]
-    prefetch: dict[int, int] = field(factory=dict)
-    ahead: int = 0
-    precopy: bool = False
-
-
-@define
-class Source:
-    """A DataFrame bound to a dataflow input.
-
-    ``time``: an integer column of event times (None: each micro-batch is one epoch,
-    numbered by its batch id; a static DataFrame without it is epoch 0);
-    ``lateness``: with ``time`` in a streaming run, how far (in epochs) the frontier
-    stays behind the largest time seen: a row up to ``lateness`` epochs older than the
-    newest one is still on time (rows ahead of the frontier are held back, durably,
-    until it reaches them);
-    ``record``: what a row becomes — ``"dict"`` (column → value), ``"tuple"`` or
-    ``"value"`` (the first column); ``columns``: the columns and Spark types the
-    dataflow expects (``{"key": "string", "hour": "bigint"}``), checked before the
-    first batch."""
-
-    df: Any
-    time: Optional[str] = None
-    record: str = "dict"
-    columns: Optional[dict[str, str]] = None
-    lateness: int = 0
+def _store_settings(checkpoint: "str | Checkpoints", given: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The checkpoint directory and store settings: ``given`` (the arguments), or those
+    of ``checkpoint=Checkpoints(...)`` (the embedded engine's settings), but not both."""
+    if not isinstance(checkpoint, Checkpoints):
+        return checkpoint, given
+    twice = sorted(k for k, v in given.items() if v != _STORE_DEFAULTS[k])
+    if twice:
+        raise ConfigurationError(
+            f"Backend: {', '.join(twice)} given both as arguments and in checkpoint=Checkpoints(...): "
+            "give them in Checkpoints only"
+        )
+    return checkpoint.directory, {k: getattr(checkpoint, k) for k in _STORE_DEFAULTS}
 
 
 class Backend:
@@ -165,52 +145,38 @@ class Backend:
         from tstate.checkpoint.location import resolve
         from tstate.checkpoint.store import CheckpointStore
         from tstate.spark.progress import Progress
+        from tstate.spark.restore import check_verify
         from tstate.spark.session import require_pyspark
 
         require_pyspark()
-
-        if isinstance(checkpoint, Checkpoints):  # the embedded engine's settings: the store's are used
-            given = {
-                "compact_after": (compact_after, 8), "retain": (retain, 3), "resume": (resume, True),
-                "fresh_if_unusable": (fresh_if_unusable, False), "replica": (replica, None),
-            }
-            twice = sorted(k for k, (v, default) in given.items() if v != default)
-            if twice:
-                raise ConfigurationError(
-                    f"Backend: {', '.join(twice)} given both as arguments and in checkpoint=Checkpoints(...): "
-                    "give them in Checkpoints only"
-                )
-            compact_after, retain, resume = checkpoint.compact_after, checkpoint.retain, checkpoint.resume
-            fresh_if_unusable, replica = checkpoint.fresh_if_unusable, checkpoint.replica
-            checkpoint = checkpoint.directory
+        directory, settings = _store_settings(checkpoint, {
+            "compact_after": compact_after, "retain": retain, "resume": resume,
+            "fresh_if_unusable": fresh_if_unusable, "replica": replica,
+        })  # fmt: skip
         self.spark = spark
-        self.directory = resolve(checkpoint)  # an absolute path, or a URL (s3://...)
+        self.directory = resolve(directory)  # an absolute path, or a URL (s3://...)
         n = partitions if partitions is not None else spark.sparkContext.defaultParallelism
         if not isinstance(n, int) or n < 1:
             raise ConfigurationError(f"partitions must be an integer >= 1, got {partitions!r}")
-        self.partitions = n
+        #: the bin→partition map and the rescale under way (tstate.spark.rescaling)
+        self._rescaling = Rescaling(n)
         self.sources = dict(sources or {})
-        self.compact_after = compact_after
-        self.resume = resume
-        self.fresh_if_unusable = fresh_if_unusable
+        self.compact_after = settings["compact_after"]
+        self.resume = settings["resume"]
+        self.fresh_if_unusable = settings["fresh_if_unusable"]
         self.local_loops = local_loops
-        from tstate.spark.restore import check_verify
-
         self.verify = check_verify(verify)
         # with a replica, the driver copies each committed checkpoint there and, when it
         # resumes, repairs either copy from the other before any executor reads a bin
         self.store = CheckpointStore(
-            self.directory, retain=retain, compact_after=compact_after, background_gc=True, replica=replica,
-            mirror_dirs=(f"{OUTPUT_ROOT}/",),
+            self.directory, retain=settings["retain"], compact_after=self.compact_after, background_gc=True,
+            replica=settings["replica"], mirror_dirs=(f"{OUTPUT_ROOT}/",),
         )
         self.metrics = Metrics()
         #: the run's dataflow and what its batches share (None: nothing has run yet)
         self._flow: Any = None
         self._job: Optional[Job] = None
         self._shuffles = Shuffles(spark)
-        self._owners: dict[int, list[int]] = {}
-        self._steps: list[_Step] = []  # pending rescale steps
-        self._target_partitions: Optional[int] = None
         #: what the last committed batch left for the next (tstate.spark.batch.Committed)
         self._last = Committed()
         self._progress = Progress(progress)
@@ -219,110 +185,52 @@ class Backend:
         return f"Backend({self.directory!r}, partitions={self.partitions})"
 
     @property
+    def partitions(self) -> int:
+        """The Spark partitions (= tstate workers) the next micro-batch runs on."""
+        return self._rescaling.partitions
+
+    @partitions.setter
+    def partitions(self, n: int) -> None:
+        self._rescaling.partitions = n
+
+    @property
     def checkpoints(self) -> Any:
         """The checkpoint store every micro-batch is committed to
         (:class:`~tstate.checkpoint.store.CheckpointStore`)."""
         return self.store
 
-    # -- setting up -------------------------------------------------------------------
+    # -- setting up (tstate.spark.opening) ----------------------------------------------
     def _prepare(self, flow: "Planned", sources: dict[str, Any]) -> dict[str, Source]:
-        from tstate.checkpoint.schema_check import check_compatible
-        from tstate.hash_kind import check_hash_kind, hash_kind_of
+        """Bind ``sources`` to ``flow``'s inputs, resume from the latest usable
+        checkpoint (if ``resume``), open the sinks; returns the bindings."""
         from tstate.migration.planner import balanced_map
+        from tstate.spark.opening import bind, check_resumed, recover_output, verifier
         from tstate.spark.plan import Plan
 
         plan = Plan.of(flow)
-        bound = {k: (v if isinstance(v, Source) else Source(v)) for k, v in {**self.sources, **sources}.items()}
-        for name in bound:
-            if name not in plan.inputs:
-                raise SparkError(f"a DataFrame is bound to {name!r}, but the dataflow has no such input (inputs: {', '.join(plan.inputs) or 'none'})")
-        for name in plan.inputs:
-            if name not in bound:
-                raise SparkError(f"input {name!r} of dataflow {flow.name!r} has no DataFrame: pass {{{name!r}: df}}")
-        for name, src in bound.items():
-            _check_schema(name, src)
+        bound = bind(plan, flow.name, {**self.sources, **sources})
         self._flow = flow
         sinks = {i: node.sink for i, node in flow.graph.of_type(SinkNode)}
         self._job = Job(
             self.spark, self._shuffles, self.store, self.directory, plan, sinks,
             self.spark.sparkContext.accumulator(0), self.compact_after, self.local_loops,
         )
-        self._owners = {b: balanced_map(plan.nodes[b].bins, self.partitions) for b in plan.boundaries}
+        self._rescaling.owners = {b: balanced_map(plan.nodes[b].bins, self.partitions) for b in plan.boundaries}
         # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)
-        head = self.store.recover(fresh_if_unusable=self.fresh_if_unusable, verify=self._verifier(plan)) if self.resume else None
+        verify = verifier(self.spark, self.store, self.directory, plan, self._rescaling.owners, self.partitions, self.verify, self.metrics)
+        head = self.store.recover(fresh_if_unusable=self.fresh_if_unusable, verify=verify) if self.resume else None
         if head is not None:
-            for b in plan.boundaries:
-                pn = plan.nodes[b]
-                entry = head.operators.get(pn.name)
-                if pn.kind != "stateful" or entry is None:
-                    continue
-                check_compatible(pn.name, entry.schema, pn.stateful.schema)
-                if entry.bins != pn.bins:
-                    raise ConfigurationError(
-                        f"operator {pn.name!r}: checkpoint {head.id} has {entry.bins} bins, the dataflow {pn.bins}"
-                    )
-                check_hash_kind(pn.name, head.id, entry.hash, hash_kind_of(pn.stateful.key))
+            check_resumed(plan, head)
             self._last = Committed.of_checkpoint(head)
             if self._last.frontier is not None:  # (None: the run finished; its output is complete)
                 for sink in sinks.values():
                     sink.restore(self._last.frontier)
         for sink in sinks.values():
             sink.open(0, 1)
-        self._recover_output()
+        recover_output(self.store, self.spark, self.directory, self._job, self._last)
         return bound
 
-    def _verifier(self, plan: Any) -> Any:
-        """How recovery checks a candidate checkpoint's files: by the executors when
-        ``verify`` says so (:mod:`tstate.spark.restore`), else on the driver."""
-        from tstate.checkpoint.fs import LocalFS
-        from tstate.checkpoint.schema_check import fingerprint_check, stored_fingerprints
-        from tstate.spark.restore import use_executors, verify_on_executors
-
-        owners = {plan.nodes[b].name: list(o) for b, o in self._owners.items()}
-        local = isinstance(self.store.fs, LocalFS)
-
-        stateful = [plan.nodes[b].name for b in plan.boundaries if plan.nodes[b].kind == "stateful"]
-
-        def verify(m: Any) -> list[str]:
-            # a stored schema that does not parse, or that its files were not written
-            # with (altered), makes the checkpoint unusable like a damaged file
-            fingerprints, bad = stored_fingerprints(m, stateful)
-            if bad:
-                return bad
-            check = fingerprint_check(m, fingerprints)
-            if not use_executors(self.verify, m, local=local):
-                self.metrics.verified_by = "driver"
-                return self.store.verify(m, check=check)
-            self.metrics.verified_by = "executors"
-            bad = verify_on_executors(self.spark, self.directory, m, owners, self.partitions, check)
-            if bad and self.store.replica is not None:
-                return self.store.verify(m, check=check)  # the driver reads the bad files from the replica and repairs them
-            return bad
-
-        return verify
-
-    def _recover_output(self) -> None:
-        """At a (re)start: delete the output an uncommitted batch left, and write the last
-        committed batch's epoch files again (the driver may have died between its commit
-        and them; the same bytes again otherwise)."""
-        from tstate.spark.output import clean, finalise, read_index, sink_dir
-
-        assert self._job is not None
-        fs, plan, committed = self.store.fs, self._job.plan, self._last
-        keep = {p.path for p in committed.pending}
-        last: list[Any] = []
-        if committed.output is not None:
-            b, _prev, parts = read_index(fs, committed.output)
-            if b == committed.batch:
-                keep |= {p.path for p in parts} | {committed.output}
-                last = parts
-        clean(fs, [sink_dir(plan, node) for node in plan.sinks], max(committed.batch, 0), keep)
-        files = {
-            node: sink for node, sink in self._job.sinks.items() if not sink.on_driver and hasattr(sink, "commit_epoch")
-        }
-        finalise(self.spark, self.directory, files, last, plan.records)
-
-    # -- rescaling --------------------------------------------------------------------
+    # -- rescaling (tstate.spark.rescaling) ---------------------------------------------
     def rescale(
         self, partitions: int, strategy: Strategy = DEFAULT_STRATEGY, steps: int = 4, *, lead: int = 1
     ) -> Rescaled:
@@ -339,60 +247,11 @@ class Backend:
         move takes (``steps``) and per operator the batches its bins move at, counted
         from the next one (``schedule``).  (The default was ``"all-at-once"`` before both
         engines shared :data:`~tstate.backend.DEFAULT_STRATEGY`.)"""
-        from tstate.migration.planner import rescale_map
-
-        if not isinstance(partitions, int) or partitions < 1:
-            raise ConfigurationError(f"partitions must be an integer >= 1, got {partitions!r}")
-        check_strategy(strategy)
-        if not isinstance(steps, int) or steps < 1:
-            raise ConfigurationError(f"steps must be an integer >= 1, got {steps!r}")
-        if not isinstance(lead, int) or lead < 1:
-            raise ConfigurationError(f"lead must be an integer >= 1, got {lead!r}")
+        check_rescale(partitions, strategy, steps, lead)
         if self._job is None:
             self.partitions = partitions
             return Rescaled(partitions, strategy, 0, {})
-        moves = [
-            ((b << 20) | bin_, p)
-            for b, owners in sorted(self._owners.items())
-            for bin_, p in enumerate(rescale_map(owners, partitions))
-            if owners[bin_] != p
-        ]
-        if strategy == "precopy":
-            self._steps = [_Step({}, dict(moves), lead - i) for i in range(lead)] + [_Step(dict(moves), precopy=True)] if moves else []
-        else:
-            k = 1 if strategy == "all-at-once" else min(steps, max(1, len(moves)))
-            self._steps = [_Step(dict(moves[i::k])) for i in range(k)] if moves else []
-        if strategy != "precopy":  # (precopy: the lead batches run on the old partitions)
-            self.partitions = max(partitions, max((max(o) + 1 for o in self._owners.values()), default=1))
-        self._target_partitions = partitions
-        return Rescaled(partitions, strategy, len(self._steps), self._schedule())
-
-    def _schedule(self) -> dict[str, tuple[int, ...]]:
-        """Per operator whose bins move: the pending steps (batches from the next one) moving them."""
-        graph = self._flow.graph if self._flow is not None else None
-        at: dict[str, list[int]] = {}
-        for i, step in enumerate(self._steps):
-            for node in sorted({code >> 20 for code in step.moves}):
-                at.setdefault(graph[node].name if graph is not None else str(node), []).append(i)
-        return {name: tuple(batches) for name, batches in at.items()}
-
-    def _next_owners(self) -> "_Step":
-        """Apply the next rescale step; returns it (an empty step: no rescale under way)."""
-        if not self._steps:
-            target = self._target_partitions
-            if target is not None:
-                self.partitions = target
-                self._target_partitions = None
-            return _Step({})
-        step = self._steps.pop(0)
-        if step.moves and self._target_partitions is not None:
-            self.partitions = max(self.partitions, self._target_partitions)
-        for code, p in step.moves.items():
-            self._owners[code >> 20][code & _BIN_MASK] = p
-        if not self._steps and self._target_partitions is not None:
-            self.partitions = self._target_partitions
-            self._target_partitions = None
-        return step
+        return self._rescaling.plan(partitions, strategy, steps, lead, self._flow.graph if self._flow is not None else None)
 
     # -- running ----------------------------------------------------------------------
     def run(
@@ -416,19 +275,9 @@ class Backend:
         bins move to the new partitions (per the strategy, over one or more batches;
         ``"precopy"``: the executors load them during the batch before, see
         :meth:`rescale`); with automatic cuts a micro-batch starts at each such time."""
-        from pyspark.sql import functions as F
+        from tstate.spark.driving import run_cuts
 
-        from tstate.migration.commands import Rescale
-
-        pending = sorted(reconfigure, key=lambda p: p[0])
-        for _, cmd in pending:
-            if not isinstance(cmd, Rescale):
-                raise ConfigurationError(f"the Spark backend rescales by partitions: use tstate.Rescale, not {cmd!r}")
-
-        if epochs_per_batch is not None and (not isinstance(epochs_per_batch, int) or epochs_per_batch < 1):
-            raise ConfigurationError(f"epochs_per_batch must be an integer >= 1, got {epochs_per_batch!r}")
-        if not isinstance(rows_per_batch, int) or rows_per_batch < 1:
-            raise ConfigurationError(f"rows_per_batch must be an integer >= 1, got {rows_per_batch!r}")
+        pending = _check_run(epochs_per_batch, rows_per_batch, reconfigure)
         bound = self._prepare(flow, sources or {})
         done = self._last.batch + 1  # batches committed by earlier runs
         if self._last.frontier is None:  # a finished run was committed: nothing left to do
@@ -438,32 +287,12 @@ class Backend:
             if getattr(src.df, "isStreaming", False):
                 raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.run for streaming runs")
         cached, lo, cuts = self._cut(bound, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
-        batch = self._last.batch + 1
         total = done + len(cuts) + 1  # (+1: the batch closing the inputs)
         if done:
             self._progress.resumed(self.directory, done, total)
         self._progress.start(total, done)
         try:
-            for i, (lo, hi) in enumerate(cuts):
-                while pending and pending[0][0] <= lo:
-                    cmd = pending.pop(0)[1]
-                    self.rescale(cmd.workers, cmd.strategy)
-                # pre-copy: the bins move at the next batch; the executors load them during this one
-                nxt = cuts[i + 1][0] if i + 1 < len(cuts) else None
-                while pending and nxt is not None and pending[0][1].strategy == "precopy" and pending[0][0] <= nxt:
-                    cmd = pending.pop(0)[1]
-                    self.rescale(cmd.workers, "precopy")
-                dfs = {}
-                for name, src in bound.items():
-                    if src.time is None:
-                        dfs[name] = src.df if lo <= 0 < hi else src.df.limit(0)
-                    else:
-                        df = cached.get(name, src.df)
-                        dfs[name] = df.where((F.col(src.time) >= lo) & (F.col(src.time) < hi))
-                self._batch(dfs, bound, batch, lo, hi, None)
-                batch += 1
-            lo = cuts[-1][1] if cuts else lo
-            self._batch({}, bound, batch, lo, None, None)  # the inputs close: remaining timers fire
+            run_cuts(self, bound, cached, lo, cuts, pending)
         finally:
             for df in cached.values():
                 df.unpersist()
@@ -474,32 +303,12 @@ class Backend:
     def _cut(
         self, bound: dict[str, Source], epochs: Optional[int], rows: int, starts: list[int]
     ) -> tuple[dict[str, Any], int, list[tuple[int, int]]]:
-        """A batch run's first epoch and micro-batches (:func:`_cuts` over the epochs Spark counted and
-        sliced, :mod:`tstate.spark.cuts`), and the timed inputs it persisted: each
-        micro-batch filters its epochs out of them, so they are read once, by the job
-        that counts the epochs, into the cache (an input already cached is used as is)."""
-        from tstate.spark.cuts import span
+        """A batch run's inputs persisted, first epoch and micro-batches
+        (:func:`tstate.spark.cuts.cut_run`)."""
+        from tstate.spark.cuts import cut_run
 
-        cached = {
-            name: src.df.persist() for name, src in bound.items() if src.time is not None and not src.df.is_cached
-        }
-        timed = [(cached.get(name, src.df), src.time) for name, src in bound.items() if src.time is not None]
-        t = _time.perf_counter()
-        try:
-            found = span(timed, None if self._last.fresh else self._last.frontier, None if epochs else rows)
-        except BaseException:
-            for df in cached.values():
-                df.unpersist()
-            raise
-        self.metrics.cut_seconds = _time.perf_counter() - t
-        counts = dict(found.loads)
-        first, top = found.first, found.top if found.top is not None else -1
-        if any(src.time is None for src in bound.values()):  # an untimed input is epoch 0
-            counts.setdefault(0, 0)
-            first, top = min(first if first is not None else 0, 0), max(top, 0)
-        frontier = self._last.frontier
-        lo = (first if first is not None else 0) if self._last.fresh or frontier is None else frontier
-        return cached, lo, _cuts(counts, lo, top, epochs, rows, starts)
+        cached, lo, cuts, self.metrics.cut_seconds = cut_run(bound, self._last, epochs, rows, starts)
+        return cached, lo, cuts
 
     def start(
         self,
@@ -513,7 +322,8 @@ class Backend:
         returns the ``StreamingQuery`` (``awaitTermination``, ``stop``,
         ``recentProgress``...).  ``trigger``: ``DataStreamWriter.trigger`` arguments,
         e.g. ``{"availableNow": True}`` or ``{"processingTime": "5 seconds"}``."""
-        from pyspark.sql import functions as F
+        from tstate.checkpoint.location import spark_uri
+        from tstate.spark.driving import StreamingBatches
 
         bound = self._prepare(flow, sources or {})
         if self._last.batch >= 0:
@@ -523,41 +333,7 @@ class Backend:
         (name, src), = bound.items()
         if not getattr(src.df, "isStreaming", False):
             raise SparkError(f"input {name!r} is not a streaming DataFrame: use Backend.run for static DataFrames")
-
-        def on_batch(df: Any, batch_id: int) -> None:
-            last = self._last
-            if batch_id <= last.batch:
-                self.metrics.skipped.append(batch_id)  # committed before a restart
-                return
-            if batch_id > last.batch + 1 and not last.fresh:
-                # Spark committed batches tstate's state does not include (it resumed from
-                # an older checkpoint, the newer ones being unusable): their rows will not
-                # come again, so going on would lose them
-                raise CheckpointError(
-                    f"{self.directory}: Spark's streaming query is at micro-batch {batch_id}, but the tstate "
-                    f"checkpoint it resumed from holds batches up to {last.batch}; the input of batches "
-                    f"{last.batch + 1}..{batch_id - 1} is committed in Spark's query checkpoint "
-                    f"(spark-query/) and will not be replayed, so resuming would lose it (exactly-once). "
-                    "Repair the newer tstate checkpoints (python -m tstate checkpoints DIR --verify) or "
-                    "start the query afresh"
-                )
-            lo = last.frontier
-            assert lo is not None  # (a finished run gets no more batches)
-            newest = last.newest
-            if src.time is None:
-                hi: Optional[int] = max(lo, batch_id) + 1
-                const = max(lo, batch_id)
-            else:
-                top = df.agg(F.max(src.time).alias("t")).collect()[0]["t"]
-                if top is not None:
-                    newest = int(top) if newest is None else max(newest, int(top))
-                hi = max(lo, newest + 1 - src.lateness) if newest is not None else lo
-                const = None
-            self._batch({name: df}, bound, batch_id, lo, hi, const, newest=newest)
-
-        from tstate.checkpoint.location import spark_uri
-
-        writer = src.df.writeStream.foreachBatch(on_batch).option(
+        writer = src.df.writeStream.foreachBatch(StreamingBatches(self, bound, name)).option(
             "checkpointLocation", os.path.join(spark_uri(self.directory), "spark-query")
         )
         if trigger:
@@ -580,23 +356,17 @@ class Backend:
         """One micro-batch (:class:`~tstate.spark.batch.MicroBatch`): run it, commit,
         then deliver the sinks' records; ``newest``: the newest event time seen."""
         start = _time.perf_counter()
-        rescaling = self._next_owners()
+        rescaling = self._rescaling.next_step()
         assert self._job is not None
         last = self._last
         plan = self._job.plan
-        moved: dict[int, set[int]] = {}
-        for code in rescaling.moves:
-            moved.setdefault(code >> 20, set()).add(code & _BIN_MASK)
-        prefetch: dict[int, list[tuple[int, int]]] = {}
-        for code, p in rescaling.prefetch.items():  # (loop operators' bins are not prefetched)
-            node = plan.nodes[code >> 20]
-            if node.kind == "stateful" and node.loop is None:
-                prefetch.setdefault(code >> 20, []).append((code & _BIN_MASK, p))
+        prefetch = rescaling.prefetched(
+            {b for b in plan.boundaries if isinstance(plan.nodes[b].op, Stateful) and plan.nodes[b].loop is None}
+        )
         step = MicroBatch(
-            self._job, last, self._owners, self.partitions, dfs, bound, batch, lo, hi, const_time,
+            self._job, last, self._rescaling.owners, self.partitions, dfs, bound, batch, lo, hi, const_time,
             moved=len(rescaling.moves), newest=newest if newest is not None else last.newest, start=start,
-            moved_bins={b: frozenset(s) for b, s in moved.items()},
-            prefetch={b: tuple(s) for b, s in prefetch.items()},
+            moved_bins=rescaling.moved_bins(), prefetch=prefetch,
             handover=batch + rescaling.ahead if prefetch else (batch if rescaling.precopy else -1),
             precopy=rescaling.precopy,
         )
@@ -606,19 +376,14 @@ class Backend:
         self.metrics.batches.append(m)
         self._progress.batch(m, self.store.head)
 
-    # -- state ----------------------------------------------------------------------
+    # -- state and output (tstate.spark.queries) ----------------------------------------
     def state(self, op: "Stream") -> Any:
         """The state of stateful operator ``op`` at the last committed batch, as a Spark
         DataFrame (a ``key`` column, then one column per struct field or ``value``),
         read from the bins by the executors."""
-        from tstate.spark.frame import state_frame
+        from tstate.spark.queries import state_of
 
-        if self._flow is None:
-            raise SparkError("nothing has run on this backend yet")
-        node = self._flow.graph[op.node]
-        if not isinstance(node, Stateful):
-            raise SparkError(f"operator {node.name!r} is not a stateful operator")
-        return state_frame(self.spark, self.store, self.directory, self.partitions, node.name, node.state)
+        return state_of(self.spark, self.store, self.directory, self.partitions, self._flow, op)
 
     def output(self, op: Any, batch: Optional[int] = None, *, schema: Any = None) -> Any:
         """The committed output of ``op`` as a Spark DataFrame read from the
@@ -635,113 +400,24 @@ class Backend:
 
         >>> backend.output(departures).write.parquet("departures")  # doctest: +SKIP
         """
-        from tstate.spark.output import frame, history
+        from tstate.spark.queries import output_of
 
-        if self._flow is None or self._job is None:
-            raise SparkError("nothing has run on this backend yet")
-        node = self._sink_of(op)
-        head = self.store.latest()
-        index = head.meta.get("spark", {}).get("output") if head is not None else None
-        found = [
-            (b, p) for b, parts in history(self.store.fs, index) if batch is None or b == batch
-            for p in parts if p.sink == node
-        ]  # fmt: skip
-        found.reverse()
-        return frame(self.spark, self.directory, self.store.fs, found, schema, self._job.plan.records)
-
-    def _sink_of(self, op: Any) -> int:
-        """The sink node of ``op`` (a stream feeding a sink, a sink or a sink's name)."""
-        from tstate.io.sinks import Sink
-
-        graph = self._flow.graph
-        specs = graph.of_type(SinkNode)
-        if isinstance(op, str):
-            found = [i for i, s in specs if s.name == op]
-            what = f"sink {op!r}"
-        elif isinstance(op, Sink):
-            found = [i for i, s in specs if s.sink is op]
-            what = f"sink {op!r}"
-        else:
-            node, port = getattr(op, "node", None), getattr(op, "port", 0)
-            found = [i for i, _s in specs if node is not None and (node, port) in graph.sources(i)]
-            what = f"operator {graph[node].name!r}" if isinstance(node, int) else repr(op)
-        if not found:
-            raise SparkError(
-                f"{what} has no sink in dataflow {self._flow.name!r}: its output is not kept; add one, e.g. "
-                "stream.sink(ts.io.keep()) (sinks: " + ", ".join(repr(s.name) for _i, s in specs) + ")"
-            )
-        return found[0]
+        return output_of(self.spark, self.store, self.directory, self._flow, self._job, op, batch, schema)
 
 
-def _cuts(
-    counts: dict[int, int], lo: int, top: int, epochs: Optional[int], rows: int, starts: list[int]
-) -> list[tuple[int, int]]:
-    """The micro-batches ``[lo, hi)`` of a batch run over epochs ``lo..top``: ``epochs``
-    epochs each, or (``epochs`` None) as many epochs as fit about ``rows`` input rows
-    (``counts``: rows per epoch), a batch always starting at each time in ``starts``.
+def _check_run(epochs_per_batch: Optional[int], rows_per_batch: int, reconfigure: Any) -> list[Any]:
+    """:meth:`Backend.run`'s arguments checked; returns ``reconfigure`` sorted by time."""
+    from tstate.migration.commands import Rescale
 
-    >>> _cuts({0: 5, 1: 5, 2: 5, 7: 20}, 0, 7, None, 10, [])
-    [(0, 2), (2, 7), (7, 8)]
-    >>> _cuts({0: 5, 1: 5, 2: 5, 7: 20}, 0, 7, 3, 10, [])
-    [(0, 3), (3, 6), (6, 9)]
-    >>> _cuts({0: 5, 1: 5, 2: 5}, 0, 2, None, 100, [1])
-    [(0, 1), (1, 3)]
-    """
-    out: list[tuple[int, int]] = []
-    if epochs is not None:
-        while lo <= top:
-            out.append((lo, lo + epochs))
-            lo += epochs
-        return out
-    edges = sorted({t for t in starts if lo < t <= top})
-    start, acc = lo, 0
-    for t in sorted(e for e in counts if lo <= e <= top):
-        while edges and edges[0] <= t:  # a rescale starts a batch
-            if edges[0] > start:
-                out.append((start, edges[0]))
-                start, acc = edges[0], 0
-            edges.pop(0)
-        if acc and acc + counts[t] > rows:
-            out.append((start, t))
-            start, acc = t, 0
-        acc += counts[t]
-    for e in edges:
-        if e > start:
-            out.append((start, e))
-            start = e
-    if start <= top:
-        out.append((start, top + 1))
-    return out
-
-
-def _check_schema(name: str, src: Source) -> None:
-    if src.record not in ("dict", "tuple", "value"):
-        raise ConfigurationError(f"input {name!r}: record must be 'dict', 'tuple' or 'value', got {src.record!r}")
-    try:
-        fields = {f.name: f.dataType.simpleString() for f in src.df.schema.fields}
-    except AttributeError:
-        raise SparkError(f"input {name!r}: expected a Spark DataFrame, got {type(src.df).__name__}") from None
-    want = dict(src.columns or {})
-    for col, tp in want.items():
-        if col not in fields:
-            raise SparkError(
-                f"input {name!r}: the DataFrame has no column {col!r} that the dataflow expects "
-                f"(it has: {', '.join(f'{k} {v}' for k, v in fields.items())})"
-            )
-        if fields[col] != tp:
-            raise SparkError(f"input {name!r}: column {col!r} is {fields[col]}, the dataflow expects {tp}")
-    if not isinstance(src.lateness, int) or src.lateness < 0:
-        raise ConfigurationError(f"input {name!r}: lateness must be an integer >= 0, got {src.lateness!r}")
-    if src.lateness and src.time is None:
-        raise ConfigurationError(f"input {name!r}: lateness needs a time column")
-    if src.time is not None:
-        if src.time not in fields:
-            raise SparkError(f"input {name!r}: no time column {src.time!r} (columns: {', '.join(fields)})")
-        if fields[src.time] not in _INT_TYPES:
-            raise SparkError(
-                f"input {name!r}: time column {src.time!r} is {fields[src.time]}; it must be an integer column "
-                "(epochs), e.g. cast a timestamp to hours"
-            )
+    pending = sorted(reconfigure, key=lambda p: p[0])
+    for _, cmd in pending:
+        if not isinstance(cmd, Rescale):
+            raise ConfigurationError(f"the Spark backend rescales by partitions: use tstate.Rescale, not {cmd!r}")
+    if epochs_per_batch is not None and (not isinstance(epochs_per_batch, int) or epochs_per_batch < 1):
+        raise ConfigurationError(f"epochs_per_batch must be an integer >= 1, got {epochs_per_batch!r}")
+    if not isinstance(rows_per_batch, int) or rows_per_batch < 1:
+        raise ConfigurationError(f"rows_per_batch must be an integer >= 1, got {rows_per_batch!r}")
+    return pending
 
 
 if TYPE_CHECKING:  # pragma: no cover - mypy checks that this backend implements tstate.backend.Backend

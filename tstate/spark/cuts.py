@@ -5,7 +5,7 @@ micro-batches of about ``rows_per_batch`` input rows (or ``epochs_per_batch`` ep
 The rows per epoch are counted by Spark, and so is their running total: the driver
 collects only a few rows per micro-batch -- the epochs grouped into *slices* of about
 ``rows / GRAIN`` rows each (``[first epoch, last epoch, rows]``) -- and cuts the slices
-greedily (:func:`tstate.spark.backend._cuts` over the slices' first epochs).  So the
+greedily (:func:`batch_cuts` over the slices' first epochs).  So the
 driver's share does not grow with the number of epochs (14,052 hourly epochs of the
 flights: 8 micro-batches, 8 x ``GRAIN`` rows collected, not 14,052).  A batch may
 hold up to ``rows / GRAIN`` rows (one slice) more than ``rows``; any cut gives the
@@ -17,11 +17,16 @@ same output (a micro-batch only decides when state is committed).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import time as _time
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from attrs import frozen
 
-__all__ = ["GRAIN", "Span", "span", "slice_of"]
+if TYPE_CHECKING:  # pragma: no cover
+    from tstate.spark.committed import Committed
+    from tstate.spark.source import Source
+
+__all__ = ["GRAIN", "Span", "span", "slice_of", "batch_cuts", "cut_run"]
 
 #: slices per micro-batch's worth of rows
 GRAIN = 8
@@ -76,3 +81,74 @@ def span(frames: list[tuple[Any, str]], lo: Optional[int], rows: Optional[int]) 
         return Span({}, None, None)
     loads = {int(r["a"]): int(r["n"]) for r in slices}
     return Span(loads, min(loads), max(int(r["b"]) for r in slices))
+
+
+def batch_cuts(
+    counts: dict[int, int], lo: int, top: int, epochs: Optional[int], rows: int, starts: list[int]
+) -> list[tuple[int, int]]:
+    """The micro-batches ``[lo, hi)`` of a batch run over epochs ``lo..top``: ``epochs``
+    epochs each, or (``epochs`` None) as many epochs as fit about ``rows`` input rows
+    (``counts``: rows per epoch), a batch always starting at each time in ``starts``.
+
+    >>> batch_cuts({0: 5, 1: 5, 2: 5, 7: 20}, 0, 7, None, 10, [])
+    [(0, 2), (2, 7), (7, 8)]
+    >>> batch_cuts({0: 5, 1: 5, 2: 5, 7: 20}, 0, 7, 3, 10, [])
+    [(0, 3), (3, 6), (6, 9)]
+    >>> batch_cuts({0: 5, 1: 5, 2: 5}, 0, 2, None, 100, [1])
+    [(0, 1), (1, 3)]
+    """
+    out: list[tuple[int, int]] = []
+    if epochs is not None:
+        while lo <= top:
+            out.append((lo, lo + epochs))
+            lo += epochs
+        return out
+    edges = sorted({t for t in starts if lo < t <= top})
+    start, acc = lo, 0
+    for t in sorted(e for e in counts if lo <= e <= top):
+        while edges and edges[0] <= t:  # a rescale starts a batch
+            if edges[0] > start:
+                out.append((start, edges[0]))
+                start, acc = edges[0], 0
+            edges.pop(0)
+        if acc and acc + counts[t] > rows:
+            out.append((start, t))
+            start, acc = t, 0
+        acc += counts[t]
+    for e in edges:
+        if e > start:
+            out.append((start, e))
+            start = e
+    if start <= top:
+        out.append((start, top + 1))
+    return out
+
+
+def cut_run(
+    bound: Mapping[str, "Source"], last: "Committed", epochs: Optional[int], rows: int, starts: list[int]
+) -> tuple[dict[str, Any], int, list[tuple[int, int]], float]:
+    """A batch run's first epoch and micro-batches (:func:`batch_cuts` over the epochs
+    Spark counted and sliced, :func:`span`; ``last``: what the run resumes from), the
+    timed inputs it persisted, and the seconds the counting took: each micro-batch
+    filters its epochs out of them, so they are read once, by the job that counts the
+    epochs, into the cache (an input already cached is used as is)."""
+    cached = {
+        name: src.df.persist() for name, src in bound.items() if src.time is not None and not src.df.is_cached
+    }
+    timed = [(cached.get(name, src.df), src.time) for name, src in bound.items() if src.time is not None]
+    t = _time.perf_counter()
+    try:
+        found = span(timed, None if last.fresh else last.frontier, None if epochs else rows)
+    except BaseException:
+        for df in cached.values():
+            df.unpersist()
+        raise
+    seconds = _time.perf_counter() - t
+    counts = dict(found.loads)
+    first, top = found.first, found.top if found.top is not None else -1
+    if any(src.time is None for src in bound.values()):  # an untimed input is epoch 0
+        counts.setdefault(0, 0)
+        first, top = min(first if first is not None else 0, 0), max(top, 0)
+    frontier = last.frontier
+    lo = (first if first is not None else 0) if last.fresh or frontier is None else frontier
+    return cached, lo, batch_cuts(counts, lo, top, epochs, rows, starts), seconds

@@ -14,10 +14,10 @@ rules) and frontier operators that keep nothing between activations
 partitions that own its bins, then one task per partition, which runs the stateful
 node itself (:mod:`tstate.spark.host`).
 
-An iterate scope becomes a :class:`Loop`: its boundaries run in *rounds* within the
+An iterate scope becomes a :class:`LoopScope`: its boundaries run in *rounds* within the
 micro-batch until the loop's times of the batch are done (:mod:`tstate.spark.rounds`);
 every cycle must pass a boundary.  The driver runs :attr:`Plan.items` in order: root
-boundaries and loops, topologically.
+boundaries (their node) and loops (a :class:`Loop`), topologically.
 
 The plan also carries the dataflow's allow-list of record classes (:attr:`Plan.records`,
 :mod:`tstate.spark.record_types`), so every task encodes and decodes records against
@@ -36,8 +36,8 @@ probes, sinks inside a loop, nested iterate scopes, frontier operators with per-
 ...     ctx.emit((w, n + 1)); return n + 1
 >>> out = count.collect()
 >>> plan = Plan.of(flow)
->>> [plan.nodes[b].kind for b in plan.boundaries], plan.inputs
-(['stateful'], {'words': 0})
+>>> [type(plan.nodes[b].op).__name__ for b in plan.boundaries], plan.inputs
+(['Stateful'], {'words': 0})
 >>> routed, sinks = plan.push_from(0, 7, ["A", "b", "a"])
 >>> sorted((plan.nodes[node].name, t, recs) for (node, _bin, t), recs in routed.items())
 [('count', 7, ['a', 'a']), ('count', 7, ['b'])]
@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from attrs import define, field
+from attrs import define, field, frozen
 
 from tstate.errors import OperatorError, SparkError
 from tstate.keys import KeyRouter, hasher_of
@@ -57,17 +57,17 @@ from tstate.spark.record_types import BUILTIN, RecordTypes
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.plan import KeyFn, Planned
 
-__all__ = ["Plan", "PlanNode", "Loop"]
+__all__ = ["Plan", "PlanNode", "Loop", "LoopScope", "Item", "BOUNDARY"]
 
 #: (bin count, key hash) -> router, per process (see Plan.router)
 _SHARED_ROUTERS: dict[tuple[int, Any], KeyRouter] = {}
 
-STATELESS = ("map", "filter", "flat_map", "inspect", "concat")
-BOUNDARIES = ("stateful", "exchange")
-#: iterate-scope edges: they only re-time records
-SCOPE_EDGES = ("enter", "leave", "feedback")
-FRONTIER = ("unary_frontier", "binary_frontier")
-SUPPORTED = ("input", "sink", *STATELESS, *BOUNDARIES, *SCOPE_EDGES, *FRONTIER)
+#: the node types that are boundaries: their input is exchanged by key (a shuffle)
+BOUNDARY = (Stateful, Exchange)
+#: the node types Spark runs: inputs bound to DataFrames, sinks, the stateless operators
+#: (``exchange`` among them), iterate-scope edges (they only re-time records), frontier
+#: operators and stateful ones
+SUPPORTED = (Input, Sink, Stateless, Stateful, Enter, Leave, Feedback, Frontier)
 
 
 @define
@@ -79,12 +79,16 @@ class PlanNode:
 
     node: int
     name: str
-    kind: str
     op: Optional[Node] = None
     #: consumers: (node, input port)
     consumers: list[tuple[int, int]] = field(factory=list)
     #: the iterate scope the operator is in (None: the root), by its enter nodes' first index
     loop: Optional[int] = None
+
+    @property
+    def boundary(self) -> bool:
+        """The operator's input is exchanged by key (a ``stateful`` or ``exchange``)."""
+        return isinstance(self.op, BOUNDARY)
 
     @property
     def key(self) -> "KeyFn":
@@ -107,8 +111,24 @@ class PlanNode:
         return op
 
 
-@define
+@frozen
 class Loop:
+    """An item of :attr:`Plan.items`: iterate scope ``id`` (its :class:`LoopScope` is
+    ``plan.loops[id]``), run in rounds.
+
+    >>> Loop(3) == Loop(3), Loop(3) in {Loop(3): "wave"}
+    (True, True)
+    """
+
+    id: int
+
+
+#: what the driver runs per micro-batch: a root boundary (its node) or a loop
+Item = int | Loop
+
+
+@define
+class LoopScope:
     """An iterate scope: the driver runs it in rounds within a micro-batch (see
     :mod:`tstate.spark.rounds`)."""
 
@@ -137,11 +157,11 @@ class Plan:
     feeders: dict[int, list[Any]]
     #: per wave (input name or boundary node): the sinks its records reach directly
     sink_reach: dict[Any, list[int]]
-    #: iterate scopes by id (:class:`Loop`)
-    loops: dict[int, Loop] = field(factory=dict)
-    #: what the driver runs per micro-batch, in order: root boundaries (an int) and
-    #: loops (``("loop", id)``)
-    items: list[Any] = field(factory=list)
+    #: iterate scopes by id (:class:`LoopScope`)
+    loops: dict[int, LoopScope] = field(factory=dict)
+    #: what the driver runs per micro-batch, in order: root boundaries (their node) and
+    #: loops (:class:`Loop`)
+    items: list[Item] = field(factory=list)
     #: the plan has frontier operators, which may give records at later times
     delays: bool = False
     #: pairs ``(a, b)``, ``a < b``, of root boundaries fed by the same waves with the
@@ -159,92 +179,62 @@ class Plan:
         """Lower ``flow``'s plan (``flow.graph``); raises :class:`SparkError` for an
         operator Spark cannot run."""
         graph = flow.graph
-        nodes: dict[int, PlanNode] = {}
-        loops: dict[int, Loop] = {}
-        loop_of: dict[int, int] = {}  # id(scope) -> loop id
-        for i, op in graph:
-            if op.kind not in SUPPORTED:
-                raise SparkError(
-                    f"operator {op.name!r} ({op.kind}) cannot run on the Spark backend: it runs inputs bound to "
-                    "DataFrames, map, filter, flat_map, inspect, exchange, concat, stateful, fold_bins, iterate scopes, "
-                    "frontier operators without per-worker state, and sinks"
-                )
-            depth = op.scope.depth
-            if depth > 1:
-                raise SparkError(
-                    f"operator {op.name!r} is in a nested iterate scope ({op.scope.name!r}): the Spark backend runs "
-                    "one level of iterate scopes"
-                )
-            n = PlanNode(i, op.name, op.kind, None if isinstance(op, (Input, Sink)) else op)
-            if depth == 1:
-                lid = loop_of.get(id(op.scope))
-                if lid is None:
-                    lid = loop_of[id(op.scope)] = i
-                    loops[lid] = Loop(lid, op.scope.name)
-                n.loop = lid
-            if isinstance(op, Frontier):
-                if any(p is not None for p in op.pacts()):
-                    raise SparkError(
-                        f"operator {op.name!r} ({op.kind}) exchanges its input by key: on Spark a frontier operator "
-                        "runs fused where its records are; exchange the stream first (stream.exchange(key))"
-                    )
-                if op.state is not None:
-                    raise SparkError(
-                        f"operator {op.name!r} ({op.kind}) keeps per-worker state (state=...), which does not survive a "
-                        "Spark task: keep state in @flow.stateful, whose bins Spark checkpoints"
-                    )
-            elif isinstance(op, Sink) and depth:
-                raise SparkError(f"sink {op.name!r} is inside iterate scope {op.scope.name!r}: leave the scope first")
-            nodes[i] = n
-        for i, _op in graph:
-            for port, src in enumerate(graph.sources(i)):
-                assert src is not None
-                nodes[src[0]].consumers.append((i, port))
-        inputs = {n.name: i for i, n in nodes.items() if n.kind == "input"}
-        boundaries = [i for i, n in nodes.items() if n.kind in BOUNDARIES]
-        sinks = [i for i, n in nodes.items() if n.kind == "sink"]
+        nodes, loops = _lower_nodes(graph)
+        inputs = {op.name: i for i, op in graph if isinstance(op, Input)}
+        boundaries = [i for i, n in nodes.items() if n.boundary]
+        sinks = [i for i, op in graph if isinstance(op, Sink)]
         plan = cls(flow.name, nodes, inputs, boundaries, sinks, {}, {}, loops)
-        plan.delays = any(n.kind in FRONTIER for n in nodes.values())
+        plan.delays = any(isinstance(op, Frontier) for _i, op in graph)
         plan.records = RecordTypes.of(graph, flow.registered_record_types)
         for wave, start in [*((name, i) for name, i in inputs.items()), *((b, b) for b in boundaries)]:
             reach_b, reach_s = plan._reach(start)
             plan.sink_reach[wave] = reach_s
             for b in reach_b:
                 plan.feeders.setdefault(b, []).append(wave)
-        placed: set[int] = set()
-        for b in boundaries:
-            lid = nodes[b].loop
-            if lid is None:
-                plan.items.append(b)
-                continue
-            lp = loops[lid]
-            lp.boundaries.append(b)
-            for w in plan.feeders.get(b, ()):
-                inside = not isinstance(w, str) and nodes[w].loop == lid
-                if not inside and w not in lp.feeders:
-                    lp.feeders.append(w)
-            if lid not in placed:
-                placed.add(lid)
-                plan.items.append(("loop", lid))
+        plan._place_loops()
         roots = [b for b in boundaries if nodes[b].loop is None]
         plan.twins = [
             (a, b) for i, a in enumerate(roots) for b in roots[i + 1 :]
             if nodes[a].bins == nodes[b].bins and sorted(map(str, plan.feeders.get(a, ())))
             == sorted(map(str, plan.feeders.get(b, ())))
         ]
-        for lp in loops.values():
+        plan._check_loops(graph)
+        return plan
+
+    def _place_loops(self) -> None:
+        """:attr:`items` in topological order: each root boundary, and each loop (with
+        its boundaries and the waves feeding it) where its first boundary is."""
+        placed: set[int] = set()
+        for b in self.boundaries:
+            lid = self.nodes[b].loop
+            if lid is None:
+                self.items.append(b)
+                continue
+            lp = self.loops[lid]
+            lp.boundaries.append(b)
+            for w in self.feeders.get(b, ()):
+                inside = not isinstance(w, str) and self.nodes[w].loop == lid
+                if not inside and w not in lp.feeders:
+                    lp.feeders.append(w)
+            if lid not in placed:
+                placed.add(lid)
+                self.items.append(Loop(lid))
+
+    def _check_loops(self, graph: Any) -> None:
+        """Every loop can run in rounds: it has a boundary, and no feedback comes back to
+        itself without passing one."""
+        for lp in self.loops.values():
             if not lp.boundaries:
                 raise SparkError(
                     f"iterate scope {lp.name!r} has no stateful operator or exchange: on Spark a loop runs in rounds of "
                     "its keyed operators, so its body needs at least one"
                 )
         for i, op in graph:
-            if isinstance(op, Feedback) and i in plan._reach_loopless(i):
+            if isinstance(op, Feedback) and i in self._reach_loopless(i):
                 raise SparkError(
                     f"iterate scope {op.scope.name!r}: feedback {op.name!r} comes back to itself without passing a "
                     "stateful operator or exchange, which the Spark backend needs to run the loop in rounds"
                 )
-        return plan
 
     def _reach_loopless(self, start: int) -> set[int]:
         """Nodes reached from ``start`` without crossing a boundary."""
@@ -255,15 +245,15 @@ class Plan:
             if n in seen:
                 continue
             seen.add(n)
-            if self.nodes[n].kind not in BOUNDARIES:
+            if not self.nodes[n].boundary:
                 todo.extend(c for c, _ in self.nodes[n].consumers)
         return seen
 
     def _reach(self, start: int) -> tuple[list[int], list[int]]:
         """Boundaries and sinks reached from ``start``'s output without crossing a boundary."""
         seen = self._reach_loopless(start)
-        kinds = {n: self.nodes[n].kind for n in seen}
-        return sorted(n for n, k in kinds.items() if k in BOUNDARIES), sorted(n for n, k in kinds.items() if k == "sink")
+        sinks = set(self.sinks)
+        return sorted(n for n in seen if self.nodes[n].boundary), sorted(n for n in seen if n in sinks)
 
     def router(self, node: int) -> KeyRouter:
         """The key -> bin router of a boundary.  Shared by every plan in this process
@@ -379,6 +369,58 @@ class Plan:
                 routed[node, b, t] = [r]
             else:
                 lst.append(r)
+
+
+def _lower_nodes(graph: Any) -> tuple[dict[int, PlanNode], dict[int, LoopScope]]:
+    """Every node of ``graph`` as the tasks need it (:func:`_check_node`), and the
+    iterate scopes by id (the index of the scope's first node)."""
+    nodes: dict[int, PlanNode] = {}
+    loops: dict[int, LoopScope] = {}
+    loop_of: dict[int, int] = {}  # id(scope) -> loop id
+    for i, op in graph:
+        _check_node(op)
+        n = PlanNode(i, op.name, None if isinstance(op, (Input, Sink)) else op)
+        if op.scope.depth == 1:
+            lid = loop_of.get(id(op.scope))
+            if lid is None:
+                lid = loop_of[id(op.scope)] = i
+                loops[lid] = LoopScope(lid, op.scope.name)
+            n.loop = lid
+        nodes[i] = n
+    for i, _op in graph:
+        for port, src in enumerate(graph.sources(i)):
+            assert src is not None
+            nodes[src[0]].consumers.append((i, port))
+    return nodes, loops
+
+
+def _check_node(op: Node) -> None:
+    """``op`` is something the Spark backend runs, else a :class:`SparkError` naming it."""
+    if not isinstance(op, SUPPORTED):
+        raise SparkError(
+            f"operator {op.name!r} ({op.kind}) cannot run on the Spark backend: it runs inputs bound to "
+            "DataFrames, map, filter, flat_map, inspect, exchange, concat, stateful, fold_bins, iterate scopes, "
+            "frontier operators without per-worker state, and sinks"
+        )
+    depth = op.scope.depth
+    if depth > 1:
+        raise SparkError(
+            f"operator {op.name!r} is in a nested iterate scope ({op.scope.name!r}): the Spark backend runs "
+            "one level of iterate scopes"
+        )
+    if isinstance(op, Frontier):
+        if any(p is not None for p in op.pacts()):
+            raise SparkError(
+                f"operator {op.name!r} ({op.kind}) exchanges its input by key: on Spark a frontier operator "
+                "runs fused where its records are; exchange the stream first (stream.exchange(key))"
+            )
+        if op.state is not None:
+            raise SparkError(
+                f"operator {op.name!r} ({op.kind}) keeps per-worker state (state=...), which does not survive a "
+                "Spark task: keep state in @flow.stateful, whose bins Spark checkpoints"
+            )
+    elif isinstance(op, Sink) and depth:
+        raise SparkError(f"sink {op.name!r} is inside iterate scope {op.scope.name!r}: leave the scope first")
 
 
 def _key_signature(key: Any) -> Any:

@@ -53,6 +53,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
 from attrs import frozen
 
+from tstate.plan import Exchange, Stateful
+from tstate.progress.rounds import minimal, next_round, passed, round_frontier
 from tstate.progress.timestamp import Product
 from tstate.spark.cells import cell_where, decode_cell, emit, emit_loop_cells
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
@@ -64,41 +66,16 @@ from tstate.spark.wire import (
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-    from tstate.spark.plan import Loop, Plan
+    from tstate.spark.plan import LoopScope, Plan
 
 __all__ = [
-    "RoundInfo", "Overlay", "LocalLoops", "LoopRun", "minimal", "round_frontier", "passed", "loop_task",
-    "local_loop_task", "timer_antichain",
+    "RoundInfo", "Overlay", "LocalLoops", "LocalRounds", "LoopRun", "minimal", "round_frontier", "passed",
+    "loop_task", "local_loop_task", "timer_antichain",
 ]
 
 #: a loop whose operators' stored state is at most this many bytes runs all its rounds
 #: of a batch in one task (:func:`local_loop_task`; ``Backend(local_loops=...)``)
 LOCAL_LOOP_BYTES = 64 << 20
-
-
-def minimal(times: Iterable[Product]) -> list[Product]:
-    """The minimal elements of ``times`` under the product order (sorted)."""
-    out: list[Product] = []
-    for t in sorted(set(times)):  # lexicographic: a predecessor is always met first
-        if not any(m.less_equal(t) for m in out):
-            out.append(t)
-    return out
-
-
-def round_frontier(pending: Iterable[Product], ready: list[Product], hi: Optional[int]) -> list[Product]:
-    """The frontier of a round that processes ``ready`` (the minimal pending times)
-    out of ``pending`` (see the module docstring)."""
-    done = set(ready)
-    cand = [t for t in pending if t not in done]
-    cand.extend(Product(m.outer, m.inner + 1) for m in ready)
-    if hi is not None:
-        cand.append(Product(hi, 0))
-    return minimal(cand)
-
-
-def passed(frontier: list[Product], t: Product) -> bool:
-    """Whether the frontier has passed ``t`` (no element ``<= t``)."""
-    return not any(f.less_equal(t) for f in frontier)
 
 
 def timer_antichain(times: Iterable[Any]) -> Optional[list[list[int]]]:
@@ -187,7 +164,7 @@ def loop_task(plan: "Plan", info: "BatchInfo", rnd: RoundInfo, nodes: tuple[int,
         for node in nodes:
             routed: dict[tuple[int, int, Any], list[Any]] = {}
             sinks: dict[tuple[int, int], list[Any]] = {}
-            if plan.nodes[node].kind == "exchange":
+            if isinstance(plan.nodes[node].op, Exchange):
                 for t in sorted(groups[node]):
                     for recs in groups[node][t].values():
                         plan.push(node, t, recs, routed, sinks)
@@ -261,9 +238,10 @@ class LocalLoops:
 def local_loop_task(plan: "Plan", info: "BatchInfo", job: LocalLoops) -> Any:
     """All rounds of independent loops in one task (the loops' records all in one
     partition): the driver's round loop (:meth:`LoopRun.run`) run here, round by round,
-    with the same frontiers and the same order of operators, so the results are the
-    same; but the rounds cost no Spark stage and no state files: the bins stay in
-    memory from round to round and each changed bin is written once, at the end.
+    with the same frontiers (:func:`~tstate.progress.rounds.next_round`) and the same
+    order of operators, so the results are the same; but the rounds cost no Spark stage
+    and no state files: the bins stay in memory from round to round and each changed
+    bin is written once, at the end (:class:`LocalRounds`).
 
     Emits the records leaving the loops (and sink cells), ``FILE`` and ``STATS`` rows,
     the records still in flight at later epochs (cells for boundaries inside the loops,
@@ -272,96 +250,130 @@ def local_loop_task(plan: "Plan", info: "BatchInfo", job: LocalLoops) -> Any:
     def run(batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
         inside = {b for lp in job.loops for b in lp}
         flight, _ = _loop_cells(plan, info, inside, batches)
-        counts = dict.fromkeys(inside, 0)
-        timers = {b: {bn: list(ts_) for bn, ts_ in job.timers.get(b, {}).items()} for b in inside}
-        bins: dict[int, dict[int, Any]] = {b: {} for b in inside}
-        codecs: dict[int, Any] = {}
-        stats = {b: {"hits": 0, "catchups": 0, "misses": 0, "bytes": 0, "take_us": 0} for b in inside}
-        exits: dict[tuple[int, int, Any], list[Any]] = {}
-        exit_sinks: dict[tuple[int, int], list[Any]] = {}
-        hi = info.hi
-        rounds = 0
-        while True:
-            fronts: dict[int, list[Product]] = {}
-            due: dict[int, set[int]] = {}
-            active = []
-            for lp in job.loops:
-                every: set[Product] = set()
-                for b in lp:
-                    every.update(flight[b])
-                    every.update(t for ts_ in timers[b].values() for t in ts_)
-                ready = [t for t in every if hi is None or t.outer < hi]
-                if not ready:
-                    continue
-                active.append(lp)
-                front = round_frontier(every, minimal(ready), hi)
-                for b in lp:
-                    fronts[b] = front
-                    due[b] = {bn for bn, ts_ in timers[b].items() if any(passed(front, t) for t in ts_)}
-            if not active:
-                break
-            for k in range(max(len(lp) for lp in active)):
-                for lp in active:
-                    if k >= len(lp) or not (flight[lp[k]] or due[lp[k]]):
-                        continue
-                    node = lp[k]
-                    groups, flight[node] = flight[node], {}
-                    counts[node] += sum(len(recs) for g in groups.values() for recs in g.values())
-                    routed: dict[tuple[int, int, Any], list[Any]] = {}
-                    sinks: dict[tuple[int, int], list[Any]] = {}
-                    if plan.nodes[node].kind == "exchange":
-                        for t in sorted(groups):
-                            for recs in groups[t].values():
-                                plan.push(node, t, recs, routed, sinks)
-                    else:
-                        host = StatefulHost(plan, node, fronts[node])
-                        mine = bins[node]
-                        codecs.setdefault(node, host.codec)
-                        used = sorted({b for g in groups.values() for b in g} | due[node])
-                        for b in used:
-                            if b not in mine:
-                                pn = plan.nodes[node]
-                                m, fp = stored_fingerprint(info, pn, host.codec)
-                                loaded, found = host.take(info, _Manifest(m, job.overlay, pn.name), [b], fp)
-                                mine[b] = loaded[b]
-                                for name, n_ in (("hits", "hit"), ("catchups", "catch-up"), ("misses", "miss"), ("take_us", "us")):
-                                    stats[node][name] += found[n_]
-                                stats[node]["catchups"] += found["prefetched"]
-                            else:
-                                host.op.install_bin(mine[b])
-                        _push_round(plan, host, groups, routed, sinks)
-                        for b in used:
-                            a = timer_antichain(mine[b].timers)
-                            if a is None:
-                                timers[node].pop(b, None)
-                            else:
-                                timers[node][b] = [Product(*v) for v in a]
-                    for (n, b, t), recs in routed.items():
-                        if n in inside:
-                            flight[n].setdefault(t, {}).setdefault(b, []).extend(recs)
-                        else:
-                            exits.setdefault((n, b, t), []).extend(recs)
-                    for key, recs in sinks.items():
-                        exit_sinks.setdefault(key, []).extend(recs)
-            rounds += 1
-        rows: list[Any] = []
-        # the records still in flight (at epochs after the batch): held by the driver
-        left = {(n, b, t): recs for n, g in flight.items() for t, by_bin in g.items() for b, recs in by_bin.items()}
-        emit(plan, info, exits, exit_sinks, rows)
-        if left:
-            emit_loop_cells(plan, info, left, rows)
-        for node, mine in bins.items():
-            if mine:
-                pn = plan.nodes[node]
-                m, _fp = stored_fingerprint(info, pn, codecs[node])
-                view = _Manifest(m, job.overlay, pn.name)
-                stats[node]["bytes"] = write_bins(info, view, pn, codecs[node], mine, rows, lambda b: timer_antichain(b.timers))
-        for node in sorted(inside):
-            rows.append(stats_row(node, 0, {**stats[node], "records": counts[node]}))
-        rows.append(rounds_row(rounds))
-        yield arrow(rows)
+        local = LocalRounds(plan, info, job, flight)
+        while local.round():
+            pass
+        yield arrow(local.rows())
 
     return run
+
+
+class LocalRounds:
+    """The rounds of :func:`local_loop_task` in one task: ``flight``, per boundary of
+    the loops, the records in flight (time -> bin -> records); the bins each boundary
+    took stay here from round to round."""
+
+    def __init__(
+        self, plan: "Plan", info: "BatchInfo", job: LocalLoops, flight: dict[int, dict[Product, dict[int, list[Any]]]]
+    ) -> None:
+        self.plan, self.info, self.job, self.flight = plan, info, job, flight
+        self.inside = {b for lp in job.loops for b in lp}
+        self.counts = dict.fromkeys(self.inside, 0)
+        self.timers = {b: {bn: list(ts_) for bn, ts_ in job.timers.get(b, {}).items()} for b in self.inside}
+        self.bins: dict[int, dict[int, Any]] = {b: {} for b in self.inside}
+        self.codecs: dict[int, Any] = {}
+        self.stats = {b: {"hits": 0, "catchups": 0, "misses": 0, "bytes": 0, "take_us": 0} for b in self.inside}
+        self.exits: dict[tuple[int, int, Any], list[Any]] = {}
+        self.exit_sinks: dict[tuple[int, int], list[Any]] = {}
+        self.rounds = 0
+
+    def round(self) -> bool:
+        """Run the next round (the k-th boundary of every active loop, for each k);
+        False: no loop had a time of the batch left."""
+        rnd = next_round(self.job.loops, self.flight, self.timers, self.info.hi)
+        if rnd is None:
+            return False
+        active = [self.job.loops[i] for i in rnd.active]
+        for k in range(max(len(lp) for lp in active)):
+            for lp in active:
+                if k >= len(lp) or not (self.flight[lp[k]] or rnd.due[lp[k]]):
+                    continue
+                self._boundary(lp[k], rnd.frontier[lp[k]], rnd.due[lp[k]])
+        self.rounds += 1
+        return True
+
+    def _boundary(self, node: int, front: tuple[Product, ...], due: frozenset[int]) -> None:
+        """Boundary ``node`` takes its records in flight, under frontier ``front``
+        (``due``: its bins with a timer it passed); what it gives goes back in flight or
+        leaves the loops."""
+        plan = self.plan
+        groups, self.flight[node] = self.flight[node], {}
+        self.counts[node] += sum(len(recs) for g in groups.values() for recs in g.values())
+        routed: dict[tuple[int, int, Any], list[Any]] = {}
+        sinks: dict[tuple[int, int], list[Any]] = {}
+        if isinstance(plan.nodes[node].op, Exchange):
+            for t in sorted(groups):
+                for recs in groups[t].values():
+                    plan.push(node, t, recs, routed, sinks)
+        else:
+            self._stateful(node, list(front), due, groups, routed, sinks)
+        for (n, b, t), recs in routed.items():
+            if n in self.inside:
+                self.flight[n].setdefault(t, {}).setdefault(b, []).extend(recs)
+            else:
+                self.exits.setdefault((n, b, t), []).extend(recs)
+        for key, recs in sinks.items():
+            self.exit_sinks.setdefault(key, []).extend(recs)
+
+    def _stateful(
+        self,
+        node: int,
+        front: list[Product],
+        due: frozenset[int],
+        groups: dict[Product, dict[int, list[Any]]],
+        routed: dict[tuple[int, int, Any], list[Any]],
+        sinks: dict[tuple[int, int], list[Any]],
+    ) -> None:
+        """Stateful boundary ``node``'s round: its bins (taken from the store the first
+        time, then kept) over ``groups``; its pending timers updated."""
+        plan, info, stats = self.plan, self.info, self.stats[node]
+        host = StatefulHost(plan, node, front)
+        mine = self.bins[node]
+        self.codecs.setdefault(node, host.codec)
+        used = sorted({b for g in groups.values() for b in g} | due)
+        for b in used:
+            if b not in mine:
+                pn = plan.nodes[node]
+                m, fp = stored_fingerprint(info, pn, host.codec)
+                loaded, found = host.take(info, _Manifest(m, self.job.overlay, pn.name), [b], fp)
+                mine[b] = loaded[b]
+                for name, n_ in (("hits", "hit"), ("catchups", "catch-up"), ("misses", "miss"), ("take_us", "us")):
+                    stats[name] += found[n_]
+                stats["catchups"] += found["prefetched"]
+            else:
+                host.op.install_bin(mine[b])
+        _push_round(plan, host, groups, routed, sinks)
+        for b in used:
+            a = timer_antichain(mine[b].timers)
+            if a is None:
+                self.timers[node].pop(b, None)
+            else:
+                self.timers[node][b] = [Product(*v) for v in a]
+
+    def rows(self) -> list[Any]:
+        """After the last round: the records leaving the loops, those still in flight
+        (at epochs after the batch: held by the driver), each changed bin written once,
+        the ``STATS`` rows and the ``ROUNDS`` row."""
+        plan, info = self.plan, self.info
+        rows: list[Any] = []
+        left = {
+            (n, b, t): recs for n, g in self.flight.items() for t, by_bin in g.items() for b, recs in by_bin.items()
+        }
+        emit(plan, info, self.exits, self.exit_sinks, rows)
+        if left:
+            emit_loop_cells(plan, info, left, rows)
+        for node, mine in self.bins.items():
+            if mine:
+                pn = plan.nodes[node]
+                m, _fp = stored_fingerprint(info, pn, self.codecs[node])
+                view = _Manifest(m, self.job.overlay, pn.name)
+                self.stats[node]["bytes"] = write_bins(
+                    info, view, pn, self.codecs[node], mine, rows, lambda b: timer_antichain(b.timers)
+                )
+        for node in sorted(self.inside):
+            rows.append(stats_row(node, 0, {**self.stats[node], "records": self.counts[node]}))
+        rows.append(rounds_row(self.rounds))
+        return rows
 
 
 class LoopRun:
@@ -377,7 +389,7 @@ class LoopRun:
     def __init__(
         self,
         plan: "Plan",
-        lps: list["Loop"],
+        lps: list["LoopScope"],
         info: BatchInfo,
         writer: Any,
         overlay: dict[str, Any],
@@ -414,11 +426,9 @@ class LoopRun:
         the loops (a DataFrame of ``RECORDS`` rows for boundaries outside them, or
         None), the non-record rows of every stage, and the rows of records still in
         flight at later epochs (to be held)."""
-        plan, info = self.plan, self.info
-        hi = info.hi
+        hi = self.info.hi
         inside = {b for lp in self.lps for b in lp.boundaries}
         in_list = ", ".join(str(b) for b in sorted(inside))
-        n = len(labels)
         pending = {b: set(times.get(b, ())) for b in inside}
         parts = [c.where(f"kind = {RECORDS} and node in ({in_list})") for c in cells]
         limit = self.local_loops
@@ -427,23 +437,11 @@ class LoopRun:
         exits: list[Any] = []
         collected: list[Any] = []
         while True:
-            timers = self._timer_times()
-            fronts: dict[int, tuple[Product, ...]] = {}
-            due: dict[int, frozenset[int]] = {}
-            active = []
-            for lp in self.lps:  # each loop's own frontier: their times are unrelated
-                every = set().union(*(pending[b] for b in lp.boundaries))
-                every |= {t for b in lp.boundaries for ts_ in timers[b].values() for t in ts_}
-                ready = [t for t in every if hi is None or t.outer < hi]
-                if not ready:
-                    continue
-                active.append(lp)
-                front = round_frontier(every, minimal(ready), hi)
-                for b in lp.boundaries:
-                    fronts[b] = tuple(front)
-                    due[b] = frozenset(bn for bn, ts_ in timers[b].items() if any(passed(front, t) for t in ts_))
-            if not active:
+            step = next_round([lp.boundaries for lp in self.lps], pending, self._timer_times(), hi)
+            if step is None:
                 break
+            active = [self.lps[i] for i in step.active]
+            fronts, due = step.frontier, step.due
             rnd = RoundInfo(self.rounds, fronts, due, Overlay({k: dict(v) for k, v in self.overlay.items()}))
             fresh: list[Any] = []  # this round's outputs: what is left in flight after it
             for k in range(max(len(lp.boundaries) for lp in active)):
@@ -453,27 +451,8 @@ class LoopRun:
                 )
                 if not nodes:
                     continue
+                out = self._stage(rnd, nodes, parts, labels, pending, collected)
                 these = ", ".join(map(str, nodes))
-                inp = self.ticks(nodes[0], labels)
-                for b in nodes[1:]:
-                    inp = inp.unionAll(self.ticks(b, labels))
-                for p in parts:
-                    inp = inp.unionAll(p.where(f"node in ({these})"))
-                out = inp.repartition(n, "dest").mapInArrow(loop_task(plan, info, rnd, nodes), SCHEMA)
-                out = out.localCheckpoint(eager=False)  # computed once, by the collect below; no lineage
-                self.persisted.append(out)
-                self.stages += 1
-                rows = out.where(f"kind != {RECORDS}").collect()
-                for b in nodes:
-                    pending[b] = set()
-                for r in rows:
-                    kind = r["kind"]
-                    if kind == TIMES:
-                        pending.setdefault(r["node"], set()).update(read_times(r["payload"]))
-                    elif kind == FILE:
-                        self._file(r)
-                    else:
-                        collected.append(r)
                 parts = [p.where(f"node not in ({these})") for p in parts]
                 mine = out.where(f"kind = {RECORDS} and node in ({in_list})")
                 parts.append(mine)
@@ -491,6 +470,44 @@ class LoopRun:
         for d in exits:
             wave = d if wave is None else wave.unionAll(d)
         return wave, collected, left
+
+    def _stage(
+        self,
+        rnd: RoundInfo,
+        nodes: tuple[int, ...],
+        parts: list[Any],
+        labels: tuple[int, ...],
+        pending: dict[int, set[Product]],
+        collected: list[Any],
+    ) -> Any:
+        """One Spark stage of round ``rnd``: boundaries ``nodes`` (the k-th of each
+        active loop) over their records in ``parts``, a tick row per partition so that
+        due timers fire everywhere.  Its rows for the driver: ``TIMES`` into
+        ``pending`` (in place of the ran boundaries'), ``FILE`` into the checkpoint and
+        the overlay, the rest into ``collected``; returns the stage's output."""
+        these = ", ".join(map(str, nodes))
+        inp = self.ticks(nodes[0], labels)
+        for b in nodes[1:]:
+            inp = inp.unionAll(self.ticks(b, labels))
+        for p in parts:
+            inp = inp.unionAll(p.where(f"node in ({these})"))
+        out = inp.repartition(len(labels), "dest").mapInArrow(loop_task(self.plan, self.info, rnd, nodes), SCHEMA)
+        out = out.localCheckpoint(eager=False)  # computed once, by the collect below; no lineage
+        self.persisted.append(out)
+        self.stages += 1
+        rows = out.where(f"kind != {RECORDS}").collect()
+        for b in nodes:
+            pending[b] = set()
+        for r in rows:
+            kind = r["kind"]
+            if kind == TIMES:
+                pending.setdefault(r["node"], set()).update(read_times(r["payload"]))
+            elif kind == FILE:
+                self._file(r)
+            else:
+                collected.append(r)
+        return out
+
     def _ready(self, pending: dict[int, set[Product]]) -> bool:
         """Whether any record in flight or timer is at an epoch of this batch."""
         hi = self.info.hi
@@ -512,7 +529,7 @@ class LoopRun:
         for lp in self.lps:
             for b in lp.boundaries:
                 pn = self.plan.nodes[b]
-                if pn.kind == "stateful":
+                if isinstance(pn.op, Stateful):
                     total += sum(ref.size for bn in range(pn.bins) for ref in overlay.chain(m, pn.name, bn))
         return total
 

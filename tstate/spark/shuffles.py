@@ -1,0 +1,45 @@
+"""How rows reach partitions on one Spark session (:class:`Shuffles`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tstate.spark.wire import SCHEMA, TICK
+
+__all__ = ["Shuffles"]
+
+
+class Shuffles:
+    """How rows reach partitions on one Spark session: labels ``l[p]`` whose Spark hash
+    puts them on partition ``p``, and ``TICK`` rows (cached across batches)."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self._labels: dict[int, tuple[int, ...]] = {}
+        self._ticks: dict[tuple[int, int], Any] = {}
+
+    def labels(self, n: int) -> tuple[int, ...]:
+        """Labels ``l[p]`` with ``pmod(hash(l[p]), n) == p``: Spark's hash partitioning
+        of an int column, computed by Spark itself."""
+        if n not in self._labels:
+            found: dict[int, int] = {}
+            size = 64 * n
+            while len(found) < n:
+                rows = self.spark.range(0, size).selectExpr(
+                    "cast(id as int) as id", f"pmod(hash(cast(id as int)), {n}) as p"
+                ).collect()
+                for r in rows:
+                    found.setdefault(int(r["p"]), int(r["id"]))
+                size *= 4
+            self._labels[n] = tuple(found[p] for p in range(n))
+        return self._labels[n]
+
+    def ticks(self, nodes: "int | tuple[int, ...]", labels: tuple[int, ...]) -> Any:
+        """One ``TICK`` row per partition (for the first of ``nodes``, a stage's
+        boundaries): every partition runs the stage, so due timers fire everywhere."""
+        if isinstance(nodes, int):
+            nodes = (nodes,)
+        key = (nodes[0], len(labels))
+        if key not in self._ticks:
+            self._ticks[key] = self.spark.createDataFrame([(TICK, lab, nodes[0], 0, 0, b"") for lab in labels], SCHEMA)
+        return self._ticks[key]

@@ -31,14 +31,12 @@ step-by-step control) executes it on the embedded engine with N workers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar
 
-from tstate.backend import Backend
 from tstate.errors import ConfigurationError, GraphError
 from tstate.io.inputs import InputHandle
 from tstate.io.sinks import CallbackSink, Collected, Sink
 from tstate.io.sources import Source, from_batches
-from tstate.metrics import Metrics
 from tstate.plan import (
     DEFAULT_BINS,
     BinaryFrontier,
@@ -66,12 +64,8 @@ from tstate.plan import Source as SourceNode
 from tstate.plan.records import check_registrable
 from tstate.plan.stateful import FoldFn, StatefulFn
 from tstate.probe import Probe
-from tstate.runner import Runner
-from tstate.state.query import StateFormat
+from tstate.runner import Runner, Runs
 from tstate.progress.timestamp import minimum
-
-if TYPE_CHECKING:  # pragma: no cover
-    from tstate.engine.execution import Execution
 
 __all__ = ["Dataflow", "Stream", "StatefulStream", "InputStream", "Scope", "Feedback", "InputHandle"]
 
@@ -456,11 +450,13 @@ class InputStream(Stream):
         self._handle.close()
 
 
-class Dataflow:
+class Dataflow(Runs):
     """A dataflow graph and the entry point of the decorator API (see module docs).
 
     ``name`` names the dataflow in errors and metrics.  What it builds is
-    :attr:`graph`, a :class:`tstate.plan.Graph`."""
+    :attr:`graph`, a :class:`tstate.plan.Graph`; running it (``start``, ``run``,
+    ``state``, ``read``, ``backend``, ``execution``, ``metrics``) is the base class
+    :class:`~tstate.runner.Runs`, which hands it to a :class:`~tstate.runner.Runner`."""
 
     def __init__(self, name: str = "dataflow") -> None:
         self.name = name
@@ -834,19 +830,6 @@ class Dataflow:
 
         return decorate
 
-    def state(self, op: "Stream", at: Any = None, format: StateFormat = "arrow") -> Any:
-        """The state of stateful operator ``op`` after (or during) a run: on the embedded
-        engine a consistent snapshot (see :func:`tstate.state.query.snapshot` for
-        ``at`` and ``format``); on another backend what its
-        :meth:`~tstate.backend.Backend.state` gives (Spark: a DataFrame of the committed
-        state)."""
-        return self._runner.state(op, at=at, format=format)
-
-    def read(self, op: "Stream", key: Any) -> Any:
-        """A point read: a copy of ``key``'s current state in stateful operator ``op``
-        (``None`` if the key has no state), between steps or after an embedded run."""
-        return self._runner.read(op, key)
-
     # -- iterate scopes -----------------------------------------------------------
     def iterate(
         self, *streams: Stream, name: Optional[str] = None, sequenced: bool = False
@@ -928,65 +911,3 @@ class Dataflow:
         scope = self._scope_of([stream], "probe")
         index = self._add(ProbeNode(name=self._name("probe", name), scope=scope.plan), [(stream.node, stream.port)])
         return Probe(self, index, minimum(scope.depth))
-
-    # -- running --------------------------------------------------------------------
-    def start(
-        self,
-        workers: int = 1,
-        max_workers: Optional[int] = None,
-        reconfigure: Sequence[tuple[int, Any]] = (),
-        checkpoint: Any = None,
-        state: Any = None,
-    ) -> "Execution":
-        """Build and start an execution on the embedded engine with ``workers`` logical
-        workers; drive it with :meth:`Execution.step` / :meth:`Execution.run`.
-
-        ``max_workers`` sizes the worker pool live rescaling can use (default: enough
-        for ``reconfigure``).  ``reconfigure`` lists ``(time, command)`` pairs
-        (:class:`~tstate.migration.commands.Rescale`, ``MoveBins``, ``Assign``).
-        ``checkpoint`` is a directory or a :class:`~tstate.checkpoint.settings.Checkpoints`:
-        the execution resumes from its latest committed checkpoint (if any, onto any
-        number of workers; ``execution.restored`` says from where) and writes new ones.
-        ``state`` is where workers keep keyed state: the heap (None, the default) or
-        :class:`tstate.RocksDB` ``(path, cache_bytes=...)``, an embedded RocksDB per worker
-        under ``path`` with a bounded cache of decoded states (everything the state API
-        offers works the same; checkpoints, restores and migrations go through the same
-        encoded path as the heap's; the databases are removed when the next run starts)."""
-        return self._runner.start(workers, max_workers, reconfigure, checkpoint, state)
-
-    def run(
-        self,
-        workers: "int | Backend" = 1,
-        max_workers: Optional[int] = None,
-        reconfigure: Sequence[tuple[int, Any]] = (),
-        checkpoint: Any = None,
-        state: Any = None,
-    ) -> None:
-        """Run the dataflow to completion on ``workers`` logical workers of the embedded
-        engine (see :meth:`start` for ``max_workers``, ``reconfigure`` and
-        ``checkpoint``), or on a :class:`~tstate.backend.Backend` given instead of a
-        worker count -- e.g. :class:`tstate.spark.Backend`, whose ``sources`` bind
-        DataFrames to the inputs (give it its own ``checkpoint``; ``max_workers`` and
-        ``checkpoint`` here are for the embedded engine only; so is ``state``, a
-        :class:`~tstate.errors.ConfigurationError` with a backend).  The backend stays
-        available as :attr:`backend`, with its :attr:`metrics` (and the embedded
-        engine's execution as :attr:`execution`).
-
-        Every input must be closed by the end (an input still open when nothing else
-        can happen is an error, never a hang)."""
-        self._runner.run(workers, max_workers, reconfigure, checkpoint, state)
-
-    @property
-    def backend(self) -> "Optional[Backend]":
-        """The backend of the current (or last) run."""
-        return self._runner.backend
-
-    @property
-    def execution(self) -> Optional["Execution"]:
-        """The current (or last) execution on the embedded engine."""
-        return self._runner.execution
-
-    @property
-    def metrics(self) -> Metrics:
-        """The current (or last) run's metrics, whichever backend ran it (empty before)."""
-        return self._runner.metrics

@@ -31,7 +31,7 @@ from tstate.state.query import StateFormat, point_read, snapshot
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.engine.execution import Execution
 
-__all__ = ["Runner"]
+__all__ = ["Runner", "Runs"]
 
 
 class Runner:
@@ -138,3 +138,85 @@ class Runner:
         if ex is None:
             raise GraphError(f"dataflow {self.flow.name!r} has not run on the embedded engine: there is no state to read")
         return point_read(ex, op, key)
+
+
+class Runs:
+    """The running half of :class:`~tstate.dataflow.Dataflow`'s API (a base class of
+    it): each method hands over to the dataflow's :class:`Runner` (``_runner``); the
+    building half never runs anything."""
+
+    _runner: Runner
+
+    def start(
+        self,
+        workers: int = 1,
+        max_workers: Optional[int] = None,
+        reconfigure: Sequence[tuple[int, Any]] = (),
+        checkpoint: Any = None,
+        state: Any = None,
+    ) -> "Execution":
+        """Build and start an execution on the embedded engine with ``workers`` logical
+        workers; drive it with :meth:`Execution.step` / :meth:`Execution.run`.
+
+        ``max_workers`` sizes the worker pool live rescaling can use (default: enough
+        for ``reconfigure``).  ``reconfigure`` lists ``(time, command)`` pairs
+        (:class:`~tstate.migration.commands.Rescale`, ``MoveBins``, ``Assign``).
+        ``checkpoint`` is a directory or a :class:`~tstate.checkpoint.settings.Checkpoints`:
+        the execution resumes from its latest committed checkpoint (if any, onto any
+        number of workers; ``execution.restored`` says from where) and writes new ones.
+        ``state`` is where workers keep keyed state: the heap (None, the default) or
+        :class:`tstate.RocksDB` ``(path, cache_bytes=...)``, an embedded RocksDB per worker
+        under ``path`` with a bounded cache of decoded states (everything the state API
+        offers works the same; checkpoints, restores and migrations go through the same
+        encoded path as the heap's; the databases are removed when the next run starts)."""
+        return self._runner.start(workers, max_workers, reconfigure, checkpoint, state)
+
+    def run(
+        self,
+        workers: "int | Backend" = 1,
+        max_workers: Optional[int] = None,
+        reconfigure: Sequence[tuple[int, Any]] = (),
+        checkpoint: Any = None,
+        state: Any = None,
+    ) -> None:
+        """Run the dataflow to completion on ``workers`` logical workers of the embedded
+        engine (see :meth:`start` for ``max_workers``, ``reconfigure`` and
+        ``checkpoint``), or on a :class:`~tstate.backend.Backend` given instead of a
+        worker count -- e.g. :class:`tstate.spark.Backend`, whose ``sources`` bind
+        DataFrames to the inputs (give it its own ``checkpoint``; ``max_workers`` and
+        ``checkpoint`` here are for the embedded engine only; so is ``state``, a
+        :class:`~tstate.errors.ConfigurationError` with a backend).  The backend stays
+        available as :attr:`backend`, with its :attr:`metrics` (and the embedded
+        engine's execution as :attr:`execution`).
+
+        Every input must be closed by the end (an input still open when nothing else
+        can happen is an error, never a hang)."""
+        self._runner.run(workers, max_workers, reconfigure, checkpoint, state)
+
+    @property
+    def backend(self) -> "Optional[Backend]":
+        """The backend of the current (or last) run."""
+        return self._runner.backend
+
+    @property
+    def execution(self) -> Optional["Execution"]:
+        """The current (or last) execution on the embedded engine."""
+        return self._runner.execution
+
+    @property
+    def metrics(self) -> Metrics:
+        """The current (or last) run's metrics, whichever backend ran it (empty before)."""
+        return self._runner.metrics
+
+    def state(self, op: Any, at: Any = None, format: StateFormat = "arrow") -> Any:
+        """The state of stateful operator ``op`` after (or during) a run: on the embedded
+        engine a consistent snapshot (see :func:`tstate.state.query.snapshot` for
+        ``at`` and ``format``); on another backend what its
+        :meth:`~tstate.backend.Backend.state` gives (Spark: a DataFrame of the committed
+        state)."""
+        return self._runner.state(op, at=at, format=format)
+
+    def read(self, op: Any, key: Any) -> Any:
+        """A point read: a copy of ``key``'s current state in stateful operator ``op``
+        (``None`` if the key has no state), between steps or after an embedded run."""
+        return self._runner.read(op, key)

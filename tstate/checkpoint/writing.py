@@ -22,7 +22,7 @@ from tstate.checkpoint.layout import DATA, checksum, data_file_path, operator_di
 from tstate.checkpoint.manifest import FileRef, Manifest, OperatorEntry
 from tstate.errors import CheckpointError, ConfigurationError, StateTypeError
 
-__all__ = ["CheckpointWriter", "WriterHost", "check_packable", "write_data_file"]
+__all__ = ["CheckpointWriter", "WriterHost", "check_packable", "next_operators", "write_data_file"]
 
 
 class WriterHost(Protocol):
@@ -69,6 +69,59 @@ class _BinOps:
 
     replace: bool
     files: list[FileRef] = field(factory=list)
+
+
+def next_operators(
+    base: Manifest | None,
+    schemas: dict[str, tuple[dict[str, Any], int, HashKind]],
+    dropped: set[str],
+    written: dict[tuple[str, int], _BinOps],
+) -> dict[str, OperatorEntry]:
+    """The operators of the manifest a writer commits: ``base``'s (the previous
+    manifest's) without the ``dropped`` ones, with the operator ``schemas`` it put
+    (an operator whose bin count or hash changed starts without chains; one whose
+    schema changed must have every bin with a chain rewritten) and what it wrote to
+    each bin (``written``: a chain replaced or extended)."""
+    from tstate.types.schema import Schema
+
+    ops: dict[str, tuple[dict[str, Any], int, dict[int, tuple[FileRef, ...]], HashKind]] = {}
+    if base is not None:
+        for name, e in base.operators.items():
+            if name not in dropped:
+                ops[name] = (dict(e.schema), e.bins, dict(e.chains), e.hash)
+    for name, (schema, bins, hash) in schemas.items():
+        old = ops.get(name)
+        chains: dict[int, tuple[FileRef, ...]] = {}
+        if old is not None and old[1] == bins and old[3] is hash:
+            chains = old[2]
+            if Schema.from_builtins(old[0]).fingerprint != Schema.from_builtins(schema).fingerprint:
+                stale = [
+                    b for b in sorted(chains) if not ((o := written.get((name, b))) is not None and o.replace)
+                ]
+                if stale:
+                    raise CheckpointError(
+                        f"operator {name!r}: its state schema changed since checkpoint {base.id if base else '?'}, "
+                        f"so every bin with state must be rewritten with put_snapshot or drop_bin; "
+                        f"bins {', '.join(map(str, stale[:10]))}{' ...' if len(stale) > 10 else ''} were not"
+                    )
+        ops[name] = (schema, bins, chains, hash)
+    for (name, b), bin_ops in sorted(written.items()):
+        entry = ops.get(name)
+        if entry is None:
+            raise CheckpointError(
+                f"operator {name!r}: no schema recorded (call put_operator_schema in its first checkpoint)"
+            )
+        if b >= entry[1]:
+            if bin_ops.replace and not bin_ops.files:
+                continue  # dropping a bin that does not exist: nothing to do
+            raise CheckpointError(f"operator {name!r}: bin {b} does not exist (the operator has {entry[1]} bins)")
+        chains = entry[2]
+        chain = tuple(bin_ops.files) if bin_ops.replace else chains.get(b, ()) + tuple(bin_ops.files)
+        if chain:
+            chains[b] = chain
+        else:
+            chains.pop(b, None)
+    return {name: OperatorEntry(s, bins, chains, h) for name, (s, bins, chains, h) in ops.items()}
 
 
 class CheckpointWriter:
@@ -308,46 +361,7 @@ class CheckpointWriter:
 
     def _build(self, base: Manifest | None) -> dict[str, OperatorEntry]:
         """The operators of the new manifest: ``base``'s, with this writer's changes."""
-        from tstate.types.schema import Schema
-
-        ops: dict[str, tuple[dict[str, Any], int, dict[int, tuple[FileRef, ...]], HashKind]] = {}
-        if base is not None:
-            for name, e in base.operators.items():
-                if name not in self._dropped_ops:
-                    ops[name] = (dict(e.schema), e.bins, dict(e.chains), e.hash)
-        for name, (schema, bins, hash) in self._schemas.items():
-            old = ops.get(name)
-            chains: dict[int, tuple[FileRef, ...]] = {}
-            if old is not None and old[1] == bins and old[3] is hash:
-                chains = old[2]
-                if Schema.from_builtins(old[0]).fingerprint != Schema.from_builtins(schema).fingerprint:
-                    stale = [
-                        b for b in sorted(chains) if not ((o := self._bins.get((name, b))) is not None and o.replace)
-                    ]
-                    if stale:
-                        raise CheckpointError(
-                            f"operator {name!r}: its state schema changed since checkpoint {base.id if base else '?'}, "
-                            f"so every bin with state must be rewritten with put_snapshot or drop_bin; "
-                            f"bins {', '.join(map(str, stale[:10]))}{' ...' if len(stale) > 10 else ''} were not"
-                        )
-            ops[name] = (schema, bins, chains, hash)
-        for (name, b), bin_ops in sorted(self._bins.items()):
-            entry = ops.get(name)
-            if entry is None:
-                raise CheckpointError(
-                    f"operator {name!r}: no schema recorded (call put_operator_schema in its first checkpoint)"
-                )
-            if b >= entry[1]:
-                if bin_ops.replace and not bin_ops.files:
-                    continue  # dropping a bin that does not exist: nothing to do
-                raise CheckpointError(f"operator {name!r}: bin {b} does not exist (the operator has {entry[1]} bins)")
-            chains = entry[2]
-            chain = tuple(bin_ops.files) if bin_ops.replace else chains.get(b, ()) + tuple(bin_ops.files)
-            if chain:
-                chains[b] = chain
-            else:
-                chains.pop(b, None)
-        return {name: OperatorEntry(s, bins, chains, h) for name, (s, bins, chains, h) in ops.items()}
+        return next_operators(base, self._schemas, self._dropped_ops, self._bins)
 
     def commit(self) -> Manifest:
         """Commit the checkpoint and return its manifest.

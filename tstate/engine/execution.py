@@ -22,17 +22,16 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from tstate.backend import DEFAULT_STRATEGY, Strategy
 from tstate.engine.channels import ExchangeRouter, OutputPort
 from tstate.engine.checkpointing.coordinator import Coordinator
 from tstate.engine.lowering import runtime
 from tstate.engine.precopy import PreCopy
+from tstate.engine.reconfiguring import Reconfiguring
 from tstate.errors import CapabilityLeakError, ConfigurationError, OperatorError, TstateError
 from tstate.io.inputs import InputHandle
 from tstate.metrics import Metrics
-from tstate.migration.commands import Assign, MoveBins, Rescale
 from tstate.migration.configuration import ConfigHistory
-from tstate.migration.planner import balanced_map, plan, rescale_map
+from tstate.migration.planner import balanced_map
 from tstate.migration.routing import ConfiguredOwners
 from tstate.operators.base import OperatorRuntime
 from tstate.operators.local_rounds import LocalReturn
@@ -46,7 +45,20 @@ from tstate.progress.shared import SharedProgress
 __all__ = ["Execution"]
 
 
-class Execution:
+def _state_stores(state: Any, name: str) -> Any:
+    """Where workers keep keyed state for ``state``: None (the heap) or the RocksDB
+    databases of a :class:`~tstate.state.rocksdb.settings.RocksDB` setting."""
+    if state is None:
+        return None
+    from tstate.state.rocksdb.run_stores import RunStores  # loaded only with state=RocksDB(...)
+    from tstate.state.rocksdb.settings import RocksDB
+
+    if not isinstance(state, RocksDB):
+        raise ConfigurationError(f"state={state!r}: give tstate.RocksDB(path, ...) or None (the heap)")
+    return RunStores(state, name)
+
+
+class Execution(Reconfiguring):
     """A running dataflow (see the module docstring): the plan ``graph`` lowered to one
     runtime per node and worker.  Create with :meth:`tstate.Dataflow.start`."""
 
@@ -62,14 +74,7 @@ class Execution:
         #: where workers keep keyed state: None (the heap) or a
         #: :class:`~tstate.state.rocksdb.settings.RocksDB` setting (one database per
         #: worker, opened on first use, closed with the execution: :meth:`close`)
-        self.state_stores: Any = None
-        if state is not None:
-            from tstate.state.rocksdb.run_stores import RunStores  # loaded only with state=RocksDB(...)
-            from tstate.state.rocksdb.settings import RocksDB
-
-            if not isinstance(state, RocksDB):
-                raise ConfigurationError(f"state={state!r}: give tstate.RocksDB(path, ...) or None (the heap)")
-            self.state_stores = RunStores(state, graph.name)
+        self.state_stores: Any = _state_stores(state, graph.name)
         self.graph = graph
         self.name = graph.name
         #: the worker pool: every operator has an instance on each
@@ -107,15 +112,7 @@ class Execution:
         ]
         self._by_node = [[self.operators[w][n] for w in range(self.workers)] for n in range(len(graph))]
         self._wire()
-        if self.coordinator is not None:
-            self.restored = self.coordinator.restore()
-            if self.restored is not None:
-                t = self.restored.time
-                for h in self._inputs:
-                    if type(h.time) is int and h.time < t:
-                        h.time = t  # the input resumes at the checkpoint's time
-                for _, snk in graph.of_type(Sink):
-                    snk.sink.restore(t)
+        self._restore()
         self._sources: Optional[list[OperatorRuntime[Any]]] = None
         self._ends: Optional[list[int]] = None
         self.steps = 0
@@ -127,6 +124,20 @@ class Execution:
         self._propagate()
 
     # -- construction -------------------------------------------------------------
+    def _restore(self) -> None:
+        """Resume from the newest usable checkpoint, if checkpointing (inputs resume at
+        its time, sinks forget what came after it)."""
+        if self.coordinator is None:
+            return
+        self.restored = self.coordinator.restore()
+        if self.restored is not None:
+            t = self.restored.time
+            for h in self._inputs:
+                if type(h.time) is int and h.time < t:
+                    h.time = t  # the input resumes at the checkpoint's time
+            for _, snk in self.graph.of_type(Sink):
+                snk.sink.restore(t)
+
     def _build_tracker(self) -> Tracker:
         return self._graph().build()
 
@@ -282,85 +293,6 @@ class Execution:
         frontier = self.tracker.frontier
         fronts = [t for n in ends for t in frontier(n, 0)]
         self.metrics.outputs_at(min(fronts) if fronts else None)
-
-    # -- reconfiguration ------------------------------------------------------------
-    def stateful_operators(self) -> list[str]:
-        return [self.graph[n].name for n in self.configs]
-
-    def earliest_reconfiguration(self) -> int:
-        """The earliest time a reconfiguration can take effect: after every time a
-        record was routed at, and not before any input's current epoch."""
-        t = 0
-        for o in self._owners.values():
-            if o.max_routed is not None:
-                t = max(t, o.max_routed + 1)
-        for h in self._inputs:
-            if not h.closed and type(h.time) is int:
-                t = max(t, h.time)
-        if self.metrics.moves:  # a step already carried out cannot be superseded
-            t = max(t, max(m.time for m in self.metrics.moves) + 1)
-        return t
-
-    def reconfigure(self, command: Any, at: Optional[int] = None) -> dict[str, list[int]]:
-        """Apply a :mod:`~tstate.migration.commands` command from time ``at`` (default:
-        the earliest possible); returns the step times per operator.  Records before
-        ``at`` are processed by the old owners, records at or after by the new ones."""
-        earliest = self.earliest_reconfiguration()
-        if at is None:
-            at = earliest
-        if type(at) is not int or at < earliest:
-            raise ConfigurationError(
-                f"cannot reconfigure at time {at!r}: records up to time {earliest - 1} may already be routed; "
-                f"the earliest possible time is {earliest}"
-            )
-        nodes = [n for n in self.configs if command.operator in (None, self.graph[n].name)]
-        if not nodes:
-            raise ConfigurationError(
-                f"no stateful operator named {command.operator!r} (have: {', '.join(self.stateful_operators()) or 'none'})"
-            )
-        out: dict[str, list[int]] = {}
-        for n in nodes:
-            spec = self.graph[n]
-            history = self.configs[n]
-            history.schedule(at, [])  # newest command wins: drop later steps
-            self.precopy.forget(n, at)
-            current = history.owners_at(at)
-            if isinstance(command, Rescale):
-                if command.workers > self.workers:
-                    raise ConfigurationError(
-                        f"cannot rescale to {command.workers} workers: the execution has a pool of {self.workers} "
-                        "(start it with max_workers=...)"
-                    )
-                target = rescale_map(current, command.workers)
-            elif isinstance(command, MoveBins):
-                target = list(current)
-                for b, w in command.moves.items():
-                    if not 0 <= b < len(target) or not 0 <= w < self.workers:
-                        raise ConfigurationError(f"MoveBins: bin {b} -> worker {w} is out of range")
-                    target[b] = w
-            elif isinstance(command, Assign):
-                target = list(command.owners)
-                if len(target) != len(current) or any(not 0 <= w < self.workers for w in target):
-                    raise ConfigurationError(
-                        f"Assign: needs {len(current)} owners, each a worker below {self.workers}"
-                    )
-            else:
-                raise ConfigurationError(f"not a reconfiguration command: {command!r}")
-            out[spec.name] = history.schedule(at, plan(current, target, command.strategy), command.spacing)
-            if command.strategy == "precopy":
-                self.precopy.plan(n, [m for m in history.moves() if m[0] >= at])
-            for w in range(self.workers):
-                op = self.operators[w][n]
-                op.refresh_moves()  # type: ignore[attr-defined]
-                op.request_activation()
-        return out
-
-    def rescale(
-        self, workers: int, at: Optional[int] = None, strategy: Strategy = DEFAULT_STRATEGY, operator: Optional[str] = None
-    ) -> dict[str, list[int]]:
-        """Spread the bins of stateful operators over ``workers`` workers from time
-        ``at``, in steps per ``strategy`` (see :class:`~tstate.migration.commands.Rescale`)."""
-        return self.reconfigure(Rescale(workers, strategy=strategy, operator=operator), at=at)
 
     def run(self, max_steps: Optional[int] = None) -> None:
         """Step until the dataflow is complete (see the module docstring)."""

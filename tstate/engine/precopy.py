@@ -64,6 +64,7 @@ from attrs import define, field
 
 from tstate.checkpoint.delta import catch_up, restore_bin
 from tstate.engine.checkpointing.lazy import RestorePacer
+from tstate.engine.precopy_chains import CheckpointChains
 from tstate.errors import CheckpointError, TstateError
 from tstate.migration.handover import Changes, apply_handover, encode_handover
 from tstate.progress.timestamp import epoch
@@ -72,7 +73,7 @@ from tstate.progress.frontier import Antichain
 from tstate.state.bin import NO_STATE, Bin
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tstate.checkpoint.manifest import FileRef, Manifest
+    from tstate.checkpoint.manifest import FileRef
     from tstate.operators.stateful import StatefulRuntime
 
 __all__ = ["PreCopy", "PreCopyStats", "Track"]
@@ -164,8 +165,8 @@ class PreCopy:
         self._started = _time.perf_counter()
         self._activations: Optional[int] = None
         self._captured: list[tuple[Track, set[Any], bool]] = []
-        self._manifests: dict[int, Any] = {}
-        self._fingerprints: dict[tuple[int, str], str] = {}
+        #: where a bin's chain stands in the checkpoints a copy may be loaded from
+        self.chains = CheckpointChains(exe)
 
     @property
     def pending(self) -> bool:
@@ -270,124 +271,62 @@ class PreCopy:
                     least = e
         return least
 
-    def _manifest(self, checkpoint_id: int) -> "Optional[Manifest]":
-        m = self._manifests.get(checkpoint_id)
-        if m is None:
-            try:
-                m = self.exe.coordinator.store.manifest(checkpoint_id)
-            except CheckpointError:
-                return None
-            if len(self._manifests) >= 2:
-                del self._manifests[min(self._manifests)]
-            self._manifests[checkpoint_id] = m
-        return m
-
-    def _written_chains(self, name: str, index: int, fingerprint: str) -> dict[int, tuple["FileRef", ...]]:
-        """Bin ``index``'s chain in each checkpoint captured after the last commit whose
-        files are written (not committed yet: commits may lag behind captures), built as
-        the commit will build it from the last committed manifest's chain."""
-        from tstate.checkpoint.manifest import FileRef
-
-        coord = self.exe.coordinator
-        out: dict[int, tuple[FileRef, ...]] = {}
-        pending = coord.written_uncommitted()
-        if not pending or not coord.committed_ids:
-            return out
-        m = self._manifest(coord.committed_ids[-1])
-        if m is None:
-            return out
-        fp = self._fingerprint(m, name)
-        if fp is not None and fp != fingerprint:
-            return out  # another schema: not a base
-        chain: tuple[FileRef, ...] = m.chain(name, index)
-        for cid, full, files in pending:
-            if full:
-                chain = ()  # a fresh checkpoint carries nothing over
-            for f in files:
-                if f[1] != index or f[0] != name:
-                    continue
-                _op, _bin, snapshot, path, size, xxh64 = f
-                if path is None:
-                    chain = ()
-                elif snapshot:
-                    chain = (FileRef(path, size, xxh64),)
-                else:
-                    chain = chain + (FileRef(path, size, xxh64),)
-            out[cid] = chain
-        return out
-
-    def _fingerprint(self, m: "Manifest", name: str) -> Optional[str]:
-        entry = m.operators.get(name)
-        if entry is None:
-            return None
-        fp = self._fingerprints.get((m.id, name))
-        if fp is None:
-            fp = self._fingerprints[m.id, name] = entry.fingerprint
-        return fp
-
     def _load(self, tr: Track) -> bool:
         """Bring ``tr``'s copy to the newest committed checkpoint the track knows the
         changes since (read whole, or caught up by the files added to its chain);
         whether it has a copy now."""
-        coord = self.exe.coordinator
         rt = self._runtime(tr.dst, tr.node)
         codec, name = rt.codec, rt.name
-        store = coord.store
-        committed = coord.committed_set
-        written: Optional[dict[int, tuple["FileRef", ...]]] = None
+        chains = self.chains
+        chains.written = None  # (the checkpoints written and not committed, as of now)
         for cid in reversed(tr.changes.bases()):
             if tr.base is not None and cid <= tr.base:
                 break  # nothing newer than the copy
-            if cid in committed:
-                m = self._manifest(cid)
-                if m is None:
-                    continue
-                fp = self._fingerprint(m, name)
-                if fp is not None and fp != codec.fingerprint:
-                    continue  # another schema: its files would be rewritten anyway
-                chain = m.chain(name, tr.bin)
-            else:
-                if written is None:
-                    written = self._written_chains(name, tr.bin, codec.fingerprint)
-                if cid not in written:
-                    continue
-                chain = written[cid]
-            start = _time.perf_counter()
-            enabled = gc.isenabled()
-            gc.disable()
-            old, copy = tr.chain, tr.copy
-            extend = copy is not None and len(chain) >= len(old) and chain[: len(old)] == old
-            try:
-                data = [store.read(ref) for ref in (chain[len(old):] if extend else chain)]
-            except CheckpointError:  # (e.g. collected meanwhile): the copy is as it was
-                gc.freeze()
-                if enabled:
-                    gc.enable()
+            chain = chains.chain(cid, name, tr.bin, codec.fingerprint)
+            if chain is None or not self._read(tr, chain, codec):
                 continue
-            try:
-                if copy is not None and extend:
-                    if data:
-                        catch_up(copy, data, codec)
-                        self.stats.rebased += 1
-                        self.stats.rebase_bytes += sum(len(d) for d in data)
-                else:
-                    copy = tr.copy = restore_bin(data, codec, index=tr.bin)
-                    self.stats.preloaded += 1
-                    self.stats.preload_bytes += sum(len(d) for d in data)
-            except (CheckpointError, TstateError):
-                tr.copy, tr.base, tr.chain = None, None, ()  # (a catch-up may have applied part)
-                continue
-            finally:
-                gc.freeze()  # long-lived and acyclic, as a lazy restore's bins
-                if enabled:
-                    gc.enable()
-                self.stats.preload_seconds += _time.perf_counter() - start
-            if copy.index != tr.bin:
-                raise CheckpointError(f"checkpoint {cid}: operator {name!r} bin {tr.bin} holds bin {copy.index}")
+            if tr.copy is not None and tr.copy.index != tr.bin:
+                raise CheckpointError(f"checkpoint {cid}: operator {name!r} bin {tr.bin} holds bin {tr.copy.index}")
             tr.base, tr.chain = cid, tuple(chain)
             tr.changes.forget_before(cid)
             return True
         return tr.copy is not None
+
+    def _read(self, tr: Track, chain: tuple["FileRef", ...], codec: Any) -> bool:
+        """Make ``tr``'s copy the bin ``chain`` holds: caught up by the files added to
+        the chain it was read from, else read whole; False (the copy as it was, or
+        none if a catch-up failed half way) if a file cannot be read or decoded."""
+        start = _time.perf_counter()
+        enabled = gc.isenabled()
+        gc.disable()
+        old, copy = tr.chain, tr.copy
+        extend = copy is not None and len(chain) >= len(old) and chain[: len(old)] == old
+        try:
+            data = [self.chains.store.read(ref) for ref in (chain[len(old):] if extend else chain)]
+        except CheckpointError:  # (e.g. collected meanwhile): the copy is as it was
+            gc.freeze()
+            if enabled:
+                gc.enable()
+            return False
+        try:
+            if copy is not None and extend:
+                if data:
+                    catch_up(copy, data, codec)
+                    self.stats.rebased += 1
+                    self.stats.rebase_bytes += sum(len(d) for d in data)
+            else:
+                tr.copy = restore_bin(data, codec, index=tr.bin)
+                self.stats.preloaded += 1
+                self.stats.preload_bytes += sum(len(d) for d in data)
+        except (CheckpointError, TstateError):
+            tr.copy, tr.base, tr.chain = None, None, ()  # (a catch-up may have applied part)
+            return False
+        finally:
+            gc.freeze()  # long-lived and acyclic, as a lazy restore's bins
+            if enabled:
+                gc.enable()
+            self.stats.preload_seconds += _time.perf_counter() - start
+        return True
 
     # -- the hand-over -------------------------------------------------------------------
     def hand_over(self, src: "StatefulRuntime", index: int, t: Any, dst: int) -> bool:

@@ -12,12 +12,12 @@ pending timers), and drops it as soon as that time is done.
 :class:`StatefulRuntime` decides *when* (this module); the parts it is made of are
 the bins this worker holds (:mod:`tstate.operators.held_bins`), applying records and
 timers to them (:mod:`tstate.operators.keyed_apply`: the inner loop) and the bins it
-must send away or wait for (:mod:`tstate.operators.moves`).
+must send away or wait for (:mod:`tstate.operators.moves`; shipping and receiving
+them: :mod:`tstate.operators.shipping`).
 """
 
 from __future__ import annotations
 
-import time as _time
 from typing import TYPE_CHECKING, Any, Optional
 
 from sortedcontainers import SortedDict
@@ -30,6 +30,7 @@ from tstate.operators.held_bins import HeldBins
 from tstate.operators.keyed_apply import BinBatch, KeyedApply
 from tstate.operators.local_rounds import LocalReturn
 from tstate.operators.moves import Moves
+from tstate.operators.shipping import BinShipping, epoch_open as _epoch_open
 from tstate.operators.time_order import next_ready
 from tstate.operators.timer_index import TimerIndex
 from tstate.plan.stateful import Stateful
@@ -37,8 +38,7 @@ from tstate.progress.timestamp import epoch
 from tstate.state.bin import Bin
 from tstate.state.context import Context
 from tstate.state.cow import CopyOnWrite
-from tstate.state.payload import decode_bin, encode_bin
-from tstate.types import StateCodec, wire
+from tstate.types import StateCodec
 from tstate.types.copier import immutable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["StatefulRuntime", "BinBatch"]
 
 
-class StatefulRuntime(OperatorRuntime[Stateful]):
+class StatefulRuntime(BinShipping, OperatorRuntime[Stateful]):
     """One worker's share of a stateful operator: the bins it owns."""
 
     def __init__(self, exe: "Host", index: int, node: Stateful, worker: int) -> None:
@@ -134,7 +134,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             for b in self.held.bins.values():
                 if b.states:
                     b.write_back()
-            self.store.cache.write_back()
+            self.store.cache.write_back(defer=True)
 
     def install_bin(self, b: Bin) -> None:
         """Take ownership of a bin (migration / recovery), indexing its timers."""
@@ -192,80 +192,6 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
         if self.track_dirty:
             b.mark_dirty(key)
             b.timers_changed = True  # (clear() may drop the key from dirty: the timer stays)
-
-    # -- migration ------------------------------------------------------------------
-    def refresh_moves(self) -> None:
-        """Re-read this worker's outgoing moves from the configuration history."""
-        history = self.exe.configs.get(self.index)
-        self.moves.refresh(history.moves_from(self.worker) if history is not None else [])
-
-    def _pend(self, k: Any, record: Any, t: Any) -> None:
-        """Keep a record whose bin has not arrived yet (Megaphone's buffering)."""
-        if self.moves.pend(self.held.index_of(k), record, t):
-            self._hold(t)
-
-    def _ship_ready(self, frontier: Any) -> None:
-        """Send every bin whose move time ``t`` the input frontier has passed: all its
-        records and timers before ``t`` are done here.  The cyclic garbage collector
-        waits meanwhile (``wire.no_gc``): decoding many bins at once (``all-at-once``)
-        would otherwise start collection after collection over the states just built
-        (acyclic: reference counting frees them)."""
-        with wire.no_gc():
-            while self.moves.outgoing:
-                t, bi, dst = self.moves.outgoing[0]
-                if bi not in self.owned or _epoch_open(frontier, t):
-                    return
-                if self.stash and epoch(self.stash.peekitem(0)[0]) < t:
-                    return
-                lazy = self.held.lazy
-                if lazy is not None and bi in lazy:  # (not decoded just to look: its timers are indexed)
-                    if self.timer_times.before(bi, t):
-                        return
-                else:
-                    b = self.bin(bi)
-                    if b is not None and any(epoch(tt) < t for tt in b.timers):
-                        return
-                self._ship(*self.moves.made())
-
-    def _ship(self, t: Any, bi: int, dst: int) -> None:
-        """Hand bin ``bi`` over to worker ``dst`` at ``t``: a pre-copy move hands over its
-        changes since a checkpoint (the engine's ``precopy``:
-        :mod:`tstate.engine.precopy`), any other ships it whole."""
-        precopy = getattr(self.exe, "precopy", None)
-        if precopy is not None and precopy.pending and precopy.hand_over(self, bi, t, dst):
-            return
-        self.ship_whole(bi, t, dst)
-
-    def ship_whole(self, bi: int, t: Any, dst: int) -> int:
-        """Ship bin ``bi`` whole (:func:`~tstate.state.payload.encode_bin`) to worker
-        ``dst`` at ``t``; the bytes shipped."""
-        start = _time.perf_counter()
-        b = self.remove_bin(bi)
-        target = self.exe.peer(dst, self.index)
-        assert isinstance(target, StatefulRuntime)
-        if self.store is not None and target.store is not None:  # RocksDB on both: an SST file moves
-            from tstate.state.rocksdb.moving import moves_dir, ship_bin
-
-            moved, size = ship_bin(b, self.store, target.store, moves_dir(self.store))
-            target.receive_bin(moved, t)
-        else:
-            data = encode_bin(b, self.codec, self.name)
-            size = len(data)
-            target.receive_bin(decode_bin(data, target.codec), t)
-        self.exe.metrics.record_move(self.name, bi, self.worker, dst, t, size, _time.perf_counter() - start)
-        return size
-
-    def receive_bin(self, b: Bin, t: Any, *, tracked: bool = False) -> None:
-        """Install a bin that arrived from its previous owner, then release the records
-        that were waiting for it (into the time-ordered buffer).  ``tracked``: the bin
-        carries its change sets since the last checkpoint captured it (a pre-copy
-        hand-over), so the next checkpoint may write a delta; else it writes it whole."""
-        if not tracked:
-            b.full = True  # its changes since the last checkpoint are not tracked here
-        self.install_bin(b)
-        for tt, recs in self.moves.arrived(b.index):
-            self._stash(tt, recs)
-        self.request_activation()
 
     # -- capabilities ----------------------------------------------------------------
     def _hold(self, t: Any) -> None:
@@ -421,11 +347,6 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
     def is_quiet(self) -> bool:
         """No buffered records: the state reflects every record received."""
         return not self.stash and not self.pending
-
-
-def _epoch_open(frontier: Any, t: int) -> bool:
-    """Records of an epoch before ``t`` may still arrive (at any iteration)."""
-    return any(epoch(e) < t for e in frontier.elements())
 
 
 def _lex_lt(a: Any, b: Any) -> bool:

@@ -134,7 +134,7 @@ class StatefulRuntime(OperatorRuntime[Stateful]):
             for b in self.held.bins.values():
                 if b.states:
                     b.write_back()
-            self.store.cache.write_back()
+            self.store.cache.write_back(defer=True)
 
     def install_bin(self, b: Bin) -> None:
         """Take ownership of a bin (migration / recovery), indexing its timers."""

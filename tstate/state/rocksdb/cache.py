@@ -214,9 +214,17 @@ class StateCache:
         return self._dirty
 
     # -- writing back -----------------------------------------------------------------
-    def write_back(self) -> int:
+    def write_back(self, defer: bool = False) -> int:
         """Write every dirty state (and the bins' own records) in one batch, then evict
-        down to the budget; how many states were written."""
+        down to the budget; how many states were written.  ``defer`` (an epoch's end):
+        while a checkpoint of the database is being made on another thread (its writes
+        held: :meth:`LocalDB.cut <tstate.state.rocksdb.db.LocalDB.cut>`), keep the
+        dirty states here instead of waiting for it -- unless the cache is over its
+        budget -- and write them with a later write-back (the next epoch's end, or the
+        next checkpoint's cut, which waits)."""
+        if defer and self.db.cutting() and self.bytes <= self.budget:
+            self.fresh = 0
+            return 0
         n = self._write_dirty()
         self.fresh = 0
         self._evict()

@@ -306,6 +306,10 @@ class LocalDB:
 
         return finish
 
+    def cutting(self) -> bool:
+        """Whether a checkpoint holds the writes now (:meth:`cut`)."""
+        return self._cut.locked()
+
     def _checkpoint(self, dest: str) -> CheckpointFiles:
         dest = os.path.abspath(dest)
         if os.path.lexists(dest):

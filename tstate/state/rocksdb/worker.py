@@ -78,8 +78,10 @@ class WorkerStore:
 
     def end_epoch(self) -> int:
         """Write every changed state back in one batch (then evict down to the cache's
-        budget); how many states were written."""
-        return self.cache.write_back()
+        budget; a checkpoint being made on another thread is not waited for: the
+        write-back is deferred, see :meth:`StateCache.write_back
+        <tstate.state.rocksdb.cache.StateCache.write_back>`); how many states were written."""
+        return self.cache.write_back(defer=True)
 
     def checkpoint(self, dest: str) -> CheckpointFiles:
         """Write back, flush and checkpoint into the new directory ``dest``."""

@@ -95,11 +95,11 @@ def test_dest_column_is_the_bin_both_engines_compute(spark: Any) -> None:
 def test_rescale_in_the_middle(spark: Any, tmp_path: Any, monkeypatch: Any) -> None:
     rows = [{"k": f"k{i % 23}", "v": i % 7, "t": i // 25} for i in range(250)]
     ref_out, ref_state = embedded(rows)
-    from tstate.spark import batch
+    from tstate.spark import stages  # (where a batch's input stages call input_task)
 
     general: list[str] = []
-    real = batch.input_task
-    monkeypatch.setattr(batch, "input_task", lambda plan, info, name, *a: general.append(name) or real(plan, info, name, *a))
+    real = stages.input_task
+    monkeypatch.setattr(stages, "input_task", lambda plan, info, name, *a: general.append(name) or real(plan, info, name, *a))
     out, state, backend = run_spark(spark, rows, str(tmp_path / "ck"), 2, reconfigure=[(3, ts.Rescale(3))])
     assert (out, state) == (ref_out, ref_state)
     assert sum(b.moved_bins for b in backend.metrics.batches) > 0
@@ -185,11 +185,11 @@ def test_streaming_query_and_restart(spark: Any, tmp_path: Any, monkeypatch: Any
     with Spark replaying a committed batch, is exactly-once."""
     import os
 
-    from tstate.spark import batch
+    from tstate.spark import stages  # (where a batch's input stages call input_task)
 
     general: list[str] = []
-    real = batch.input_task
-    monkeypatch.setattr(batch, "input_task", lambda plan, info, name, *a: general.append(name) or real(plan, info, name, *a))
+    real = stages.input_task
+    monkeypatch.setattr(stages, "input_task", lambda plan, info, name, *a: general.append(name) or real(plan, info, name, *a))
 
     from .test_streaming import FILES, reference, stream, write_files
 

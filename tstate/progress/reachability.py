@@ -131,9 +131,9 @@ class GraphBuilder:
         reaches (what the all-pairs tracker of :mod:`tstate.progress.reference` needs)."""
         return self._check()
 
-    def _check(self) -> dict[tuple[str, int, int], dict[tuple[int, int], list[PathSummary]]]:
-        """Check the graph; return the path summaries from every location to every
-        target reachable from it."""
+    def _check_edges(self) -> dict[tuple[int, int], list[tuple[int, int]]]:
+        """Check every edge (its ports exist, it stays in one scope) and that every
+        input is connected; each output port's targets."""
         nodes = self._nodes
         out_edges: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
         connected: set[tuple[int, int]] = set()
@@ -152,6 +152,13 @@ class GraphBuilder:
             for i in range(node.inputs):
                 if (node.index, i) not in connected:
                     raise GraphError(f"operator {node.name!r}: input {i} is never connected")
+        return out_edges
+
+    def _check(self) -> dict[tuple[str, int, int], dict[tuple[int, int], list[PathSummary]]]:
+        """Check the graph; return the path summaries from every location to every
+        target reachable from it."""
+        nodes = self._nodes
+        out_edges = self._check_edges()
 
         # Successors of a location with the summary of the step.
         def steps(loc: tuple[str, int, int]) -> list[tuple[tuple[str, int, int], PathSummary]]:

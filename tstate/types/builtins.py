@@ -60,6 +60,117 @@ def _is_array(tp: Any) -> bool:
     return typing.get_origin(tp) is Array
 
 
+# the hook factories of _make_converter's converter (per type, made when first needed)
+def _unstructure_union(c: cattrs.Converter, tp: Any) -> Callable[[Any], Any]:
+    """A ``Union``/``Optional`` value to builtins (a union of scalars as it is)."""
+    rest = [a for a in typing.get_args(tp) if a is not type(None)]
+    if len(rest) == len(typing.get_args(tp)):
+        return identity  # a union of scalars
+    inner = c.get_unstructure_hook(rest[0] if len(rest) == 1 else typing.Union[tuple(rest)])
+    if inner is identity:
+        return identity
+
+    def unstructure_optional(v: Any) -> Any:
+        return None if v is None else inner(v)
+
+    return unstructure_optional
+
+
+def _structure_union(c: cattrs.Converter, tp: Any) -> Callable[[Any, Any], Any]:
+    """A ``Union``/``Optional`` value from builtins (an ``int`` as ``float`` where only ``float`` is declared)."""
+    args = typing.get_args(tp)
+    rest = [a for a in args if a is not type(None)]
+    if len(rest) < len(args):
+        inner_tp = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
+        inner = c.get_structure_hook(inner_tp)
+
+        def structure_optional(v: Any, _: Any) -> Any:
+            return None if v is None else inner(v, inner_tp)
+
+        return structure_optional
+    to_float = float in rest and int not in rest
+
+    def structure_scalar_union(v: Any, _: Any) -> Any:
+        return float(v) if to_float and type(v) is int else v
+
+    return structure_scalar_union
+
+
+def _unstructure_mapping(c: cattrs.Converter, pairs: bool, tp: Any) -> Callable[[Any], Any]:
+    """A ``dict`` / ``Map`` to builtins: a dict, or ``[key, value]`` pairs (``pairs``, or keys that need them)."""
+    key_tp, value_tp = typing.get_args(tp)
+    ku, vu = c.get_unstructure_hook(key_tp), c.get_unstructure_hook(value_tp)
+    tracked = typing.get_origin(tp) is Map
+    pairs_here = False
+    if not pairs:
+        key_schema = analyse(key_tp)
+        if has_struct(key_schema) or (_unhashable_form(key_schema) and not encodes_natively(key_schema)):
+            pairs_here = True  # keyed by structs (or sets of datetimes...): pairs, as in format 1
+        elif encodes_natively(key_schema):
+            ku = identity  # msgspec encodes the key itself
+    if key_tp is str or not (pairs or pairs_here):
+        if vu is identity and key_tp is str:
+            return (lambda m: dict(m._data)) if tracked else dict
+        if key_tp is str:
+            if tracked:
+                return lambda m: {k: vu(v) for k, v in m._data.items()}
+            return lambda d: {k: vu(v) for k, v in d.items()}
+        if tracked:
+            return lambda m: {ku(k): vu(v) for k, v in m._data.items()}
+        return lambda d: {ku(k): vu(v) for k, v in d.items()}
+    if tracked:
+        return lambda m: [[ku(k), vu(v)] for k, v in m._data.items()]
+    return lambda d: [[ku(k), vu(v)] for k, v in d.items()]
+
+
+def _structure_mapping(c: cattrs.Converter, tp: Any) -> Callable[[Any, Any], Any]:
+    """A ``dict`` / ``Map`` from a dict or from ``[key, value]`` pairs."""
+    key_tp, value_tp = typing.get_args(tp)
+    ks, vs = c.get_structure_hook(key_tp), c.get_structure_hook(value_tp)
+    wrap: Callable[[dict[Any, Any]], Any] = Map._clean if typing.get_origin(tp) is Map else identity
+
+    def structure(obj: Any, _: Any) -> Any:
+        items = obj.items() if isinstance(obj, dict) else obj
+        return wrap({ks(k, key_tp): vs(v, value_tp) for k, v in items})
+
+    return structure
+
+
+def _unstructure_array(c: cattrs.Converter, tp: Any) -> Callable[[Any], Any]:
+    """An ``Array`` to a list."""
+    (item_tp,) = typing.get_args(tp)
+    iu = c.get_unstructure_hook(item_tp)
+    if iu is identity:
+        return lambda a: list(a._data)
+    return lambda a: [iu(x) for x in a._data]
+
+
+def _structure_array(c: cattrs.Converter, tp: Any) -> Callable[[Any, Any], Any]:
+    """An ``Array`` from a list."""
+    (item_tp,) = typing.get_args(tp)
+    as_list = c.get_structure_hook(list[item_tp])  # type: ignore[valid-type]
+    return lambda obj, _: Array._clean(as_list(obj, list[item_tp]))  # type: ignore[valid-type]
+
+
+def _unstructure_record(c: cattrs.Converter, tp: Any) -> Callable[[Any], Any]:
+    """A ``TypedDict`` record to a dict."""
+    hooks = {k: c.get_unstructure_hook(h) for k, h in typing.get_type_hints(tp).items()}
+    if all(h is identity for h in hooks.values()):
+        return dict
+    return lambda d: {k: hooks[k](v) for k, v in d.items()}
+
+
+def _structure_record(c: cattrs.Converter, tp: Any) -> Callable[[Any, Any], Any]:
+    """A ``TypedDict`` record from a dict."""
+    hints = typing.get_type_hints(tp)
+    hooks = {k: (c.get_structure_hook(h), h) for k, h in hints.items()}
+
+    def structure(obj: Any, _: Any) -> Any:
+        return {k: hooks[k][0](v, hooks[k][1]) for k, v in obj.items()}
+
+    return structure
+
+
 def _make_converter(pairs: bool) -> cattrs.Converter:
     """A converter for all state types (hooks are generated per type, lazily); with
     ``pairs``, dicts with non-``str`` keys unstructure to ``[key, value]`` pairs
@@ -71,108 +182,14 @@ def _make_converter(pairs: bool) -> cattrs.Converter:
     c.register_structure_hook(_dt.date, lambda v, _: _dt.date.fromisoformat(v))
     c.register_structure_hook(type(None), lambda v, _: None)
 
-    def unstructure_union(tp: Any) -> Callable[[Any], Any]:
-        rest = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(rest) == len(typing.get_args(tp)):
-            return identity  # a union of scalars
-        inner = c.get_unstructure_hook(rest[0] if len(rest) == 1 else typing.Union[tuple(rest)])
-        if inner is identity:
-            return identity
-
-        def unstructure_optional(v: Any) -> Any:
-            return None if v is None else inner(v)
-
-        return unstructure_optional
-
-    def structure_union(tp: Any) -> Callable[[Any, Any], Any]:
-        args = typing.get_args(tp)
-        rest = [a for a in args if a is not type(None)]
-        if len(rest) < len(args):
-            inner_tp = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
-            inner = c.get_structure_hook(inner_tp)
-
-            def structure_optional(v: Any, _: Any) -> Any:
-                return None if v is None else inner(v, inner_tp)
-
-            return structure_optional
-        to_float = float in rest and int not in rest
-
-        def structure_scalar_union(v: Any, _: Any) -> Any:
-            return float(v) if to_float and type(v) is int else v
-
-        return structure_scalar_union
-
-    def unstructure_mapping(tp: Any) -> Callable[[Any], Any]:
-        key_tp, value_tp = typing.get_args(tp)
-        ku, vu = c.get_unstructure_hook(key_tp), c.get_unstructure_hook(value_tp)
-        tracked = typing.get_origin(tp) is Map
-        pairs_here = False
-        if not pairs:
-            key_schema = analyse(key_tp)
-            if has_struct(key_schema) or (_unhashable_form(key_schema) and not encodes_natively(key_schema)):
-                pairs_here = True  # keyed by structs (or sets of datetimes...): pairs, as in format 1
-            elif encodes_natively(key_schema):
-                ku = identity  # msgspec encodes the key itself
-        if key_tp is str or not (pairs or pairs_here):
-            if vu is identity and key_tp is str:
-                return (lambda m: dict(m._data)) if tracked else dict
-            if key_tp is str:
-                if tracked:
-                    return lambda m: {k: vu(v) for k, v in m._data.items()}
-                return lambda d: {k: vu(v) for k, v in d.items()}
-            if tracked:
-                return lambda m: {ku(k): vu(v) for k, v in m._data.items()}
-            return lambda d: {ku(k): vu(v) for k, v in d.items()}
-        if tracked:
-            return lambda m: [[ku(k), vu(v)] for k, v in m._data.items()]
-        return lambda d: [[ku(k), vu(v)] for k, v in d.items()]
-
-    def structure_mapping(tp: Any) -> Callable[[Any, Any], Any]:
-        key_tp, value_tp = typing.get_args(tp)
-        ks, vs = c.get_structure_hook(key_tp), c.get_structure_hook(value_tp)
-        wrap: Callable[[dict[Any, Any]], Any] = Map._clean if typing.get_origin(tp) is Map else identity
-
-        def structure(obj: Any, _: Any) -> Any:
-            items = obj.items() if isinstance(obj, dict) else obj
-            return wrap({ks(k, key_tp): vs(v, value_tp) for k, v in items})
-
-        return structure
-
-    def unstructure_array(tp: Any) -> Callable[[Any], Any]:
-        (item_tp,) = typing.get_args(tp)
-        iu = c.get_unstructure_hook(item_tp)
-        if iu is identity:
-            return lambda a: list(a._data)
-        return lambda a: [iu(x) for x in a._data]
-
-    def structure_array(tp: Any) -> Callable[[Any, Any], Any]:
-        (item_tp,) = typing.get_args(tp)
-        as_list = c.get_structure_hook(list[item_tp])  # type: ignore[valid-type]
-        return lambda obj, _: Array._clean(as_list(obj, list[item_tp]))  # type: ignore[valid-type]
-
-    def unstructure_record(tp: Any) -> Callable[[Any], Any]:
-        hooks = {k: c.get_unstructure_hook(h) for k, h in typing.get_type_hints(tp).items()}
-        if all(h is identity for h in hooks.values()):
-            return dict
-        return lambda d: {k: hooks[k](v) for k, v in d.items()}
-
-    def structure_record(tp: Any) -> Callable[[Any, Any], Any]:
-        hints = typing.get_type_hints(tp)
-        hooks = {k: (c.get_structure_hook(h), h) for k, h in hints.items()}
-
-        def structure(obj: Any, _: Any) -> Any:
-            return {k: hooks[k][0](v, hooks[k][1]) for k, v in obj.items()}
-
-        return structure
-
-    c.register_unstructure_hook_factory(_is_record, unstructure_record)
-    c.register_structure_hook_factory(_is_record, structure_record)
-    c.register_unstructure_hook_factory(_is_union, unstructure_union)
-    c.register_structure_hook_factory(_is_union, structure_union)
-    c.register_unstructure_hook_factory(_is_mapping, unstructure_mapping)
-    c.register_structure_hook_factory(_is_mapping, structure_mapping)
-    c.register_unstructure_hook_factory(_is_array, unstructure_array)
-    c.register_structure_hook_factory(_is_array, structure_array)
+    c.register_unstructure_hook_factory(_is_record, lambda tp: _unstructure_record(c, tp))
+    c.register_structure_hook_factory(_is_record, lambda tp: _structure_record(c, tp))
+    c.register_unstructure_hook_factory(_is_union, lambda tp: _unstructure_union(c, tp))
+    c.register_structure_hook_factory(_is_union, lambda tp: _structure_union(c, tp))
+    c.register_unstructure_hook_factory(_is_mapping, lambda tp: _unstructure_mapping(c, pairs, tp))
+    c.register_structure_hook_factory(_is_mapping, lambda tp: _structure_mapping(c, tp))
+    c.register_unstructure_hook_factory(_is_array, lambda tp: _unstructure_array(c, tp))
+    c.register_structure_hook_factory(_is_array, lambda tp: _structure_array(c, tp))
     # Registered last, so asked first: msgpack already decodes list[int] right.
     c.register_structure_hook_factory(_decodes_as_is, lambda tp: _as_is)
     return c

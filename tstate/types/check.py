@@ -407,48 +407,9 @@ def _vector(schema: Schema) -> VectorChecker:
 
         return check_optional
     if k in (Kind.LIST, Kind.TUPLE, Kind.SET, Kind.FROZENSET, Kind.ARRAY):
-        container = frozenset({schema.py_type})
-        items = compile_vector_checker(schema.args[0])
-        tracked = k is Kind.ARRAY
-        convert_to = _convertible(schema.args[0])
-
-        def check_sequences(values: Iterable[Any]) -> bool:
-            vs = values if type(values) is list else list(values)
-            if not set(map(type, vs)) <= container:
-                return False
-            seqs = list(map(_DATA, vs)) if tracked else vs
-            if convert_to is not None:
-                # scalar items: msgspec validates them in C (2-3x a set of their types)
-                try:
-                    convert(seqs, convert_to)
-                except ValidationError:
-                    return False
-                return True
-            return items(chain.from_iterable(seqs))
-
-        return check_sequences
+        return _sequences(schema)
     if k in (Kind.DICT, Kind.MAP):
-        container = frozenset({schema.py_type})
-        keys, items = compile_vector_checker(schema.args[0]), compile_vector_checker(schema.args[1])
-        tracked = k is Kind.MAP
-        key_tp, value_tp = _scalar_annotation(schema.args[0]), _scalar_annotation(schema.args[1])
-        whole = _convert_target(dict[key_tp, value_tp]) if key_tp is not None and value_tp is not None else None  # type: ignore[valid-type]
-
-        def check_mappings(values: Iterable[Any]) -> bool:
-            vs = values if type(values) is list else list(values)
-            if not set(map(type, vs)) <= container:
-                return False
-            ds = list(map(_DATA, vs)) if tracked else vs
-            if whole is not None:
-                # scalar keys and values: msgspec validates every entry in C (no Python call per entry)
-                try:
-                    convert(ds, whole)
-                except ValidationError:
-                    return False
-                return True
-            return keys(chain.from_iterable(ds)) and items(chain.from_iterable(map(dict.values, ds)))
-
-        return check_mappings
+        return _mappings(schema)
     if k is Kind.FIXED_TUPLE:
         n = len(schema.args)
         parts = [(itemgetter(i), compile_vector_checker(a)) for i, a in enumerate(schema.args)]
@@ -473,6 +434,59 @@ def _vector(schema: Schema) -> VectorChecker:
         return True
 
     return check_each  # pragma: no cover
+
+
+def _sequences(schema: Schema) -> VectorChecker:
+    """A vector checker of lists, tuples, sets, frozensets or ``Array`` values of one item
+    type: the container types, then every item."""
+    k = schema.kind
+    container = frozenset({schema.py_type})
+    items = compile_vector_checker(schema.args[0])
+    tracked = k is Kind.ARRAY
+    convert_to = _convertible(schema.args[0])
+
+    def check_sequences(values: Iterable[Any]) -> bool:
+        vs = values if type(values) is list else list(values)
+        if not set(map(type, vs)) <= container:
+            return False
+        seqs = list(map(_DATA, vs)) if tracked else vs
+        if convert_to is not None:
+            # scalar items: msgspec validates them in C (2-3x a set of their types)
+            try:
+                convert(seqs, convert_to)
+            except ValidationError:
+                return False
+            return True
+        return items(chain.from_iterable(seqs))
+
+    return check_sequences
+
+
+def _mappings(schema: Schema) -> VectorChecker:
+    """A vector checker of dicts or ``Map`` values: the container types, then every key and
+    value."""
+    k = schema.kind
+    container = frozenset({schema.py_type})
+    keys, items = compile_vector_checker(schema.args[0]), compile_vector_checker(schema.args[1])
+    tracked = k is Kind.MAP
+    key_tp, value_tp = _scalar_annotation(schema.args[0]), _scalar_annotation(schema.args[1])
+    whole = _convert_target(dict[key_tp, value_tp]) if key_tp is not None and value_tp is not None else None  # type: ignore[valid-type]
+
+    def check_mappings(values: Iterable[Any]) -> bool:
+        vs = values if type(values) is list else list(values)
+        if not set(map(type, vs)) <= container:
+            return False
+        ds = list(map(_DATA, vs)) if tracked else vs
+        if whole is not None:
+            # scalar keys and values: msgspec validates every entry in C (no Python call per entry)
+            try:
+                convert(ds, whole)
+            except ValidationError:
+                return False
+            return True
+        return keys(chain.from_iterable(ds)) and items(chain.from_iterable(map(dict.values, ds)))
+
+    return check_mappings
 
 
 _DATA = attrgetter("_data")

@@ -46,7 +46,7 @@ import datetime as _dt
 import enum
 import types
 import typing
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -574,6 +574,20 @@ class _Analyser:
             return self.record(tp, path, tvars)
         if origin is typing.Union or origin is types.UnionType:
             return self.union(tp, args, path, tvars)
+        collection = self.collection(tp, origin, args, path, tvars)
+        if collection is not None:
+            return collection
+        if tp in (list, tuple, dict, set, frozenset, Array, Map):
+            raise _reject(path, tp, f"give the item types, e.g. {tp.__name__}[int]")
+        if isinstance(tp, type) and tp.__module__ not in ("builtins", "typing"):
+            raise _reject(path, tp, "not an attrs class: declare it with @attrs.define or @attrs.frozen")
+        raise _reject(path, tp)
+
+    def collection(
+        self, tp: Any, origin: Any, args: tuple[Any, ...], path: str, tvars: dict[Any, Any]
+    ) -> Optional[Schema]:
+        """The schema of ``tp`` if it is a list, ``Array``, tuple, dict, ``Map``, set or
+        frozenset with its item types (None: another kind of type)."""
         if origin is list or origin is Array:
             if len(args) != 1:
                 raise _reject(path, tp, "give the item type, e.g. list[int]")
@@ -608,11 +622,7 @@ class _Analyser:
                 raise StateTypeError(f"{path}[]: type {item.name} is not hashable, so it cannot be a set element")
             kind = Kind.SET if origin is set else Kind.FROZENSET
             return Schema(kind, f"{origin.__name__}[{item.name}]", (item,), py_type=origin, tp=tp)
-        if tp in (list, tuple, dict, set, frozenset, Array, Map):
-            raise _reject(path, tp, f"give the item types, e.g. {tp.__name__}[int]")
-        if isinstance(tp, type) and tp.__module__ not in ("builtins", "typing"):
-            raise _reject(path, tp, "not an attrs class: declare it with @attrs.define or @attrs.frozen")
-        raise _reject(path, tp)
+        return None
 
     def enum(self, tp: type[enum.Enum], path: str) -> Schema:
         members = tuple((m.name, m.value) for m in tp)

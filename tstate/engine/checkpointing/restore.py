@@ -111,36 +111,7 @@ def restore(exe: Driven, store: CheckpointStore, cfg: Checkpoints) -> Optional[R
 
     lazy: "Optional[LazyRestore]" = None
     for index, node in stateful:
-        entry = manifest.operators.get(node.name)
-        if entry is None:
-            continue  # an operator added since: starts empty
-        check_compatible(node.name, entry.schema, node.schema)
-        if entry.bins != node.bins:
-            raise ConfigurationError(
-                f"operator {node.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {node.bins}"
-            )
-        check_hash_kind(node.name, manifest.id, entry.hash, hash_kind_of(node.key))
-        owners = exe.configs[index].initial
-        codec = codecs[node.name][0]
-        # a compatible older schema (e.g. a field added with a default) decodes too
-        stored = Schema.from_builtins(entry.schema).fingerprint
-        if lazy_eligible(manifest, stored, codec, lazy_mode):
-            # decoded when first needed (files as they are: no rewrite due)
-            if lazy is None:
-                from tstate.engine.checkpointing.lazy import LazyRestore
-
-                lazy = LazyRestore(store, manifest.id)
-            by_owner: dict[int, dict[int, Any]] = {}
-            for bin_index, chain in entry.chains.items():
-                by_owner.setdefault(owners[bin_index], {})[bin_index] = chain
-            for w, chains in sorted(by_owner.items()):
-                lazy.add(exe.operators[w][index], codec, stored, chains)
-            continue
-        for bin_index in sorted(entry.chains):
-            b = check.decoded.pop((node.name, bin_index))  # (decoded by the check)
-            # rewrite it under the new schema, or in the current format
-            b.full = stored != codec.fingerprint or manifest.format < FORMAT
-            exe.operators[owners[bin_index]][index].install_bin(b)
+        lazy = _install(exe, store, manifest, check, index, node, codecs[node.name][0], lazy_mode, lazy)
     left = 0
     if lazy is not None:
         lazy.resumed()
@@ -151,3 +122,41 @@ def restore(exe: Driven, store: CheckpointStore, cfg: Checkpoints) -> Optional[R
         int(meta.get("workers", 0)), left,
     )
     return Resumed(restored, manifest, lazy)
+
+
+def _install(
+    exe: Driven, store: CheckpointStore, manifest: Manifest, check: RestoreCheck, index: int, node: Stateful,
+    codec: Any, lazy_mode: bool, lazy: "Optional[LazyRestore]",
+) -> "Optional[LazyRestore]":
+    """Install stateful ``node``'s bins of ``manifest`` on their owners: undecoded
+    (added to ``lazy``, made if None) or decoded by ``check``; the lazy restore."""
+    entry = manifest.operators.get(node.name)
+    if entry is None:
+        return lazy  # an operator added since: starts empty
+    check_compatible(node.name, entry.schema, node.schema)
+    if entry.bins != node.bins:
+        raise ConfigurationError(
+            f"operator {node.name!r}: checkpoint {manifest.id} has {entry.bins} bins, the dataflow {node.bins}"
+        )
+    check_hash_kind(node.name, manifest.id, entry.hash, hash_kind_of(node.key))
+    owners = exe.configs[index].initial
+    # a compatible older schema (e.g. a field added with a default) decodes too
+    stored = Schema.from_builtins(entry.schema).fingerprint
+    if lazy_eligible(manifest, stored, codec, lazy_mode):
+        # decoded when first needed (files as they are: no rewrite due)
+        if lazy is None:
+            from tstate.engine.checkpointing.lazy import LazyRestore
+
+            lazy = LazyRestore(store, manifest.id)
+        by_owner: dict[int, dict[int, Any]] = {}
+        for bin_index, chain in entry.chains.items():
+            by_owner.setdefault(owners[bin_index], {})[bin_index] = chain
+        for w, chains in sorted(by_owner.items()):
+            lazy.add(exe.operators[w][index], codec, stored, chains)
+        return lazy
+    for bin_index in sorted(entry.chains):
+        b = check.decoded.pop((node.name, bin_index))  # (decoded by the check)
+        # rewrite it under the new schema, or in the current format
+        b.full = stored != codec.fingerprint or manifest.format < FORMAT
+        exe.operators[owners[bin_index]][index].install_bin(b)
+    return lazy

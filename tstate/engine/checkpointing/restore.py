@@ -28,6 +28,7 @@ from tstate.checkpoint.manifest import Manifest, check_format
 from tstate.checkpoint.schema_check import check_compatible
 from tstate.checkpoint.settings import Checkpoints
 from tstate.checkpoint.store import CheckpointStore
+from tstate.engine.checkpointing.file_capture import restore_files
 from tstate.engine.checkpointing.usable import RestoreCheck, lazy_eligible
 from tstate.errors import ConfigurationError
 from tstate.hash_kind import check_hash_kind, hash_kind_of
@@ -141,6 +142,8 @@ def restore(exe: Driven, store: CheckpointStore, cfg: Checkpoints) -> Optional[R
             # rewrite it under the new schema, or in the current format
             b.full = stored != codec.fingerprint or manifest.format < FORMAT
             exe.operators[owners[bin_index]][index].install_bin(b)
+    # RocksDB operators: their databases opened from the checkpoint's files, nothing decoded
+    restore_files(exe, store, manifest)
     left = 0
     if lazy is not None:
         lazy.resumed()

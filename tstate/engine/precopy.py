@@ -41,7 +41,9 @@ run without migration.
 **Fallbacks**: the whole bin is shipped (as by the other strategies) and counted in
 :attr:`PreCopyStats.fallbacks` (with the reason in ``fallback_reasons``) when the run
 has no checkpoints, the operator is a ``fold_bins`` one (its function changes a whole
-bin's dict, so its deletions are not tracked), no committed checkpoint has the bin's
+bin's dict, so its deletions are not tracked), its state is in RocksDB (its checkpoints
+are its database's files, :mod:`tstate.engine.checkpointing.file_capture`: a copy from
+them, :func:`tstate.state.rocksdb.moving.preload`, is not wired in yet), no committed checkpoint has the bin's
 state at a capture the track knows the changes since (e.g. the move was planned before
 the first checkpoint committed, or the bin had just arrived whole and no checkpoint
 captured it since), or its files cannot be read.  A bin that had no state in that
@@ -390,6 +392,8 @@ class PreCopy:
             return "no checkpoints"
         if src.fold:
             return "fold_bins operator"
+        if src.store is not None:  # (its checkpoints hold its database's files, not encoded bins)
+            return "RocksDB state"
         if tr.copy is None or not tr.changes.tracks(tr.base if tr.base is not None else -1):
             tr.copy, tr.base, tr.chain = None, None, ()
             if self._load(tr):

@@ -36,6 +36,9 @@ class Capturing(Protocol):
     commits: CommitOrder
     pacer: Pacer
     lazy: Any
+    #: the RocksDB operators' checkpoints as files (None: no RocksDB state;
+    #: :mod:`tstate.engine.checkpointing.file_capture`)
+    files: Any
     interval: Optional[float]
     capture_seconds: list[float]
     fork_seconds: list[float]

@@ -48,6 +48,8 @@ class CommitOrder:
         self.committed_ids: list[int] = []
         self.committed_set: set[int] = set()
         self.written_bytes: list[int] = []  # bytes of data files written, per committed checkpoint
+        #: the RocksDB operators' file checkpoints (tstate.engine.checkpointing.file_capture), if any
+        self.files: Any = None
 
     def restored(self, checkpoint_id: int) -> None:
         """The run resumed from checkpoint ``checkpoint_id`` (a committed one)."""
@@ -172,15 +174,25 @@ class CommitOrder:
         the job or the snapshot process reported them."""
         if self._abandoned(p):
             raise CheckpointError(f"checkpoint at {p.writer.time!r} abandoned: an earlier write or commit failed")
+        if p.sst is not None:  # the databases' files uploaded first
+            try:
+                self.files.wait(p.sst)
+            except BaseException:
+                self.broken = True
+                p.writer.abort()
+                raise
         files = [
             BinFile(name, b, None if path is None else FileRef(path, size, xxh64), snapshot=snap)  # None: emptied
             for name, b, snap, path, size, xxh64 in files_of(p)
         ]
         try:
-            return commit(p.writer, p.schemas, files, p.meta)  # the commit path both engines share
+            done = commit(p.writer, p.schemas, files, p.meta)  # the commit path both engines share
         except BaseException:
             self.broken = True
             raise
+        if p.sst is not None:
+            self.files.committed(p.sst)
+        return done
 
     def discard(self, p: Pending) -> None:
         """Delete what an abandoned checkpoint wrote."""
@@ -196,7 +208,7 @@ class CommitOrder:
         for p in self.uncommitted:
             if p.snapshot is not None and not p.snapshot.done:
                 p.snapshot.kill()
-            for f in (p.written, p.commit):
+            for f in (p.written, p.commit, p.sst):
                 if f is not None:
                     f.cancel()
                     try:

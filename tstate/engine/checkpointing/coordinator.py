@@ -90,6 +90,7 @@ from tstate.engine.checkpointing.async_capture import AsyncCapture
 from tstate.engine.checkpointing.capture import CaptureMode
 from tstate.engine.checkpointing.chains import Chains
 from tstate.engine.checkpointing.commits import CommitOrder
+from tstate.engine.checkpointing.file_capture import FileCapture
 from tstate.engine.checkpointing.forked import fork_available
 from tstate.engine.checkpointing.fork_capture import ForkedCapture
 from tstate.engine.checkpointing.frozen_capture import SyncCapture, ThreadCapture
@@ -109,11 +110,13 @@ CAPTURES: dict[Mode, type[CaptureMode]] = {
 }
 
 
-def _resolve_mode(mode: Mode, store: CheckpointStore) -> Mode:
+def _resolve_mode(mode: Mode, store: CheckpointStore, files: bool = False) -> Mode:
     # "async": paced slices on the processing thread and a writer process; on the
     # 1M-key benchmark it keeps every epoch within a few percent of the no-checkpoint
     # one ("thread" and "fork" spike: the lock, the fork and its page faults)
-    if mode == "fork" and not (fork_available() and isinstance(store.fs, LocalFS)):
+    if mode == "fork" and (files or not (fork_available() and isinstance(store.fs, LocalFS))):
+        # (nor does a RocksDB database's background threads: its files are checkpointed
+        # from a thread anyway)
         # (an object store's client -- an event loop thread, pooled connections -- does
         # not survive a fork: write from a thread instead)
         return "thread"
@@ -134,13 +137,16 @@ class Coordinator:
         self._last_wall = _time.perf_counter()
         self.interval: Optional[float] = None  # wall seconds between captures (moving average)
         #: the mode in effect: "async", "fork", "thread" or "sync"
-        self.mode: Mode = _resolve_mode(self.cfg.mode, self.store)
+        #: the RocksDB operators' checkpoints as files (None: the state is on the heap)
+        self.files: Optional[FileCapture] = FileCapture.of(exe, self.store)
+        self.mode: Mode = _resolve_mode(self.cfg.mode, self.store, self.files is not None)
         self.pacer = Pacer()
         #: operator -> (schema builtins, bins, hash kind), from the plan; chain lengths
         self.chains = Chains(operator_schemas(n for _, n in exe.graph.of_type(Stateful)), self.store.compact_after)
         # thread, async and fork mode commit on a thread that only commits (a slow sync
         # never holds up the next checkpoint's reads)
         self.commits = CommitOrder(self.store, threaded=self.mode != "sync")
+        self.commits.files = self.files
         self.capture_seconds: list[float] = []  # time on the processing path, per checkpoint
         self.fork_seconds: list[float] = []  # fork mode: the fork() itself, per checkpoint
         self.snapshot_seconds: list[float] = []  # fork mode: fork to report, per snapshot process
@@ -235,6 +241,8 @@ class Coordinator:
             self.chains.restored(resumed.manifest)
             self.commits.restored(resumed.manifest.id)
             self.lazy = resumed.lazy
+            if self.files is not None:
+                self.files.restored(resumed.manifest)
             gc.freeze()
             return resumed.restored
         finally:
@@ -361,7 +369,8 @@ class Coordinator:
         (:class:`~tstate.engine.checkpointing.commits.CommitOrder`)."""
         self.capturer.poll(block=wait)
         c = self.capturer
-        if self.commits.advance(self._sinks_past, c.remote(), c.after_report, wait) and not self.commits.uncommitted:
+        remote = None if self.files is not None else c.remote()  # (the files' refs are attached here)
+        if self.commits.advance(self._sinks_past, remote, c.after_report, wait) and not self.commits.uncommitted:
             for op in self.stateful():  # everything was read: no more copy-on-write
                 if op.cow is not None and not op.cow.pending:
                     op.cow = None
@@ -375,6 +384,8 @@ class Coordinator:
     def _shutdown(self) -> None:
         self.capturer.shutdown()
         self.commits.shutdown()
+        if self.files is not None:
+            self.files.close()
 
     def abort(self) -> None:
         """The execution failed: uncommitted checkpoints are abandoned (snapshot

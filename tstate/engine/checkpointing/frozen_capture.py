@@ -41,6 +41,9 @@ class FrozenCapture(CaptureMode):
         schemas: dict[str, tuple[Any, int, HashKind]] = {}
         for op in c.stateful():
             schemas.setdefault(op.name, c.chains.schema_of(op))
+            if c.files is not None and c.files.owns(op):  # RocksDB: its database's files, not encoded
+                c.files.freeze(op)
+                continue
             if op.cow is not None and op.cow.pending:  # thread mode: the previous one is still being read
                 op.cow.drain()
             frozen = Frozen(op.codec, op.name)
@@ -52,6 +55,8 @@ class FrozenCapture(CaptureMode):
         job = Job(work, writer.id, writer.token, self.sink())
         pending = Pending(t, writer, Future(), schemas=schemas, meta=meta, job=job)
         pending.files = drops
+        if c.files is not None:  # the databases cut here, uploaded off this thread
+            pending.sst = c.files.capture(writer, meta)
         pending.base = None if writer.full else base
         if precopy is not None:
             precopy.captured(writer.id)

@@ -34,7 +34,7 @@ class Pending:
     sinks passed its time; in fork mode its snapshot process, the files it reported,
     and the operator schemas and metadata the commit records."""
 
-    __slots__ = ("time", "writer", "written", "commit", "snapshot", "files", "schemas", "meta", "job", "captured", "base")
+    __slots__ = ("time", "writer", "written", "commit", "snapshot", "files", "schemas", "meta", "job", "captured", "base", "sst")
 
     def __init__(
         self,
@@ -57,6 +57,8 @@ class Pending:
         self.job = job  # async / thread / sync: the encoding job (its files are adopted)
         self.captured = _time.perf_counter()
         self.base: Optional[int] = None  # the checkpoint it builds on (committed by the writer process)
+        #: the upload of the RocksDB databases' files (tstate.engine.checkpointing.file_capture), if any
+        self.sst: Optional[Future[Any]] = None
 
 
 def files_of(p: Pending) -> list[list[Any]]:

@@ -28,6 +28,7 @@ from tstate.checkpoint.manifest import Manifest, check_format
 from tstate.checkpoint.schema_check import check_compatible
 from tstate.checkpoint.settings import Checkpoints
 from tstate.checkpoint.store import CheckpointStore
+from tstate.engine.checkpointing.file_capture import restore_files
 from tstate.engine.checkpointing.usable import RestoreCheck, lazy_eligible
 from tstate.errors import ConfigurationError
 from tstate.hash_kind import check_hash_kind, hash_kind_of
@@ -112,6 +113,8 @@ def restore(exe: Driven, store: CheckpointStore, cfg: Checkpoints) -> Optional[R
     lazy: "Optional[LazyRestore]" = None
     for index, node in stateful:
         lazy = _install(exe, store, manifest, check, index, node, codecs[node.name][0], lazy_mode, lazy)
+    # RocksDB operators: their databases opened from the checkpoint's files, nothing decoded
+    restore_files(exe, store, manifest)
     left = 0
     if lazy is not None:
         lazy.resumed()

@@ -41,8 +41,8 @@ has neither ``Checkpoint`` nor ``SstFileWriter``; rocksdb-ng ships no wheel.
 Selected with ``flow.run(workers, state=ts.RocksDB(path, cache_bytes=...))`` (or
 ``start``, or ``Embedded(..., state=...)``) on the embedded engine; the Spark backend
 refuses it (ConfigurationError: not supported on Spark yet).  A migration between two
-RocksDB workers moves SST files; the engine's checkpoints, restores and pre-copy
-hand-overs go through the same encoded path as the heap's (the bins read through the
-storage seam): :mod:`tstate.checkpoint.sst_files` is not wired into them yet.  ``import
+RocksDB workers moves SST files; the engine's checkpoints and restores are the
+databases' files (:mod:`tstate.engine.checkpointing.file_capture` over
+:mod:`tstate.checkpoint.sst_files`); a pre-copy move falls back to moving the whole bin.  ``import
 tstate`` loads only the setting; rocksdict is imported only when a run uses it.
 """

@@ -4,8 +4,9 @@ for and closed (their files removed) when the execution ends or is dropped.
 Each execution gets a fresh directory of its own under the setting's ``path`` (so a
 restarted run never opens a crashed one's files, and two runs never share one); its
 worker ``w``'s database is ``worker-w`` in it.  The local databases are working space:
-checkpoints go through the encoded path (the bins' contents, read through the storage
-seam), so nothing in them outlives the execution.
+checkpoints take the databases' files (:mod:`tstate.engine.checkpointing.file_capture`),
+and a restore ingests the bins of the databases it opens from them: nothing in these
+directories outlives the execution.
 
 >>> import tempfile
 >>> from tstate.state.rocksdb.settings import RocksDB

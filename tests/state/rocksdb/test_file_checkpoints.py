@@ -1,0 +1,83 @@
+"""A RocksDB run's checkpoints are its databases' files, not encoded bins
+(:mod:`tstate.engine.checkpointing.file_capture`): the manifest lists each worker's SST
+files (``meta["rocksdb"]``, attached under ``sst/``), holds no bin file of the RocksDB
+operator, later checkpoints reference the files already uploaded, and a crash and
+restart on another worker count restores from them (timers included)."""
+
+from __future__ import annotations
+
+import pytest
+
+import tstate as ts
+from tstate.checkpoint.sst_files import META_KEY, SST_DIR, worker_files
+from tstate.checkpoint.store import CheckpointStore
+from tstate.engine.checkpointing.coordinator import Checkpoints
+from tstate.engine.checkpointing.file_capture import BINS_KEY
+from tstate.errors import CheckpointError
+
+BATCHES = [[(k, t + 1) for k in range(40)] for t in range(6)]
+
+
+def build():
+    flow = ts.Dataflow("files")
+    src = flow.source(ts.io.from_batches(lambda: list(enumerate(BATCHES))), name="src")
+
+    @flow.stateful(src, key=lambda r: r[0], state=int, bins=8)
+    def total(s, r, ctx):
+        ctx.notify_at(ctx.time + 1)
+        return (s or 0) + r[1]
+
+    @total.on_notify
+    def report(s, time, ctx):
+        ctx.emit((ctx.key, time, s))
+
+    return flow, total, total.collect()
+
+
+def expected():
+    # the timer set at t fires at t + 1 after that time's records (values 1..6 at times 0..5)
+    return sorted((t, (k, t, sum(range(1, min(t, 5) + 2)))) for t in range(1, 7) for k in range(40))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_checkpoints_are_files_and_restore_on_another_worker_count(tmp_path, mode):
+    state = ts.RocksDB(str(tmp_path / "db"))
+    cfg = Checkpoints(str(tmp_path / "ck"), every_epochs=1, mode=mode)
+    flow, _op, out1 = build()
+    ex = flow.start(2, checkpoint=cfg, state=state)
+    for _ in range(5):
+        ex.step()
+    ex.coordinator.finish()  # (commit what is pending, then "crash")
+    m = CheckpointStore(str(tmp_path / "ck")).latest()
+    assert m is not None and m.id >= 2
+    files = worker_files(m)
+    assert sorted(files) == [0, 1] and all(wf.sst for wf in files.values())
+    assert all(r.path.startswith(SST_DIR) for r in m.attached)
+    assert not m.operators["total"].chains  # nothing encoded for the RocksDB operator
+    assert set(m.meta[BINS_KEY]["total"]) == {str(i) for i in range(8)}
+    if mode == "sync":  # (async may skip checkpoints: then fewer of them to reference files)
+        assert ex.coordinator.files.files.referenced_files > 0  # unchanged SST files only referenced
+    t_stop = m.time
+    flow2, op2, out2 = build()
+    ex2 = flow2.start(3, checkpoint=cfg, state=state)
+    assert ex2.restored is not None and ex2.restored.time == t_stop
+    ex2.run()
+    got = sorted(p for p in out1.items if p[0] < t_stop) + sorted(out2.items)
+    assert got == expected()
+    assert flow2.state(op2, format="dict") == {k: 21 for k in range(40)}
+    ex2.close()
+    ex.close()
+
+
+def test_files_need_the_rocksdb_setting_to_resume(tmp_path):
+    cfg = Checkpoints(str(tmp_path / "ck"), every_epochs=1, mode="sync")
+    flow, _op, _out = build()
+    ex = flow.start(1, checkpoint=cfg, state=ts.RocksDB(str(tmp_path / "db")))
+    for _ in range(3):
+        ex.step()
+    ex.coordinator.finish()
+    assert META_KEY in CheckpointStore(str(tmp_path / "ck")).latest().meta
+    flow2, _op2, _out2 = build()
+    with pytest.raises(CheckpointError, match="state=ts.RocksDB"):
+        flow2.start(1, checkpoint=cfg)
+    ex.close()

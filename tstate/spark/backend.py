@@ -299,7 +299,7 @@ class Backend:
         failed = True
         try:
             run_cuts(self, bound, cached, lo, cuts, pending)
-            self._finish_delivery()
+            delivery.finish(self.metrics)  # (the last batch's output reached the sinks)
             failed = False
         finally:
             if failed:
@@ -310,17 +310,6 @@ class Backend:
             self._progress.close()
         for sink in self._job.sinks.values() if self._job is not None else ():
             sink.close(0)
-
-    def _finish_delivery(self) -> None:
-        """Wait for the last batch's output to reach the sinks; its seconds count as the
-        last batch's output hand-over (``BatchMetrics.output_seconds``)."""
-        import attrs
-
-        assert self._job is not None
-        waited = self._job.delivery.wait()
-        if self.metrics.batches:
-            m = self.metrics.batches[-1]
-            self.metrics.batches[-1] = attrs.evolve(m, seconds=m.seconds + waited, output_seconds=m.output_seconds + waited)
 
     def _cut(
         self, bound: dict[str, Source], epochs: Optional[int], rows: int, starts: list[int]

@@ -12,8 +12,7 @@ thread while the next batch runs (``background=True``: :meth:`Backend.run
 delivery finished (the batch calls :meth:`wait` just before its commit), so after a
 crash only the last committed batch's delivery can be incomplete -- as when the
 delivery ran before the next batch started -- and a restart writes that batch's epoch
-files again (the same bytes: :meth:`Backend._recover_output
-<tstate.spark.backend.Backend._recover_output>`).  A failed delivery (a full disk)
+files again (the same bytes: :func:`~tstate.spark.opening.recover_output`).  A failed delivery (a full disk)
 is raised by the next :meth:`wait`; the batch it belongs to stays committed and a
 restart redoes it.
 
@@ -26,6 +25,8 @@ from __future__ import annotations
 import threading
 import time as _time
 from typing import Any, Optional
+
+import attrs
 
 from tstate.progress.frontier import Antichain
 from tstate.spark.output import Part, finalise, records_of
@@ -96,6 +97,14 @@ class Delivery:
         if error is not None:
             raise error
         return _time.perf_counter() - t
+
+    def finish(self, metrics: Any) -> None:
+        """Wait for the last batch's delivery; its seconds count as that batch's output
+        hand-over (``BatchMetrics.output_seconds`` of ``metrics.batches[-1]``)."""
+        waited = self.wait()
+        if metrics.batches:
+            m = metrics.batches[-1]
+            metrics.batches[-1] = attrs.evolve(m, seconds=m.seconds + waited, output_seconds=m.output_seconds + waited)
 
     def drain(self) -> None:
         """Wait for the delivery under way, ignoring its failure (a run already failing:

@@ -223,3 +223,29 @@ def test_writes_wait_for_the_checkpoint_made_on_the_upload_thread(tmp_path):
     assert _contents(ws) == model
     ws.close()
     fc.close()
+
+
+def test_an_abandoned_checkpoint_still_releases_the_databases(tmp_path):
+    """A checkpoint abandoned while its upload waits in the queue (the execution failed:
+    its coordinator cancels what is pending) cannot be cancelled: the cuts hold the
+    databases' writes until the upload runs them, so the upload runs and closing the
+    stores does not wait forever (the RocksDB property test hung on exactly this)."""
+    import threading
+
+    store = CheckpointStore(str(tmp_path / "ck"), fsync=False)
+    fc = FileCheckpoints(store, str(tmp_path / "scratch"))
+    ws = WorkerStore.create(str(tmp_path / "w"))
+    _apply(ws, {}, [(0, k, 1) for k in range(50)])
+    gate = threading.Event()
+    fc._pool.submit(gate.wait)  # the upload thread is busy: the next upload waits in the queue
+    w = store.begin(1)
+    fut = fc.capture(w, {0: ws})
+    assert not fut.cancel()  # what Commits.abort tries
+    gate.set()
+    fut.result(timeout=60)
+    w.abort()
+    closer = threading.Thread(target=ws.close)
+    closer.start()
+    closer.join(timeout=60)
+    assert not closer.is_alive(), "closing the store waited for a cut that never ran"
+    fc.close()

@@ -156,7 +156,23 @@ class FileCheckpoints:
             raise
         with self._lock:
             known = {w: dict(self._committed.get(w, {})) for w in cuts}
-        return self._pool.submit(self._upload, writer, cuts, known, commit)
+        # the cuts hold the databases' writes until the upload runs them: its future
+        # cannot be cancelled (an abandoned checkpoint's upload runs, then is discarded)
+        done: Future[list[WorkerFiles]] = Future()
+        done.set_running_or_notify_cancel()
+
+        def upload() -> None:
+            try:
+                done.set_result(self._upload(writer, cuts, known, commit))
+            except BaseException as exc:  # noqa: BLE001 - the future's exception
+                done.set_exception(exc)
+
+        try:
+            self._pool.submit(upload)
+        except BaseException:  # (the pool shut down: the cuts still release)
+            self._checkpoints(writer, cuts)
+            raise
+        return done
 
     def _checkpoints(self, writer: Any, cuts: dict[int, Any]) -> dict[int, Any]:
         """Run every cut (each releases its database's writes), then raise the first

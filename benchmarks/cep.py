@@ -27,7 +27,9 @@ ts.io.parquet(...))`` (dict rows, ``datetime`` times) side by side with the same
 written in the Pattern API (:func:`flight_pattern`) on the app's typed source, the two
 run round-robin (``--repeat`` times, medians), their matches checked equal.  The JSON
 object on the last line holds ``sql_parquet_over_pattern_api``: SQL CPU seconds / Pattern
-API CPU seconds (target <= 1.2; CPU time, which a shared machine disturbs less).  ``--only sql`` runs this comparison alone.  The loading
+API CPU seconds (target <= 1.2; CPU time, which a shared machine disturbs less), and
+the app's dataflow speed (both patterns): ``both_patterns_events_per_s`` (wall) and
+``both_patterns_cpu_events_per_s`` (CPU time).  ``--only sql`` runs this comparison alone.  The loading
 of the events for the loops is timed separately (first line).  Peak state is sampled
 between steps / every 20,000 events, outside the timed sections: partial matches (incl.
 held matches), events held in state (buffered for the watermark + referenced by partial
@@ -426,6 +428,10 @@ def _compare(
     )  # fmt: skip
     sql_rows, ratios = compare_sql(path, rows, repeat, n)
     rows_out += sql_rows
+    # the dataflows' own speed (events/s of wall and of CPU time): what a before/after
+    # comparison of the engine reads (benchmarks.before_after)
+    ratios["both_patterns_events_per_s"] = round(n / both["wall"])
+    ratios["both_patterns_cpu_events_per_s"] = round(n / both["cpu"])
     print(table(HEADER, rows_out))
     print("\nevery engine found the same matches, per key and in order")
     print(json.dumps(ratios))

@@ -167,8 +167,9 @@ class Runs:
         ``state`` is where workers keep keyed state: the heap (None, the default) or
         :class:`tstate.RocksDB` ``(path, cache_bytes=...)``, an embedded RocksDB per worker
         under ``path`` with a bounded cache of decoded states (everything the state API
-        offers works the same; checkpoints, restores and migrations go through the same
-        encoded path as the heap's; the databases are removed when the next run starts)."""
+        offers works the same; checkpoints and restores are the databases' SST files,
+        migrations move a bin as an SST file; the databases are removed when the next run
+        starts)."""
         return self._runner.start(workers, max_workers, reconfigure, checkpoint, state)
 
     def run(

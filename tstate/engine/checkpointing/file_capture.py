@@ -127,6 +127,7 @@ def restore_files(exe: Any, store: Any, m: Manifest) -> int:
             f"checkpoint {m.id} holds keyed state as RocksDB files: resume it with state=ts.RocksDB(...)"
         )
     from tstate.state.rocksdb.keyed_bin import RocksBin  # (rocksdict: only with state=RocksDB(...))
+    from tstate.state.rocksdb.moving import copy_bin
 
     holders: dict[str, dict[str, int]] = m.meta.get(BINS_KEY, {})
     old: dict[int, Any] = {}
@@ -145,7 +146,7 @@ def restore_files(exe: Any, store: Any, m: Manifest) -> int:
                 i, o = int(key), owners[int(key)]
                 src = old[w_old].store(node.name, codec)
                 dst = stores.keyed_store(o, node.name, codec)
-                _ship(src, dst, i, os.path.join(scratch, "moves"))
+                copy_bin(src, dst, i, os.path.join(scratch, "moves"), src.name.replace(os.sep, "_"))
                 b = RocksBin(i, dst)
                 timers = dst.get_meta(i, TIMERS)
                 if timers is not None:
@@ -157,18 +158,3 @@ def restore_files(exe: Any, store: Any, m: Manifest) -> int:
         for ws in old.values():
             ws.close()
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _ship(src: Any, dst: Any, index: int, scratch: str) -> None:
-    """Bin ``index`` of ``src`` (a restored database) into ``dst`` as an SST file."""
-    os.makedirs(scratch, exist_ok=True)
-    path = os.path.join(scratch, f"{src.name.replace(os.sep, '_')}-{index}.sst")
-    try:
-        exported = src.export_bin(index, path)
-        if exported is None:
-            dst.clear_bin(index)
-        else:
-            dst.ingest_bin(exported)
-    finally:
-        if os.path.exists(path):
-            os.remove(path)

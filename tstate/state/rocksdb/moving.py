@@ -39,7 +39,26 @@ from tstate.state.rocksdb.layout import store_key
 from tstate.state.rocksdb.keyed_bin import RocksBin
 from tstate.state.rocksdb.store import KeyedStore
 
-__all__ = ["ship_bin", "preload", "hand_over", "moves_dir", "SMALL_HAND_OVER"]
+__all__ = ["copy_bin", "ship_bin", "preload", "hand_over", "moves_dir", "SMALL_HAND_OVER"]
+
+
+def copy_bin(src: KeyedStore, dst: KeyedStore, index: int, scratch: str, tag: str) -> int:
+    """Bin ``index`` as ``src`` holds it exported to an SST file under ``scratch``
+    (named after ``tag``) and ingested into ``dst``, replacing what ``dst`` held of it
+    (an empty bin clears it there); the file's bytes.  The file is checked before the
+    ingest (a damaged one raises, nothing changed) and removed afterwards."""
+    os.makedirs(scratch, exist_ok=True)
+    path = os.path.join(scratch, f"{tag}-{index}-{secrets.token_hex(4)}.sst")
+    try:
+        exported = src.export_bin(index, path)
+        if exported is None:
+            dst.clear_bin(index)
+            return 0
+        dst.ingest_bin(exported)
+        return exported.size
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 def ship_bin(b: Bin, src: KeyedStore, dst: KeyedStore, scratch: str) -> tuple[RocksBin, int]:
@@ -52,20 +71,8 @@ def ship_bin(b: Bin, src: KeyedStore, dst: KeyedStore, scratch: str) -> tuple[Ro
     else:  # (a bin that is not in src yet: its states go there first)
         for k, s in b.items():
             src.put(index, k, s)
-    os.makedirs(scratch, exist_ok=True)
-    path = os.path.join(scratch, f"{src.name.replace(os.sep, '_')}-{index}-{secrets.token_hex(4)}.sst")
-    try:
-        exported = src.export_bin(index, path)
-        if exported is None:
-            dst.clear_bin(index)
-            size = 0
-        else:
-            dst.ingest_bin(exported)  # (checked first: a damaged file raises, nothing changed)
-            size = exported.size
-        src.clear_bin(index)  # only once the new owner holds it
-    finally:
-        with contextlib.suppress(OSError):
-            os.remove(path)
+    size = copy_bin(src, dst, index, scratch, src.name.replace(os.sep, "_"))
+    src.clear_bin(index)  # only once the new owner holds it
     moved = RocksBin(index, dst)
     moved.timers = b.timers
     return moved, size
@@ -75,18 +82,7 @@ def preload(copy: KeyedStore, dst: KeyedStore, index: int, scratch: str) -> int:
     """Pre-copy, before the move: bin ``index`` as ``copy`` holds it (a store opened
     from the latest checkpoint's files, :func:`tstate.checkpoint.sst_files.restore_worker`)
     exported and ingested into ``dst``, replacing what ``dst`` held of it; the bytes."""
-    os.makedirs(scratch, exist_ok=True)
-    path = os.path.join(scratch, f"pre-{index}-{secrets.token_hex(4)}.sst")
-    try:
-        exported = copy.export_bin(index, path)
-        if exported is None:
-            dst.clear_bin(index)
-            return 0
-        dst.ingest_bin(exported)
-        return exported.size
-    finally:
-        with contextlib.suppress(OSError):
-            os.remove(path)
+    return copy_bin(copy, dst, index, scratch, "pre")
 
 
 def hand_over(b: Bin, src: KeyedStore, dst: KeyedStore, changed: Any, scratch: str) -> tuple[RocksBin, int]:

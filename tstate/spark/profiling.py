@@ -9,7 +9,9 @@ it; on a cluster, in the executors' environment), every task wrapped by
 that profiles taken on a busy machine still compare.  Unset (the default) the wrapper costs one environment look-up per task.
 
 With ``TSTATE_SPARK_CPU`` set to a directory instead, each task writes only its CPU
-seconds (no profiler overhead) to ``DIR/<kind>-<pid>-<ns>.cpu``.
+seconds (no profiler overhead) to ``DIR/<kind>-<pid>-<ns>.cpu``: one line, the task's
+CPU seconds, then the seconds the garbage collector ran during the task and how many
+collections of each generation (``cpu gc n0 n1 n2``).
 
 The task's whole work is profiled, including the time Spark takes to hand it its
 Arrow batches (they are read inside the profiled iteration); the task's output batches
@@ -21,9 +23,12 @@ are produced under the profiler and yielded after it stopped.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from typing import Any, Callable, Iterable, Iterator
+
+from tstate.spark.collector import with_driver_thresholds
 
 __all__ = ["ENV", "CPU_ENV", "profiled"]
 
@@ -37,8 +42,12 @@ Task = Callable[[Iterable[Any]], Iterator[Any]]
 
 def profiled(task: Task, kind: str) -> Task:
     """``task`` (a ``mapInArrow`` function), profiled when :data:`ENV` is set (module
-    docstring); ``kind`` names its files."""
+    docstring); ``kind`` names its files.  Every task is built through here, so here it
+    also gets the driver's collector thresholds
+    (:func:`~tstate.spark.collector.with_driver_thresholds`, captured now: call this on
+    the driver)."""
 
+    @with_driver_thresholds
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         directory = os.environ.get(ENV)
         if not directory:
@@ -46,11 +55,16 @@ def profiled(task: Task, kind: str) -> Task:
             if not cpu_dir:
                 yield from task(batches)
                 return
+            gc_seen = _GcClock()
             start = time.process_time()
-            out = list(task(batches))
+            gc.callbacks.append(gc_seen)
+            try:
+                out = list(task(batches))
+            finally:
+                gc.callbacks.remove(gc_seen)
             os.makedirs(cpu_dir, exist_ok=True)
             with open(os.path.join(cpu_dir, f"{kind}-{os.getpid()}-{time.time_ns()}.cpu"), "w") as f:
-                f.write(f"{time.process_time() - start}\n")
+                f.write(f"{time.process_time() - start} {gc_seen.seconds} {' '.join(map(str, gc_seen.counts))}\n")
             yield from out
             return
         import cProfile
@@ -66,3 +80,20 @@ def profiled(task: Task, kind: str) -> Task:
         yield from out
 
     return run
+
+
+class _GcClock:
+    """A :data:`gc.callbacks` hook adding up the collector's CPU seconds and counting
+    its collections per generation."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.counts = [0, 0, 0]
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._start
+            self.counts[info["generation"]] += 1

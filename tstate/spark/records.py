@@ -2,11 +2,19 @@
 
 Records between stages travel through Spark's shuffle as ``binary`` cells, one cell per
 ``(operator, bin, time)`` group holding a list of records.  msgpack carries ``None``,
-bools, ints, floats, str, bytes, lists and dicts; these extension types keep the rest of
-what Spark rows and user functions commonly produce: ``tuple``, ``set``, ``frozenset``,
-``datetime``, ``date``, ``Decimal``, and instances of **attrs classes** and **named tuples** defined at a
-module's top level (sent as the class's path and its fields' values, rebuilt with
-``cls(*values)``; every field must be an ``__init__`` argument).  Such a class must be in
+bools, ints, floats, str, bytes, lists and dicts; a cell with only those is plain
+msgpack.  The rest of what Spark rows and user functions commonly produce -- ``tuple``,
+``set``, ``frozenset``, ``datetime``, ``date``, ``Decimal``, ints beyond 64 bits, and
+instances of **attrs classes** and **named tuples** defined at a module's top level
+(their fields' values, rebuilt with ``cls(*values)``; every field must be an
+``__init__`` argument) -- travel as *tagged arrays*: ``[mark, items...]``, the mark a
+one-byte extension saying what the array is (for a record class, with the index of its
+path in the cell's class table, so that a path is written once per cell, not once per
+record).  Such a cell is one extension holding ``[class table, body]``; its body is
+packed in one pass, each tagged array in place (no nested packing per value) and read
+back in one pass, each tagged array rebuilt innermost first.  (Cells of older runs, held
+in a checkpoint's held file, carry one extension per value, nested; they are still
+read.)  Such a class must be in
 the dataflow's allow-list (:mod:`tstate.spark.record_types`: state types, classes named
 by the functions' type hints, ``flow.record_types(...)``): the writer refuses another
 one, and the reader rebuilds a path only as a registered class, **never importing** the
@@ -63,6 +71,12 @@ _BIGINT = 10
 #: a cell whose records are all instances of one attrs class or named tuple with flat
 #: fields (see the module docstring)
 _FLAT_OBJECTS = 11
+#: a cell whose other values are *tagged arrays* (see the module docstring): its data is
+#: ``[class table, body]``
+_TAGGED = 12
+#: the first element of a tagged array: its kind (one of the codes above) as the first
+#: byte; for a record class, then its index in the cell's class table
+_MARK = 13
 _SCALARS = frozenset({type(None), bool, int, float, str, bytes})
 #: the first bytes of an Arrow IPC stream (a msgpack cell never starts with 0xFF: a cell
 #: is an array or an extension)
@@ -72,9 +86,9 @@ _CLASS_KEY = b"tstate.record_class"
 
 
 class _Codec:
-    """One cell's encoder / decoder: ``types`` is the dataflow's allow-list of record
-    classes, ``where`` names the operator (writing) or the cell / file (reading) for
-    errors (a string, or a function giving it, called only on error)."""
+    """One cell's decoder: ``types`` is the dataflow's allow-list of record classes,
+    ``where`` names the cell / file for errors (a string, or a function giving it,
+    called only on error)."""
 
     __slots__ = ("types", "where")
 
@@ -85,37 +99,6 @@ class _Codec:
     def _where(self) -> str:
         w = self.where
         return w if isinstance(w, str) else w()
-
-    def default(self, obj: Any) -> Any:
-        t = type(obj)
-        if t is int:  # beyond msgpack's 64 bits
-            return msgpack.ExtType(_BIGINT, str(obj).encode())
-        if t is tuple:
-            return msgpack.ExtType(_TUPLE, self.pack(list(obj)))
-        if t is set:
-            return msgpack.ExtType(_SET, self.pack(list(obj)))
-        if t is frozenset:
-            return msgpack.ExtType(_FROZENSET, self.pack(list(obj)))
-        if t is _dt.datetime:
-            return msgpack.ExtType(_DATETIME, obj.isoformat().encode())
-        if t is _dt.date:
-            return msgpack.ExtType(_DATE, obj.isoformat().encode())
-        if t is Decimal:
-            return msgpack.ExtType(_DECIMAL, str(obj).encode())
-        spec = _classes.get(t)
-        if spec is None and is_record_class(t):
-            spec = _classes[t] = _class_spec(t)
-        if spec is not None:
-            path, code, get = spec
-            if self.types.classes.get(path) is not None:  # (registered: the common case first)
-                return msgpack.ExtType(code, self.pack([path, list(get(obj))]))
-            raise RecordClassError(
-                f"record {_short(obj)} sent to operator {self._where()!r} is an instance of {path!r}, which this "
-                f"dataflow did not register: records cross a Spark exchange only as classes the dataflow declares. "
-                f"Register it before running: flow.record_types({t.__qualname__}) (or name {t.__qualname__} in a "
-                "type hint of an operator's function)"
-            )
-        raise TypeError(f"cannot encode {t.__name__}")
 
     def ext(self, code: int, data: bytes) -> Any:
         if code == _TUPLE:
@@ -140,7 +123,33 @@ class _Codec:
             return list(itertools.starmap(self._record_class(path, bool(named_tuple)), rows))
         if code == _BIGINT:
             return int(data.decode())
+        if code == _TAGGED:
+            return self._tagged(data)
         return msgpack.ExtType(code, data)  # pragma: no cover - not written by us
+
+    def _tagged(self, data: bytes) -> Any:
+        """The records of a tagged cell's data (``[class table, body]``): each array
+        whose first element is a mark is rebuilt by it, innermost first."""
+        table, body = msgpack.unpackb(data, raw=False)
+        classes = [self._record_class(path, bool(named_tuple)) for path, named_tuple in table]
+        marks: dict[bytes, _Mark] = {}
+
+        def ext(code: int, d: bytes) -> Any:
+            if code != _MARK:
+                return self.ext(code, d)
+            m = marks.get(d)
+            if m is None:
+                m = marks[d] = _Mark.of(d, classes)
+            return m
+
+        def hook(lst: list[Any]) -> Any:
+            if lst:
+                m = lst[0]
+                if m.__class__ is _Mark:
+                    return m.build(lst)
+            return lst
+
+        return msgpack.unpackb(body, ext_hook=ext, list_hook=hook, raw=False, strict_map_key=False)
 
     def _record_class(self, path: Any, named_tuple: bool) -> Any:
         """The registered class at ``path``; never imports anything."""
@@ -156,22 +165,6 @@ class _Codec:
             raise RecordClassError(f"{self._where()}: {path!r} is not a {'named tuple' if named_tuple else 'attrs class'}")
         return cls
 
-    def pack(self, obj: Any) -> bytes:
-        # one packer per nesting level of extensions, per thread, kept (a packer is not
-        # re-entrant; making one per nested value allocated its buffer each time: most of
-        # the encoding time); its ``default`` hook is the codec packing at that level
-        st = _packing.__dict__
-        codecs: list[_Codec] = st.setdefault("codecs", [])
-        packers: list[Any] = st.setdefault("packers", [])
-        d = len(codecs)
-        if d == len(packers):
-            packers.append(msgpack.Packer(default=_default, use_bin_type=True, strict_types=True))
-        codecs.append(self)
-        try:
-            return packers[d].pack(obj)  # type: ignore[no-any-return]
-        finally:  # (on an error the packer has reset its buffer)
-            codecs.pop()
-
     def unpack(self, data: bytes) -> Any:
         return msgpack.unpackb(data, ext_hook=self.ext, raw=False, strict_map_key=False)
 
@@ -181,11 +174,137 @@ class _Codec:
             return self.unpack(data)
         except RecordClassError:
             raise
-        except (TypeError, ValueError, msgpack.UnpackException) as exc:
+        except (TypeError, ValueError, IndexError, msgpack.UnpackException) as exc:
             raise SparkError(f"{self._where()}: malformed records ({type(exc).__name__}: {exc})") from None
 
 
-_packing = threading.local()
+class _Mark:
+    """A tagged array's first element, decoded: how the array is rebuilt."""
+
+    __slots__ = ("build",)
+
+    def __init__(self, build: Callable[[list[Any]], Any]) -> None:
+        self.build = build
+
+    @classmethod
+    def of(cls, data: bytes, classes: list[type]) -> "_Mark":
+        kind = data[0]
+        if kind == _ATTRS or kind == _NAMEDTUPLE:
+            index = int.from_bytes(data[1:], "big")
+            if index >= len(classes):
+                raise ValueError(f"record class {index} not in the cell's table")
+            c = classes[index]
+
+            def record(lst: list[Any]) -> Any:
+                del lst[0]  # (the array is ours: no copy)
+                return c(*lst)
+
+            return cls(record)
+        build = _BUILDS.get(kind)
+        if build is None:
+            raise ValueError(f"unknown mark {data!r}")
+        return cls(build)
+
+
+def _rest(kind: type) -> Callable[[list[Any]], Any]:
+    def build(lst: list[Any]) -> Any:
+        del lst[0]  # (the array is ours: no copy)
+        return kind(lst)
+
+    return build
+
+
+_BUILDS: dict[int, Callable[[list[Any]], Any]] = {
+    _TUPLE: _rest(tuple),
+    _SET: _rest(set),
+    _FROZENSET: _rest(frozenset),
+    _DATETIME: lambda lst: _dt.datetime.fromisoformat(lst[1]),
+    _DATE: lambda lst: _dt.date.fromisoformat(lst[1]),
+    _DECIMAL: lambda lst: Decimal(lst[1]),
+    _BIGINT: lambda lst: int(lst[1]),
+}
+
+
+def _mark(kind: int, index: int = -1) -> msgpack.ExtType:
+    return msgpack.ExtType(_MARK, bytes([kind]) + (index.to_bytes(4, "big") if index >= 0 else b""))
+
+
+_TUPLE_MARK, _SET_MARK, _FROZENSET_MARK = _mark(_TUPLE), _mark(_SET), _mark(_FROZENSET)
+_SCALAR_MARKS: dict[type, tuple[msgpack.ExtType, Callable[[Any], str]]] = {
+    _dt.datetime: (_mark(_DATETIME), _dt.datetime.isoformat),
+    _dt.date: (_mark(_DATE), _dt.date.isoformat),
+    Decimal: (_mark(_DECIMAL), str),
+    int: (_mark(_BIGINT), str),  # (beyond msgpack's 64 bits)
+}
+
+
+class _Tagger:
+    """The encoder of one cell at a time (one per thread, with its packer: making a
+    packer allocates its buffer): a value msgpack does not carry becomes a *tagged
+    array*, ``[mark, items...]``, packed in place by the same packer -- no nested
+    packing, no bytes copied per value; a record class is named once per cell, in the
+    cell's class table (``[[path, named_tuple], ...]``), and its instances by their
+    index there."""
+
+    def __init__(self) -> None:
+        self.types: RecordTypes = BUILTIN
+        self.operator = ""
+        self.table: list[list[Any]] = []
+        self.specs: dict[type, tuple[msgpack.ExtType, Callable[[Any], Any]]] = {}
+        self.used = False
+        self.packer = msgpack.Packer(default=self.default, use_bin_type=True, strict_types=True)
+
+    def encode(self, records: list[Any], operator: str, types: RecordTypes) -> bytes:
+        self.types, self.operator, self.used = types, operator, False
+        self.table, self.specs = [], {}
+        body: bytes = self.packer.pack(records)  # (on an error the packer has reset its buffer)
+        if not self.used:  # plain msgpack
+            return body
+        return msgpack.packb(msgpack.ExtType(_TAGGED, _pack_plain([self.table, body])))  # type: ignore[no-any-return]
+
+    def default(self, obj: Any) -> Any:
+        self.used = True
+        t = type(obj)
+        if t is tuple:
+            return [_TUPLE_MARK, *obj]
+        spec = self.specs.get(t)
+        if spec is not None:
+            return [spec[0], *spec[1](obj)]
+        if t is set:
+            return [_SET_MARK, *obj]
+        if t is frozenset:
+            return [_FROZENSET_MARK, *obj]
+        scalar = _SCALAR_MARKS.get(t)
+        if scalar is not None:
+            return [scalar[0], scalar[1](obj)]
+        cls = _classes.get(t)
+        if cls is None and is_record_class(t):
+            cls = _classes[t] = _class_spec(t)
+        if cls is not None:
+            path, kind, get = cls
+            if self.types.classes.get(path) is None:
+                raise RecordClassError(
+                    f"record {_short(obj)} sent to operator {self.operator!r} is an instance of {path!r}, which this "
+                    f"dataflow did not register: records cross a Spark exchange only as classes the dataflow declares. "
+                    f"Register it before running: flow.record_types({t.__qualname__}) (or name {t.__qualname__} in a "
+                    "type hint of an operator's function)"
+                )
+            self.specs[t] = (_mark(kind, len(self.table)), get)
+            self.table.append([path, kind == _NAMEDTUPLE])
+            return [self.specs[t][0], *get(obj)]
+        raise TypeError(f"cannot encode {t.__name__}")
+
+
+_tagging = threading.local()
+
+
+def _tagger() -> _Tagger:
+    t = getattr(_tagging, "tagger", None)
+    if t is None:
+        t = _tagging.tagger = _Tagger()
+    return t
+
+
 #: record class -> (path, extension code, the function giving its field values in order)
 _classes: dict[type, tuple[str, int, Callable[[Any], Any]]] = {}
 
@@ -194,15 +313,11 @@ def _class_spec(t: type) -> tuple[str, int, Callable[[Any], Any]]:
     import operator
 
     if issubclass(t, tuple):
-        return class_path(t), _NAMEDTUPLE, tuple
+        return class_path(t), _NAMEDTUPLE, iter
     names = [a.name for a in t.__attrs_attrs__]  # type: ignore[attr-defined]
-    get = operator.attrgetter(*names) if len(names) > 1 else (lambda o, n=names: tuple(getattr(o, a) for a in n))
-    return class_path(t), _ATTRS, get
-
-
-def _default(obj: Any) -> Any:
-    """The ``default`` hook of the shared packers: the innermost packing codec's."""
-    return _packing.codecs[-1].default(obj)
+    if len(names) > 1:
+        return class_path(t), _ATTRS, operator.attrgetter(*names)
+    return class_path(t), _ATTRS, (lambda o, n=names: [getattr(o, a) for a in n])
 
 
 def _short(obj: Any) -> str:
@@ -227,13 +342,15 @@ def encode_records(records: list[Any], operator: str, types: RecordTypes = BUILT
                     return msgpack.packb(msgpack.ExtType(_FLAT_OBJECTS, _pack_plain(flat)))  # type: ignore[no-any-return]
         except (TypeError, ValueError, OverflowError):  # e.g. an int beyond 64 bits: the general form says why
             pass
-    codec = _Codec(types, operator)
+    tagger = _tagger()
     try:
-        return codec.pack(records)
+        return tagger.encode(records, operator, types)
+    except RecordClassError:
+        raise
     except (TypeError, ValueError, OverflowError) as exc:
         for r in records:
             try:
-                codec.pack(r)
+                tagger.encode([r], operator, types)
             except (TypeError, ValueError, OverflowError):
                 raise SparkError(
                     f"record {r!r} sent to operator {operator!r} cannot cross a Spark exchange ({exc}): "

@@ -332,10 +332,9 @@ class Backend:
         query_name: Optional[str] = None,
     ) -> "StreamingRun":
         """Start ``flow`` as a Structured Streaming query over its one streaming input;
-        returns the :class:`~tstate.backend.Started` run
-        (:class:`~tstate.spark.streaming_run.StreamingRun`: ``wait``, ``stop``; the
-        ``StreamingQuery`` is its ``query``).  ``trigger``: ``DataStreamWriter.trigger``
-        arguments, e.g. ``{"availableNow": True}`` or ``{"processingTime": "5 seconds"}``."""
+        returns the run (:class:`~tstate.spark.streaming_run.StreamingRun`: ``wait``,
+        ``stop``, ``query``).  ``trigger``: ``DataStreamWriter.trigger`` arguments,
+        e.g. ``{"availableNow": True}`` or ``{"processingTime": "5 seconds"}``."""
         from tstate.checkpoint.location import spark_uri
         from tstate.spark.driving import StreamingBatches
         from tstate.spark.streaming_run import StreamingRun
@@ -393,15 +392,12 @@ class Backend:
 
     # -- state and output (tstate.spark.queries) ----------------------------------------
     def state(self, op: "Stream") -> "StateFrame":
-        """The state of stateful operator ``op`` at the last committed batch: the
-        :class:`~tstate.backend.StateView` :class:`~tstate.spark.frame.StateFrame`, whose
-        ``frame`` is a Spark DataFrame (a ``key`` column, then one column per struct
-        field or ``value``) read from the bins by the executors."""
-        from tstate.spark.frame import StateFrame
+        """The state of stateful operator ``op`` at the last committed batch
+        (:class:`~tstate.spark.frame.StateFrame`; its ``frame``: a DataFrame with a
+        ``key`` column, then one per struct field or ``value``, read by the executors)."""
         from tstate.spark.queries import state_of
 
-        frame = state_of(self.spark, self.store, self.directory, self.partitions, self._flow, op)
-        return StateFrame(self._flow.graph[op.node].name if self._flow is not None else "", frame)
+        return state_of(self.spark, self.store, self.directory, self.partitions, self._flow, op)
 
     def output(self, op: Any, batch: Optional[int] = None, *, schema: Any = None) -> Any:
         """The committed output of ``op`` as a Spark DataFrame read from the

@@ -95,7 +95,7 @@ def run_tstate(
     try:
         backend = Backend(spark, checkpoint=ckpt_dir, partitions=2)
         t0 = time.perf_counter()
-        query = backend.start(flow, {"events": stream_source(spark, source_dir)}, trigger={"availableNow": True})
+        query = backend.start(flow, {"events": stream_source(spark, source_dir)}, trigger={"availableNow": True}).query
         query.awaitTermination()
         total = time.perf_counter() - t0
     except NotImplementedError as e:

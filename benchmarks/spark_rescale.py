@@ -207,7 +207,7 @@ def bench_sink(out: Collector, hook: Callable[[int], None] | None = None) -> Any
 
 
 def tstate_state(backend: Any, op: Any) -> dict[str, int]:
-    return {r[0]: r[1] for r in backend.state(op).collect()}
+    return {r[0]: r[1] for r in backend.state(op).frame.collect()}
 
 
 def run_tstate(
@@ -221,7 +221,7 @@ def run_tstate(
     backend = Backend(spark, checkpoint=ckpt, partitions=partitions)
     sink = bench_sink(out, (lambda b: hook(backend, b)) if hook else None)
     flow, op = build_flow(sink, fold)
-    q = backend.start(flow, {"events": stream_source(spark, source_dir)}, trigger={"availableNow": True})
+    q = backend.start(flow, {"events": stream_source(spark, source_dir)}, trigger={"availableNow": True}).query
     q.awaitTermination()
     total = time.perf_counter() - t0
     if q.exception() is not None:

@@ -151,3 +151,39 @@ def test_the_embedded_engine_rescale_is_typed_and_its_former_result_still_reads(
     ex.run()
     assert sorted(engine.state(count, format="dict").items()) == [("a", 2), ("b", 1), ("c", 1), ("d", 1)]
     assert engine.metrics.moves  # the bins did move
+
+
+def test_the_embedded_engine_start_and_state_give_the_contract_types() -> None:
+    """``start`` returns a :class:`~tstate.backend.Started` (the execution), ``state`` a
+    :class:`~tstate.backend.StateView`; both read as the reference model says."""
+    from tstate.backend import Started, StateView
+
+    words = [["a", "b"], ["a"], ["c", "a"]]
+    flow, out, count = word_count(words)
+    engine = Embedded(2)
+    run = engine.start(flow)
+    assert isinstance(run, Started) and run.name == "wc" and not run.finished
+    assert run.metrics is engine.metrics
+    assert run.wait(timeout=60.0) is True and run.finished and run.wait() is True
+    view = engine.state(count)
+    assert isinstance(view, StateView) and view.operator == "count"
+    assert view.column_names == ["key", "value"] and view.num_rows == len(view) == 3
+    assert sorted((r["key"], r["value"]) for r in view.to_pylist()) == [("a", 3), ("b", 1), ("c", 1)]
+    assert view.to_arrow().equals(engine.state(count, format="arrow"))
+    assert sorted(view.to_pandas()["key"]) == ["a", "b", "c"]
+    with pytest.warns(DeprecationWarning, match="to_arrow"):
+        assert view.num_columns == 2  # the former result, a pyarrow.Table, still reads
+
+
+def test_an_embedded_run_stopped_runs_no_further() -> None:
+    flow = ts.Dataflow("stop")
+    inp = flow.input("i")
+    out = inp.map(lambda x: x).collect()
+    run = Embedded(1).start(flow)
+    inp.send([1])
+    assert run.wait(timeout=0.0) is False  # the input is open: not over (one step ran)
+    run.stop()
+    assert run.finished and run.wait() is True
+    inp.send([2])
+    inp.close()
+    assert not run.step() and out.records() == [1]  # nothing runs after the stop

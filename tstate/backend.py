@@ -1,5 +1,6 @@
-"""The engine contract: :class:`Backend`, what both engines implement, its result type
-:class:`Rescaled` and the migration :data:`Strategy` -- a module that imports no engine
+"""The engine contract: :class:`Backend`, what both engines implement, its result types
+(:class:`Started`, :class:`StateView`, :class:`Rescaled`) and the migration
+:data:`Strategy` -- a module that imports no engine
 (``import tstate.dataflow`` loads none; ``flow.run`` imports the embedded engine when
 it runs it).
 
@@ -39,10 +40,14 @@ from tstate.errors import ConfigurationError
 from tstate.plan.graph import Planned
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
     from tstate.checkpoint.store import CheckpointStore
     from tstate.metrics import Metrics
 
-__all__ = ["Backend", "Rescaled", "Strategy", "STRATEGIES", "DEFAULT_STRATEGY", "check_strategy"]
+__all__ = [
+    "Backend", "Started", "StateView", "Rescaled", "Strategy", "STRATEGIES", "DEFAULT_STRATEGY", "check_strategy"
+]
 
 #: How bins move when an engine rescales (:mod:`tstate.migration.commands` says what
 #: each does): one step, one bin a step, Megaphone's batched steps, or Rhino-style
@@ -97,6 +102,79 @@ class Rescaled:
 
 
 @runtime_checkable
+class Started(Protocol):
+    """What :meth:`Backend.start` returns on both engines: a run under way, to watch,
+    wait for or stop.  The embedded engine's is its
+    :class:`~tstate.engine.execution.Execution` (driven by its caller: ``step()``,
+    ``run()``); Spark's wraps the ``StreamingQuery`` (:attr:`query`), which runs by
+    itself."""
+
+    @property
+    def name(self) -> str:
+        """The dataflow's name."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run is over: every input closed and processed, or stopped."""
+        ...
+
+    @property
+    def metrics(self) -> "Metrics":
+        """What the run measured so far (:class:`~tstate.metrics.Metrics`)."""
+        ...
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Until the run is over or ``timeout`` seconds passed; True if it is over.  A
+        run that failed raises its error here.  (The embedded engine runs in the
+        caller's thread: waiting steps it, and an input still open when nothing else can
+        happen is a :class:`~tstate.errors.CapabilityLeakError`, never a hang.)"""
+        ...
+
+    def stop(self) -> None:
+        """Stop the run: nothing more is processed; what was committed stays (a later
+        run on the same checkpoint resumes from it)."""
+        ...
+
+
+@runtime_checkable
+class StateView(Protocol):
+    """What :meth:`Backend.state` returns on both engines: one stateful operator's
+    state, as rows with the same columns on both -- the key (``key``, or ``key_0``,
+    ``key_1``... for a tuple key), then one column per field of a struct state
+    (``value`` for any other state type), as :func:`tstate.types.arrow.to_arrow` makes
+    them.  The embedded engine's is a consistent snapshot held in memory; Spark's reads
+    the committed bins when asked (its ``frame`` is the DataFrame)."""
+
+    @property
+    def operator(self) -> str:
+        """The stateful operator's name."""
+        ...
+
+    @property
+    def column_names(self) -> list[str]:
+        """The columns, key first."""
+        ...
+
+    @property
+    def num_rows(self) -> int:
+        """How many keys have state."""
+        ...
+
+    def to_arrow(self) -> "pa.Table":
+        """The rows as an Arrow table."""
+        ...
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        """The rows as dicts (a struct column's value is a dict)."""
+        ...
+
+    def to_pandas(self) -> Any:
+        """The rows as a pandas DataFrame."""
+        ...
+
+
+@runtime_checkable
 class Backend(Protocol):
     """An engine that runs a dataflow's plan (see the module docstring)."""
 
@@ -105,10 +183,8 @@ class Backend(Protocol):
         (:mod:`tstate.migration.commands`), applied from ``time`` on."""
         ...
 
-    def start(self, flow: Planned, /) -> Any:
-        """Start ``flow`` and return a handle to drive or watch it (the embedded
-        engine's :class:`~tstate.engine.execution.Execution`, Spark's
-        ``StreamingQuery``)."""
+    def start(self, flow: Planned, /) -> Started:
+        """Start ``flow`` and return the run under way (:class:`Started`)."""
         ...
 
     def rescale(self, workers: int, /, strategy: Strategy = DEFAULT_STRATEGY) -> Rescaled:
@@ -116,9 +192,9 @@ class Backend(Protocol):
         bins per ``strategy``; says what it set under way."""
         ...
 
-    def state(self, op: Any, /) -> Any:
-        """The state of stateful operator ``op`` (the embedded engine: a consistent
-        snapshot as an Arrow table; Spark: a DataFrame of the committed state)."""
+    def state(self, op: Any, /) -> StateView:
+        """The state of stateful operator ``op`` (:class:`StateView`; the embedded
+        engine: a consistent snapshot; Spark: the state of the last committed batch)."""
         ...
 
     @property

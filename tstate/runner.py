@@ -117,19 +117,20 @@ class Runner:
         """The current (or last) run's metrics, whichever backend ran it (empty before)."""
         return self.backend.metrics if self.backend is not None else Metrics()
 
-    def state(self, op: Any, at: Any = None, format: StateFormat = "arrow") -> Any:
+    def state(self, op: Any, at: Any = None, format: Optional[StateFormat] = None) -> Any:
         """Stateful operator ``op``'s state (see ``Dataflow.state``)."""
         ex = self.execution
         if ex is not None:
             return snapshot(ex, op, at=at, format=format)
         if self.backend is None:
             raise GraphError(f"dataflow {self.flow.name!r} has not started: there is no state yet")
-        if at is not None or format != "arrow":
+        if at is not None or format == "dict":
             raise ConfigurationError(
-                f"dataflow {self.flow.name!r}: state(at=..., format=...) reads the embedded engine's state; "
-                f"{self.backend!r} gives its state as it is: flow.state(op)"
+                f"dataflow {self.flow.name!r}: state(at=..., format='dict') reads the embedded engine's state; "
+                f"{self.backend!r} gives its committed state: flow.state(op) (format None, 'arrow' or 'pandas')"
             )
-        return self.backend.state(op)
+        view = self.backend.state(op)
+        return view if format is None else view.to_arrow() if format == "arrow" else view.to_pandas()
 
     def read(self, op: Any, key: Any) -> Any:
         """A copy of ``key``'s current state in stateful operator ``op`` (see
@@ -209,12 +210,13 @@ class Runs:
         """The current (or last) run's metrics, whichever backend ran it (empty before)."""
         return self._runner.metrics
 
-    def state(self, op: Any, at: Any = None, format: StateFormat = "arrow") -> Any:
-        """The state of stateful operator ``op`` after (or during) a run: on the embedded
-        engine a consistent snapshot (see :func:`tstate.state.query.snapshot` for
-        ``at`` and ``format``); on another backend what its
-        :meth:`~tstate.backend.Backend.state` gives (Spark: a DataFrame of the committed
-        state)."""
+    def state(self, op: Any, at: Any = None, format: Optional[StateFormat] = None) -> Any:
+        """The state of stateful operator ``op`` after (or during) a run, by default as
+        the :class:`~tstate.backend.StateView` its backend gives (on the embedded engine
+        a consistent snapshot: see :func:`tstate.state.query.snapshot` for ``at`` and
+        ``format``; on Spark the committed state, ``format`` ``"arrow"`` or
+        ``"pandas"`` too).  Before the view, the default was ``"arrow"``: the table's
+        attributes still read through the view, deprecated."""
         return self._runner.state(op, at=at, format=format)
 
     def read(self, op: Any, key: Any) -> Any:

@@ -24,7 +24,7 @@ def main() -> None:
     df = spark.createDataFrame(deploy_flow.ROWS, "k string, v long, t long")
     backend = Backend(spark, checkpoint=ckpt, partitions=2)
     backend.run(flow, {"events": Source(df, time="t")})
-    state = sorted(map(tuple, backend.state(total).collect()))
+    state = sorted(map(tuple, backend.state(total).frame.collect()))
     where = spark.sparkContext.parallelize(range(4), 4).map(deploy_flow.where).collect()
     with open(out, "w") as f:
         json.dump({"records": sorted([t, r.key, r.total] for t, r in got.items), "state": state, "where": where}, f)

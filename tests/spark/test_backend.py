@@ -33,7 +33,7 @@ def run_spark(spark: Any, rows: list[dict], tmp: str, partitions: int, epochs: i
     backend = Backend(spark, checkpoint=tmp, partitions=partitions)
     df = spark.createDataFrame(rows, ROW) if rows else spark.createDataFrame([], ROW)
     backend.run(flow, {"events": Source(df, time="t")}, epochs_per_batch=epochs, reconfigure=kw.get("reconfigure", ()))
-    state = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in backend.state(stats).collect()} if backend.store.head.operators.get("stats") and backend.store.head.operators["stats"].chains else {}
+    state = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in backend.state(stats).frame.collect()} if backend.store.head.operators.get("stats") and backend.store.head.operators["stats"].chains else {}
     return sorted(out.items, key=repr), state, backend
 
 
@@ -89,7 +89,7 @@ def test_restart_with_other_parallelism_resumes_exactly(spark: Any, tmp_path: An
     b2.run(flow2, {"events": Source(df_all, time="t")})
     assert b2.metrics.batches[0].batch == 4 and b2.metrics.batches[0].partitions == 3
     assert sorted(out1.items + out2.items, key=repr) == ref_out
-    got = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in b2.state(stats2).collect()}
+    got = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in b2.state(stats2).frame.collect()}
     assert got == as_tuples(ref_state)
 
 
@@ -204,7 +204,7 @@ def test_spark_resumes_from_an_embedded_checkpoint(spark: Any, tmp_path: Any) ->
     assert backend.metrics.batches[0].frontier == 4  # resumed at epoch 3
     got = sorted([(t, r) for t, r in out1.items if t < 3] + out2.items, key=repr)
     assert got == ref_out
-    state = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in backend.state(stats2).collect()}
+    state = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in backend.state(stats2).frame.collect()}
     assert state == as_tuples(ref_state)
 
 
@@ -251,3 +251,35 @@ def test_boundaries_ready_together_share_a_stage(
     assert (sorted(a.items, key=repr), sorted(b.items, key=repr)) == ref
     # count and by_value in one stage, level2 in the next: two per batch, not three
     assert {m.stages for m in backend.metrics.batches} == {2}
+
+
+def test_state_start_and_rescale_give_the_embedded_engines_types(spark: Any, tmp_path: Any) -> None:
+    """One contract: ``state`` is a StateView with the embedded engine's columns and
+    rows, ``rescale`` a Rescaled, on both engines (``start``: tests/spark/test_streaming.py)."""
+    from tstate.backend import Rescaled, StateView
+
+    rows = [{"k": f"k{i % 5}", "v": i % 4, "t": i // 6} for i in range(24)]
+    flow, ev, stats, _out = keyed()
+    for t in sorted({r["t"] for r in rows}):
+        ev.send([r for r in rows if r["t"] == t], time=t)
+    ev.close()
+    engine = ts.Embedded(2, max_workers=3)
+    flow.run(engine)
+    flow2, _ev2, stats2, _out2 = keyed()
+    backend = Backend(spark, checkpoint=str(tmp_path), partitions=2)
+    backend.run(flow2, {"events": Source(spark.createDataFrame(rows, ROW), time="t")})
+    want, got = engine.state(stats), backend.state(stats2)
+    assert isinstance(want, StateView) and isinstance(got, StateView)
+    assert got.operator == want.operator == "stats"
+    assert got.column_names == want.column_names == ["key", "n", "total", "seen"]
+    n = want.num_rows
+    assert n > 0 and got.num_rows == n
+    assert sorted(got.to_pylist(), key=repr) == sorted(want.to_pylist(), key=repr)
+    assert got.to_arrow().num_rows == n and len(got.to_pandas()) == n
+    with pytest.warns(DeprecationWarning, match="frame"):  # the former result, a DataFrame, still reads
+        assert got.count() == n
+    r = backend.rescale(3, "all-at-once")
+    assert isinstance(r, Rescaled) and (r.workers, r.strategy, r.steps) == (3, "all-at-once", 1)
+    assert r.schedule == {"stats": (0,), "per_parity": (0,)}  # (the embedded engine names the same operators)
+    r2 = engine.rescale(3, "all-at-once")  # (the run is over: nothing left to move at a later time)
+    assert isinstance(r2, Rescaled) and type(r2) is type(r)

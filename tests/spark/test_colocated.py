@@ -43,7 +43,7 @@ def spark_state(backend: Backend, stats: Any) -> dict:
     head = backend.store.head
     if not head.operators.get("stats") or not head.operators["stats"].chains:
         return {}
-    return {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in backend.state(stats).collect()}
+    return {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in backend.state(stats).frame.collect()}
 
 
 def run_spark(spark: Any, rows: list[dict], ck: str, partitions: int, epochs: int = 1, **kw: Any) -> tuple:
@@ -197,14 +197,14 @@ def test_streaming_query_and_restart(spark: Any, tmp_path: Any, monkeypatch: Any
     write_files(src, FILES[:3])
     flow, _ev, _stats, out1 = keyed(key=COL)
     q = Backend(spark, checkpoint=ck, partitions=2).start(flow, {"events": stream(spark, src)}, trigger={"availableNow": True})
-    q.awaitTermination()
+    q.wait()
     write_files(src, FILES[3:], start=3)
     for name in ("2", ".2.crc"):
         os.remove(os.path.join(ck, "spark-query", "commits", name))
     flow2, _ev2, _stats2, out2 = keyed(key=COL)
     backend2 = Backend(spark, checkpoint=ck, partitions=3)
     q2 = backend2.start(flow2, {"events": stream(spark, src)}, trigger={"availableNow": True})
-    q2.awaitTermination()
+    q2.wait()
     assert backend2.metrics.skipped == [2]
     assert sorted(out1.items + out2.items, key=repr) == reference(FILES)
     assert general == []

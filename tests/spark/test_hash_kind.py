@@ -72,5 +72,5 @@ def test_the_same_hash_kind_resumes(spark: Any, tmp_path: Any) -> None:
     backend, op, _ = run(spark, ck, ts.col("k"), FIRST + LATER)
     assert backend.metrics.batches and sum(b.records for b in backend.metrics.batches) == len(LATER)
     assert backend.store.head.operators["count"].hash is HashKind.SPARK_XXHASH64
-    state = {r["key"]: r["value"] for r in backend.state(op).collect()}
+    state = {r["key"]: r["value"] for r in backend.state(op).frame.collect()}
     assert state == {f"k{i}": 6 for i in range(5)}

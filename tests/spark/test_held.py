@@ -102,7 +102,7 @@ def test_a_streaming_query_past_the_fallback_is_refused(spark: Any, tmp_path: An
     flow, *_ = keyed()
     b = Backend(spark, checkpoint=ck, partitions=2, progress=False)
     q = b.start(flow, {"events": Source(stream(spark, src), time="t", lateness=2)}, trigger={"availableNow": True})
-    q.awaitTermination()
+    q.wait()
     head = b.store.latest()
     assert head.meta["spark"]["batch"] == 2 and head.attached
     os.unlink(os.path.join(ck, head.attached[0].path))  # the newest checkpoint is unusable
@@ -112,7 +112,7 @@ def test_a_streaming_query_past_the_fallback_is_refused(spark: Any, tmp_path: An
     with pytest.warns(CheckpointSkippedWarning, match="resuming from checkpoint 2"):
         q2 = b2.start(flow2, {"events": Source(stream(spark, src), time="t", lateness=2)}, trigger={"availableNow": True})
     with pytest.raises(Exception) as info:
-        q2.awaitTermination()
+        q2.wait()
     msg = str(info.value)
     assert "streaming query is at micro-batch 3" in msg and "holds batches up to 1" in msg and "would lose it" in msg
     assert b2.store.latest().id == 2  # nothing committed past the fallback

@@ -254,9 +254,12 @@ def _notifies(i: Any, out: Any, ctx: Any) -> None:
         ctx.notify_at(cap.time + 1)
 
 
+_kept: list[Any] = []
+
+
 def _keeps(i: Any, out: Any, ctx: Any) -> None:
     for cap, _batch in i:
-        cap.retain()
+        _kept.append(cap.retain())  # (one no longer referenced is dropped, as on the embedded engine)
 
 
 def _reads_frontier(i: Any, out: Any, ctx: Any) -> None:

@@ -54,7 +54,7 @@ def test_restart_on_other_partitions_resumes_from_s3(spark: Any, s3_spark: Any) 
     b2.run(flow2, {"events": Source(df_all, time="t")})
     assert b2.metrics.batches[0].batch == 2 and b2.metrics.batches[0].partitions == 3
     assert sorted(out1.items + out2.items, key=repr) == ref_out
-    got = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in b2.state(stats2).collect()}
+    got = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in b2.state(stats2).frame.collect()}
     assert got == as_tuples(ref_state)
 
 

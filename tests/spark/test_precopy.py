@@ -160,7 +160,7 @@ def run_spark(spark: Any, rows: list[dict], d: str, reconfigure: Any = ()) -> tu
     backend = Backend(spark, checkpoint=d, partitions=2, progress=False)
     backend.run(flow, {"events": Source(spark.createDataFrame(rows, ROW), time="t")}, epochs_per_batch=1,
                 reconfigure=reconfigure)
-    state = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in backend.state(stats).collect()}
+    state = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in backend.state(stats).frame.collect()}
     return sorted(out.items, key=repr), state, backend
 
 
@@ -224,5 +224,5 @@ def test_a_driver_crash_during_a_precopy_is_exactly_once(spark: Any, tmp_path: A
     b2.run(flow2, src, epochs_per_batch=1)
     assert b2.metrics.batches[0].batch == 4 and b2.metrics.batches[0].partitions == 4
     assert sorted(out1.items + out2.items, key=repr) == ref_out
-    got = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in b2.state(stats2).collect()}
+    got = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in b2.state(stats2).frame.collect()}
     assert got == as_tuples(ref_state)

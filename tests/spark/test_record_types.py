@@ -188,7 +188,7 @@ def test_a_crafted_held_back_records_file_is_refused_without_importing(spark: An
 
     backend = Backend(spark, checkpoint=ck, partitions=2)
     q = backend.start(build(), {"events": Source(stream(spark, src), time="t", lateness=2)}, trigger={"availableNow": True})
-    q.awaitTermination()
+    q.wait()
     held = backend.store.latest().meta["spark"]["held"]
     assert held is not None  # a@5 and b@6 wait for the frontier
     entries = read_held(backend.store.fs, held)
@@ -209,7 +209,7 @@ def test_a_crafted_held_back_records_file_is_refused_without_importing(spark: An
     backend2 = Backend(spark, checkpoint=ck, partitions=2)
     q2 = backend2.start(build(), {"events": Source(stream(spark, src), time="t", lateness=2)}, trigger={"availableNow": True})
     with pytest.raises(Exception) as info:
-        q2.awaitTermination()
+        q2.wait()
     msg = str(info.value)
     assert "RecordClassError" in msg and f"'{EVIL}:Payload'" in msg
     assert os.path.basename(held) in msg and "records held back for input 'events'" in msg

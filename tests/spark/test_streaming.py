@@ -8,7 +8,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import pytest
+
 import tstate as ts
+from tstate.backend import Started
 from tstate.spark import Backend, Source
 
 from .flows import keyed
@@ -50,9 +53,9 @@ def test_streaming_query_equals_embedded_and_restart_is_exactly_once(spark: Any,
     flow, _ev, _stats, out1 = keyed()
     backend = Backend(spark, checkpoint=ck, partitions=2)
     q = backend.start(flow, {"events": stream(spark, src)}, trigger={"availableNow": True})
-    q.awaitTermination()
+    q.wait()
     assert [b.batch for b in backend.metrics.batches] == [0, 1, 2]
-    assert len(q.recentProgress) >= 3  # Spark's own progress events
+    assert len(q.query.recentProgress) >= 3  # Spark's own progress events
     # the driver restarts; more files arrived meanwhile, and Spark replays the last
     # batch (its commit log lost it): tstate committed it already and skips it
     write_files(src, FILES[3:], start=3)
@@ -61,7 +64,7 @@ def test_streaming_query_equals_embedded_and_restart_is_exactly_once(spark: Any,
     flow2, _ev2, _stats2, out2 = keyed()
     backend2 = Backend(spark, checkpoint=ck, partitions=3)
     q2 = backend2.start(flow2, {"events": stream(spark, src)}, trigger={"availableNow": True})
-    q2.awaitTermination()
+    q2.wait()
     assert backend2.metrics.skipped == [2]
     assert [b.batch for b in backend2.metrics.batches] == [3, 4, 5]
     got = sorted(out1.items + out2.items, key=repr)
@@ -87,7 +90,10 @@ def test_event_time_column_and_late_rows(spark: Any, tmp_path: Any) -> None:
     out = total.collect()
     backend = Backend(spark, checkpoint=ck, partitions=2)
     q = backend.start(flow, {"events": Source(stream(spark, src), time="t")}, trigger={"availableNow": True})
-    q.awaitTermination()
+    assert isinstance(q, Started) and q.name == "et" and q.metrics is backend.metrics  # the embedded engine's type
+    assert q.wait() is True and q.finished and q.wait(timeout=1.0) is True
+    with pytest.warns(DeprecationWarning, match="query"):  # the former result, the StreamingQuery, still reads
+        assert q.isActive is False and q.exception() is None
     assert sorted(out.items) == [(5, ("a", 1)), (6, ("b", 2)), (7, ("a", 4)), (9, ("b", 3))]
     assert backend.metrics.late == 1
     assert [b.frontier for b in backend.metrics.batches] == [7, 8, 10]
@@ -116,7 +122,7 @@ def test_allowed_lateness_holds_records_until_the_frontier_reaches_them(spark: A
     flow, out = build()
     backend = Backend(spark, checkpoint=ck, partitions=2)
     q = backend.start(flow, {"events": Source(stream(spark, src), time="t", lateness=2)}, trigger={"availableNow": True})
-    q.awaitTermination()
+    q.wait()
     # each key sees its records in time order, although b@8 arrived after b@9
     assert sorted(out.items) == [(5, ("a", [1])), (6, ("b", [2])), (7, ("a", [1, 3])), (8, ("b", [2, 5])), (9, ("b", [2, 5, 4]))]
     assert [b.frontier for b in backend.metrics.batches] == [5, 8, 11]
@@ -126,5 +132,18 @@ def test_allowed_lateness_holds_records_until_the_frontier_reaches_them(spark: A
     flow2, out2 = build()
     backend2 = Backend(spark, checkpoint=ck, partitions=3)
     q2 = backend2.start(flow2, {"events": Source(stream(spark, src), time="t", lateness=2)}, trigger={"availableNow": True})
-    q2.awaitTermination()
+    q2.wait()
     assert sorted(out2.items) == [(12, ("a", [1, 3, 6]))]
+
+
+def test_a_streaming_run_waits_with_a_timeout_and_stops(spark: Any, tmp_path: Any) -> None:
+    """``Started`` as the embedded engine's: an unbounded query is not over after a
+    timeout; once stopped it is, and its committed batches stay."""
+    src, ck = str(tmp_path / "in"), str(tmp_path / "ck")
+    write_files(src, FILES[:1])
+    flow, _ev, _stats, _out = keyed()
+    backend = Backend(spark, checkpoint=ck, partitions=2)
+    run = backend.start(flow, {"events": stream(spark, src)})  # no trigger: runs until stopped
+    assert run.wait(timeout=0.5) is False and not run.finished
+    run.stop()
+    assert run.finished and run.wait() is True and run.query.exception() is None

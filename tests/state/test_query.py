@@ -35,9 +35,13 @@ def test_snapshot_while_running_at_completed_times():
     inp.send([("ATL", 5), ("SFO", 7)])
     inp.advance_to(1)
     ex.step_while(lambda: probe.less_than(1))
-    table = flow.state(track)  # latest consistent time: 1
-    assert table.schema.metadata[b"tstate.time"] == b"1"
-    rows = sorted(table.to_pylist(), key=lambda r: r["key"])
+    view = flow.state(track)  # latest consistent time: 1
+    assert view.time == 1 and view.operator == "track"
+    table = flow.state(track, format="arrow")
+    assert view.to_arrow().equals(table) and table.schema.metadata[b"tstate.time"] == b"1"
+    with pytest.warns(DeprecationWarning, match="to_arrow"):  # the former result, a pyarrow.Table, still reads
+        assert view.schema.metadata[b"tstate.time"] == b"1"
+    rows = sorted(view.to_pylist(), key=lambda r: r["key"])
     assert rows == [{"key": "ATL", "flights": 1, "delays": [5]}, {"key": "SFO", "flights": 1, "delays": [7]}]
     inp.send([("ATL", 9)])
     ex.step()  # epoch 1 is applied but not complete: no consistent snapshot right now

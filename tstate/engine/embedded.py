@@ -19,11 +19,13 @@ heap's).
 >>> engine.run(flow)
 >>> sorted(engine.state(total, format="dict").items()), engine.metrics.moves
 ([(0, 6), (1, 4)], [])
+>>> sorted(engine.state(total).to_pylist(), key=str)   # the StateView both engines return
+[{'key': 0, 'value': 6}, {'key': 1, 'value': 4}]
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence, overload
 
 from tstate.backend import DEFAULT_STRATEGY, Rescaled, Strategy, check_strategy
 from tstate.engine.execution import Execution
@@ -32,6 +34,7 @@ from tstate.metrics import Metrics
 from tstate.migration.commands import Assign, MoveBins, Rescale
 from tstate.plan.graph import Planned
 from tstate.state.query import StateFormat, point_read, snapshot
+from tstate.state.table import StateTable
 
 __all__ = ["Embedded"]
 
@@ -64,8 +67,9 @@ class Embedded:
 
     # -- running --------------------------------------------------------------------
     def start(self, flow: Planned, /, *, reconfigure: Sequence[tuple[int, Any]] = ()) -> Execution:
-        """Build and start an execution of ``flow`` (drive it with
-        :meth:`Execution.step` / :meth:`Execution.run`).  ``reconfigure`` lists
+        """Build and start an execution of ``flow``: the :class:`~tstate.backend.Started`
+        run of this engine (drive it with :meth:`Execution.step` / :meth:`Execution.run`,
+        or :meth:`Execution.wait`).  ``reconfigure`` lists
         ``(time, command)`` pairs (:class:`~tstate.migration.commands.Rescale`,
         ``MoveBins``, ``Assign``)."""
         if self.execution is not None and not self.execution.finished:
@@ -114,9 +118,17 @@ class Embedded:
         return Rescaled(workers, strategy, max(map(len, schedule.values()), default=0), schedule)
 
     # -- reading ----------------------------------------------------------------------
-    def state(self, op: Any, /, at: Any = None, format: StateFormat = "arrow") -> Any:
-        """A consistent snapshot of stateful operator ``op``'s state (see
-        :func:`tstate.state.query.snapshot`)."""
+    @overload
+    def state(self, op: Any, /, at: Any = None, format: None = None) -> StateTable: ...
+
+    @overload
+    def state(self, op: Any, /, at: Any = None, *, format: StateFormat) -> Any: ...
+
+    def state(self, op: Any, /, at: Any = None, format: Optional[StateFormat] = None) -> Any:
+        """A consistent snapshot of stateful operator ``op``'s state: by default a
+        :class:`~tstate.state.table.StateTable` (the :class:`~tstate.backend.StateView`
+        both engines return), else in ``format`` (see :func:`tstate.state.query.snapshot`;
+        before the view, the default was ``"arrow"``, the table itself)."""
         return snapshot(self._running("state"), op, at=at, format=format)
 
     def read(self, op: Any, key: Any) -> Any:
@@ -135,3 +147,10 @@ class Embedded:
         started)."""
         coordinator = self.execution.coordinator if self.execution is not None else None
         return coordinator.store if coordinator is not None else None
+
+
+if TYPE_CHECKING:  # pragma: no cover - mypy checks that this engine implements tstate.backend.Backend
+    import tstate.backend
+
+    def _is_a_backend(engine: Embedded) -> tstate.backend.Backend:
+        return engine

@@ -20,6 +20,7 @@ operator, the worker and the time, with the original exception as its cause.
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import Any, Callable, Optional
 
 from tstate.engine.channels import ExchangeRouter, OutputPort
@@ -296,11 +297,34 @@ class Execution(Reconfiguring):
 
     def run(self, max_steps: Optional[int] = None) -> None:
         """Step until the dataflow is complete (see the module docstring)."""
+        self._drive(lambda n: max_steps is not None and n >= max_steps)
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """:class:`~tstate.backend.Started`'s wait: :meth:`run`, or step until
+        ``timeout`` seconds passed; True if the dataflow is complete."""
+        if timeout is None:
+            self.run()
+            return True
+        deadline = monotonic() + timeout
+        self._drive(lambda _n: monotonic() >= deadline)
+        return self.finished
+
+    def stop(self) -> None:
+        """:class:`~tstate.backend.Started`'s stop: no step runs after it (``finished``);
+        checkpoints still being written are abandoned, committed ones stay."""
+        if not self.finished:
+            if self.coordinator is not None:
+                self.coordinator.abort()
+            self.finished = True
+
+    def _drive(self, enough: Callable[[int], bool]) -> None:
+        """Step until there is nothing left to do, then finish; or stop when
+        ``enough(steps so far)``.  A failure abandons uncommitted checkpoints."""
         n = 0
         try:
             while self.step():
                 n += 1
-                if max_steps is not None and n >= max_steps:
+                if enough(n):
                     return
             self._finish()
         except BaseException:
@@ -317,7 +341,7 @@ class Execution(Reconfiguring):
         if self.finished:
             return
         if not self.tracker.is_idle():
-            raise CapabilityLeakError(self._stuck_message())
+            raise CapabilityLeakError(_stuck_message(self))
         for ops in self.operators:
             for op in ops:
                 op.on_finish()
@@ -325,23 +349,26 @@ class Execution(Reconfiguring):
             self.coordinator.finish()  # after the sinks flushed
         self.finished = True
 
-    def _stuck_message(self) -> str:
-        open_inputs = [h for h in self._inputs if not h.closed]
-        if open_inputs:
-            names = ", ".join(f"{h.name!r} (at time {h.time!r})" for h in open_inputs)
-            return (
-                f"dataflow {self.name!r} cannot finish: input {names} is still open; "
-                "close() it before run(), or drive the dataflow with step()"
-            )
-        holders = []
-        for ops in self.operators:
-            for op in ops:
-                if op._held:
-                    holders.append(f"{op.name!r} on worker {op.worker} holds capabilities at {op.held_times()!r}")
-        if holders:
-            return f"dataflow {self.name!r} cannot finish: capability leaked: " + "; ".join(holders)
-        return f"dataflow {self.name!r} cannot finish: pointstamps remain {self.tracker.pointstamps()!r}"
-
     def frontier(self, node: int, port: int = 0) -> Antichain:
         """The frontier at input ``port`` of node ``node``."""
         return self.tracker.frontier(node, port)
+
+
+def _stuck_message(ex: Execution) -> str:
+    """Why ``ex`` cannot finish: an open input, a leaked capability, or the pointstamps left."""
+    open_inputs = [h for h in ex._inputs if not h.closed]
+    if open_inputs:
+        names = ", ".join(f"{h.name!r} (at time {h.time!r})" for h in open_inputs)
+        return (
+            f"dataflow {ex.name!r} cannot finish: input {names} is still open; "
+            "close() it before run(), or drive the dataflow with step()"
+        )
+    holders = []
+    for ops in ex.operators:
+        for op in ops:
+            if op._held:
+                holders.append(f"{op.name!r} on worker {op.worker} holds capabilities at {op.held_times()!r}")
+    if holders:
+        return f"dataflow {ex.name!r} cannot finish: capability leaked: " + "; ".join(holders)
+    return f"dataflow {ex.name!r} cannot finish: pointstamps remain {ex.tracker.pointstamps()!r}"
+

@@ -132,6 +132,8 @@ class OperatorContext:
 
     def notifications(self) -> Iterator[Capability]:
         """The notifications whose time all input frontiers passed, in time order."""
+        if not len(self.notificator):
+            return iter(())  # (none requested: no frontier is read)
         return self.notificator.ready([self._op.frontier(p) for p in range(len(self._op.inboxes))])
 
     def activate(self) -> None:

@@ -2,8 +2,8 @@
 
 >>> backend = Backend(spark, checkpoint="/data/ckpt", partitions=2)   # doctest: +SKIP
 >>> backend.run(flow, {"events": Source(static_df, time="hour")})     # batch # doctest: +SKIP
->>> query = backend.start(flow, {"events": stream_df})                # streaming # doctest: +SKIP
->>> query.awaitTermination()                                          # doctest: +SKIP
+>>> run = backend.start(flow, {"events": stream_df})                  # streaming # doctest: +SKIP
+>>> run.wait()                                                        # doctest: +SKIP
 >>> backend.output(op).write.parquet("out")   # an operator's committed output # doctest: +SKIP
 
 **Micro-batches are epochs.**  A streaming run is a real ``StreamingQuery``
@@ -70,6 +70,8 @@ from tstate.spark.source import Source
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.dataflow import Stream
+    from tstate.spark.frame import StateFrame
+    from tstate.spark.streaming_run import StreamingRun
 
 __all__ = ["Backend", "Source", "BatchMetrics"]
 
@@ -328,13 +330,14 @@ class Backend:
         *,
         trigger: Optional[dict[str, Any]] = None,
         query_name: Optional[str] = None,
-    ) -> Any:
+    ) -> "StreamingRun":
         """Start ``flow`` as a Structured Streaming query over its one streaming input;
-        returns the ``StreamingQuery`` (``awaitTermination``, ``stop``,
-        ``recentProgress``...).  ``trigger``: ``DataStreamWriter.trigger`` arguments,
+        returns the run (:class:`~tstate.spark.streaming_run.StreamingRun`: ``wait``,
+        ``stop``, ``query``).  ``trigger``: ``DataStreamWriter.trigger`` arguments,
         e.g. ``{"availableNow": True}`` or ``{"processingTime": "5 seconds"}``."""
         from tstate.checkpoint.location import spark_uri
         from tstate.spark.driving import StreamingBatches
+        from tstate.spark.streaming_run import StreamingRun
 
         bound = self._prepare(flow, sources or {})
         if self._last.batch >= 0:
@@ -351,7 +354,7 @@ class Backend:
             writer = writer.trigger(**trigger)
         if query_name:
             writer = writer.queryName(query_name)
-        return writer.start()
+        return StreamingRun(flow.name, writer.start(), self)
 
     def _batch(
         self,
@@ -388,10 +391,10 @@ class Backend:
         self._progress.batch(m, self.store.head)
 
     # -- state and output (tstate.spark.queries) ----------------------------------------
-    def state(self, op: "Stream") -> Any:
-        """The state of stateful operator ``op`` at the last committed batch, as a Spark
-        DataFrame (a ``key`` column, then one column per struct field or ``value``),
-        read from the bins by the executors."""
+    def state(self, op: "Stream") -> "StateFrame":
+        """The state of stateful operator ``op`` at the last committed batch
+        (:class:`~tstate.spark.frame.StateFrame`; its ``frame``: a DataFrame with a
+        ``key`` column, then one per struct field or ``value``, read by the executors)."""
         from tstate.spark.queries import state_of
 
         return state_of(self.spark, self.store, self.directory, self.partitions, self._flow, op)

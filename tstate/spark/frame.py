@@ -4,18 +4,70 @@ from tstate's bins, so any number of partitions can read any bins).
 
 The columns are those of :func:`tstate.types.arrow.to_arrow`: the key (``key``, or
 ``key_0``, ``key_1``... for tuple keys), then one column per field of a struct state
-(``value`` for any other state type)."""
+(``value`` for any other state type).
+
+:meth:`tstate.spark.Backend.state` returns it as a :class:`StateFrame`, the Spark
+backend's :class:`~tstate.backend.StateView` (the embedded engine's is
+:class:`tstate.state.table.StateTable`): ``frame`` is the DataFrame; the other
+attributes of the DataFrame this read returned before still read through the view, with
+a :class:`DeprecationWarning`."""
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+from attrs import frozen
 
 from tstate.errors import SparkError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-__all__ = ["state_frame"]
+__all__ = ["state_frame", "StateFrame"]
+
+
+@frozen
+class StateFrame:
+    """Operator ``operator``'s committed state as the Spark DataFrame ``frame`` (read
+    from the bins by the executors each time it is evaluated; see the module
+    docstring)."""
+
+    operator: str
+    frame: Any
+
+    @property
+    def column_names(self) -> list[str]:
+        """The columns, key first."""
+        return list(self.frame.columns)
+
+    @property
+    def num_rows(self) -> int:
+        """How many keys have state (one Spark job)."""
+        return int(self.frame.count())
+
+    def to_arrow(self) -> "pa.Table":
+        """The rows as an Arrow table, collected to the driver."""
+        return self.frame.toArrow()
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        """The rows as dicts, collected to the driver."""
+        return list(self.to_arrow().to_pylist())
+
+    def to_pandas(self) -> Any:
+        """The rows as a pandas DataFrame, collected to the driver."""
+        return self.frame.toPandas()
+
+    def __getattr__(self, name: str) -> Any:
+        """Deprecated: the DataFrame this read returned before (module docstring)."""
+        if name.startswith("__") or name == "frame":
+            raise AttributeError(name)
+        warnings.warn(
+            f"state(...).{name}: the state is a StateFrame now; use state(...).frame.{name}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(self.frame, name)
 
 
 def _rows(directory: str, refs: Any, codec: Any, fingerprint: str) -> list[tuple[Any, Any]]:

@@ -330,7 +330,7 @@ class Plan:
         if fused is None:
             from tstate.spark.frontier import FusedFrontier
 
-            fused = self._fused[node] = FusedFrontier(op.name, op.logic, op.arity)
+            fused = self._fused[node] = FusedFrontier(op)
         return fused
 
     def _route(

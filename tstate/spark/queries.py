@@ -12,22 +12,23 @@ from tstate.plan import Stateful
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.batch import Job
+    from tstate.spark.frame import StateFrame
 
 __all__ = ["state_of", "output_of", "sink_of"]
 
 
-def state_of(spark: Any, store: Any, directory: str, partitions: int, flow: Any, op: Any) -> Any:
+def state_of(spark: Any, store: Any, directory: str, partitions: int, flow: Any, op: Any) -> "StateFrame":
     """The committed state of stateful operator ``op`` of ``flow`` (None: nothing has
     run) in ``store`` at ``directory``, read by ``partitions`` tasks
     (:meth:`tstate.spark.backend.Backend.state`)."""
-    from tstate.spark.frame import state_frame
+    from tstate.spark.frame import StateFrame, state_frame
 
     if flow is None:
         raise SparkError("nothing has run on this backend yet")
     node = flow.graph[op.node]
     if not isinstance(node, Stateful):
         raise SparkError(f"operator {node.name!r} is not a stateful operator")
-    return state_frame(spark, store, directory, partitions, node.name, node.state)
+    return StateFrame(node.name, state_frame(spark, store, directory, partitions, node.name, node.state))
 
 
 def output_of(

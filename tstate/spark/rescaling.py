@@ -102,10 +102,16 @@ class Rescaling:
         return Rescaled(partitions, strategy, len(self.steps), self.schedule(graph))
 
     def schedule(self, graph: Any = None) -> dict[str, tuple[int, ...]]:
-        """Per operator whose bins move: the pending steps (batches from the next one) moving them."""
+        """Per stateful operator whose bins move: the pending steps (batches from the
+        next one) moving them (as the embedded engine's: an exchange's bins move with
+        the state, but it is no operator with state)."""
+        from tstate.plan import Stateful
+
         at: dict[str, list[int]] = {}
         for i, step in enumerate(self.steps):
             for node in sorted({code >> 20 for code in step.moves}):
+                if graph is not None and not isinstance(graph[node], Stateful):
+                    continue
                 at.setdefault(graph[node].name if graph is not None else str(node), []).append(i)
         return {name: tuple(batches) for name, batches in at.items()}
 

@@ -509,15 +509,9 @@ class LoopRun:
         return out
 
     def _ready(self, pending: dict[int, set[Product]]) -> bool:
-        """Whether any record in flight or timer is at an epoch of this batch."""
-        hi = self.info.hi
-        timers = self._timer_times()
-        for lp in self.lps:
-            for b in lp.boundaries:
-                every = set(pending[b]).union(*timers[b].values())
-                if any(hi is None or t.outer < hi for t in every):
-                    return True
-        return False
+        """Whether any record in flight or timer is at an epoch of this batch (there is
+        a next round: :func:`~tstate.progress.rounds.next_round`, the one computation)."""
+        return next_round([lp.boundaries for lp in self.lps], pending, self._timer_times(), self.info.hi) is not None
 
     def _state_bytes(self) -> int:
         """The bytes of the stored state (the chains' files) of the loops' operators."""

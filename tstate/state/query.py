@@ -12,7 +12,8 @@ or after it finished, when
 cannot be served gives a :class:`~tstate.errors.StateQueryError` saying which time can.
 Only totally ordered (``int``) times are supported for now.
 
-Formats: ``"arrow"`` (a ``pyarrow.Table``: a ``key`` column then one column per
+Formats: None, the default (a :class:`~tstate.state.table.StateTable`: the engine's
+:class:`~tstate.backend.StateView`, the Arrow table below and the time), ``"arrow"`` (a ``pyarrow.Table``: a ``key`` column then one column per
 struct field, nested types as Arrow nested types; the snapshot time is in the schema
 metadata under ``tstate.time``), ``"pandas"`` and ``"dict"`` (``{key: state}``, deep
 copies made through the state codec).
@@ -107,7 +108,7 @@ def consistent_time(exe: Queryable, op: _Operator) -> Any:
     return last + 1
 
 
-def snapshot(exe: Queryable, op: _Operator, at: Any = None, format: "StateFormat" = "arrow") -> Any:
+def snapshot(exe: Queryable, op: _Operator, at: Any = None, format: "Optional[StateFormat]" = None) -> Any:
     """A consistent snapshot (see the module docstring)."""
     rts = _runtimes(exe, op)
     name = rts[0].name
@@ -140,6 +141,10 @@ def snapshot(exe: Queryable, op: _Operator, at: Any = None, format: "StateFormat
 
     table = to_arrow(rows, state_type)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"tstate.time": str(at).encode()})
+    if format is None:
+        from tstate.state.table import StateTable
+
+        return StateTable(name, at, table)
     if format == "arrow":
         return table
     if format == "pandas":

@@ -57,5 +57,5 @@ def test_partitioned_layout_on_local2_equals_the_embedded_engine(spark: Any, tmp
     m = backend.metrics.batches
     assert sum(b.loop_rounds for b in m) == 0 and all(b.partitions == 2 for b in m)
     # the edge counts live in several buckets, on both partitions
-    keys = [r["key"] for r in backend.state(analytics.edges.op).select("key").collect()]
+    keys = [r["key"] for r in backend.state(analytics.edges.op).frame.select("key").collect()]
     assert len(keys) > 2 and len({bin_of(key_hash(k), 256) % 2 for k in keys}) == 2

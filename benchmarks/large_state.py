@@ -23,7 +23,11 @@ epoch, unless said otherwise):
   run on other threads.  A checkpoint due while the last cut (flush + hard links) is
   still being made is skipped rather than waited for, as the async mode does with
   encodings (``rocksdb_checkpoints_made`` / ``..._skipped``);
-- **migration**: bins moved to another store as SST files, bytes moved over the bins'
+- **migration in the engine**: the dataflow with ``state=ts.RocksDB(...)`` on 2
+  workers, checkpoints every epoch, rescaled to 4 (``--migration-keys``): bytes moved
+  over the moved bins' stored bytes, all at once and by pre-copy at 1% churn
+  (``rocksdb_engine_migration_bytes_over_state[_precopy]``);
+- **migration** (store layer): bins moved to another store as SST files, bytes moved over the bins'
   stored bytes: all at once (the bin's export, ``rocksdb_migration_bytes_over_state``)
   and by pre-copy (the bin's copy from the latest checkpoint's files ingested before;
   at the move only the 1% of keys changed since, ``..._precopy``);
@@ -280,6 +284,53 @@ def migration(root: str, w: Any, store: Any, ck_store: Any, bins: int = 4) -> di
     }
 
 
+def engine_migration(root: str, keys: int, epochs: int, cache_bytes: int, strategy: str) -> dict[str, float]:
+    """The dataflow with ``state=ts.RocksDB(...)`` on 2 workers, checkpoints every 2
+    epochs, rescaled to 4 by ``strategy`` (half the bins move; pre-copy moves one bin
+    per epoch), 1% of the keys touched per epoch throughout -- a bin moves one or two
+    epochs after the checkpoint it is preloaded from: bytes moved over the moved bins' stored bytes
+    (``precopy``: the bins' files preloaded from the latest committed checkpoint, only
+    the keys changed since -- 1% churn -- handed over; ``all-at-once``: each bin's SST
+    export)."""
+    from tstate.migration.commands import Rescale
+
+    flow = ts.Dataflow("large_state_move")
+    inp = flow.input("events", batch_size=8192)
+    op = flow.stateful(inp, key=lambda r: r[0], state=Three, bins=BINS, name="state")(_touch)
+    probe = op.probe()
+    first = -(-keys // 100_000)  # the preload's epochs (at times 0 .. first - 1)
+    epochs += (first + epochs) % 2 == 0  # the move at an odd time: checkpoints every 2 epochs, the last at
+    data = _epochs(keys, epochs, seed=11)  # the time before, so one epoch's changes (1% of the keys) since
+    at = first + epochs
+    cfg = Checkpoints(os.path.join(root, f"ck-{strategy}"), every_epochs=2, mode="sync", retain=2, resume=False)
+    ex = flow.start(2, max_workers=4, checkpoint=cfg, state=ts.RocksDB(os.path.join(root, f"db-{strategy}"), cache_bytes=cache_bytes),
+                    reconfigure=[(at, Rescale(4, strategy=strategy))])
+    driver = EpochDriver(inp, probe, ex)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CheckpointSkippedWarning)
+        driver.preload(keys)
+        for e in data:
+            driver.run(e)
+        rng = random.Random(5)
+        for _ in range(4 * BINS):  # touches go on while the bins move (pre-copy: one bin per epoch)
+            driver.run([(rng.randrange(keys), rng.randrange(1000)) for _ in range(max(1, keys // 100))])
+            if not ex.precopy.pending and driver.epoch > at:
+                break
+        inp.close()
+        ex.run()
+    node = next(i for i, o in enumerate(ex.operators[0]) if getattr(o, "name", None) == "state")
+    moves = ex.metrics.moves
+    state = sum(ex.operators[m.target][node].store.stored_bytes(m.bin) for m in moves)
+    st = ex.precopy.stats
+    ex.close()
+    return {
+        "moved_bins": len(moves),
+        "bytes_over_state": sum(m.bytes for m in moves) / max(1, state),
+        "fallbacks": st.fallbacks,
+        "preload_over_state": st.preload_bytes / max(1, state),
+    }
+
+
 def recovery(root: str, keys: int, cache_bytes: int) -> tuple[float, float]:
     """Seconds to the first state read (best of three) from a checkpoint's files: (a)
     local (open + one get: nothing decoded), (b) from the checkpoint store (every file
@@ -437,6 +488,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--epochs", type=int, default=40)
     ap.add_argument("--recovery-keys", type=int, default=200_000)
+    ap.add_argument("--migration-keys", type=int, default=200_000)
     ap.add_argument("--rss-keys", type=int, default=5_000_000)
     ap.add_argument("--cache-mb", type=int, default=256)
     ap.add_argument("--list-items", type=int, default=10_000_000)
@@ -448,6 +500,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if a.quick:
         a.keys, a.epochs, a.recovery_keys, a.rss_keys, a.cache_mb, a.list_items = 50_000, 10, 10_000, 100_000, 32, 200_000
+        a.migration_keys = 50_000
     epochs = _epochs(a.keys, a.epochs)
     root = tempfile.mkdtemp(prefix="large_state-")
     try:
@@ -461,6 +514,8 @@ def main(argv: list[str] | None = None) -> None:
             a.keys, epochs, os.path.join(root, "rocks-ck"), ts.RocksDB(os.path.join(root, "engine-ck"), cache_bytes=a.cache_mb << 20)
         )
         bw = bytewax_rate(a.keys, epochs)
+        moved_whole = engine_migration(os.path.join(root, "move"), a.migration_keys, 6, a.cache_mb << 20, "all-at-once")
+        moved_pre = engine_migration(os.path.join(root, "move"), a.migration_keys, 6, a.cache_mb << 20, "precopy")
         rec1, rec1_store = recovery(os.path.join(root, "rec"), a.recovery_keys, a.cache_mb << 20)
         rec10, rec10_store = recovery(os.path.join(root, "rec"), 10 * a.recovery_keys, a.cache_mb << 20)
         rss = peak_rss_gb(root, a.rss_keys, a.cache_mb)
@@ -488,6 +543,9 @@ def main(argv: list[str] | None = None) -> None:
         ["RocksDB bytes/ckpt uploaded / referenced", f"{rocks_ck['uploaded_bytes']:,.0f} / {rocks_ck['referenced_bytes']:,.0f}", "new SST files + small files / unchanged SST files"],
         ["migration bytes / bin state, all at once", f"{rocks['migration_bytes_over_state']:.2f}", "the bin's SST export"],
         ["migration bytes / bin state, pre-copy", f"{rocks['precopy_bytes_over_state']:.3f}", f"1% churn; pre-loaded from the checkpoint: {rocks['precopy_preload_over_state']:.2f}"],
+        ["engine migration bytes / bin state, all at once / pre-copy", f"{moved_whole['bytes_over_state']:.3f} / {moved_pre['bytes_over_state']:.4f}",
+         f"dataflow, {a.migration_keys:,} keys, 2 -> 4 workers ({moved_pre['moved_bins']} bins), 1% churn; "
+         f"pre-copy fallbacks {moved_pre['fallbacks']}, pre-loaded {moved_pre['preload_over_state']:.2f}"],
         ["recovery to first read 1x / 10x (ms)", f"{rec1 * 1e3:.1f} / {rec10 * 1e3:.1f}", f"{a.recovery_keys:,} / {10 * a.recovery_keys:,} keys, local files"],
         ["... from the checkpoint store (ms)", f"{rec1_store * 1e3:.1f} / {rec10_store * 1e3:.1f}", "every file fetched + xxh64 checked"],
         ["RocksDB peak RSS (GB)", f"{rss:.2f}", f"{a.rss_keys:,} keys (SCALED; heap > 24 GB needs {n_beyond:,})"],
@@ -513,6 +571,9 @@ def main(argv: list[str] | None = None) -> None:
         "rocksdb_checkpoints_skipped": rocks_ck["skipped"],
         "rocksdb_migration_bytes_over_state": round(rocks["migration_bytes_over_state"], 3),
         "rocksdb_migration_bytes_over_state_precopy": round(rocks["precopy_bytes_over_state"], 4),
+        "rocksdb_engine_migration_bytes_over_state": round(moved_whole["bytes_over_state"], 3),
+        "rocksdb_engine_migration_bytes_over_state_precopy": round(moved_pre["bytes_over_state"], 4),
+        "rocksdb_engine_precopy_fallbacks": moved_pre["fallbacks"],
         "rocksdb_recovery_10x_over_1x": round(rec10 / rec1, 3),
         "rocksdb_recovery_from_store_10x_over_1x": round(rec10_store / rec1_store, 3),
         "rocksdb_peak_rss_gb": round(rss, 3),

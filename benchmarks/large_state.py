@@ -128,6 +128,13 @@ def heap_dataflow(
     driver.preload(keys)
     preload_s = time.perf_counter() - t0
     rss1 = _rss_mb()
+    coord = getattr(ex, "coordinator", None)
+    deadline = time.monotonic() + 120
+    while coord is not None and (coord.uncommitted or coord.files is not None and coord.files.cutting()):
+        if time.monotonic() > deadline:  # (the preload's checkpoints done: the touch epochs start from a steady state)
+            break
+        ex.step()
+        time.sleep(0.001)
     first = driver.epoch  # checkpoints after the preload's epochs are counted
     lat, cpu = [], []
     with warnings.catch_warnings():
@@ -138,9 +145,8 @@ def heap_dataflow(
         events = sum(len(e) for e in epochs)
         inp.close()
         ex.run()  # the last checkpoints committed (an execution left open leaves its commit thread waiting)
-    coord = getattr(ex, "coordinator", None)
-    skipped = sum(1 for t in coord.skipped if t > first) if coord is not None else 0
-    made = sum(1 for t in coord.committed if t > first) if coord is not None else 0
+    made = sum(1 for t in coord.committed if first < t <= driver.epoch) if coord is not None else 0
+    skipped = len(epochs) - made if coord is not None else 0  # one due per touch epoch
     files = getattr(coord, "files", None)
     ex.close()  # the RocksDB stores, if any
     return {

@@ -44,11 +44,12 @@ BUDGETS = {
 
 
 def run(kind: str, data, workers: int, *, ckpt: Any, reconfigure=(), live=(), window=4, pace="paced", steps=1,
-        settle=False):
+        settle=False, state: Any = None):
     """Feed ``data`` epoch by epoch (``steps`` steps each; with ``settle``, then step until
-    the checkpoints captured so far are committed, so that moves find them)."""
+    the checkpoints captured so far are committed, so that moves find them); keyed state
+    in ``state`` (None: the heap; ``ts.RocksDB(...)``: tests/migration/test_precopy_files.py)."""
     flow, inp, op, out = build(kind)
-    ex = flow.start(workers, max_workers=8, reconfigure=reconfigure, checkpoint=ckpt)
+    ex = flow.start(workers, max_workers=8, reconfigure=reconfigure, checkpoint=ckpt, state=state)
     ex.precopy.window = window
     ex.precopy.pacer = BUDGETS[pace]
     live = dict(live)

@@ -14,7 +14,10 @@ checkpoint N in the middle of its writes: the job must go on and finish.
 to ``workers`` at epoch 30: bins preloaded from checkpoints, deltas handed over);
 ``--crash-preload N`` dies right after the N-th bin is preloaded (mid-preload: copies
 loaded, not handed over yet), ``--crash-handover N`` right after the N-th pre-copy
-hand-over.  The last line
+hand-over.  ``--rocksdb DIR`` keeps the keyed state in RocksDB (checkpoints of
+files); ``--crash-ingest N`` dies right after the N-th SST file ingest (a restore's or a
+move's: the bin ingested, not installed), ``--crash-upload N`` in the N-th upload of a
+checkpoint's file (half of it written).  The last line
 printed says where the run resumed from, how many checkpoints it lost and how many
 child processes it left behind (always 0: children are reaped).
 """
@@ -79,7 +82,39 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--precopy", action="store_true")
     ap.add_argument("--crash-preload", type=int, default=0)
     ap.add_argument("--crash-handover", type=int, default=0)
+    ap.add_argument("--rocksdb", default="", help="keyed state in RocksDB under this directory")
+    ap.add_argument("--crash-ingest", type=int, default=0)
+    ap.add_argument("--crash-upload", type=int, default=0)
     args = ap.parse_args(argv)
+    if args.crash_ingest:  # die right after the N-th SST file is ingested (a restore's or a move's)
+        from tstate.state.rocksdb.store import KeyedStore
+
+        ingest_bin, ingests = KeyedStore.ingest_bin, [0]
+
+        def dying_ingest(self, exported, replace=True):
+            ingest_bin(self, exported, replace)
+            ingests[0] += 1
+            if ingests[0] == args.crash_ingest:
+                sys.stdout.flush()
+                os._exit(9)
+
+        KeyedStore.ingest_bin = dying_ingest
+    if args.crash_upload:  # die in the N-th upload of a RocksDB checkpoint's file, half of it written
+        from tstate.checkpoint import sst_files
+
+        write, uploads = sst_files._write, [0]
+
+        def dying_upload(fs, path, data):
+            uploads[0] += 1
+            if uploads[0] == args.crash_upload:
+                full = os.path.join(fs.root, *path.split("/"))
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                with open(full, "wb") as f:
+                    f.write(data[: len(data) // 2])
+                os._exit(9)
+            write(fs, path, data)
+
+        sst_files._write = dying_upload
     if args.crash_preload or args.crash_handover:
         from tstate.engine.precopy import PreCopy
 
@@ -208,7 +243,7 @@ def main(argv: list[str] | None = None) -> None:
         reconfigure = [(12, ts.Rescale(args.workers + 2, strategy="precopy")), (30, ts.Rescale(args.workers, strategy="precopy"))]
     flow.run(
         workers=args.workers, checkpoint=Checkpoints(args.ckpt, every_epochs=args.every, mode=args.mode),
-        reconfigure=reconfigure,
+        reconfigure=reconfigure, state=ts.RocksDB(args.rocksdb) if args.rocksdb else None,
     )
     r = flow.execution.restored
     if args.precopy:

@@ -4,9 +4,10 @@ A worker keeping its keyed state in RocksDB (:mod:`tstate.state.rocksdb`) is
 checkpointed as its database's files, not as encoded bins: on the processing thread,
 :meth:`FileCheckpoints.capture` writes every changed state back and holds the
 database's further writes (:meth:`WorkerStore.cut <tstate.state.rocksdb.worker.WorkerStore.cut>`);
-everything else runs on the upload thread, while the processing thread computes on:
+everything else runs on other threads, while the processing thread computes on:
 the flush and the RocksDB checkpoint (hard links to the immutable SST files, copies
-of the few small files), after which writes go on, then each SST file **no earlier committed
+of the few small files) on the cut thread, never queued behind an earlier upload,
+after which writes go on; then, on the upload thread, each SST file **no earlier committed
 checkpoint holds** is read once, its xxh64 computed and written to the checkpoint
 store (local or object store, through its :class:`~tstate.checkpoint.fs.FileSystem`);
 an SST file the previous committed checkpoint of that worker uploaded is only
@@ -125,6 +126,10 @@ class FileCheckpoints:
         #: worker -> local SST name -> its upload, as of the last committed checkpoint
         self._committed: dict[int, dict[str, FileRef]] = {}
         self._lock = threading.Lock()
+        # the cuts (flush + hard links: they hold the databases' writes) on a thread of
+        # their own, never queued behind an earlier checkpoint's upload; the uploads in
+        # the order of the cuts
+        self._cuts = ThreadPoolExecutor(1, thread_name_prefix="tstate-sst-cut")
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="tstate-sst-upload")
         self.uploaded_files = 0
         self.uploaded_bytes = 0
@@ -140,7 +145,7 @@ class FileCheckpoints:
     def capture(self, writer: Any, workers: Mapping[int, Any], commit: bool = False) -> Future[list[WorkerFiles]]:
         """Checkpoint every worker store of ``workers`` (worker -> ``WorkerStore``) into
         ``writer``'s checkpoint: here the write-back (then the stores' writes wait for
-        the flush and hard links, made on the upload thread); the upload
+        the flush and hard links, made on the cut thread); the upload
         (and the writer's :meth:`attach <tstate.checkpoint.writing.CheckpointWriter.attach>`
         calls and ``meta``) on the upload thread.  The future's result: what to give
         :meth:`committed` once ``writer`` committed.  A failure (a full disk, an
@@ -156,21 +161,37 @@ class FileCheckpoints:
             raise
         with self._lock:
             known = {w: dict(self._committed.get(w, {})) for w in cuts}
-        # the cuts hold the databases' writes until the upload runs them: its future
+        # the cuts hold the databases' writes until the cut thread runs them: its future
         # cannot be cancelled (an abandoned checkpoint's upload runs, then is discarded)
         done: Future[list[WorkerFiles]] = Future()
         done.set_running_or_notify_cancel()
 
-        def upload() -> None:
+        def upload(local: dict[int, Any]) -> None:
             try:
-                done.set_result(self._upload(writer, cuts, known, commit))
+                done.set_result(self._upload(writer, local, known, commit))
             except BaseException as exc:  # noqa: BLE001 - the future's exception
                 done.set_exception(exc)
 
+        def cut() -> None:
+            try:
+                local = self._checkpoints(writer, cuts)  # flush + hard links, writes held meanwhile
+            except BaseException as exc:  # noqa: BLE001 - the future's exception
+                if commit:
+                    writer.abort()
+                done.set_exception(exc)
+                return
+            try:
+                self._pool.submit(upload, local)
+            except BaseException as exc:  # noqa: BLE001 - (shut down meanwhile)
+                _remove(local)
+                if commit:
+                    writer.abort()
+                done.set_exception(exc)
+
         try:
-            self._pool.submit(upload)
+            self._cuts.submit(cut)
         except BaseException:  # (the pool shut down: the cuts still release)
-            self._checkpoints(writer, cuts)
+            _remove(self._checkpoints(writer, cuts))
             raise
         return done
 
@@ -189,11 +210,9 @@ class FileCheckpoints:
             raise failed
         return local
 
-    def _upload(self, writer: Any, cuts: dict[int, Any], known: dict[int, dict[str, FileRef]], commit: bool) -> list[WorkerFiles]:
+    def _upload(self, writer: Any, local: dict[int, Any], known: dict[int, dict[str, FileRef]], commit: bool) -> list[WorkerFiles]:
         out: list[WorkerFiles] = []
-        local: dict[int, Any] = {}
         try:
-            local = self._checkpoints(writer, cuts)  # flush + hard links, writes held meanwhile
             for w, files in local.items():
                 out.append(self._upload_worker(writer, w, files, known[w]))
             writer.put_meta(META_KEY, {str(wf.worker): wf.to_meta() for wf in out})
@@ -206,8 +225,7 @@ class FileCheckpoints:
                 writer.abort()
             raise
         finally:
-            for files in local.values():
-                shutil.rmtree(files.dir, ignore_errors=True)
+            _remove(local)
 
     def _upload_worker(self, writer: Any, w: int, files: Any, known: dict[str, FileRef]) -> WorkerFiles:
         fs = self.store.fs
@@ -241,7 +259,8 @@ class FileCheckpoints:
                 self._committed[wf.worker] = dict(wf.sst)
 
     def close(self) -> None:
-        """Wait for the uploads under way, then remove the scratch directory."""
+        """Wait for the cuts and uploads under way, then remove the scratch directory."""
+        self._cuts.shutdown(wait=True)
         self._pool.shutdown(wait=True)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -282,6 +301,12 @@ def restore_worker(store: Any, wf: WorkerFiles, path: str, settings: Optional[An
         return WorkerStore.restore(staging, path, settings or RocksDB(path), uploaded=[n for n, _ in wf.sst])
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove(local: dict[int, Any]) -> None:
+    """Remove the local checkpoint directories of a cut (uploaded, or abandoned)."""
+    for files in local.values():
+        shutil.rmtree(files.dir, ignore_errors=True)
 
 
 def _read(path: str) -> bytes:

@@ -380,6 +380,12 @@ class CheckpointStore(Recovery, GarbageCollection):
             self._head_pending = w.id
 
     def _commit(self, w: CheckpointWriter) -> Manifest:
+        if self.fsync:
+            # the data files, their renames and new directories are durable before
+            # the manifest: one sync for all (a per-file fsync costs a journal commit
+            # each, seconds for a thousand bins) -- outside the lock, which the next
+            # checkpoint's begin (on the processing thread) takes
+            self.fs.sync_all()
         with self._lock:
             newest = max(self._manifest_ids(), default=0)
             if newest >= w.id:
@@ -392,11 +398,6 @@ class CheckpointStore(Recovery, GarbageCollection):
             meta = {} if base is None or w.full else dict(base.meta)
             meta.update(w._meta)
             manifest = Manifest(w.id, w.time, _time.time(), operators, meta, attached=tuple(w._attached))
-            if self.fsync:
-                # the data files, their renames and new directories are durable before
-                # the manifest: one sync for all (a per-file fsync costs a journal commit
-                # each, seconds for a thousand bins)
-                self.fs.sync_all()
             data = encode_manifest(manifest)
             write_new = getattr(self.fs, "write_new", None)  # a conditional PUT (object stores)
             try:

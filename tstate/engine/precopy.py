@@ -38,12 +38,15 @@ capture, whatever commits when), cleared keys (deletes) and timers (the full set
 the bin after the hand-over is exactly the old owner's: the output is identical to a
 run without migration.
 
+**RocksDB state** (``state=ts.RocksDB(...)``): the copy is the bin's files -- its key
+range exported from the checkpoint's database and ingested by the new owner's -- and the
+hand-over the changed keys' stored records (:mod:`tstate.engine.precopy_files`); only
+committed checkpoints are read (their files are in the store once committed).
+
 **Fallbacks**: the whole bin is shipped (as by the other strategies) and counted in
 :attr:`PreCopyStats.fallbacks` (with the reason in ``fallback_reasons``) when the run
 has no checkpoints, the operator is a ``fold_bins`` one (its function changes a whole
-bin's dict, so its deletions are not tracked), its state is in RocksDB (its checkpoints
-are its database's files, :mod:`tstate.engine.checkpointing.file_capture`: a copy from
-them, :func:`tstate.state.rocksdb.moving.preload`, is not wired in yet), no committed checkpoint has the bin's
+bin's dict, so its deletions are not tracked), its state is in RocksDB on one side only, no committed checkpoint has the bin's
 state at a capture the track knows the changes since (e.g. the move was planned before
 the first checkpoint committed, or the bin had just arrived whole and no checkpoint
 captured it since), or its files cannot be read.  A bin that had no state in that
@@ -67,6 +70,7 @@ from attrs import define, field
 from tstate.checkpoint.delta import catch_up, restore_bin
 from tstate.engine.checkpointing.lazy import RestorePacer
 from tstate.engine.precopy_chains import CheckpointChains
+from tstate.engine.precopy_files import FileCopies
 from tstate.errors import CheckpointError, TstateError
 from tstate.migration.handover import Changes, apply_handover, encode_handover
 from tstate.progress.timestamp import epoch
@@ -169,6 +173,8 @@ class PreCopy:
         self._captured: list[tuple[Track, set[Any], bool]] = []
         #: where a bin's chain stands in the checkpoints a copy may be loaded from
         self.chains = CheckpointChains(exe)
+        #: RocksDB operators: the copies are the bins' files (tstate.engine.precopy_files)
+        self.files = FileCopies(exe)
 
     @property
     def pending(self) -> bool:
@@ -194,6 +200,8 @@ class PreCopy:
             del self.tracks[key]
         self._order = [tr for tr in self._order if (tr.node, tr.time, tr.bin) in self.tracks]
         self._nodes = {tr.node for tr in self._order}
+        if not self._order:
+            self.files.close()
 
     def _open_for(self, node: int, index: int, src: int) -> Optional[int]:
         """The checkpoint from whose capture the changes of bin ``index`` on ``src`` are
@@ -250,11 +258,12 @@ class PreCopy:
         now_epoch = self._epoch()
         written = coord.written_uncommitted()
         newest = written[-1][0] if written else coord.committed_ids[-1]
+        newest_committed = coord.committed_ids[-1]  # (files: only committed checkpoints are read)
         try:
             for tr in self._order:
                 if now_epoch is not None and tr.time > now_epoch + self.window:
                     break
-                if tr.base is not None and tr.base >= newest:
+                if tr.base is not None and tr.base >= (newest_committed if self._in_files(tr) else newest):
                     continue  # up to date
                 due = now_epoch is None or tr.time <= now_epoch + 1
                 if not due and _time.perf_counter() - start >= budget:
@@ -279,6 +288,8 @@ class PreCopy:
         whether it has a copy now."""
         rt = self._runtime(tr.dst, tr.node)
         codec, name = rt.codec, rt.name
+        if self._in_files(tr):
+            return self._load_files(tr, name, codec)
         chains = self.chains
         chains.written = None  # (the checkpoints written and not committed, as of now)
         for cid in reversed(tr.changes.bases()):
@@ -290,6 +301,37 @@ class PreCopy:
             if tr.copy is not None and tr.copy.index != tr.bin:
                 raise CheckpointError(f"checkpoint {cid}: operator {name!r} bin {tr.bin} holds bin {tr.copy.index}")
             tr.base, tr.chain = cid, tuple(chain)
+            tr.changes.forget_before(cid)
+            return True
+        return tr.copy is not None
+
+    def _in_files(self, tr: Track) -> bool:
+        """Whether ``tr``'s bin is in RocksDB (its copy: files in the new owner's database)."""
+        return self._runtime(tr.src, tr.node).store is not None
+
+    def _load_files(self, tr: Track, name: str, codec: Any) -> bool:
+        """:meth:`_load` of a RocksDB bin: the newest committed checkpoint the track
+        knows the changes since preloads it into the new owner's database
+        (:meth:`FileCopies.load <tstate.engine.precopy_files.FileCopies.load>`)."""
+        committed = self.exe.coordinator.committed_set
+        for cid in reversed(tr.changes.bases()):
+            if tr.base is not None and cid <= tr.base:
+                break  # nothing newer than the copy
+            m = self.chains.manifest(cid) if cid in committed else None
+            if m is None:
+                continue
+            start = _time.perf_counter()
+            size = self.files.load(tr.bin, tr.dst, name, codec, m)
+            self.stats.preload_seconds += _time.perf_counter() - start
+            if size is None:
+                continue
+            if tr.copy is None:
+                self.stats.preloaded += 1
+                self.stats.preload_bytes += size
+            else:
+                self.stats.rebased += 1
+                self.stats.rebase_bytes += size
+            tr.copy, tr.base, tr.chain = Bin(tr.bin), cid, ()  # (the copy is in the new owner's database)
             tr.changes.forget_before(cid)
             return True
         return tr.copy is not None
@@ -346,9 +388,18 @@ class PreCopy:
             self.stats.fallbacks += 1
             self.stats.fallback_reasons[reason] = self.stats.fallback_reasons.get(reason, 0) + 1
             self.stats.whole_bytes += src.ship_whole(index, t, dst)
+            if not self.tracks:
+                self.files.close()
             return True
         assert tr.copy is not None and tr.base is not None
         start = _time.perf_counter()
+        if src.store is not None:  # RocksDB: the changed keys' records over the preloaded files
+            held = src.bins.get(index)
+            keys = tr.changes.since(tr.base, [*held.dirty, *held.removed] if held is not None else [])
+            assert keys is not None
+            _moved, size = self.files.hand_over(src, index, t, dst, keys)
+            self._handed_over(src, index, t, dst, size, len(keys), start)
+            return True
         target = self._runtime(dst, src.index)
         lazy = src.held.lazy
         if lazy is not None and index in lazy:
@@ -376,14 +427,19 @@ class PreCopy:
         copy.added = dict(old.added)
         copy.timers_changed = old.timers_changed
         target.receive_bin(copy, t, tracked=not old.full)
+        self._handed_over(src, index, t, dst, len(data), len(keys), start)
+        return True
+
+    def _handed_over(self, src: "StatefulRuntime", index: int, t: Any, dst: int, size: int, keys: int, start: float) -> None:
         seconds = _time.perf_counter() - start
-        self.exe.metrics.record_move(src.name, index, src.worker, dst, t, len(data), seconds)
+        self.exe.metrics.record_move(src.name, index, src.worker, dst, t, size, seconds)
         st = self.stats
         st.handovers += 1
-        st.delta_bytes += len(data)
-        st.delta_keys += len(keys)
+        st.delta_bytes += size
+        st.delta_keys += keys
         st.handover_seconds += seconds
-        return True
+        if not self.tracks:
+            self.files.close()
 
     def _unusable(self, src: "StatefulRuntime", tr: Track) -> Optional[str]:
         """Why ``tr`` cannot be handed over as a delta (None: it can; its copy is ready,
@@ -392,8 +448,8 @@ class PreCopy:
             return "no checkpoints"
         if src.fold:
             return "fold_bins operator"
-        if src.store is not None:  # (its checkpoints hold its database's files, not encoded bins)
-            return "RocksDB state"
+        if (src.store is None) != (self._runtime(tr.dst, tr.node).store is None):
+            return "RocksDB state on one side only"
         if tr.copy is None or not tr.changes.tracks(tr.base if tr.base is not None else -1):
             tr.copy, tr.base, tr.chain = None, None, ()
             if self._load(tr):

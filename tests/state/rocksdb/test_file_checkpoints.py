@@ -6,14 +6,18 @@ restart on another worker count restores from them (timers included)."""
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 import tstate as ts
+from tstate.__main__ import main as cli
 from tstate.checkpoint.sst_files import META_KEY, SST_DIR, worker_files
 from tstate.checkpoint.store import CheckpointStore
 from tstate.engine.checkpointing.coordinator import Checkpoints
 from tstate.engine.checkpointing.file_capture import BINS_KEY
-from tstate.errors import CheckpointError
+from tstate.errors import CheckpointError, CheckpointSkippedWarning
 
 BATCHES = [[(k, t + 1) for k in range(40)] for t in range(6)]
 
@@ -47,6 +51,8 @@ def test_checkpoints_are_files_and_restore_on_another_worker_count(tmp_path, mod
     ex = flow.start(2, checkpoint=cfg, state=state)
     for _ in range(5):
         ex.step()
+        while ex.coordinator.files.cutting():  # (async: a checkpoint due meanwhile would be skipped)
+            time.sleep(0.001)
     ex.coordinator.finish()  # (commit what is pending, then "crash")
     m = CheckpointStore(str(tmp_path / "ck")).latest()
     assert m is not None and m.id >= 2
@@ -81,3 +87,66 @@ def test_files_need_the_rocksdb_setting_to_resume(tmp_path):
     with pytest.raises(CheckpointError, match="state=ts.RocksDB"):
         flow2.start(1, checkpoint=cfg)
     ex.close()
+
+
+def _crashed_run(tmp_path, steps: int = 5):
+    """A 2-worker run checkpointing every epoch (sync), stopped after ``steps`` steps
+    with what it captured committed; its output so far and its checkpoints' manifests."""
+    cfg = Checkpoints(str(tmp_path / "ck"), every_epochs=1, mode="sync", retain=5)
+    flow, _op, out = build()
+    ex = flow.start(2, checkpoint=cfg, state=ts.RocksDB(str(tmp_path / "db1")))
+    for _ in range(steps):
+        ex.step()
+    ex.coordinator.finish()
+    store = CheckpointStore(str(tmp_path / "ck"))
+    ms = [store.manifest(i) for i in store._manifest_ids()]
+    ex.close()
+    return cfg, list(out.items), sorted(ms, key=lambda m: m.id)
+
+
+def _damage(directory: str, path: str, how: str) -> None:
+    full = os.path.join(directory, *path.split("/"))
+    if how == "missing":
+        os.remove(full)
+    else:
+        data = bytearray(open(full, "rb").read())
+        data[len(data) // 2] ^= 0xFF
+        open(full, "wb").write(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["missing", "corrupt"])
+def test_a_bad_sst_file_of_an_engine_checkpoint_is_detected(tmp_path, how, capsys):
+    """An SST file only the newest engine-made checkpoint holds, damaged: ``tstate
+    checkpoints --verify`` names it and exits 1; the restart resumes from the previous
+    checkpoint with a warning naming it, and its output completes the run exactly."""
+    cfg, out1, ms = _crashed_run(tmp_path)
+    assert len(ms) >= 2
+    newest, previous = ms[-1], ms[-2]
+    bad = next(r.path for r in newest.attached if r.path.endswith(".sst") and r not in previous.attached)
+    _damage(cfg.directory, bad, how)
+    assert cli(["checkpoints", cfg.directory, "--verify"]) == 1
+    assert bad in capsys.readouterr().out
+    flow2, op2, out2 = build()
+    with pytest.warns(CheckpointSkippedWarning, match=bad):
+        ex2 = flow2.start(3, checkpoint=cfg, state=ts.RocksDB(str(tmp_path / "db2")))
+    assert ex2.restored is not None and ex2.restored.time == previous.time
+    ex2.run()
+    t_stop = previous.time
+    got = sorted(p for p in out1 if p[0] < t_stop) + sorted(out2.items)
+    assert got == expected()
+    assert flow2.state(op2, format="dict") == {k: 21 for k in range(40)}
+    ex2.close()
+
+
+def test_a_bad_sst_file_every_checkpoint_holds_raises_listing_it(tmp_path):
+    """An SST file every kept checkpoint references, corrupt: no checkpoint can be
+    restored -- CheckpointError naming the file (nothing restored, the files kept)."""
+    cfg, _out1, ms = _crashed_run(tmp_path)
+    shared = set.intersection(*({r.path for r in m.attached if r.path.endswith(".sst")} for m in ms))
+    assert shared
+    bad = sorted(shared)[0]
+    _damage(cfg.directory, bad, "corrupt")
+    flow2, _op2, _out2 = build()
+    with pytest.raises(CheckpointError, match=bad):
+        flow2.start(2, checkpoint=cfg, state=ts.RocksDB(str(tmp_path / "db2")))
+    assert os.path.exists(os.path.join(cfg.directory, *bad.split("/")))

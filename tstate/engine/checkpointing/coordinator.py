@@ -256,6 +256,10 @@ class Coordinator:
             self.lazy.step(self.exe.activations)
         self.capturer.step()
         busy = self.capturer.busy()
+        if not busy and self.files is not None and self.mode != "sync" and self.files.cutting():
+            # the last cut (flush + hard links) is still being made: a capture now would
+            # wait for it on this thread (sync mode waits: everything is on this path)
+            busy = True
         if busy:
             self._deferred = True  # a barrier due now waits for the encoding and writing to finish
         if self.barrier is None and not busy:

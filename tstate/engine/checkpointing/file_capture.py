@@ -95,6 +95,13 @@ class FileCapture:
         meta[BINS_KEY] = holders
         return self.files.capture(writer, self.exe.state_stores.workers)
 
+    def cutting(self) -> bool:
+        """Whether a checkpoint's cut still holds a worker database's writes (its flush
+        and hard links not made yet, on the upload thread): the next checkpoint's
+        write-back would wait for it on the processing thread, so the coordinator
+        defers the next barrier instead (the checkpoints due meanwhile are skipped)."""
+        return any(ws.db.cutting() for ws in self.exe.state_stores.workers.values())
+
     def wait(self, sst: Future[list[WorkerFiles]]) -> None:
         """Before the commit of the checkpoint whose upload is ``sst``: wait for it
         (its error raised here)."""

@@ -93,8 +93,10 @@ def _options(settings: RocksDB) -> rocksdict.Options:
     o.create_if_missing(True)
     o.create_missing_column_families(True)
     o.set_compression_type(rocksdict.DBCompressionType.lz4())
-    o.set_write_buffer_size(max(1 << 20, settings.memtable_bytes // 2))
-    o.set_max_write_buffer_number(2)
+    # small memtables: a write inserts into a skiplist that fits in the CPU's cache (a
+    # 32 MB one costs several cache misses per key); memtable_bytes bounds them all
+    o.set_write_buffer_size(max(1 << 20, min(settings.write_buffer_bytes, settings.memtable_bytes // 2)))
+    o.set_max_write_buffer_number(4)
     o.set_db_write_buffer_size(settings.memtable_bytes)
     table = rocksdict.BlockBasedOptions()
     table.set_block_cache(rocksdict.Cache(settings.block_cache_bytes))

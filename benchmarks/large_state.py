@@ -370,8 +370,10 @@ def rss_child(path: str, keys: int, cache_mb: int, epochs: int) -> None:
     """(In its own process) hold ``keys`` keys in the store, touch 1% per epoch; print
     the peak RSS in GB."""
     w, store = _load_store(path, keys, cache_mb << 20)
-    for e in _bins(_epochs(keys, epochs)):
-        _store_epoch(w, store, e)
+    rng = random.Random(7)  # (the events of _epochs(keys, epochs), made one epoch at a time: the
+    n = max(1, keys // 100)  # input held at once is one epoch's, not every epoch's twice over)
+    for _ in range(epochs):
+        _store_epoch(w, store, _bins([[(rng.randrange(keys), rng.randrange(1000)) for _ in range(n)]])[0])
     w.checkpoint(path + "-ck")
     w.close()
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6)

@@ -329,8 +329,11 @@ def _put_bins(wb: Any, bins: list[BinCache]) -> int:
             else:
                 for k, data in zip(dirty, mine):
                     put(prefix + key_suffix(k), frame_value(k, data), handle)
+    for cs in groups.values():
+        _sample(cs)
     for c in bins:
-        _sample(c)
+        if c.gone:
+            _sample([c])
     return sum(len(c.dirty) for c in bins)
 
 
@@ -341,7 +344,7 @@ def _encode_all(codec: Any, cs: list[BinCache]) -> Optional[list[bytes]]:
         return None
     encode = wire.encode if codec.encodes_natively else _wired(codec)
     try:
-        return [encode(s) for c in cs for s in c.dirty.values()]
+        return list(map(encode, chain.from_iterable(c.dirty.values() for c in cs)))
     except (OverflowError, TypeError):  # (an int beyond 64 bits)
         return None
 
@@ -355,15 +358,19 @@ def _plain_keys(d: dict[Any, Any]) -> bool:
     return types == _INT and _INT_MIN <= min(d) and max(d) <= _INT_MAX
 
 
-def _sample(c: BinCache) -> None:
-    """Measure a few of ``c``'s dirty states now and then (the size estimate)."""
-    sizes = c.sizes
+def _sample(cs: list[BinCache]) -> None:
+    """Measure a few of the dirty states of ``cs`` (bins of one operator) now and then
+    (the size estimate)."""
+    if not cs:
+        return
+    sizes = cs[0].sizes
     if sizes.seen < _SAMPLE_FIRST or sizes.next <= 0:
-        for k, s in islice(c.dirty.items(), 4):
-            if s is not MISSING:
-                sizes.sample(k, s)
+        for c in cs[:4]:
+            for k, s in islice(c.dirty.items(), 4):
+                if s is not MISSING:
+                    sizes.sample(k, s)
         sizes.next = _SAMPLE_EVERY
-    sizes.next -= len(c.dirty)
+    sizes.next -= sum(map(len, (c.dirty for c in cs)))
 
 
 def _wired(codec: Any) -> Any:

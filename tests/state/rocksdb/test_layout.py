@@ -74,3 +74,14 @@ def test_the_last_bin_s_range_holds_its_greatest_key() -> None:
     lo, hi = bin_range(65535)
     assert lo <= store_key(65535, -1) < hi  # b"\xff\xff\xff"
     assert bin_of(key_hash("x"), 65536) >= 0
+
+
+@given(st.one_of(st.integers(-(2**63), 2**64 - 1), st.text(max_size=40), st.binary(max_size=40)))
+def test_the_plain_packer_is_the_canonical_encoding(key: Any) -> None:
+    """The write-back's fast path (``bin_prefix + pack_plain(key)``) makes the same
+    store keys as :func:`store_key` (the canonical ``tstate.keys.key_bytes``)."""
+    from tstate.keys import key_bytes
+    from tstate.state.rocksdb.layout import bin_prefix, key_suffix, pack_plain
+
+    assert pack_plain(key) == key_bytes(key) == key_suffix(key)
+    assert bin_prefix(9) + pack_plain(key) == store_key(9, key)

@@ -88,17 +88,26 @@ def _is_ours(name: str) -> bool:
     return name.endswith((".sst", ".log", ".blob")) or name.startswith(_DB_FILES) or name.endswith(".tmp")
 
 
-def _options(settings: RocksDB) -> rocksdict.Options:
+def _options(settings: RocksDB, block_cache: rocksdict.Cache) -> rocksdict.Options:
+    """The options of a database and of each of its column families: ``block_cache``
+    is the database's one block cache (shared, so that it bounds every family's reads
+    together)."""
     o = rocksdict.Options(raw_mode=True)
     o.create_if_missing(True)
     o.create_missing_column_families(True)
     o.set_compression_type(rocksdict.DBCompressionType.lz4())
-    o.set_write_buffer_size(max(1 << 20, settings.memtable_bytes // 2))
-    o.set_max_write_buffer_number(2)
+    # small memtables: a write inserts into a skiplist that fits in the CPU's cache (a
+    # 32 MB one costs several cache misses per key); memtable_bytes bounds them all
+    o.set_write_buffer_size(max(1 << 20, min(settings.write_buffer_bytes, settings.memtable_bytes // 2)))
+    o.set_max_write_buffer_number(4)
     o.set_db_write_buffer_size(settings.memtable_bytes)
     table = rocksdict.BlockBasedOptions()
-    table.set_block_cache(rocksdict.Cache(settings.block_cache_bytes))
+    table.set_block_cache(block_cache)
     table.set_bloom_filter(10, False)
+    # the SST files' indexes and bloom filters live in the block cache (bounded by
+    # block_cache_bytes), not beside it (where they grow with the number of keys)
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
     o.set_block_based_table_factory(table)
     o.set_max_background_jobs(2)
     return o
@@ -167,7 +176,8 @@ class LocalDB:
     def __init__(self, path: str, settings: RocksDB, families: Iterable[str] = ()) -> None:
         self.path = os.path.abspath(path)
         self.settings = settings
-        self._options = _options(settings)
+        self._block_cache = rocksdict.Cache(settings.block_cache_bytes)
+        self._options = _options(settings, self._block_cache)
         self._families: dict[str, Family] = {}
         self._uploaded: set[str] = set()
         self._closed = False
@@ -175,7 +185,7 @@ class LocalDB:
         self._cut = threading.Lock()
         names = list(families)
         with store_errors(self.path, "opening"):
-            cfs = {n: _options(settings) for n in names if n != "default"}
+            cfs = {n: _options(settings, self._block_cache) for n in names if n != "default"}
             self._db: Any = rocksdict.Rdict(self.path, self._options, column_families=cfs or None)
         self._write_options = rocksdict.WriteOptions()
         setattr(self._write_options, "disable_wal", True)  # (a property; the stub says a method)
@@ -231,7 +241,7 @@ class LocalDB:
                 try:
                     rd = self._db.get_column_family(name)
                 except Exception:
-                    rd = self._db.create_column_family(name, _options(self.settings))
+                    rd = self._db.create_column_family(name, _options(self.settings, self._block_cache))
             handle = self._db.get_column_family_handle(name)
             rd.set_write_options(self._write_options)
         fam = self._families[name] = Family(self, name, rd, handle)

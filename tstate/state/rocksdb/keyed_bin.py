@@ -3,11 +3,13 @@ storage seam (:class:`tstate.state.storage.KeyedBin`).
 
 A :class:`~tstate.state.bin.Bin` whose :attr:`states` is only the *resident* part: the
 keys loaded (:meth:`RocksBin.load`, :meth:`RocksBin.get`) or written (:meth:`put`, or the
-runtime's inner loop writing ``states`` directly) since the last :meth:`write_back`,
-which puts every resident state into the operator's
-:class:`~tstate.state.rocksdb.store.KeyedStore` (the runtime changes states in place
-without saying so: every resident state counts as changed) and empties ``states``; the
-worker's :meth:`WorkerStore.end_epoch <tstate.state.rocksdb.worker.WorkerStore.end_epoch>`
+runtime's inner loop writing ``states`` directly) since the last :meth:`write_back`.
+A state is *taken* out of the bin's cache in the worker's
+:class:`~tstate.state.rocksdb.cache.StateCache` (decoded once, kept across epochs) or
+read from the operator's :class:`~tstate.state.rocksdb.store.KeyedStore` when the
+runtime first touches its key in an epoch; :meth:`write_back` gives every resident
+state back to the cache as changed (the runtime changes states in place without saying
+so: every resident state counts as changed) and empties ``states``; the worker's :meth:`WorkerStore.end_epoch <tstate.state.rocksdb.worker.WorkerStore.end_epoch>`
 then writes them to RocksDB in one batch.  Everything else of the bin -- its timers, the
 change sets a checkpoint captures (``dirty``, ``removed``, ``added``), ``full``,
 ``frozen`` -- is the heap bin's, so the checkpoint and copy-on-write paths see the same
@@ -48,22 +50,32 @@ __all__ = ["RocksBin", "adopt"]
 class RocksBin(Bin):
     """One bin's keyed state in a :class:`KeyedStore` (see the module docstring)."""
 
-    __slots__ = ("store", "entries")
+    __slots__ = ("store", "cache")
 
     def __init__(self, index: int, store: KeyedStore) -> None:
         super().__init__(index)
         self.store = store
-        #: the cache entries of the keys loaded since the last write-back (written back
-        #: through them, without looking the keys up again)
-        self.entries: dict[Any, Any] = {}
+        #: the bin's cache in the worker's StateCache: states are taken out of it when
+        #: first touched in an epoch and given back (dirty) by :meth:`write_back`
+        self.cache = store.slot(index)
 
     def load(self, key: Any) -> Any:
-        """``key``'s stored state, made resident (:data:`NO_STATE`: none)."""
-        e = self.store.entry(self.index, key)
-        self.entries[key] = e
-        s = e.state
-        if s is MISSING:
-            return NO_STATE
+        """``key``'s stored state, made resident (:data:`NO_STATE`: none): taken out of
+        the bin's cache, else read from the store."""
+        c = self.cache
+        s = c.clean.pop(key, NO_STATE)
+        if s is NO_STATE:
+            if c.dirty:  # (a write-back deferred by a checkpoint, or KeyedStore.put)
+                s = c.dirty.get(key, NO_STATE)
+                if s is MISSING:
+                    return NO_STATE  # deleted (stays dirty: written unless a state replaces it)
+                if s is not NO_STATE:
+                    del c.dirty[key]
+            if s is NO_STATE:
+                s = self.store.read(self.index, key)
+                if s is MISSING:
+                    return NO_STATE
+        c.taken += 1
         self.states[key] = s
         return s
 
@@ -81,11 +93,16 @@ class RocksBin(Bin):
         self.states[key] = state
 
     def write_back(self) -> None:
-        """Every resident state into the store (then none is resident)."""
-        if self.states:
-            self.store.put_entries(self.index, self.states, self.entries)
+        """Every resident state given back to the bin's cache as changed (then none is
+        resident); the worker's next write-back writes them."""
+        states = self.states
+        if states:
+            c = self.cache
+            if c.dirty:
+                c.dirty.update(states)
+            else:
+                c.dirty = states
             self.states = {}
-        self.entries = {}
 
     def items(self) -> Iterable[tuple[Any, Any]]:
         """Every ``(key, state)`` of the bin, in key order (written back first)."""
@@ -119,7 +136,6 @@ class RocksBin(Bin):
         if self.get(key) is NO_STATE:
             return
         self.states.pop(key, None)
-        self.entries.pop(key, None)
         self.store.delete(self.index, key)
         self.dirty.pop(key, None)
         if self.added.pop(key, NO_STATE) is NO_STATE and track:

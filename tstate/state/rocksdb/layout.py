@@ -39,10 +39,11 @@ import datetime as _dt
 import enum
 from typing import Any
 
+import msgpack
 import msgspec
 
 from tstate.errors import StateStoreError
-from tstate.keys import canonical_key, decode_key, encode_key, ext_hook, key_bytes
+from tstate.keys import canonical_key, decode_key, encode_key, ext_hook
 
 __all__ = [
     "BIN_BYTES",
@@ -50,6 +51,8 @@ __all__ = [
     "bin_prefix",
     "bin_range",
     "store_key",
+    "key_suffix",
+    "pack_plain",
     "key_identity",
     "meta_key",
     "is_meta",
@@ -67,6 +70,9 @@ META = 0xC1
 _META = bytes((META,))
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 _decode = msgspec.msgpack.Decoder().decode
+#: the canonical encoding of a ``str``, ``bytes`` or 64-bit ``int`` (what
+#: :func:`tstate.keys.key_bytes` gives for those)
+pack_plain = _pack = msgpack.Packer(use_bin_type=True).pack
 _encode = msgspec.msgpack.Encoder().encode
 _Ext = msgspec.msgpack.Ext
 
@@ -90,10 +96,16 @@ def store_key(index: int, key: Any) -> bytes:
     """The store key of ``key``'s state in bin ``index``: the bin, then the key's
     canonical encoding -- :func:`tstate.keys.key_bytes` for a ``str``, ``bytes`` or
     ``int`` (most keys), else :func:`key_identity`."""
+    return index.to_bytes(BIN_BYTES, "big") + key_suffix(key)
+
+
+def key_suffix(key: Any) -> bytes:
+    """The store key of ``key`` after its bin prefix: ``store_key(i, key) ==
+    bin_prefix(i) + key_suffix(key)``."""
     t = type(key)
     if t is str or t is bytes or (t is int and _INT_MIN <= key <= _INT_MAX):
-        return index.to_bytes(BIN_BYTES, "big") + key_bytes(key)
-    return index.to_bytes(BIN_BYTES, "big") + _encode(key_identity(key))
+        return _pack(key)
+    return _encode(key_identity(key))
 
 
 def key_identity(key: Any) -> Any:

@@ -5,7 +5,9 @@ under ``path`` (:class:`~tstate.state.rocksdb.db.LocalDB`).  ``cache_bytes`` bou
 decoded states held on the heap (:class:`~tstate.state.rocksdb.cache.StateCache`);
 RocksDB's own memory is bounded apart: ``block_cache_bytes`` of its block cache (the
 encoded blocks read recently) and ``memtable_bytes`` of write buffers (what was
-written since the last flush), shared by the worker's operators.
+written since the last flush), shared by the worker's operators, each buffer (a
+memtable: flushed to an SST file when full) at most ``write_buffer_bytes`` -- small, so
+that a write inserts into a skiplist that fits in the CPU's cache.
 
 >>> s = RocksDB("/tmp/state", cache_bytes=64 << 20)
 >>> s.cache_bytes, s.worker_path(3)
@@ -50,6 +52,7 @@ class RocksDB:
     cache_bytes: int = field(default=256 << 20, validator=_positive("cache_bytes"))
     block_cache_bytes: int = field(default=64 << 20, validator=_positive("block_cache_bytes"))
     memtable_bytes: int = field(default=64 << 20, validator=_positive("memtable_bytes"))
+    write_buffer_bytes: int = field(default=2 << 20, validator=_positive("write_buffer_bytes"))
 
     def worker_path(self, worker: int) -> str:
         """The directory of worker ``worker``'s database."""

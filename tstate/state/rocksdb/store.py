@@ -37,18 +37,20 @@ import os
 from typing import Any, Iterable, Iterator, Optional
 
 from tstate.errors import StateStoreError, StateTypeError
-from tstate.state.rocksdb.cache import MISSING, Entry, StateCache
+from tstate.state.rocksdb.cache import MISSING, BinCache, StateCache
 from tstate.state.rocksdb.db import Family, LocalDB
 from tstate.state.rocksdb.files import ExportedBin
 from tstate.state.rocksdb.layout import is_meta, key_of, meta_key, state_bytes, store_key
 
 __all__ = ["KeyedStore", "MISSING"]
 
+_NONE: Any = object()  # (not in a dict)
+
 
 class KeyedStore:
     """One operator's keyed state in a column family (see the module docstring)."""
 
-    __slots__ = ("name", "codec", "db", "family", "cache")
+    __slots__ = ("name", "codec", "db", "family", "cache", "_slots")
 
     def __init__(self, db: LocalDB, cache: StateCache, name: str, codec: Any) -> None:
         self.name = name
@@ -56,72 +58,70 @@ class KeyedStore:
         self.db = db
         self.family: Family = db.family(name)
         self.cache = cache
+        self._slots: dict[int, BinCache] = {}
 
     # -- one key ----------------------------------------------------------------------
+    def slot(self, index: int) -> BinCache:
+        """Bin ``index``'s cache (the same object for the cache's life)."""
+        c = self._slots.get(index)
+        if c is None:
+            c = self._slots[index] = self.cache.slot(self.family, self.codec, index)
+        return c
+
+    def read(self, index: int, key: Any) -> Any:
+        """``key``'s state in bin ``index`` as stored, decoded (:data:`MISSING`: none),
+        bypassing the cache (whose dirty states are not written yet: :meth:`get`)."""
+        raw = self.family.get(store_key(index, key))
+        return MISSING if raw is None else self._decode(key, raw)
+
     def get(self, index: int, key: Any) -> Any:
         """``key``'s state in bin ``index``, decoded (:data:`MISSING` if it has none)."""
-        e = self.cache.lookup(self.family, index, key)
-        if e is not None:
-            return e.state
-        raw = self.family.get(store_key(index, key))
-        state = MISSING if raw is None else self._decode(key, raw)
-        self.cache.insert(self.family, self.codec, index, key, state, dirty=False)
-        return state
-
-    def entry(self, index: int, key: Any) -> Entry:
-        """``key``'s cache entry in bin ``index`` (its ``state`` :data:`MISSING` if it has
-        none), read from the store if not cached: a caller that keeps it writes the
-        state back with :meth:`put_entries` without looking the key up again."""
-        e = self.cache.lookup(self.family, index, key)
-        if e is not None:
-            return e
-        skey = store_key(index, key)
-        raw = self.family.get(skey)
-        state = MISSING if raw is None else self._decode(key, raw)
-        return self.cache.insert(self.family, self.codec, index, key, state, False, skey)
-
-    def put_entries(self, index: int, states: dict[Any, Any], entries: dict[Any, Entry]) -> None:
-        """Every ``key -> state`` of ``states`` in bin ``index`` is that state now; a key
-        whose entry ``entries`` holds (from :meth:`entry`) is marked in place, any other
-        is put (looked up)."""
-        mark, put = self.cache.mark, self.put
-        get = entries.get
-        for k, s in states.items():
-            e = get(k)
-            if e is None or e.family is not self.family:
-                put(index, k, s)
-            else:
-                e.state = s
-                mark(e)
+        c = self.slot(index)
+        s = c.dirty.get(key, _NONE) if c.dirty else _NONE
+        if s is not _NONE:
+            return s
+        clean = c.clean
+        s = clean.pop(key, _NONE)
+        if s is not _NONE:
+            clean[key] = s  # (now the most recently used)
+            return s
+        s = self.read(index, key)
+        if s is not MISSING:
+            clean[key] = s
+            self.cache.added()
+        return s
 
     def get_many(self, index: int, keys: list[Any]) -> list[Any]:
         """The states of ``keys`` in bin ``index`` (:data:`MISSING` where none): one
         multi-get for those not cached."""
+        c = self.slot(index)
         out: list[Any] = [MISSING] * len(keys)
         todo: list[int] = []
-        lookup, fam = self.cache.lookup, self.family
         for i, k in enumerate(keys):
-            e = lookup(fam, index, k)
-            if e is None:
+            s = c.dirty.get(k, _NONE)
+            if s is _NONE:
+                s = c.clean.get(k, _NONE)
+            if s is _NONE:
                 todo.append(i)
             else:
-                out[i] = e.state
+                out[i] = s
         if todo:
-            raws = fam.get_many([store_key(index, keys[i]) for i in todo])
+            raws = self.family.get_many([store_key(index, keys[i]) for i in todo])
             for i, raw in zip(todo, raws):
-                k = keys[i]
-                out[i] = s = MISSING if raw is None else self._decode(k, bytes(raw))
-                self.cache.insert(fam, self.codec, index, k, s, dirty=False)
+                if raw is not None:
+                    k = keys[i]
+                    out[i] = c.clean[k] = self._decode(k, bytes(raw))
+            self.cache.added(len(todo))
         return out
 
     def put(self, index: int, key: Any, state: Any) -> None:
         """``key``'s state in bin ``index`` is ``state`` now (changed in place or new)."""
-        e = self.cache.lookup(self.family, index, key)
-        if e is None:
-            self.cache.insert(self.family, self.codec, index, key, state, dirty=True)
-        else:
-            e.state = state
-            self.cache.mark(e)
+        c = self.slot(index)
+        c.clean.pop(key, None)
+        c.dirty[key] = state
+        if state is MISSING:
+            c.gone = True
+        self.cache.added()
 
     def delete(self, index: int, key: Any) -> None:
         """Drop ``key``'s state in bin ``index`` (written with the next batch)."""
@@ -135,13 +135,13 @@ class KeyedStore:
         """``(key, state)`` of every key of bin ``index``, in key order (the worker's
         cache written back first; cached states as cached, others decoded)."""
         self.cache.write_back()
-        cached = self.cache.entries(self.family, index)
+        cached = self.slot(index).clean
         for skey, value in self.family.bin_items(index):
             if is_meta(skey):
                 continue
             key = key_of(skey, value)
-            e = cached.get(key)
-            yield key, (e.state if e is not None else self._decode(key, value))
+            s = cached.get(key, _NONE)
+            yield key, (s if s is not _NONE else self._decode(key, value))
 
     def keys(self, index: int) -> Iterator[Any]:
         """The keys of bin ``index`` in key order (nothing decoded but the keys)."""

@@ -138,7 +138,7 @@ class MicroBatch:
         #: the driver's pending timers, updated by the batch's state files
         self.timers = {op: dict(bins) for op, bins in last.timers.items()}
         t = _time.perf_counter()
-        self.labels = job.shuffles.labels(partitions)  # (a Spark job the first time a session needs them)
+        self.labels = job.shuffles.labels(partitions)
         self._labels_wait = _time.perf_counter() - t
         self.writer: Any = None
         self.info: Optional[BatchInfo] = None

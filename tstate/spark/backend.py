@@ -289,7 +289,7 @@ class Backend:
             if getattr(src.df, "isStreaming", False):
                 raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.run for streaming runs")
         cached, lo, cuts = self._cut(bound, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
-        total = done + len(cuts) + 1  # (+1: the batch closing the inputs)
+        total = done + max(1, len(cuts))  # (the last cut closes the inputs: tstate.spark.driving.run_cuts)
         if done:
             self._progress.resumed(self.directory, done, total)
         self._progress.start(total, done)

@@ -21,6 +21,7 @@ from tstate.spark.placed import unplaced
 from tstate.spark.plan import Loop
 from tstate.spark.records import decode_records
 from tstate.spark.rounds import LoopRun
+from tstate.spark.shuffles import row_type
 from tstate.spark.task import boundary_task, held_task, input_task
 from tstate.spark.wire import HELD, RECORDS, SCHEMA, SINK, STATS, TIMES, BatchInfo, read_times
 
@@ -146,7 +147,7 @@ class Stages:
             task = input_task(plan, info, name, src.record, src.time, at, self.job.late)
             if name in self.placed:  # (placed for the colocated path, which it does not take)
                 df = unplaced(df)
-            wave = df.mapInArrow(counted(task, plan.inputs[name]), SCHEMA)
+            wave = df.mapInArrow(counted(task, plan.inputs[name]), row_type())
             self.uncounted.add(name)
             uses = sum(name in plan.feeders.get(b, ()) for b in plan.boundaries) + bool(plan.sink_reach.get(name))
             if uses > 1 or plan.delays or any(name in lp.feeders for lp in plan.loops.values()):
@@ -171,13 +172,13 @@ class Stages:
         owners = self.owners[boundaries[0]]
         placement = self.placed.get(name)
         if placement is not None and placement.fits(owners, self.partitions, self.labels):
-            out = df.mapInArrow(counted_task, SCHEMA)  # (its rows are on their partitions: no shuffle)
+            out = df.mapInArrow(counted_task, row_type())  # (its rows are on their partitions: no shuffle)
         else:
             if placement is not None:  # (placed for other owners: a rescale since)
                 df = unplaced(df)
             columns = partition_columns(first.key, dict(df.dtypes), first.bins, owners, self.labels)
             framed = df.withColumns({c: F.expr(e) for c, e in columns.items()})
-            out = framed.repartition(self.partitions, DEST).mapInArrow(counted_task, SCHEMA)
+            out = framed.repartition(self.partitions, DEST).mapInArrow(counted_task, row_type())
         if any(b in plan.feeders.get(c, ()) for b in boundaries for c in plan.boundaries):
             out = out.persist()
             self.persisted.append(out)
@@ -200,7 +201,7 @@ class Stages:
         if cells:
             (name,) = [n for n in self.dfs] or list(self.bound)
             held_df = self.job.spark.createDataFrame([(c,) for c in cells], "payload binary")
-            wave = held_df.mapInArrow(held_task(plan, info, name, where), SCHEMA)
+            wave = held_df.mapInArrow(held_task(plan, info, name, where), row_type())
             self.waves[name] = self.waves[name].unionAll(wave) if name in self.waves else wave
         for e in entries:
             if isinstance(e, bytes):
@@ -323,7 +324,7 @@ class Stages:
         inp = self.job.shuffles.ticks(tuple(stage), self.labels)
         for p in parts:
             inp = inp.unionAll(p)
-        out = inp.repartition(self.partitions, "dest").mapInArrow(passing(boundary_task(plan, info, tuple(stage))), SCHEMA)
+        out = inp.repartition(self.partitions, "dest").mapInArrow(passing(boundary_task(plan, info, tuple(stage))), row_type())
         if plan.delays or any(b in plan.feeders.get(c, ()) for b in stage for c in plan.boundaries):
             out = out.persist()
             self.persisted.append(out)

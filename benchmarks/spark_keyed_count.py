@@ -24,6 +24,10 @@ the keys touched per batch), so a broken contender cannot look fast.
     python -m benchmarks.spark_keyed_count [--files 10] [--rows-per-file 100000]
         [--keys 10000] [--only tstate,native] [--quick]
 
+The last line is one JSON object: ``keyed_count_over_native`` (tstate with a key
+function / native, total seconds; issue 25), ``keyed_count_col_over_native`` (with
+``ts.col``) and the totals, for :mod:`benchmarks.before_after`.
+
 Targets (issue 6): tstate >= 10x faster than the pandas-based state APIs, >= 3x faster
 than transformWithState, <= 1.5x the native JVM aggregation.
 """
@@ -31,6 +35,7 @@ than transformWithState, <= 1.5x the native JVM aggregation.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -399,6 +404,16 @@ def main(argv: list[str] | None = None) -> None:
                 if r.get("batches"):
                     f.write(f"# {name} per-batch s: {', '.join(f'{x:.2f}' for x in r['batches'])}\n")
         print(f"wrote {args.out}", file=sys.stderr)
+    # the last line: the issue's ratio (tstate on Spark, key function / native) and the totals
+    figures: dict[str, float] = {}
+    for name in ("tstate", "tstate-col", "native"):
+        if results.get(name, {}).get("status") == "ok":
+            figures[f"{name.replace('-', '_')}_s"] = round(results[name]["total"], 3)
+    if "tstate_s" in figures and "native_s" in figures:
+        figures["keyed_count_over_native"] = round(figures["tstate_s"] / figures["native_s"], 3)
+    if "tstate_col_s" in figures and "native_s" in figures:
+        figures["keyed_count_col_over_native"] = round(figures["tstate_col_s"] / figures["native_s"], 3)
+    print(json.dumps(figures))
 
 
 def _short(e: BaseException) -> str:

@@ -183,6 +183,8 @@ class Backend:
         #: what the last committed batch left for the next (tstate.spark.batch.Committed)
         self._last = Committed()
         self._progress = Progress(progress)
+        #: a batch run's inputs partitioned for the colocated path (tstate.spark.placed)
+        self._placed: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"Backend({self.directory!r}, partitions={self.partitions})"
@@ -290,8 +292,8 @@ class Backend:
         for name, src in bound.items():
             if getattr(src.df, "isStreaming", False):
                 raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.run for streaming runs")
-        cached, lo, cuts = self._cut(bound, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
-        total = done + len(cuts) + 1  # (+1: the batch closing the inputs)
+        bound, cached, lo, cuts = self._cut(bound, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
+        total = done + max(1, len(cuts))  # (the last cut closes the inputs: tstate.spark.driving.run_cuts)
         if done:
             self._progress.resumed(self.directory, done, total)
         self._progress.start(total, done)
@@ -309,19 +311,27 @@ class Backend:
             delivery.background = False
             for df in cached.values():
                 df.unpersist()
+            self._placed = {}
             self._progress.close()
         for sink in self._job.sinks.values() if self._job is not None else ():
             sink.close(0)
 
     def _cut(
         self, bound: dict[str, Source], epochs: Optional[int], rows: int, starts: list[int]
-    ) -> tuple[dict[str, Any], int, list[tuple[int, int]]]:
-        """A batch run's inputs persisted, first epoch and micro-batches
+    ) -> tuple[dict[str, Source], dict[str, Any], int, list[tuple[int, int]]]:
+        """A batch run's inputs (those taking the colocated path partitioned for it once,
+        :func:`tstate.spark.placed.place`), persisted, first epoch and micro-batches
         (:func:`tstate.spark.cuts.cut_run`)."""
         from tstate.spark.cuts import cut_run
+        from tstate.spark.placed import place
 
+        assert self._job is not None
+        n = self.partitions
+        bound, self._placed = place(
+            self._job.plan, bound, self._rescaling.owners, n, self._shuffles.labels(n), self._last.held is not None
+        )
         cached, lo, cuts, self.metrics.cut_seconds = cut_run(bound, self._last, epochs, rows, starts)
-        return cached, lo, cuts
+        return bound, cached, lo, cuts
 
     def start(
         self,
@@ -382,7 +392,7 @@ class Backend:
             moved=len(rescaling.moves), newest=newest if newest is not None else last.newest, start=start,
             moved_bins=rescaling.moved_bins(), prefetch=prefetch,
             handover=batch + rescaling.ahead if prefetch else (batch if rescaling.precopy else -1),
-            precopy=rescaling.precopy,
+            precopy=rescaling.precopy, placed=self._placed,
         )
         self._last = step.run()
         m = step.finish()

@@ -103,7 +103,8 @@ class MicroBatch:
     boundary; ``precopy``: they were prefetched); ``prefetch``: per stateful boundary, the
     ``(bin, next owner)`` pairs the executors load for the hand-over at batch
     ``handover`` (pre-copy, :mod:`tstate.spark.binstore`); ``newest``: the newest event
-    time seen (event-time streaming)."""
+    time seen (event-time streaming); ``placed``: the inputs whose frames were
+    partitioned for the colocated path once per run (:mod:`tstate.spark.placed`)."""
 
     def __init__(
         self,
@@ -125,6 +126,7 @@ class MicroBatch:
         prefetch: Optional[dict[int, tuple[tuple[int, int], ...]]] = None,
         handover: int = -1,
         precopy: bool = False,
+        placed: Optional[Mapping[str, Any]] = None,
     ) -> None:
         self.job, self.last, self.plan = job, last, job.plan
         self.owners, self.partitions, self.moved = owners, partitions, moved
@@ -132,13 +134,15 @@ class MicroBatch:
         #: this batch is a pre-copy hand-over (its moved bins were prefetched)
         self.precopy = precopy
         self.dfs, self.bound = dfs, bound
+        #: inputs whose frames are on the partitions of their bins (tstate.spark.placed)
+        self.placed: Mapping[str, Any] = placed or {}
         self.batch, self.lo, self.hi, self.const_time = batch, lo, hi, const_time
         self.newest = newest
         self.start = _time.perf_counter() if start is None else start
         #: the driver's pending timers, updated by the batch's state files
         self.timers = {op: dict(bins) for op, bins in last.timers.items()}
         t = _time.perf_counter()
-        self.labels = job.shuffles.labels(partitions)  # (a Spark job the first time a session needs them)
+        self.labels = job.shuffles.labels(partitions)
         self._labels_wait = _time.perf_counter() - t
         self.writer: Any = None
         self.info: Optional[BatchInfo] = None

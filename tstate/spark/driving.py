@@ -87,7 +87,9 @@ def run_cuts(
     driver: Driver, bound: dict[str, "Source"], cached: dict[str, Any], lo: int, cuts: list[tuple[int, int]], pending: list[Any]
 ) -> None:
     """A batch run's micro-batches ``cuts`` (``[lo, hi)`` each), rescaling at the
-    ``pending`` ``(time, Rescale)`` pairs, then the batch closing the inputs."""
+    ``pending`` ``(time, Rescale)`` pairs; the last one also closes the inputs (its
+    ``hi`` is None: every pending timer fires, as in a batch of its own after it, one
+    micro-batch fewer), or, without cuts, a batch of its own does."""
     from pyspark.sql import functions as F
 
     batch = driver._last.batch + 1
@@ -107,7 +109,10 @@ def run_cuts(
             else:
                 df = cached.get(name, src.df)
                 dfs[name] = df.where((F.col(src.time) >= lo) & (F.col(src.time) < hi))
-        driver._batch(dfs, bound, batch, lo, hi, None)
+        closing = nxt is None  # the inputs close with it: remaining timers fire
+        driver._batch(dfs, bound, batch, lo, None if closing else hi, None)
         batch += 1
+        if closing:
+            return
     lo = cuts[-1][1] if cuts else lo
     driver._batch({}, bound, batch, lo, None, None)  # the inputs close: remaining timers fire

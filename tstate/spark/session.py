@@ -4,8 +4,11 @@
 
 Sets what makes a local session start fast and run small micro-batches quickly: the
 driver bound to 127.0.0.1, no UI or console progress bars, few shuffle partitions
-(tstate multiplexes many bins onto few partitions), and the executors' Python set to
-this interpreter (so they import the same tstate)."""
+(tstate multiplexes many bins onto few partitions), Adaptive Query Execution off (it
+submits every shuffle of a micro-batch's stages as a Spark job of its own and
+re-plans the rest between them: measured on CEP, two jobs per micro-batch instead of
+one and five for the epoch count, for no gain at tstate's few partitions), and the
+executors' Python set to this interpreter (so they import the same tstate)."""
 
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ def local_session(master: str = "local[2]", app_name: str = "tstate", **conf: An
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.sql.shuffle.partitions": "2",
+        "spark.sql.adaptive.enabled": "false",  # (module docstring)
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.pyspark.python": sys.executable,
         **conf,

@@ -1,4 +1,13 @@
-"""How rows reach partitions on one Spark session (:class:`Shuffles`)."""
+"""How rows reach partitions on one Spark session (:class:`Shuffles`).
+
+The partition labels come from Spark's own hash of an int column, reproduced here
+(:func:`spark_hash_int`: Murmur3 x86 32-bit of the 4-byte int, seed 42, as
+``org.apache.spark.sql.catalyst.expressions.Murmur3Hash``), so finding them costs no
+Spark job.
+
+>>> spark_hash_int(0), spark_hash_int(1), spark_hash_int(-7)
+(933211791, -559580957, -1618159745)
+"""
 
 from __future__ import annotations
 
@@ -6,7 +15,52 @@ from typing import Any
 
 from tstate.spark.wire import SCHEMA, TICK
 
-__all__ = ["Shuffles"]
+__all__ = ["Shuffles", "spark_hash_int", "partition_of", "row_type"]
+
+_ROW_TYPE: Any = None
+
+
+def row_type() -> Any:
+    """:data:`~tstate.spark.wire.SCHEMA` as a ``StructType`` built in Python: a stage's
+    ``mapInArrow`` given it has no DDL string to send to the JVM to parse, once per
+    stage and micro-batch."""
+    global _ROW_TYPE
+    if _ROW_TYPE is None:
+        from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+
+        types = {"int": IntegerType(), "long": LongType(), "binary": BinaryType()}
+        fields = [f.strip().split() for f in SCHEMA.split(",")]
+        _ROW_TYPE = StructType([StructField(name, types[tp], True) for name, tp in fields])
+    return _ROW_TYPE
+
+_M32 = 0xFFFFFFFF
+#: the seed of Spark SQL's ``hash()`` and of ``repartition``'s hash partitioning
+SEED = 42
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def spark_hash_int(value: int, seed: int = SEED) -> int:
+    """Spark SQL's ``hash(cast(value as int))``: Murmur3 x86 32-bit (``hashInt``), signed."""
+    k1 = (value & _M32) * 0xCC9E2D51 & _M32
+    k1 = _rotl(k1, 15) * 0x1B873593 & _M32
+    h1 = _rotl((seed & _M32) ^ k1, 13)
+    h1 = (h1 * 5 + 0xE6546B64) & _M32
+    h1 ^= 4  # the input's length in bytes
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & _M32
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & _M32
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def partition_of(value: int, n: int) -> int:
+    """The partition of ``n`` that Spark's hash partitioning (``repartition(n, col)``)
+    puts an int column's ``value`` on: ``pmod(hash(value), n)``."""
+    return spark_hash_int(value) % n
 
 
 class Shuffles:
@@ -20,17 +74,13 @@ class Shuffles:
 
     def labels(self, n: int) -> tuple[int, ...]:
         """Labels ``l[p]`` with ``pmod(hash(l[p]), n) == p``: Spark's hash partitioning
-        of an int column, computed by Spark itself."""
+        of an int column (:func:`partition_of`), the smallest such label per partition."""
         if n not in self._labels:
             found: dict[int, int] = {}
-            size = 64 * n
+            label = 0
             while len(found) < n:
-                rows = self.spark.range(0, size).selectExpr(
-                    "cast(id as int) as id", f"pmod(hash(cast(id as int)), {n}) as p"
-                ).collect()
-                for r in rows:
-                    found.setdefault(int(r["p"]), int(r["id"]))
-                size *= 4
+                found.setdefault(partition_of(label, n), label)
+                label += 1
             self._labels[n] = tuple(found[p] for p in range(n))
         return self._labels[n]
 

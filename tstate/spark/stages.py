@@ -17,14 +17,17 @@ from tstate.spark.cells import decode_cell
 from tstate.spark.colocated import DEST, colocated_inputs, colocated_task, partition_columns
 from tstate.spark.held import read_held
 from tstate.spark.input_rows import counted, counted_kinds, passing
+from tstate.spark.placed import unplaced
 from tstate.spark.plan import Loop
 from tstate.spark.records import decode_records
 from tstate.spark.rounds import LoopRun
+from tstate.spark.shuffles import row_type
 from tstate.spark.task import boundary_task, held_task, input_task
 from tstate.spark.wire import HELD, RECORDS, SCHEMA, SINK, STATS, TIMES, BatchInfo, read_times
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.committed import Committed
+    from tstate.spark.placed import Placement
     from tstate.spark.plan import Plan
 
 __all__ = ["Batch", "Stages"]
@@ -59,6 +62,8 @@ class Batch(Protocol):
     def info(self) -> Optional[BatchInfo]: ...
     @property
     def writer(self) -> Any: ...
+    @property
+    def placed(self) -> Mapping[str, "Placement"]: ...
 
 
 class Stages:
@@ -70,6 +75,8 @@ class Stages:
         self.job, self.last, self.plan, self.timers = batch.job, batch.last, batch.plan, batch.timers
         self.owners, self.partitions, self.labels = batch.owners, batch.partitions, batch.labels
         self.dfs, self.bound = batch.dfs, batch.bound
+        #: inputs whose frames are already on the partitions of their bins (tstate.spark.placed)
+        self.placed = batch.placed
         self.hi, self.const_time = batch.hi, batch.const_time
         #: DataFrames cached for the batch (unpersisted at its end)
         self.persisted: list[Any] = []
@@ -138,7 +145,9 @@ class Stages:
             src = self.bound[name]
             at = self.const_time if self.const_time is not None else 0  # rows without a time column
             task = input_task(plan, info, name, src.record, src.time, at, self.job.late)
-            wave = df.mapInArrow(counted(task, plan.inputs[name]), SCHEMA)
+            if name in self.placed:  # (placed for the colocated path, which it does not take)
+                df = unplaced(df)
+            wave = df.mapInArrow(counted(task, plan.inputs[name]), row_type())
             self.uncounted.add(name)
             uses = sum(name in plan.feeders.get(b, ()) for b in plan.boundaries) + bool(plan.sink_reach.get(name))
             if uses > 1 or plan.delays or any(name in lp.feeders for lp in plan.loops.values()):
@@ -157,12 +166,19 @@ class Stages:
         assert info is not None
         first = plan.nodes[boundaries[0]]
         assert isinstance(first.key, Col)
-        columns = partition_columns(first.key, dict(df.dtypes), first.bins, self.owners[boundaries[0]], self.labels)
         at = self.const_time if self.const_time is not None else 0
         task = colocated_task(plan, info, name, boundaries, src.record, src.time, at, self.job.late)
         counted_task = counted(task, plan.inputs[name])  # (its input rows: tstate.spark.input_rows)
-        framed = df.withColumns({c: F.expr(e) for c, e in columns.items()})
-        out = framed.repartition(self.partitions, DEST).mapInArrow(counted_task, SCHEMA)
+        owners = self.owners[boundaries[0]]
+        placement = self.placed.get(name)
+        if placement is not None and placement.fits(owners, self.partitions, self.labels):
+            out = df.mapInArrow(counted_task, row_type())  # (its rows are on their partitions: no shuffle)
+        else:
+            if placement is not None:  # (placed for other owners: a rescale since)
+                df = unplaced(df)
+            columns = partition_columns(first.key, dict(df.dtypes), first.bins, owners, self.labels)
+            framed = df.withColumns({c: F.expr(e) for c, e in columns.items()})
+            out = framed.repartition(self.partitions, DEST).mapInArrow(counted_task, row_type())
         if any(b in plan.feeders.get(c, ()) for b in boundaries for c in plan.boundaries):
             out = out.persist()
             self.persisted.append(out)
@@ -185,7 +201,7 @@ class Stages:
         if cells:
             (name,) = [n for n in self.dfs] or list(self.bound)
             held_df = self.job.spark.createDataFrame([(c,) for c in cells], "payload binary")
-            wave = held_df.mapInArrow(held_task(plan, info, name, where), SCHEMA)
+            wave = held_df.mapInArrow(held_task(plan, info, name, where), row_type())
             self.waves[name] = self.waves[name].unionAll(wave) if name in self.waves else wave
         for e in entries:
             if isinstance(e, bytes):
@@ -308,7 +324,7 @@ class Stages:
         inp = self.job.shuffles.ticks(tuple(stage), self.labels)
         for p in parts:
             inp = inp.unionAll(p)
-        out = inp.repartition(self.partitions, "dest").mapInArrow(passing(boundary_task(plan, info, tuple(stage))), SCHEMA)
+        out = inp.repartition(self.partitions, "dest").mapInArrow(passing(boundary_task(plan, info, tuple(stage))), row_type())
         if plan.delays or any(b in plan.feeders.get(c, ()) for b in stage for c in plan.boundaries):
             out = out.persist()
             self.persisted.append(out)

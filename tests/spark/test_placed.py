@@ -1,0 +1,46 @@
+"""A batch run's column-keyed input is partitioned once per run
+(``tstate.spark.placed``): the micro-batches run on the placed frame without adding the
+bin columns or shuffling again, and compute what the embedded engine computes; after a
+rescale a batch shuffles again onto the new owners."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tstate as ts
+from tstate.spark import stages
+
+from .test_colocated import embedded, run_spark
+
+
+def _spy(monkeypatch: Any) -> list[int]:
+    """The partitions of every batch that computed the bin columns itself."""
+    calls: list[int] = []
+    real = stages.partition_columns
+
+    def spying(key: Any, types: Any, bins: int, owners: list[int], labels: tuple[int, ...]) -> Any:
+        calls.append(len(labels))
+        return real(key, types, bins, owners, labels)
+
+    monkeypatch.setattr(stages, "partition_columns", spying)
+    return calls
+
+
+def test_batches_run_on_the_placed_frame(spark: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    rows = [{"k": f"k{i % 19}", "v": i % 5, "t": i // 30} for i in range(240)]
+    ref = embedded(rows)
+    calls = _spy(monkeypatch)
+    out, state, backend = run_spark(spark, rows, str(tmp_path / "ck"), 2)
+    assert (out, state) == ref
+    assert len(backend.metrics.batches) == 8  # one per epoch, the last closing the inputs
+    assert calls == []  # no batch added the columns or shuffled
+
+
+def test_a_rescale_shuffles_again(spark: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    rows = [{"k": f"k{i % 23}", "v": i % 7, "t": i // 25} for i in range(250)]
+    ref = embedded(rows)
+    calls = _spy(monkeypatch)
+    out, state, backend = run_spark(spark, rows, str(tmp_path / "ck"), 2, reconfigure=[(3, ts.Rescale(3))])
+    assert (out, state) == ref
+    assert calls and set(calls) == {3}  # only the batches after the rescale, onto 3 partitions
+    assert backend.metrics.batches[-1].partitions == 3

@@ -1,0 +1,35 @@
+"""Partition labels without a Spark job (``tstate.spark.shuffles``): the Python
+reproduction of Spark's hash equals Spark's own, and each label lands on its partition
+when Spark repartitions on it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tstate.spark.shuffles import Shuffles, partition_of, spark_hash_int
+
+
+def test_hash_equals_sparks_own(spark: Any) -> None:
+    values = [0, 1, -1, 7, -7, 42, 2**31 - 1, -(2**31), 123456789, -987654321]
+    values += list(range(-300, 300, 13))
+    got = spark.createDataFrame([(v,) for v in values], "v int").selectExpr("v", "hash(v) as h").collect()
+    assert {r["v"]: r["h"] for r in got} == {v: spark_hash_int(v) for v in values}
+
+
+def test_labels_land_on_their_partitions(spark: Any) -> None:
+    for n in (1, 2, 3, 5):
+        labels = Shuffles(spark).labels(n)
+        assert len(set(labels)) == n
+        df = spark.createDataFrame([(lab,) for lab in labels], "l int").repartition(n, "l")
+        placed = df.rdd.mapPartitionsWithIndex(lambda p, rows: [(r["l"], p) for r in rows]).collect()
+        assert dict(placed) == {lab: p for p, lab in enumerate(labels)}
+
+
+@settings(max_examples=200)
+@given(st.integers(-(2**31), 2**31 - 1), st.integers(1, 64))
+def test_partition_is_a_nonnegative_modulus(value: int, n: int) -> None:
+    p = partition_of(value, n)
+    assert 0 <= p < n and (spark_hash_int(value) - p) % n == 0

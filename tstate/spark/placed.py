@@ -1,0 +1,83 @@
+"""A batch run's column-keyed inputs, partitioned once per run (:func:`place`).
+
+An input whose stateful operators run in its own task (:mod:`tstate.spark.colocated`)
+needs its rows on the partitions owning their bins: each micro-batch used to add the
+bin and destination columns to the batch's rows (a plan Spark analysed again every
+batch) and shuffle them.  A batch run reads its static inputs once anyway (persisted
+while its epochs are counted, :func:`tstate.spark.cuts.cut_run`), so the columns are
+added and the rows repartitioned on them there, once: every micro-batch then filters
+its epochs out of a frame whose partition ``p`` already holds exactly the rows of the
+bins partition ``p`` owns, and runs its task over it with no shuffle.  It is the same
+repartition the batches did, done once: the rows of one key reach its partition in
+the same order.
+
+The frame is placed for one bin→partition map (:class:`Placement`); a batch whose map
+differs (after a rescale) computes the columns and shuffles again, as before
+(:meth:`Placement.fits`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from attrs import evolve, frozen
+
+from tstate.column_key import Col
+from tstate.spark.binned import BIN
+from tstate.spark.colocated import DEST, colocated_inputs, partition_columns
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tstate.spark.plan import Plan
+    from tstate.spark.source import Source
+
+__all__ = ["Placement", "place", "unplaced"]
+
+
+@frozen
+class Placement:
+    """An input frame partitioned (on :data:`~tstate.spark.colocated.DEST`) over
+    ``partitions`` partitions with labels ``labels``, for the bin owners ``owners`` of
+    its first stateful operator; it carries the :data:`~tstate.spark.binned.BIN` and
+    ``DEST`` columns."""
+
+    owners: tuple[int, ...]
+    partitions: int
+    labels: tuple[int, ...]
+
+    def fits(self, owners: "list[int] | tuple[int, ...]", partitions: int, labels: tuple[int, ...]) -> bool:
+        """The frame's rows are where a batch with these owners, partitions and labels
+        needs them."""
+        return self.partitions == partitions and self.labels == labels and self.owners == tuple(owners)
+
+
+def place(
+    plan: "Plan",
+    bound: Mapping[str, "Source"],
+    owners: Mapping[int, list[int]],
+    partitions: int,
+    labels: tuple[int, ...],
+    held: bool,
+) -> tuple[dict[str, "Source"], dict[str, Placement]]:
+    """``bound`` with each timed input that takes the colocated path
+    (:func:`~tstate.spark.colocated.colocated_inputs`; ``held``: records are held back,
+    so none does) bound to its frame with the bin and destination columns, repartitioned
+    on the destination (lazily: the run persists it while it counts the epochs); and
+    those inputs' :class:`Placement`."""
+    from pyspark.sql import functions as F
+
+    frames = {n: s.df for n, s in bound.items() if s.time is not None}
+    found = colocated_inputs(plan, frames, {n: s.lateness for n, s in bound.items()}, owners, held)
+    out, placed = dict(bound), {}
+    for name, boundaries in found.items():
+        src, first = bound[name], plan.nodes[boundaries[0]]
+        assert isinstance(first.key, Col)
+        columns = partition_columns(first.key, dict(src.df.dtypes), first.bins, owners[boundaries[0]], labels)
+        df = src.df.withColumns({c: F.expr(e) for c, e in columns.items()}).repartition(partitions, DEST)
+        out[name] = evolve(src, df=df)
+        placed[name] = Placement(tuple(owners[boundaries[0]]), partitions, labels)
+    return out, placed
+
+
+def unplaced(df: Any) -> Any:
+    """A placed frame without the columns :func:`place` added (for the general path)."""
+    return df.drop(BIN, DEST)

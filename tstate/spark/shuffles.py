@@ -6,7 +6,34 @@ from typing import Any
 
 from tstate.spark.wire import TICK
 
-__all__ = ["Shuffles"]
+__all__ = ["Shuffles", "spark_int_hash"]
+
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def spark_int_hash(value: int, seed: int = 42) -> int:
+    """Spark SQL's ``hash(cast(value as int))`` (Murmur3 x86 32-bit of one int, seed
+    42: what ``repartition(n, column)`` places an int column's rows by), as a signed
+    32-bit int.
+
+    >>> spark_int_hash(0), spark_int_hash(1)
+    (933211791, -559580957)
+    """
+    k = (value & _M32) * 0xCC9E2D51 & _M32
+    k = _rotl(k, 15) * 0x1B873593 & _M32
+    h = _rotl(seed ^ k, 13)
+    h = (h * 5 + 0xE6546B64) & _M32
+    h ^= 4
+    h ^= h >> 16
+    h = h * 0x85EBCA6B & _M32
+    h ^= h >> 13
+    h = h * 0xC2B2AE35 & _M32
+    h ^= h >> 16
+    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 class Shuffles:
@@ -20,17 +47,14 @@ class Shuffles:
 
     def labels(self, n: int) -> tuple[int, ...]:
         """Labels ``l[p]`` with ``pmod(hash(l[p]), n) == p``: Spark's hash partitioning
-        of an int column, computed by Spark itself."""
+        of an int column (:func:`spark_int_hash`), the smallest such label per
+        partition; computed here, without a Spark job."""
         if n not in self._labels:
             found: dict[int, int] = {}
-            size = 64 * n
+            i = 0
             while len(found) < n:
-                rows = self.spark.range(0, size).selectExpr(
-                    "cast(id as int) as id", f"pmod(hash(cast(id as int)), {n}) as p"
-                ).collect()
-                for r in rows:
-                    found.setdefault(int(r["p"]), int(r["id"]))
-                size *= 4
+                found.setdefault(spark_int_hash(i) % n, i)
+                i += 1
             self._labels[n] = tuple(found[p] for p in range(n))
         return self._labels[n]
 

@@ -68,8 +68,10 @@ class Workload:
     def frame(self, spark: Any) -> Any:
         """The rows as a DataFrame of :attr:`schema`, built as the app builds it
         (:func:`apps.graph.__main__.updates_frame`: one Arrow table, read by the JVM)."""
-        from apps.graph.__main__ import updates_frame
-
+        try:
+            from apps.graph.__main__ import updates_frame
+        except ImportError:  # an earlier tree (benchmarks.before_after): the app made it from the rows
+            return spark.createDataFrame(self.rows, self.schema)
         return updates_frame(spark, self.rows, self.vtype)
 
 

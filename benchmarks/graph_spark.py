@@ -62,7 +62,17 @@ class Workload:
         vtype = "bigint" if ids == {int} else "string"
         if vtype == "string":
             self.rows = [(e, str(s), str(d), k) for e, s, d, k in self.rows]
+        self.vtype = vtype
         self.schema = f"epoch bigint, src {vtype}, dst {vtype}, delta bigint"
+
+    def frame(self, spark: Any) -> Any:
+        """The rows as a DataFrame of :attr:`schema`, built as the app builds it
+        (:func:`apps.graph.__main__.updates_frame`: one Arrow table, read by the JVM)."""
+        try:
+            from apps.graph.__main__ import updates_frame
+        except ImportError:  # an earlier tree (benchmarks.before_after): the app made it from the rows
+            return spark.createDataFrame(self.rows, self.schema)
+        return updates_frame(spark, self.rows, self.vtype)
 
 
 def sample() -> Workload:
@@ -128,7 +138,7 @@ def on_spark(w: Workload, master: str, partitions: int) -> tuple[float, float, d
             buckets=SPARK_BUCKETS, spread=True,
         )  # fmt: skip
         sinks = {name: s.collect(name=f"out.{name}") for name, s in analytics.outputs().items()}
-        df = spark.createDataFrame(w.rows, w.schema)
+        df = w.frame(spark)
         backend = Backend(spark, checkpoint=directory, partitions=partitions, progress=False)
         t1 = time.perf_counter()
         backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=w.per_batch)

@@ -269,7 +269,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         )  # fmt: skip
         for name, s in analytics.outputs().items():
             s.collect(name=f"out.{name}")
-        df = spark.createDataFrame(w.rows, w.schema)
+        df = w.frame(spark)
         backend = Backend(spark, checkpoint=directory, partitions=parts, progress=False)
         tracker = spark.sparkContext.statusTracker()
         jobs0 = len(tracker.getJobIdsForGroup(None))

@@ -250,6 +250,8 @@ def _figures(rows: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any
     py = extra.get("pykey")
     if py and py.get("embedded_s"):
         out["python_key_local2_over_embedded"] = round(py["spark_s"] / py["embedded_s"], 3)
+        out["python_key_spark_s"] = round(py["spark_s"], 3)  # (for before/after comparisons of the Spark run)
+        out["python_key_embedded_s"] = round(py["embedded_s"], 3)
     out["all_same_as_embedded"] = all(r["same_as_embedded"] for r in rows) and all(
         v == "ok" for key in ("tstate_check", "native_check") for v in [(k or {}).get(key, "ok")]
     ) and bool((py or {}).get("same", True))

@@ -261,6 +261,22 @@ def _epoch_lines(view: object, label: str, args: argparse.Namespace, names: dict
     return "\n".join(lines)
 
 
+def updates_frame(spark: Any, rows: list[tuple[Any, Any, Any, int]], vtype: str) -> Any:
+    """The ``(epoch, src, dst, delta)`` rows as a DataFrame (``epoch bigint, src VTYPE,
+    dst VTYPE, delta bigint``; ``vtype``: ``"bigint"`` or ``"string"``), handed to Spark
+    as one Arrow table: reading it is the JVM's work, as a file read would be (a
+    DataFrame made from a Python list runs a Python worker task per partition each time
+    a Spark job reads it)."""
+    import pyarrow as pa
+
+    ids = pa.int64() if vtype == "bigint" else pa.string()
+    cols = list(zip(*rows)) if rows else [(), (), (), ()]
+    table = pa.table({
+        "epoch": pa.array(cols[0], pa.int64()), "src": pa.array(cols[1], ids),
+        "dst": pa.array(cols[2], ids), "delta": pa.array(cols[3], pa.int64()),
+    })  # fmt: skip
+    return spark.createDataFrame(table)
+
 def _run_spark(args: argparse.Namespace, data: Any, names: dict[str, str]) -> int:
     """The same dataflow on Spark (module docstring)."""
     import tempfile
@@ -302,7 +318,7 @@ def _run_spark(args: argparse.Namespace, data: Any, names: dict[str, str]) -> in
             buckets=SPARK_BUCKETS, spread=True,
         )
         sinks = {name: stream.collect(name=f"out.{name}") for name, stream in analytics.outputs().items()}
-        df = spark.createDataFrame(rows, f"epoch bigint, src {vtype}, dst {vtype}, delta bigint")
+        df = updates_frame(spark, rows, vtype)
         progress = not (args.no_progress or args.quiet)
         backend = Backend(spark, checkpoint=directory, partitions=args.partitions, progress=progress)
         if not args.quiet:

@@ -190,7 +190,8 @@ class StatefulRuntime(BinShipping, OperatorRuntime[Stateful]):
         if b.add_timer(t, key):  # the bin's first timer at t: index it (else it is)
             self._index_timer(t, b.index)
         if self.track_dirty:
-            b.mark_dirty(key)
+            if key not in b.dirty:  # (a dirty key's entry is rewritten after the call that set the timer returns)
+                b.mark_dirty(key)
             b.timers_changed = True  # (clear() may drop the key from dirty: the timer stays)
 
     # -- capabilities ----------------------------------------------------------------

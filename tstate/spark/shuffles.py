@@ -70,7 +70,7 @@ class Shuffles:
     def __init__(self, spark: Any) -> None:
         self.spark = spark
         self._labels: dict[int, tuple[int, ...]] = {}
-        self._ticks: dict[tuple[int, int], Any] = {}
+        self._ticks: dict[tuple[int, tuple[int, ...]], Any] = {}
 
     def labels(self, n: int) -> tuple[int, ...]:
         """Labels ``l[p]`` with ``pmod(hash(l[p]), n) == p``: Spark's hash partitioning
@@ -86,10 +86,19 @@ class Shuffles:
 
     def ticks(self, nodes: "int | tuple[int, ...]", labels: tuple[int, ...]) -> Any:
         """One ``TICK`` row per partition (for the first of ``nodes``, a stage's
-        boundaries): every partition runs the stage, so due timers fire everywhere."""
+        boundaries): every partition runs the stage, so due timers fire everywhere.
+
+        Built by the JVM alone (``range`` and SQL expressions, the columns of :data:`tstate.spark.wire.SCHEMA`):
+        a DataFrame made from a Python list would run a Python worker task per partition
+        each time a stage reads it (a ``PythonRDD``), on the critical path of every
+        stage and loop round."""
         if isinstance(nodes, int):
             nodes = (nodes,)
-        key = (nodes[0], len(labels))
+        key = (nodes[0], tuple(labels))
         if key not in self._ticks:
-            self._ticks[key] = self.spark.createDataFrame([(TICK, lab, nodes[0], 0, 0, b"") for lab in labels], SCHEMA)
+            table = ", ".join(map(str, labels))
+            self._ticks[key] = self.spark.range(0, len(labels), 1, len(labels)).selectExpr(
+                f"{TICK} as kind", f"element_at(array({table}), cast(id as int) + 1) as dest", f"{nodes[0]} as node",
+                "0 as bin", "cast(0 as bigint) as time", "X'' as payload",
+            )
         return self._ticks[key]

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("pyspark", reason="the Spark backend tests need the spark extra")
 
 import tstate as ts  # noqa: E402
-from apps.graph.__main__ import DEFAULT_INPUT  # noqa: E402
+from apps.graph.__main__ import DEFAULT_INPUT, updates_frame  # noqa: E402
 from apps.graph.io import EdgeFile  # noqa: E402
 from apps.graph.stream import ALGORITHMS, GraphStream, InputStats, build  # noqa: E402
 from tstate.spark import Backend, Source  # noqa: E402
@@ -48,7 +48,7 @@ def _on_spark(
     analytics = build(flow, updates, ALGORITHMS, WINDOW, epochs, True, "skip", InputStats(), blocks=blocks)
     sinks = {name: s.collect(name=f"out.{name}") for name, s in analytics.outputs().items()}
     rows = [(e, s, d, k) for e, recs in sorted(batches.items()) for s, d, k in recs]
-    df = spark.createDataFrame(rows, "epoch bigint, src string, dst string, delta bigint")
+    df = updates_frame(spark, rows, "string")  # (as the app builds it: an Arrow table)
     backend = Backend(spark, checkpoint=str(tmp_path / "ck"), partitions=2)
     backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=epochs_per_batch)
     return [(t, name, r) for name, sink in sinks.items() for t, r in sink.items], backend, set(sinks)
@@ -85,3 +85,20 @@ def test_sample_in_blocks_on_spark_equals_the_embedded_engine(spark: Any, tmp_pa
     m = backend.metrics.batches
     assert epochs <= sum(b.loop_rounds for b in m)
     assert sum(b.loop_stages for b in m) <= len(m)  # the loops' rounds ran in one task per batch
+
+
+@pytest.mark.parametrize(
+    "rows, vtype",
+    [
+        ([(0, "a", "b", 1), (3, "b", "c", -1), (3, "a", "b", 1)], "string"),
+        ([(0, 1, 2, 1), (2, 2**40, 3, -1)], "bigint"),
+        ([], "string"),
+    ],
+)
+def test_updates_frame_is_the_rows_with_the_ddl_schema(spark: Any, rows: list[Any], vtype: str) -> None:
+    """The app's Arrow-built DataFrame has the schema and rows of ``createDataFrame`` over
+    the same rows with the DDL schema."""
+    ddl = spark.createDataFrame(rows, f"epoch bigint, src {vtype}, dst {vtype}, delta bigint")
+    got = updates_frame(spark, rows, vtype)
+    assert [(f.name, f.dataType) for f in got.schema] == [(f.name, f.dataType) for f in ddl.schema]
+    assert sorted(tuple(r) for r in got.collect()) == sorted(rows)

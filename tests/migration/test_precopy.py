@@ -7,6 +7,7 @@ without a usable checkpoint fall back to shipping whole bins, and say so."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from typing import Any
@@ -71,8 +72,21 @@ def run(kind: str, data, workers: int, *, ckpt: Any, reconfigure=(), live=(), wi
     return sorted(out.items, key=repr), flow.state(op, format="dict"), ex
 
 
+_MADE: list[str] = []  # the directories this module's examples made
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _remove_made_directories():
+    """Hypothesis runs many examples per test: each makes a checkpoint directory, all
+    removed when the module ends (a function-scoped fixture would span the examples)."""
+    yield
+    while _MADE:
+        shutil.rmtree(_MADE.pop(), ignore_errors=True)
+
+
 def checkpoints(every: int, mode: str) -> Checkpoints:
-    return Checkpoints(tempfile.mkdtemp(prefix="precopy-"), every_epochs=every, mode=mode, retain=2)
+    _MADE.append(tempfile.mkdtemp(prefix="precopy-"))
+    return Checkpoints(_MADE[-1], every_epochs=every, mode=mode, retain=2)
 
 
 @pytest.mark.parametrize("kind", ["count", "lists", "clear"])

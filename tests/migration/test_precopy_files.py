@@ -7,6 +7,7 @@ cadences and modes; at low churn the hand-overs carry a small fraction of the bi
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 
 import pytest
@@ -15,12 +16,27 @@ from hypothesis import strategies as st
 
 import tstate as ts
 from tests.migration.test_migration import BINS, reference
+from tests.migration.test_precopy import _MADE as _CHECKPOINTS_MADE
 from tests.migration.test_precopy import _big, _node, checkpoints, epoch_data, pacing, run, schedule
 from tstate.migration.commands import Rescale
 
 
+_MADE: list[str] = []  # the directories this module's examples made
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _remove_made_directories():
+    """Hypothesis runs many examples per test: each makes directories, all removed when
+    the module ends (a function-scoped fixture would span the examples)."""
+    yield
+    for made in (_MADE, _CHECKPOINTS_MADE):  # (``checkpoints`` is test_precopy's)
+        while made:
+            shutil.rmtree(made.pop(), ignore_errors=True)
+
+
 def rocks() -> ts.RocksDB:
-    return ts.RocksDB(tempfile.mkdtemp(prefix="precopy-rocks-"))
+    _MADE.append(tempfile.mkdtemp(prefix="precopy-rocks-"))
+    return ts.RocksDB(_MADE[-1])
 
 
 @pytest.mark.parametrize("kind", ["count", "lists", "clear"])

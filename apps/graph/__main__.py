@@ -357,19 +357,21 @@ def _run_spark(args: argparse.Namespace, data: Any, names: dict[str, str]) -> in
 def spark_summary(batches: Sequence[Any], epochs: int, updates: int, seconds: float) -> str:
     """The last line of a Spark run: what ran (micro-batches, the operators' Spark
     stages and tasks, the loops' rounds and stages when there are any) and the median
-    seconds per epoch (a batch's seconds over the epochs it completed; the closing batch
-    completes none).  ``batches``: the run's :class:`tstate.metrics.BatchMetrics`.
+    seconds per epoch (a batch's seconds over the epochs it completed; the last batch,
+    which closes the input, completes the rest).  ``batches``: the run's :class:`tstate.metrics.BatchMetrics`.
 
     >>> from tstate.metrics import BatchMetrics
     >>> b = [BatchMetrics(i, f, 2.0, 2, 10, 0, 0, 0, 0, stages=2) for i, f in ((0, 12), (1, None))]
     >>> spark_summary(b, 12, 100, 5.0)
     '12 epochs, 100 edge updates on Spark in 5.00 s: 2 micro-batches of 2 partitions, 4 Spark stages (8 tasks), no loop rounds; median 0.17 s per epoch'
+    >>> spark_summary(b[1:], 12, 100, 5.0)  # one batch, which also closed the input
+    '12 epochs, 100 edge updates on Spark in 5.00 s: 1 micro-batch of 2 partitions, 2 Spark stages (4 tasks), no loop rounds; median 0.17 s per epoch'
     """
     rounds = sum(b.loop_rounds for b in batches)
     stages = sum(b.stages for b in batches)
     tasks = sum(b.stages * b.partitions for b in batches)
     parts = sorted({b.partitions for b in batches})
-    ran = f"{len(batches)} micro-batches of {'/'.join(map(str, parts)) or 0} partitions, {stages} Spark stages ({tasks} tasks), "
+    ran = f"{len(batches)} micro-batch{'es' if len(batches) != 1 else ''} of {'/'.join(map(str, parts)) or 0} partitions, {stages} Spark stages ({tasks} tasks), "
     if rounds:
         loop_stages = sum(b.loop_stages for b in batches)
         ran += f"{rounds} loop rounds ({rounds / epochs:.1f} per epoch) in {loop_stages} more Spark stages"
@@ -377,9 +379,10 @@ def spark_summary(batches: Sequence[Any], epochs: int, updates: int, seconds: fl
         ran += "no loop rounds"
     per_epoch, lo = [], 0
     for b in batches:
-        if b.frontier is not None and b.frontier > lo:
-            per_epoch.append(b.seconds / (b.frontier - lo))
-            lo = b.frontier
+        hi = epochs if b.frontier is None else b.frontier  # None: the batch closed the input
+        if hi > lo:
+            per_epoch.append(b.seconds / (hi - lo))
+            lo = hi
     median = statistics.median(per_epoch) if per_epoch else 0.0
     return f"{epochs} epochs, {updates:,} edge updates on Spark in {seconds:.2f} s: {ran}; median {median:.2f} s per epoch"
 

@@ -186,8 +186,10 @@ def test_spark_backend_prints_the_same_epochs_as_the_embedded_engine(spark, caps
     assert epochs(spark) == epochs(embedded) and len(epochs(spark)) == 22
     # the last line says what ran (issue 24: it said "0 loop rounds (0 per epoch; 0 Spark stages)")
     last = spark[-1]
-    assert re.search(r"2 micro-batches of 2 partitions, [1-9]\d* Spark stages \([1-9]\d* tasks\), no loop rounds", last)
+    # one micro-batch: the last cut also closes the input (no closing batch of its own)
+    assert re.search(r"1 micro-batch of 2 partitions, [1-9]\d* Spark stages \([1-9]\d* tasks\), no loop rounds", last)
     assert "0 loop rounds" not in last and "0 Spark stages" not in last
+    assert not re.search(r"median 0\.00 s per epoch", last)  # the closing batch's epochs are counted
 
 
 def test_spark_summary_names_the_loop_rounds_when_there_are_any():

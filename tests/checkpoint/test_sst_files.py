@@ -123,6 +123,37 @@ def test_second_checkpoint_references_unchanged_files(tmp_path):
     fc.close()
 
 
+@pytest.mark.parametrize("after", ["created again", "restored"])
+def test_a_new_database_never_references_an_earlier_ones_file_by_name(tmp_path, after):
+    """SST file numbers are unique within one database only: a database created again
+    in the same place (a rescale giving a worker id back), or a run resumed from a
+    checkpoint, writes files whose names an earlier checkpoint's files had.  Its next
+    checkpoint uploads them (a reference by name listed the other database's file, and
+    the restore after a SIGKILL found it torn: "Sst file size mismatch")."""
+    store = CheckpointStore(str(tmp_path / "ck"), fsync=False)
+    fc = FileCheckpoints(store, str(tmp_path / "scratch"))
+    ws = WorkerStore.create(str(tmp_path / "w"))
+    _apply(ws, {}, [(0, k, 1) for k in range(300)])
+    m1 = _checkpoint(store, fc, {0: ws}, 1)
+    ws.close()
+    if after == "restored":
+        fc.close()
+        fc = FileCheckpoints(store, str(tmp_path / "scratch2"))
+        fc.base_on(m1)
+    ws = WorkerStore.create(str(tmp_path / "w"))  # a new database, numbering its files afresh
+    model: dict = {}
+    _apply(ws, model, [(1, k, 7) for k in range(3)])
+    m2 = _checkpoint(store, fc, {0: ws}, 2)
+    first, second = dict(worker_files(m1)[0].sst), dict(worker_files(m2)[0].sst)
+    assert set(first) & set(second)  # the same names...
+    assert not {r.path for r in first.values()} & {r.path for r in second.values()}  # ...other files
+    back = restore_worker(store, worker_files(m2)[0], str(tmp_path / "back"))
+    assert {(b, k): v for b in (0, 1) for k, v in back.store("lists", CODEC).items(b)} == model
+    back.close()
+    ws.close()
+    fc.close()
+
+
 def _two_checkpoints(tmp_path, replica=None):
     store = CheckpointStore(str(tmp_path / "ck"), fsync=False, replica=replica)
     fc = FileCheckpoints(store, str(tmp_path / "scratch"))

@@ -86,6 +86,11 @@ class WorkerFiles:
     worker: int
     sst: tuple[tuple[str, FileRef], ...]
     small: FileRef
+    #: the database incarnation whose checkpoint these files are (not stored: a
+    #: listing read from a manifest has "", whose files later checkpoints never
+    #: reference by name -- :attr:`CheckpointFiles.incarnation
+    #: <tstate.state.rocksdb.files.CheckpointFiles.incarnation>`)
+    incarnation: str = ""
 
     def to_meta(self) -> dict[str, Any]:
         return {"sst": [[n, r.path] for n, r in self.sst], "small": self.small.path}
@@ -123,8 +128,9 @@ class FileCheckpoints:
         self.store = store
         self.scratch = os.path.abspath(scratch)
         os.makedirs(self.scratch, exist_ok=True)
-        #: worker -> local SST name -> its upload, as of the last committed checkpoint
-        self._committed: dict[int, dict[str, FileRef]] = {}
+        #: worker -> its files in the last committed checkpoint (their local SST names
+        #: are referenced by a later checkpoint of the same database incarnation)
+        self._committed: dict[int, WorkerFiles] = {}
         self._lock = threading.Lock()
         # the cuts (flush + hard links: they hold the databases' writes) on a thread of
         # their own, never queued behind an earlier checkpoint's upload; the uploads in
@@ -137,10 +143,14 @@ class FileCheckpoints:
         self.referenced_bytes = 0
 
     def base_on(self, m: Manifest) -> None:
-        """Later checkpoints reference the files of ``m`` (restored from, or committed
-        by another process) where the databases still hold them."""
+        """The run resumed from ``m``: its files stay in the store, but the databases
+        this run writes are new incarnations (opened from the files, or created and
+        given bins by ingestion), whose SST file numbers may name other files than
+        ``m``'s did: their next checkpoints upload their files afresh (a reference by
+        name alone once made a checkpoint list another database's file of that name,
+        which the next restore found torn)."""
         with self._lock:
-            self._committed = {w: dict(wf.sst) for w, wf in worker_files(m).items()}
+            self._committed = worker_files(m)  # (incarnation "": never referenced by name)
 
     def capture(self, writer: Any, workers: Mapping[int, Any], commit: bool = False) -> Future[list[WorkerFiles]]:
         """Checkpoint every worker store of ``workers`` (worker -> ``WorkerStore``) into
@@ -160,7 +170,7 @@ class FileCheckpoints:
             self._checkpoints(writer, cuts)  # (releases the cuts made)
             raise
         with self._lock:
-            known = {w: dict(self._committed.get(w, {})) for w in cuts}
+            known = {w: self._committed.get(w) for w in cuts}
         # the cuts hold the databases' writes until the cut thread runs them: its future
         # cannot be cancelled (an abandoned checkpoint's upload runs, then is discarded)
         done: Future[list[WorkerFiles]] = Future()
@@ -210,7 +220,7 @@ class FileCheckpoints:
             raise failed
         return local
 
-    def _upload(self, writer: Any, local: dict[int, Any], known: dict[int, dict[str, FileRef]], commit: bool) -> list[WorkerFiles]:
+    def _upload(self, writer: Any, local: dict[int, Any], known: dict[int, Optional[WorkerFiles]], commit: bool) -> list[WorkerFiles]:
         out: list[WorkerFiles] = []
         try:
             for w, files in local.items():
@@ -227,8 +237,10 @@ class FileCheckpoints:
         finally:
             _remove(local)
 
-    def _upload_worker(self, writer: Any, w: int, files: Any, known: dict[str, FileRef]) -> WorkerFiles:
+    def _upload_worker(self, writer: Any, w: int, files: Any, before: Optional[WorkerFiles]) -> WorkerFiles:
         fs = self.store.fs
+        same = before is not None and bool(files.incarnation) and before.incarnation == files.incarnation
+        known = dict(before.sst) if same and before is not None else {}
         prefix = f"{SST_DIR}{writer.id:06d}-{writer.token}{w:04x}"
         sst = []
         for f in files.sst:
@@ -250,13 +262,13 @@ class FileCheckpoints:
         small = FileRef(f"{prefix}.dbm", len(bundle), checksum(bundle))
         _write(fs, small.path, bundle)
         writer.attach(small)
-        return WorkerFiles(w, tuple(sst), small)
+        return WorkerFiles(w, tuple(sst), small, files.incarnation)
 
     def committed(self, files: list[WorkerFiles]) -> None:
         """The checkpoint of ``files`` committed: later ones reference its SST files."""
         with self._lock:
             for wf in files:
-                self._committed[wf.worker] = dict(wf.sst)
+                self._committed[wf.worker] = wf
 
     def close(self) -> None:
         """Wait for the cuts and uploads under way, then remove the scratch directory."""

@@ -46,6 +46,7 @@ import errno
 import os
 import shutil
 import threading
+import uuid
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 import rocksdict
@@ -181,6 +182,10 @@ class LocalDB:
         self._families: dict[str, Family] = {}
         self._uploaded: set[str] = set()
         self._closed = False
+        #: this opening of the database: SST file numbers are unique within it only (a
+        #: database created again in the same place, or opened from a restored
+        #: checkpoint and written on, can name another file as an earlier one did)
+        self.incarnation = uuid.uuid4().hex
         #: held while a checkpoint is made (:meth:`cut`): writes wait for it
         self._cut = threading.Lock()
         names = list(families)
@@ -343,7 +348,7 @@ class LocalDB:
                 sst.append(SstFile(n, size, n not in self._uploaded))
             else:
                 other.append(OtherFile(n, size))
-        return CheckpointFiles(dest, tuple(sst), tuple(other))
+        return CheckpointFiles(dest, tuple(sst), tuple(other), self.incarnation)
 
     def uploaded(self, names: Iterable[str]) -> None:
         """SST files ``names`` are held by the checkpoint store now: later checkpoints

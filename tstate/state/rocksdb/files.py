@@ -50,6 +50,11 @@ class CheckpointFiles:
     dir: str
     sst: tuple[SstFile, ...]
     other: tuple[OtherFile, ...]
+    #: which open database made it (:attr:`LocalDB.incarnation
+    #: <tstate.state.rocksdb.db.LocalDB.incarnation>`): an SST file's name is unique
+    #: within one database only, so a later checkpoint may reference an earlier one's
+    #: file by name only when both come from the same incarnation ("": unknown, never)
+    incarnation: str = ""
 
     def to_upload(self) -> list[Union[SstFile, OtherFile]]:
         """The files an upload must copy: the new SST files and the small ones."""

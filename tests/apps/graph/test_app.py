@@ -199,7 +199,7 @@ def test_spark_summary_names_the_loop_rounds_when_there_are_any():
 
     b = [BatchMetrics(0, 4, 2.0, 2, 10, 0, 0, 0, 0, loop_rounds=12, loop_stages=1, stages=3)]
     line = spark_summary(b, 4, 10, 2.5)
-    assert "1 micro-batches of 2 partitions, 3 Spark stages (6 tasks), 12 loop rounds (3.0 per epoch)" in line
+    assert "1 micro-batch of 2 partitions, 3 Spark stages (6 tasks), 12 loop rounds (3.0 per epoch)" in line
     assert line.endswith("in 1 more Spark stages; median 0.50 s per epoch")
 
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("rocksdict", reason="the RocksDB keyed-state store needs rocksdict (the rocksdb extra)")
 
+from tests.checkpoint.helpers import damage  # noqa: E402
 from tstate.__main__ import main as cli  # noqa: E402
 from tstate.checkpoint import sst_files  # noqa: E402
 from tstate.checkpoint.sst_files import SST_DIR, FileCheckpoints, restore_worker, worker_files  # noqa: E402
@@ -168,14 +169,8 @@ def _two_checkpoints(tmp_path, replica=None):
     return store, m1, m2
 
 
-def _damage(store: CheckpointStore, path: str, how: str) -> None:
-    full = os.path.join(store.directory, path)
-    if how == "missing":
-        os.remove(full)
-    else:
-        data = bytearray(open(full, "rb").read())
-        data[len(data) // 2] ^= 0xFF
-        open(full, "wb").write(bytes(data))
+#: the damage tests.checkpoint.helpers.damage does for each case of these tests
+_HOW = {"missing": "delete", "corrupt": "flip"}
 
 
 @pytest.mark.parametrize("how", ["missing", "corrupt"])
@@ -184,7 +179,7 @@ def test_a_bad_sst_file_is_detected(tmp_path, how, capsys):
     new_in_m2 = [r for r in m2.attached if r not in m1.attached and r.path.endswith(".sst")]
     assert new_in_m2
     bad = new_in_m2[0].path
-    _damage(store, bad, how)
+    damage(os.path.join(store.directory, bad), _HOW[how])
     # the CLI's --verify names it and exits 1
     assert cli(["checkpoints", store.directory, "--verify"]) == 1
     assert bad in capsys.readouterr().out
@@ -203,7 +198,7 @@ def test_replica_holds_the_files_and_repairs_a_bad_one(tmp_path):
     for r in m2.attached:
         assert os.path.getsize(tmp_path / "replica" / r.path) == r.size
     bad = next(r.path for r in m2.attached if r.path.endswith(".sst"))
-    _damage(store, bad, "corrupt")
+    damage(os.path.join(store.directory, bad), "flip")
     again = CheckpointStore(store.directory, fsync=False, replica=str(tmp_path / "replica"))
     back = restore_worker(again, worker_files(m2)[0], str(tmp_path / "back"))
     assert len(_contents(back)) == 100

@@ -12,6 +12,7 @@ import time
 import pytest
 
 import tstate as ts
+from tests.checkpoint.helpers import damage
 from tstate.__main__ import main as cli
 from tstate.checkpoint.sst_files import META_KEY, SST_DIR, worker_files
 from tstate.checkpoint.store import CheckpointStore
@@ -104,14 +105,8 @@ def _crashed_run(tmp_path, steps: int = 5):
     return cfg, list(out.items), sorted(ms, key=lambda m: m.id)
 
 
-def _damage(directory: str, path: str, how: str) -> None:
-    full = os.path.join(directory, *path.split("/"))
-    if how == "missing":
-        os.remove(full)
-    else:
-        data = bytearray(open(full, "rb").read())
-        data[len(data) // 2] ^= 0xFF
-        open(full, "wb").write(bytes(data))
+#: the damage tests.checkpoint.helpers.damage does for each case of these tests
+_HOW = {"missing": "delete", "corrupt": "flip"}
 
 
 @pytest.mark.parametrize("how", ["missing", "corrupt"])
@@ -123,7 +118,7 @@ def test_a_bad_sst_file_of_an_engine_checkpoint_is_detected(tmp_path, how, capsy
     assert len(ms) >= 2
     newest, previous = ms[-1], ms[-2]
     bad = next(r.path for r in newest.attached if r.path.endswith(".sst") and r not in previous.attached)
-    _damage(cfg.directory, bad, how)
+    damage(os.path.join(cfg.directory, *bad.split("/")), _HOW[how])
     assert cli(["checkpoints", cfg.directory, "--verify"]) == 1
     assert bad in capsys.readouterr().out
     flow2, op2, out2 = build()
@@ -145,7 +140,7 @@ def test_a_bad_sst_file_every_checkpoint_holds_raises_listing_it(tmp_path):
     shared = set.intersection(*({r.path for r in m.attached if r.path.endswith(".sst")} for m in ms))
     assert shared
     bad = sorted(shared)[0]
-    _damage(cfg.directory, bad, "corrupt")
+    damage(os.path.join(cfg.directory, *bad.split("/")), "flip")
     flow2, _op2, _out2 = build()
     with pytest.raises(CheckpointError, match=bad):
         flow2.start(2, checkpoint=cfg, state=ts.RocksDB(str(tmp_path / "db2")))

@@ -112,7 +112,5 @@ def run_cuts(
         closing = nxt is None  # the inputs close with it: remaining timers fire
         driver._batch(dfs, bound, batch, lo, None if closing else hi, None)
         batch += 1
-        if closing:
-            return
-    lo = cuts[-1][1] if cuts else lo
-    driver._batch({}, bound, batch, lo, None, None)  # the inputs close: remaining timers fire
+    if not cuts:  # no input rows: a batch of its own closes the inputs (remaining timers fire)
+        driver._batch({}, bound, batch, lo, None, None)

@@ -153,7 +153,7 @@ def restore_files(exe: Any, store: Any, m: Manifest) -> int:
                 i, o = int(key), owners[int(key)]
                 src = old[w_old].store(node.name, codec)
                 dst = stores.keyed_store(o, node.name, codec)
-                copy_bin(src, dst, i, os.path.join(scratch, "moves"), src.name.replace(os.sep, "_"))
+                copy_bin(src, dst, i, os.path.join(scratch, "moves"))
                 b = RocksBin(i, dst)
                 timers = dst.get_meta(i, TIMERS)
                 if timers is not None:

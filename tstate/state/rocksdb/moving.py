@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from typing import Any
+from typing import Any, Optional
 
 import msgpack
 
@@ -42,11 +42,14 @@ from tstate.state.rocksdb.store import KeyedStore
 __all__ = ["copy_bin", "ship_bin", "preload", "hand_over", "moves_dir", "SMALL_HAND_OVER"]
 
 
-def copy_bin(src: KeyedStore, dst: KeyedStore, index: int, scratch: str, tag: str) -> int:
+def copy_bin(src: KeyedStore, dst: KeyedStore, index: int, scratch: str, tag: Optional[str] = None) -> int:
     """Bin ``index`` as ``src`` holds it exported to an SST file under ``scratch``
-    (named after ``tag``) and ingested into ``dst``, replacing what ``dst`` held of it
-    (an empty bin clears it there); the file's bytes.  The file is checked before the
-    ingest (a damaged one raises, nothing changed) and removed afterwards."""
+    (named after ``tag``, by default ``src``'s operator) and ingested into ``dst``,
+    replacing what ``dst`` held of it (an empty bin clears it there); the file's bytes.
+    The file is checked before the ingest (a damaged one raises, nothing changed) and
+    removed afterwards."""
+    if tag is None:
+        tag = src.name.replace(os.sep, "_")
     os.makedirs(scratch, exist_ok=True)
     path = os.path.join(scratch, f"{tag}-{index}-{secrets.token_hex(4)}.sst")
     try:
@@ -71,7 +74,7 @@ def ship_bin(b: Bin, src: KeyedStore, dst: KeyedStore, scratch: str) -> tuple[Ro
     else:  # (a bin that is not in src yet: its states go there first)
         for k, s in b.items():
             src.put(index, k, s)
-    size = copy_bin(src, dst, index, scratch, src.name.replace(os.sep, "_"))
+    size = copy_bin(src, dst, index, scratch)
     src.clear_bin(index)  # only once the new owner holds it
     moved = RocksBin(index, dst)
     moved.timers = b.timers

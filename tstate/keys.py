@@ -29,7 +29,7 @@ import xxhash
 
 from tstate.errors import KeyFunctionError
 
-__all__ = ["hasher_of", "canonical_key", "key_bytes", "key_hash", "bin_of", "check_bins", "encode_key", "encode_keys", "decode_key", "ext_hook"]
+__all__ = ["hasher_of", "canonical_key", "key_bytes", "pack_plain", "key_hash", "bin_of", "check_bins", "encode_key", "encode_keys", "decode_key", "ext_hook"]
 
 _MAX_BINS = 1 << 16
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1  # what msgpack encodes natively
@@ -89,7 +89,9 @@ def _base_value(key: Any) -> Any:
 
 # One packer, reused: building a Packer per call costs more than packing.  ``pack`` is a
 # single C call made under the GIL, so sharing it between threads is safe.
-_pack = msgpack.Packer(use_bin_type=True).pack
+#: plain msgpack (bin type; tuples as arrays): the canonical encoding of a ``str``,
+#: ``bytes`` or 64-bit ``int`` key (:func:`key_bytes`), shared by every plain packing
+pack_plain = _pack = msgpack.Packer(use_bin_type=True).pack
 _xxh64 = xxhash.xxh64_intdigest
 
 

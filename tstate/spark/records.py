@@ -56,6 +56,7 @@ from typing import Any, Callable
 import msgpack
 
 from tstate.errors import RecordClassError, SparkError
+from tstate.keys import pack_plain
 from tstate.spark.record_types import BUILTIN, RecordTypes, class_path, is_record_class
 
 __all__ = [
@@ -454,7 +455,7 @@ def _flat_tuples(records: list[Any]) -> bool:
     return True
 
 
-_pack_plain = msgpack.Packer(use_bin_type=True).pack  # tuples as arrays; one C call, GIL-safe
+_pack_plain = pack_plain  # (tstate.keys: tuples as arrays; one C call, GIL-safe)
 
 
 #: a record shape: ``"dict"``, ``"tuple"``, ``"value"`` or a record class

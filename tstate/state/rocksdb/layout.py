@@ -39,11 +39,10 @@ import datetime as _dt
 import enum
 from typing import Any
 
-import msgpack
 import msgspec
 
 from tstate.errors import StateStoreError
-from tstate.keys import canonical_key, decode_key, encode_key, ext_hook
+from tstate.keys import canonical_key, decode_key, encode_key, ext_hook, pack_plain
 
 __all__ = [
     "BIN_BYTES",
@@ -70,9 +69,7 @@ META = 0xC1
 _META = bytes((META,))
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 _decode = msgspec.msgpack.Decoder().decode
-#: the canonical encoding of a ``str``, ``bytes`` or 64-bit ``int`` (what
-#: :func:`tstate.keys.key_bytes` gives for those)
-pack_plain = _pack = msgpack.Packer(use_bin_type=True).pack
+_pack = pack_plain  # the canonical encoding of a str, bytes or 64-bit int key (tstate.keys.key_bytes)
 _encode = msgspec.msgpack.Encoder().encode
 _Ext = msgspec.msgpack.Ext
 

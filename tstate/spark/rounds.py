@@ -59,7 +59,7 @@ from tstate.progress.timestamp import Product
 from tstate.spark.cells import cell_where, decode_cell, emit, emit_loop_cells
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
 from tstate.spark.wire import (
-    FILE, RECORDS, ROUNDS, SCHEMA, TIMES, BatchInfo, FileReport, Row, arrow, read_rounds, read_times, rounds_row,
+    FILE, RECORDS, ROUNDS, TIMES, BatchInfo, FileReport, Row, arrow, read_rounds, read_times, rounds_row, row_type,
     stats_row,
 )
 
@@ -491,7 +491,7 @@ class LoopRun:
             inp = inp.unionAll(self.ticks(b, labels))
         for p in parts:
             inp = inp.unionAll(p.where(f"node in ({these})"))
-        out = inp.repartition(len(labels), "dest").mapInArrow(loop_task(self.plan, self.info, rnd, nodes), SCHEMA)
+        out = inp.repartition(len(labels), "dest").mapInArrow(loop_task(self.plan, self.info, rnd, nodes), row_type())
         out = out.localCheckpoint(eager=False)  # computed once, by the collect below; no lineage
         self.persisted.append(out)
         self.stages += 1
@@ -539,7 +539,7 @@ class LoopRun:
         inp = self.ticks(self.lps[0].boundaries[0], labels)  # the task runs even without records
         for p in parts:
             inp = inp.unionAll(p)
-        out = inp.repartition(1).mapInArrow(local_loop_task(self.plan, self.info, job), SCHEMA)
+        out = inp.repartition(1).mapInArrow(local_loop_task(self.plan, self.info, job), row_type())
         out = out.localCheckpoint(eager=False)  # computed once, by the collect below
         self.persisted.append(out)
         self.stages += 1

@@ -13,25 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tstate.spark.wire import SCHEMA, TICK
+from tstate.spark.wire import TICK
 
-__all__ = ["Shuffles", "spark_hash_int", "partition_of", "row_type"]
-
-_ROW_TYPE: Any = None
-
-
-def row_type() -> Any:
-    """:data:`~tstate.spark.wire.SCHEMA` as a ``StructType`` built in Python: a stage's
-    ``mapInArrow`` given it has no DDL string to send to the JVM to parse, once per
-    stage and micro-batch."""
-    global _ROW_TYPE
-    if _ROW_TYPE is None:
-        from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
-
-        types = {"int": IntegerType(), "long": LongType(), "binary": BinaryType()}
-        fields = [f.strip().split() for f in SCHEMA.split(",")]
-        _ROW_TYPE = StructType([StructField(name, types[tp], True) for name, tp in fields])
-    return _ROW_TYPE
+__all__ = ["Shuffles", "spark_hash_int", "partition_of"]
 
 _M32 = 0xFFFFFFFF
 #: the seed of Spark SQL's ``hash()`` and of ``repartition``'s hash partitioning

@@ -21,9 +21,8 @@ from tstate.spark.placed import unplaced
 from tstate.spark.plan import Loop
 from tstate.spark.records import decode_records
 from tstate.spark.rounds import LoopRun
-from tstate.spark.shuffles import row_type
 from tstate.spark.task import boundary_task, held_task, input_task
-from tstate.spark.wire import HELD, RECORDS, SCHEMA, SINK, STATS, TIMES, BatchInfo, read_times
+from tstate.spark.wire import HELD, RECORDS, SCHEMA, SINK, STATS, TIMES, BatchInfo, read_times, row_type
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.committed import Committed

@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
 __all__ = [
-    "RECORDS", "SINK", "FILE", "STATS", "TICK", "HELD", "TIMES", "ROUNDS", "GROUPED", "SCHEMA", "Row", "BatchInfo",
+    "RECORDS", "SINK", "FILE", "STATS", "TICK", "HELD", "TIMES", "ROUNDS", "GROUPED", "SCHEMA", "row_type", "Row", "BatchInfo",
     "FileReport", "arrow", "stats_row", "read_stats", "times_row", "read_times", "rounds_row", "read_rounds",
     "held_row",
 ]
@@ -53,6 +53,23 @@ RECORDS, SINK, FILE, STATS, TICK, HELD, TIMES, ROUNDS = 0, 1, 2, 3, 4, 5, 6, 7
 GROUPED = -1
 #: the Spark DDL schema of every task's output
 SCHEMA = "kind int, dest int, node int, bin int, time long, payload binary"
+
+_ROW_TYPE: Any = None
+
+
+def row_type() -> Any:
+    """:data:`SCHEMA` as a ``StructType`` built in Python: a ``mapInArrow`` given it
+    has no DDL string to send to the JVM to parse, once per stage, loop round and
+    micro-batch."""
+    global _ROW_TYPE
+    if _ROW_TYPE is None:
+        from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+
+        types = {"int": IntegerType(), "long": LongType(), "binary": BinaryType()}
+        fields = [f.strip().split() for f in SCHEMA.split(",")]
+        _ROW_TYPE = StructType([StructField(name, types[tp], True) for name, tp in fields])
+    return _ROW_TYPE
+
 
 #: one row: ``(kind, dest, node, bin, time, payload)``
 Row = tuple[int, int, int, int, int, bytes]

@@ -29,8 +29,9 @@ While a checkpoint's cut holds the database's writes (another thread flushes and
 hard-links it), an epoch's write-back is still encoded here, in its own epoch, and
 the database queues the batch for the cut's thread, which applies it right after the
 checkpoint; until then the states it holds are *pinned* in ``clean`` (never evicted:
-the store does not hold them yet), and any other write-back or scan waits for the
-queue first.
+the store does not hold them yet: the cache may hold up to half its budget more
+meanwhile; beyond that a write-back waits for the cut instead), and any other
+write-back or scan waits for the queue first.
 
 A state whose encoding fails (:class:`~tstate.errors.StateTypeError` naming the
 operator, key and field path) fails the whole write-back: nothing of the batch is

@@ -256,6 +256,7 @@ class CheckpointStore(Recovery, GarbageCollection):
         #: what the last :meth:`latest` skipped: checkpoint id -> why (each line names a file)
         self.skipped: dict[int, list[str]] = {}
         self._lock = threading.RLock()
+        self._begin_lock = threading.Lock()  # (begin against begin only: see begin)
         self._head: Manifest | None = None
         self._head_known = False
         self._head_pending: int | None = None  # committed by another process, not read yet
@@ -337,9 +338,17 @@ class CheckpointStore(Recovery, GarbageCollection):
         _check_packable(f"checkpoint time {time!r}", encode_time(time))
         # (a head committed by another process is not read here: the ids on disk cover it)
         head = self._head if self._head_pending is not None else self.head
-        with self._lock:
+        # not under the store's lock, which a commit holds through the manifest's fsync
+        # and a garbage collection through its deletions (this runs on the processing
+        # thread); ids race-free: a commit sets _head before it drops its writer from
+        # _active, and this reads _active, then _head, then the manifests on disk
+        with self._begin_lock:
+            top = max([0, *(w.id for w in list(self._active.values()))])
+            now = self._head
+            if now is not None:
+                top = max(top, now.id)
             ids = self._manifest_ids()
-            top = max([0, *ids, *(w.id for w in self._active.values())])
+            top = max([top, *ids])
             if head is not None:
                 top = max(top, head.id)
             token = secrets.token_hex(4)
@@ -414,8 +423,8 @@ class CheckpointStore(Recovery, GarbageCollection):
                 ) from None
             except OSError as exc:
                 raise CheckpointError(f"{self.fs.describe(manifest.name)}: cannot be written ({exc})") from None
-            self._active.pop(w.token, None)
             self._head, self._head_known, self._head_pending = manifest, True, None
+            self._active.pop(w.token, None)  # (after _head is set: begin reads them in the other order)
             self.problems = []
             if self.background_gc:  # off the committing thread (it may delete thousands of files)
                 previous = self._gc_thread

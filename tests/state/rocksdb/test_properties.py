@@ -1,8 +1,10 @@
 """The RocksDB keyed-state store against a plain dict, on random operations: puts,
 in-place changes, deletes, bins cleared, epochs written back through a cache small
 enough to evict (and to write back mid-epoch), checkpoints restored into a new
-database (what a crash after a checkpoint comes back to), and bins moved as SST files
-to another worker and back."""
+database (what a crash after a checkpoint comes back to), checkpoints cut on another
+thread while the epochs go on (their write-backs queued, applied after the cut: the
+checkpoint holds the state at the cut, the store everything), and bins moved as SST
+files to another worker and back."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ import datetime as dt
 import os
 import shutil
 import tempfile
+import threading
+import time
 from typing import Any
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from tstate.keys import bin_of, key_hash
 from tstate.state.rocksdb.settings import RocksDB
@@ -50,10 +54,21 @@ class StoreMachine(RuleBasedStateMachine):
         self.ref: dict[Any, list[int]] = {}  # key -> state (dict equality: 1 == True == 1.0)
         self.meta: dict[int, bytes] = {}
         self.checkpoint: Any = None  # (dir, ref, meta) of the last checkpoint
+        self.cutter: Any = None  # (thread, its result, (ref, meta) at the cut) of a cut under way
 
     def _dir(self) -> str:
         self.n += 1
         return os.path.join(self.root, f"db{self.n}")
+
+    @initialize(budget=st.sampled_from([1_000, 6_000]))
+    def budget(self, budget: int) -> None:
+        """The cache's budget: a few entries (evicted and re-read all the time, epochs
+        written back early), or a few dozen (write-backs queued behind a cut, and the
+        pinned states outliving evictions)."""
+        if budget != self.settings.cache_bytes:
+            self.w.close()
+            self.settings = RocksDB(self.root, cache_bytes=budget)
+            self.w = WorkerStore.create(self._dir(), self.settings)
 
     @property
     def store(self) -> Any:
@@ -106,7 +121,9 @@ class StoreMachine(RuleBasedStateMachine):
     def end_epoch(self) -> None:
         self.w.end_epoch()
         assert self.w.cache.dirty == 0
-        assert self.w.cache.bytes <= self.settings.cache_bytes or len(self.w.cache) <= 1
+        # (states pinned by a write-back queued behind a cut are not evicted until it is applied)
+        cache = self.w.cache
+        assert cache.bytes - cache._pinned_bytes() <= self.settings.cache_bytes or len(cache) <= 1
 
     @rule()
     def take_checkpoint(self) -> None:
@@ -116,11 +133,58 @@ class StoreMachine(RuleBasedStateMachine):
         self.w.uploaded(f.name for f in files.sst)
         self.checkpoint = (files.dir, {k: list(v) for k, v in self.ref.items()}, dict(self.meta))
 
-    @precondition(lambda self: self.checkpoint is not None)
+    @precondition(lambda self: self.cutter is None)
+    @rule(hold=st.sampled_from([0.0, 0.2]))
+    def cut_on_another_thread(self, hold: float) -> None:
+        """A checkpoint as the engine makes one: written back and cut here, the flush
+        and hard links on another thread -- at once, or when :meth:`cut_done` says so
+        (at most ``hold`` seconds: an operation that must wait for the cut waits that
+        long) -- while the next operations go on, their write-backs queued."""
+        self.n += 1
+        dest = os.path.join(self.root, f"cut{self.n}")
+        finish = self.w.cut()
+        at_cut = ({k: list(v) for k, v in self.ref.items()}, dict(self.meta))
+        result: dict[str, Any] = {}
+        go = threading.Event()
+
+        def run() -> None:
+            go.wait(hold)
+            result["files"] = finish(dest)
+
+        t = threading.Thread(target=run)
+        t.start()
+        self.cutter = (t, result, at_cut, go)
+
+    @precondition(lambda self: self.cutter is not None)
+    @rule(pairs=st.lists(st.tuples(keys, values), max_size=6))
+    def epoch_while_cutting(self, pairs: list[tuple[Any, list[int]]]) -> None:
+        """An epoch's records and write-back while the cut is (likely) still held: the
+        batch is queued, the states stay readable."""
+        for key, value in pairs:
+            self.put(key, value)
+        self.end_epoch()
+        for key, _ in pairs:
+            self.get(key)
+
+    @precondition(lambda self: self.cutter is not None)
+    @rule()
+    def cut_done(self) -> None:
+        """The cut's checkpoint is the state at the cut (what a crash comes back to)."""
+        t, result, (ref, meta), go = self.cutter
+        go.set()
+        t.join()
+        self.cutter = None
+        files = result["files"]
+        self.w.uploaded(f.name for f in files.sst)
+        self.checkpoint = (files.dir, ref, meta)
+
+    @precondition(lambda self: self.checkpoint is not None or self.cutter is not None)
     @rule()
     def crash_and_restore(self) -> None:
         """A crash loses everything since the checkpoint: the database is discarded and
         a new one restored from the checkpoint's files."""
+        if self.cutter is not None:
+            self.cut_done()
         self.w.close()
         ck, ref, meta = self.checkpoint
         self.w = WorkerStore.restore(ck, self._dir(), self.settings)
@@ -172,6 +236,8 @@ class StoreMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
+            if self.cutter is not None:
+                self.cut_done()
             self.bins_match_the_reference()
         finally:
             self.w.close()

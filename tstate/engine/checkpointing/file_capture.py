@@ -34,7 +34,7 @@ from typing import Any, Optional
 
 from tstate.checkpoint.manifest import Manifest
 from tstate.checkpoint.sst_files import FileCheckpoints, WorkerFiles, restore_worker, worker_files
-from tstate.errors import CheckpointError
+from tstate.errors import CheckpointError, StateStoreError
 from tstate.plan.stateful import Stateful
 from tstate.state.payload import _timers, wire_timers
 from tstate.types import wire
@@ -58,8 +58,15 @@ class FileCapture:
     def __init__(self, exe: Any, store: Any) -> None:
         self.exe = exe
         stores = exe.state_stores
-        os.makedirs(stores.settings.path, exist_ok=True)
-        self.files = FileCheckpoints(store, tempfile.mkdtemp(prefix="sst-upload-", dir=stores.settings.path))
+        try:
+            os.makedirs(stores.settings.path, exist_ok=True)
+            scratch = tempfile.mkdtemp(prefix="sst-upload-", dir=stores.settings.path)
+        except OSError as exc:  # (an unwritable or full RocksDB directory: named, nothing run yet)
+            raise StateStoreError(
+                f"keyed-state store at {stores.settings.path}: preparing the checkpoints' scratch directory "
+                f"failed: {exc.strerror or exc}"
+            ) from exc
+        self.files = FileCheckpoints(store, scratch)
 
     @classmethod
     def of(cls, exe: Any, store: Any) -> Optional[FileCapture]:

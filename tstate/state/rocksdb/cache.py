@@ -25,6 +25,14 @@ writes back at the end of each epoch (and before a checkpoint, an export or a sc
 a cache whose entries exceed the budget between write-backs writes back by itself
 (harmless: a checkpoint writes back first).
 
+While a checkpoint's cut holds the database's writes (another thread flushes and
+hard-links it), an epoch's write-back is still encoded here, in its own epoch, and
+the database queues the batch for the cut's thread, which applies it right after the
+checkpoint; until then the states it holds are *pinned* in ``clean`` (never evicted:
+the store does not hold them yet: the cache may hold up to half its budget more
+meanwhile; beyond that a write-back waits for the cut instead), and any other
+write-back or scan waits for the queue first.
+
 A state whose encoding fails (:class:`~tstate.errors.StateTypeError` naming the
 operator, key and field path) fails the whole write-back: nothing of the batch is
 written and every state stays dirty.
@@ -74,7 +82,7 @@ _SAMPLE_FIRST, _SAMPLE_EVERY = 16, 512
 class BinCache:
     """The cached states of one bin of one operator (see the module docstring)."""
 
-    __slots__ = ("family", "codec", "index", "prefix", "clean", "dirty", "gone", "taken", "sizes")
+    __slots__ = ("family", "codec", "index", "prefix", "clean", "dirty", "gone", "taken", "sizes", "pinned")
 
     def __init__(self, family: Family, codec: Any, index: int, sizes: _Sizes) -> None:
         self.family = family
@@ -91,6 +99,9 @@ class BinCache:
         #: states taken out (made resident by a RocksBin) since the last write-back
         self.taken = 0
         self.sizes = sizes
+        #: keys of ``clean`` written in a batch the database has queued, not applied
+        #: (a checkpoint's cut holds its writes): never evicted until it is
+        self.pinned: set[Any] = set()
 
     def __len__(self) -> int:
         return len(self.clean) + len(self.dirty)
@@ -133,6 +144,8 @@ class StateCache:
         self._counted = 0
         #: entries that may be added before the budget is checked again
         self._room = 0.0
+        #: whether some bin's ``pinned`` may be non-empty
+        self._pinned = False
 
     # -- bins -------------------------------------------------------------------------
     def slot(self, fam: Family, codec: Any, index: int) -> BinCache:
@@ -158,6 +171,7 @@ class StateCache:
         if c is not None:
             c.clean.clear()
             c.dirty.clear()
+            c.pinned.clear()
             c.gone = False
         prefix = bin_prefix(index)
         for k in [k for k in self._meta if k[0] is fam and k[1][:2] == prefix]:
@@ -202,22 +216,47 @@ class StateCache:
         """Write every dirty state (and the bins' own records) in one batch, then evict
         down to the budget; how many states were written.  ``defer`` (an epoch's end):
         while a checkpoint of the database is being made on another thread (its writes
-        held: :meth:`LocalDB.cut <tstate.state.rocksdb.db.LocalDB.cut>`), keep the
-        dirty states here instead of waiting for it -- unless the cache is over its
-        budget -- and write them with a later write-back (the next epoch's end, or the
-        next checkpoint's cut, which waits)."""
+        held: :meth:`LocalDB.cut <tstate.state.rocksdb.db.LocalDB.cut>`), encode the
+        batch here (this epoch's share of the work, as without a checkpoint) and let
+        the database queue it for the cut's thread, which applies it right after the
+        checkpoint; the states written stay pinned in the cache until then.  Not
+        deferred (this waits for the cut instead): a batch with deletes or bins' own
+        records, or when the pinned states exceed half the budget.  Any other
+        write-back first waits for the queued batches (:meth:`LocalDB.settle
+        <tstate.state.rocksdb.db.LocalDB.settle>`): whoever reads the store next
+        sees them."""
         for c in self._bins.values():
             c.taken = 0
-        if defer and self.db.cutting() and self.bytes <= self.budget:
-            return 0
-        n = self._write_dirty()
+        if self._pinned and not self.db.deferring():
+            self._unpin()
+        defer = defer and self.db.cutting() and not self._meta and self._pinned_bytes() <= self.budget >> 1
+        if not defer:
+            self.db.settle()
+        n = self._write_dirty(defer)
         self._evict(self.budget)
         return n
 
-    def _write_dirty(self) -> int:
+    def _pinned_bytes(self) -> float:
+        return sum(len(c.pinned) for c in self._bins.values()) * self._max_mean() if self._pinned else 0.0
+
+    def _unpin(self) -> None:
+        for c in self._bins.values():
+            if c.pinned:
+                c.pinned = set()
+        self._pinned = False
+
+    def _write_dirty(self, defer: bool = False) -> int:
+        """Encode the dirty states into one batch and write it; ``defer`` (a cut holds
+        the database's writes): the database queues the batch for the cut's thread
+        (:meth:`LocalDB.write_batch <tstate.state.rocksdb.db.LocalDB.write_batch>`) and
+        the states written are pinned in ``clean`` until it is applied.  A bin with
+        deletes is never deferred (a delete would leave nothing to pin)."""
         bins = [c for c in self._bins.values() if c.dirty]
         if not bins and not self._meta:
             return 0
+        if defer and any(c.gone for c in bins):
+            defer = False
+            self.db.settle()
         wb = self.db.batch()
         n = _put_bins(wb, bins)
         for (fam, mkey), record in self._meta.items():
@@ -225,10 +264,13 @@ class StateCache:
                 wb.delete(mkey, fam.handle)
             else:
                 wb.put(mkey, record, fam.handle)
-        self.db.write_batch(wb)  # all or nothing: on an error everything stays dirty
+        queued = self.db.write_batch(wb, defer)  # all or nothing: on an error everything stays dirty
         self._meta.clear()
         for c in bins:
             dirty, clean = c.dirty, c.clean
+            if queued:
+                c.pinned.update(dirty)
+                self._pinned = True
             if c.gone:
                 for k, s in dirty.items():
                     clean.pop(k, None)
@@ -275,7 +317,13 @@ class StateCache:
             if not clean:
                 continue
             n = min(len(clean), int(len(clean) * frac) + 1)
-            if n == len(clean):
+            pinned = c.pinned
+            if pinned:  # (their batch is not applied yet: the store does not hold them)
+                victims = [k for k in islice(clean, n + len(pinned)) if k not in pinned][:n]
+                n = len(victims)
+                for k in victims:
+                    del clean[k]
+            elif n == len(clean):
                 clean.clear()
             else:
                 for k in list(islice(clean, n)):
@@ -293,6 +341,8 @@ class StateCache:
 
     def clear(self) -> None:
         """Forget everything (after a restore: the database changed underneath)."""
+        self.db.settle()
+        self._unpin()
         for c in self._bins.values():
             c.clean.clear()
             c.dirty.clear()

@@ -188,6 +188,15 @@ class LocalDB:
         self.incarnation = uuid.uuid4().hex
         #: held while a checkpoint is made (:meth:`cut`): writes wait for it
         self._cut = threading.Lock()
+        #: write batches queued while a cut holds the writes (:meth:`write_batch` with
+        #: ``defer``), applied in order by the cut's thread right after its checkpoint;
+        #: ``_cut_open``: a cut holds the writes and will apply them (both under
+        #: ``_deferred_lock``)
+        self._deferred: list[Any] = []
+        self._deferred_lock = threading.Lock()
+        self._cut_open = False
+        #: why applying a deferred batch failed: raised by the next call of the owner
+        self._deferred_error: Optional[StateStoreError] = None
         names = list(families)
         with store_errors(self.path, "opening"):
             cfs = {n: _options(settings, self._block_cache) for n in names if n != "default"}
@@ -270,13 +279,58 @@ class LocalDB:
                 wb.put(k, v, fam.handle)
         self.write_batch(wb)
 
-    def write_batch(self, wb: rocksdict.WriteBatch) -> None:
-        """Apply a write batch atomically (all of it or, on an error, nothing)."""
+    def write_batch(self, wb: rocksdict.WriteBatch, defer: bool = False) -> bool:
+        """Apply a write batch atomically (all of it or, on an error, nothing).
+        ``defer``: if a checkpoint's cut holds the writes now (:meth:`cut`), queue the
+        batch instead of waiting: the cut's thread applies the queued batches, in
+        order, right after its checkpoint and before any later write (a failure there
+        is raised by the next call on this database: :meth:`settle`).  Whether the
+        batch was queued."""
         if wb.is_empty():
-            return
+            return False
         self._check_open()
+        if defer:
+            with self._deferred_lock:
+                if self._cut_open:
+                    self._deferred.append(wb)
+                    return True
         with self._cut, store_errors(self.path, f"writing a batch of {len(wb)} changes"):
+            self._raise_deferred()
             self._db.write(wb, self._write_options)
+        return False
+
+    def deferring(self) -> bool:
+        """Whether batches queued by :meth:`write_batch` are not applied yet."""
+        return bool(self._deferred)
+
+    def settle(self) -> None:
+        """Wait until every queued batch is applied (the cut holding them finished);
+        raise if applying one failed."""
+        if self._deferred:
+            with self._cut:
+                pass
+        self._raise_deferred()
+
+    def _raise_deferred(self) -> None:
+        err = self._deferred_error
+        if err is not None:
+            raise StateStoreError(str(err)) from err
+
+    def _apply_deferred(self) -> None:
+        """(The cut's thread, writes still held.)  Apply the queued batches in order;
+        from now on writes are not queued.  A failure is kept for the owner's next
+        call (the batches' states are lost: the run must resume from a checkpoint)."""
+        with self._deferred_lock:
+            batches, self._cut_open = list(self._deferred), False
+        try:
+            for wb in batches:
+                with store_errors(self.path, f"writing a batch of {len(wb)} changes (deferred by a checkpoint)"):
+                    self._db.write(wb, self._write_options)
+        except StateStoreError as exc:
+            self._deferred_error = self._deferred_error or exc
+        finally:
+            with self._deferred_lock:
+                self._deferred = []  # (only now: settle() waits while any is listed)
 
     def drop_bin(self, fam: Family, index: int) -> None:
         """Delete every record of bin ``index`` in ``fam`` (one range tombstone)."""
@@ -301,13 +355,16 @@ class LocalDB:
             return self._checkpoint(dest)
 
     def cut(self) -> Callable[[str], CheckpointFiles]:
-        """Hold every write back from now (they wait) until the returned function has
-        run -- on any thread, e.g. an upload thread, while the processing thread goes on
-        reading and computing the next epoch: it makes :meth:`checkpoint` of the
-        database as it is now into ``dest``, then lets writes go on.  Run it exactly
-        once, whatever happens."""
+        """Hold every write back from now (they wait, or are queued:
+        :meth:`write_batch` with ``defer``) until the returned function has run -- on
+        any thread, e.g. an upload thread, while the processing thread goes on reading
+        and computing the next epoch: it makes :meth:`checkpoint` of the database as it
+        is now into ``dest``, applies the queued batches, then lets writes go on.  Run
+        it exactly once, whatever happens."""
         self._check_open()
         self._cut.acquire()
+        with self._deferred_lock:
+            self._cut_open = True
         done: list[bool] = []
 
         def finish(dest: str) -> CheckpointFiles:
@@ -317,7 +374,10 @@ class LocalDB:
             try:
                 return self._checkpoint(dest)
             finally:
-                self._cut.release()
+                try:
+                    self._apply_deferred()
+                finally:
+                    self._cut.release()
 
         return finish
 
@@ -330,6 +390,10 @@ class LocalDB:
         if os.path.lexists(dest):
             raise StateStoreError(f"keyed-state store at {self.path}: checkpoint directory {dest} exists already")
         try:
+            # flushed first, although create_checkpoint flushes too: rocksdict holds the
+            # GIL through create_checkpoint (the processing thread stalls for all of it)
+            # but lets go of it while a flush waits for RocksDB's flush thread; with
+            # the memtables empty, create_checkpoint's own flush is a no-op
             self.flush()
             with store_errors(dest, f"checkpointing {self.path}"):
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
@@ -461,6 +525,7 @@ class LocalDB:
     def _check_open(self) -> None:
         if self._closed:
             raise StateStoreError(f"keyed-state store at {self.path} is closed")
+        self._raise_deferred()
 
     def __enter__(self) -> LocalDB:
         return self

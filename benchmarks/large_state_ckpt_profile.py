@@ -1,0 +1,173 @@
+"""Where a checkpoint's time goes on the RocksDB backend (issue 28,
+``rocksdb_ckpt_p99_over_none``): the dataflow of :mod:`benchmarks.large_state` with
+``state=ts.RocksDB(...)``, async checkpoints every epoch, against none, with every
+stage of a checkpoint timed on the thread that runs it.
+
+Stages (wall and thread CPU seconds, per call):
+
+- processing thread: ``freeze`` (resident states written back into the cache, timers
+  as records), ``write_back`` (the cache's batch: encode + ``db.write``; an epoch's end
+  or the cut's), ``capture`` (the cut: write-back, then the database's writes held),
+  ``begin`` (the checkpoint store's writer, under its lock);
+- cut thread: ``flush`` (memtables to SST files), ``create_checkpoint`` (RocksDB's
+  checkpoint: its own flush, hard links, copies of the small files), ``deferred`` (the
+  write-backs postponed while the cut held the database, applied after it);
+- upload thread: ``read``, ``hash``, ``write`` of each new SST file; commit, GC.
+
+Per epoch: latency, processing-thread CPU, the cyclic GC's time, whether the epoch
+captured a checkpoint, and how long the cut / upload threads ran inside the epoch
+(the GIL they hold is time the processing thread waits: wall - CPU).
+
+    python -m benchmarks.large_state_ckpt_profile [--keys N] [--epochs E] [--cprofile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import io
+import os
+import pstats
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from typing import Any, Callable
+
+import tstate as ts
+from benchmarks import common
+from benchmarks.large_state import _epochs, _p99, heap_dataflow
+
+EVENTS: list[tuple[str, str, float, float, float]] = []  # (thread, stage, t0, t1, cpu)
+EPOCHS: list[tuple[float, float, float, float]] = []  # (t0, t1, cpu, gc)
+
+
+def _timed(stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*a: Any, **k: Any) -> Any:
+        c0, t0 = time.thread_time(), time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            EVENTS.append((threading.current_thread().name, stage, t0, time.perf_counter(), time.thread_time() - c0))
+
+    return wrapper
+
+
+def _patch() -> None:
+    from tstate.checkpoint import sst_files, store
+    from tstate.engine.checkpointing import file_capture
+    from tstate.state.rocksdb import cache, db, worker
+
+    patches = [
+        (file_capture.FileCapture, "freeze"), (file_capture.FileCapture, "capture"),
+        (cache.StateCache, "write_back"), (worker.WorkerStore, "cut"),
+        (db.LocalDB, "flush"), (db.LocalDB, "_checkpoint"),
+        (sst_files, "_read"), (sst_files, "checksum"), (sst_files, "_write"),
+        (store.CheckpointStore, "begin"), (store.CheckpointStore, "_commit"),
+        (store.CheckpointStore, "_collect_guarded"),
+    ]
+    for owner, name in patches:
+        if hasattr(owner, name):
+            setattr(owner, name, _timed(name, getattr(owner, name)))
+    if hasattr(db.LocalDB, "_apply_deferred"):
+        db.LocalDB._apply_deferred = _timed("deferred", db.LocalDB._apply_deferred)  # type: ignore[method-assign]
+    run = common.EpochDriver.run
+
+    def timed_run(self: Any, records: list[Any]) -> float:
+        t0 = time.perf_counter()
+        took = run(self, records)
+        EPOCHS.append((t0, time.perf_counter(), self.cpu, self.gc))
+        return took
+
+    common.EpochDriver.run = timed_run  # type: ignore[method-assign]
+
+
+def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
+    return max(0.0, min(a1, b1) - max(a0, b0))
+
+
+def _summary(label: str, lat: list[float], cpu: list[float]) -> str:
+    return (f"{label}: p99 {_p99(lat) * 1e3:.1f} ms, median {statistics.median(lat) * 1e3:.1f} ms; "
+            f"CPU p99 {_p99(cpu) * 1e3:.1f} ms, median {statistics.median(cpu) * 1e3:.1f} ms")
+
+
+def report(n_touch: int) -> str:
+    out = io.StringIO()
+    epochs = EPOCHS[-n_touch:]
+    t_first = epochs[0][0]
+    ev = [e for e in EVENTS if e[3] >= t_first]
+    stages: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for th, st, t0, t1, c in ev:
+        kind = "processing" if th == "MainThread" else ("cut" if "cut" in th else "upload" if "upload" in th else th.split("-")[0] if th.startswith("tstate") else th)
+        stages.setdefault((kind, st), []).append((t1 - t0, c))
+    print("stage (thread): calls, median wall / CPU ms, max wall ms, total wall s", file=out)
+    for (kind, st), xs in sorted(stages.items()):
+        walls = [w for w, _ in xs]
+        cpus = [c for _, c in xs]
+        print(f"  {st:18s} ({kind:10s}) {len(xs):4d}  {statistics.median(walls) * 1e3:8.2f} / {statistics.median(cpus) * 1e3:8.2f}"
+              f"  max {max(walls) * 1e3:8.2f}  total {sum(walls):6.2f}", file=out)
+    print("\nper epoch: lat ms, CPU ms, GC ms, captured?, processing write_back ms, cut-thread ms inside, upload-thread ms inside", file=out)
+    rows = []
+    for t0, t1, cpu, g in epochs:
+        inside = [e for e in ev if _overlap(t0, t1, e[2], e[3]) > 0]
+        cap = any(e[1] == "capture" and t0 <= e[2] < t1 for e in inside)
+        wb = sum(e[3] - e[2] for e in inside if e[1] == "write_back" and e[0] == "MainThread" and t0 <= e[2] < t1)
+        cutt = sum(_overlap(t0, t1, e[2], e[3]) for e in inside if "cut" in e[0] and e[1] in ("_checkpoint", "deferred"))
+        upl = sum(_overlap(t0, t1, e[2], e[3]) for e in inside if "upload" in e[0] and e[1] in ("_read", "checksum", "_write"))
+        rows.append((t1 - t0, cpu, g, cap, wb, cutt, upl))
+        print(f"  {(t1 - t0) * 1e3:7.1f} {cpu * 1e3:7.1f} {g * 1e3:6.1f} {'C' if cap else '-'} {wb * 1e3:7.1f} {cutt * 1e3:7.1f} {upl * 1e3:7.1f}", file=out)
+    cap_rows = [r for r in rows if r[3]]
+    other = [r for r in rows if not r[3]]
+    for label, rs in (("capture epochs", cap_rows), ("other epochs", other)):
+        if rs:
+            print(_summary(f"{label} ({len(rs)})", [r[0] for r in rs], [r[1] for r in rs])
+                  + f"; write-back median {statistics.median([r[4] for r in rs]) * 1e3:.1f} ms"
+                  + f"; wall - CPU median {statistics.median([r[0] - r[1] for r in rs]) * 1e3:.1f} ms", file=out)
+    with_cut = [r for r in rows if r[5] > 0]
+    without = [r for r in rows if r[5] == 0]
+    if with_cut and without:
+        print(f"epochs overlapping the cut thread ({len(with_cut)}): wall - CPU median "
+              f"{statistics.median([r[0] - r[1] for r in with_cut]) * 1e3:.1f} ms; others ({len(without)}): "
+              f"{statistics.median([r[0] - r[1] for r in without]) * 1e3:.1f} ms", file=out)
+    return out.getvalue()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--keys", type=int, default=1_000_000)
+    ap.add_argument("--epochs", type=int, default=40)
+    ap.add_argument("--cache-mb", type=int, default=256)
+    ap.add_argument("--cprofile", action="store_true", help="also cProfile the processing thread of the checkpointed run")
+    a = ap.parse_args(argv)
+    _patch()
+    epochs = _epochs(a.keys, a.epochs)
+    root = tempfile.mkdtemp(prefix="ckpt_profile-")
+    prof = cProfile.Profile() if a.cprofile else None
+    try:
+        none = heap_dataflow(a.keys, epochs, None, ts.RocksDB(os.path.join(root, "engine"), cache_bytes=a.cache_mb << 20))
+        EVENTS.clear()
+        if prof is not None:
+            prof.enable()
+        ck = heap_dataflow(a.keys, epochs, os.path.join(root, "ck"),
+                           ts.RocksDB(os.path.join(root, "engine-ck"), cache_bytes=a.cache_mb << 20))
+        if prof is not None:
+            prof.disable()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"{a.keys:,} keys, {a.epochs} epochs of {max(1, a.keys // 100):,} events, cache {a.cache_mb} MB, load {os.getloadavg()[0]:.1f}")
+    print(_summary("no checkpoints", none["latency"], none["cpu"]))
+    print(_summary("checkpoints every epoch", ck["latency"], ck["cpu"]) + f"; {ck['checkpoints']} made, {ck['skipped']} skipped")
+    print(f"ratio p99 {_p99(ck['latency']) / _p99(none['latency']):.3f}, CPU p99 {_p99(ck['cpu']) / _p99(none['cpu']):.3f}")
+    print()
+    print(report(a.epochs))
+    if prof is not None:
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
+        print(s.getvalue())
+
+
+if __name__ == "__main__":
+    main()

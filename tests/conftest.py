@@ -83,3 +83,14 @@ def pytest_ignore_collect(collection_path: Any, config: Any) -> Optional[bool]:
     if p.endswith(".py") and not os.path.basename(p).startswith(("test_", "conftest")):
         return True
     return None
+
+
+@pytest.fixture
+def staged(monkeypatch: Any) -> None:
+    """Every micro-batch stage by stage (input stage, a shuffle per root boundary stage),
+    however small: ``tstate.spark.local_batch`` would run the tests' small batches in one
+    task.  Autouse where tests check the staged paths (tests/spark, tests/apps/cep)."""
+    pytest.importorskip("pyspark", reason="the Spark backend tests need the spark extra")
+    from tstate.spark import local_batch
+
+    monkeypatch.setattr(local_batch, "LOCAL_BATCH_BYTES", -1)

@@ -15,3 +15,9 @@ def _fresh_cache():  # type: ignore[no-untyped-def]
 
     binstore.clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _staged(staged: None) -> None:
+    """These tests check the staged paths (tests/conftest.py ``staged``); the one-task
+    path of small batches is tests/spark/test_local_batch.py's."""

@@ -13,6 +13,7 @@ import time as _time
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 
 from tstate.column_key import Col
+from tstate.spark import local_batch
 from tstate.spark.cells import decode_cell
 from tstate.spark.colocated import DEST, colocated_inputs, colocated_task, partition_columns
 from tstate.spark.held import read_held
@@ -114,7 +115,12 @@ class Stages:
         return self.batch.writer
 
     def run(self) -> None:
-        """Every stage, in order (module docstring)."""
+        """Every stage, in order (module docstring); a small batch in one task instead
+        (:mod:`tstate.spark.local_batch`)."""
+        assert self.info is not None
+        if local_batch.fits(self.plan, self.info, self.dfs, self.last.held is not None, self.job.local_loops):
+            self.rows += local_batch.run_local(self)
+            return
         self.input_frames()
         self.held_rows()
         self.input_rows()

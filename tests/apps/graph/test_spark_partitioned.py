@@ -34,7 +34,7 @@ def test_spread_keys_balance_the_algorithms_over_the_partitions() -> None:
         assert len({b % p for b in (pr, comp, tri, deg)}) == 4
 
 
-def test_partitioned_layout_on_local2_equals_the_embedded_engine(spark: Any, tmp_path: Any) -> None:
+def test_partitioned_layout_on_local2_equals_the_embedded_engine(spark: Any, tmp_path: Any, staged: None) -> None:
     data = EdgeFile(DEFAULT_INPUT)
     epochs = 12
     batches = {e: b for e, b in data.batches() if e < epochs}

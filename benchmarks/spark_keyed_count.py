@@ -26,7 +26,11 @@ the keys touched per batch), so a broken contender cannot look fast.
 
 The last line is one JSON object: ``keyed_count_over_native`` (tstate with a key
 function / native, total seconds; issue 25), ``keyed_count_col_over_native`` (with
-``ts.col``) and the totals, for :mod:`benchmarks.before_after`.
+``ts.col``), tstate's speed-ups ``keyed_count_over_tws_pandas``,
+``keyed_count_over_apply_pandas``, ``keyed_count_over_tws_row`` (the contender's total /
+tstate's: issue 25 asks >= 10x over both pandas APIs) and
+``keyed_count_python_over_tstate`` (tstate's total / plain Python's), and the totals,
+for :mod:`benchmarks.before_after`.
 
 Targets (issue 6): tstate >= 10x faster than the pandas-based state APIs, >= 3x faster
 than transformWithState, <= 1.5x the native JVM aggregation.
@@ -413,7 +417,44 @@ def main(argv: list[str] | None = None) -> None:
         figures["keyed_count_over_native"] = round(figures["tstate_s"] / figures["native_s"], 3)
     if "tstate_col_s" in figures and "native_s" in figures:
         figures["keyed_count_col_over_native"] = round(figures["tstate_col_s"] / figures["native_s"], 3)
+    figures.update(speedups(results))
+    if any(k in figures for k, _ in SPEEDUPS.values()):
+        print("tstate (key function) speed-up, total seconds side by side: " + ", ".join(
+            f"{SPARK_CONTENDERS[n][0] if n in SPARK_CONTENDERS else n} {figures[k]:.1f}x"
+            for n, (k, _) in SPEEDUPS.items() if k in figures
+        ) + " (issue 25: >= 10x over both pandas APIs)")
     print(json.dumps(figures))
+
+
+#: contender -> (JSON key of tstate's speed-up over it, JSON key of its total seconds)
+SPEEDUPS: dict[str, tuple[str, str]] = {
+    "tws-pandas": ("keyed_count_over_tws_pandas", "tws_pandas_s"),
+    "apply-pandas": ("keyed_count_over_apply_pandas", "apply_pandas_s"),
+    "tws-row": ("keyed_count_over_tws_row", "tws_row_s"),
+    "python": ("keyed_count_python_over_tstate", "python_s"),
+}
+
+
+def speedups(results: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """tstate's (key function) speed-up over each contender of :data:`SPEEDUPS` that ran
+    and checked ok (its total / tstate's; for plain Python the other way round: how
+    much faster the single-process baseline is), with the contenders' totals.
+
+    >>> speedups({"tstate": {"status": "ok", "total": 2.0}, "tws-pandas": {"status": "ok", "total": 20.0}})
+    {'keyed_count_over_tws_pandas': 10.0, 'tws_pandas_s': 20.0}
+    """
+    base = results.get("tstate", {})
+    if base.get("status") != "ok" or not base.get("total"):
+        return {}
+    out: dict[str, float] = {}
+    for name, (key, total_key) in SPEEDUPS.items():
+        r = results.get(name, {})
+        if r.get("status") != "ok" or not r.get("total"):
+            continue
+        ratio = r["total"] / base["total"] if name != "python" else base["total"] / r["total"]
+        out[key] = round(ratio, 3)
+        out[total_key] = round(r["total"], 3)
+    return out
 
 
 def _short(e: BaseException) -> str:

@@ -544,3 +544,51 @@ def test_a_directory_removed_while_a_file_is_written_is_created_again(tmp_path, 
     fs.write_unread("data/op/1/b.bin", b"b")
     assert (tmp_path / "data/op/0/a.bin").read_bytes() == b"a"
     assert (tmp_path / "data/op/1/b.bin").read_bytes() == b"b"
+
+
+# ---------------------------------------------------------------------- adopting files written elsewhere
+
+
+def _adopted_file(store: CheckpointStore, w, data: bytes):  # type: ignore[no-untyped-def]
+    from tstate.checkpoint.writing import write_data_file
+
+    return write_data_file(store.fs, "op", 0, w.id, w.token + "a1", "snap", data)
+
+
+def test_adopt_checks_each_file_size_unless_the_writer_reported_it(tmp_path, monkeypatch) -> None:
+    """``adopt`` stats each file (a write that did not finish has another size);
+    ``reported=True`` (the size came from the writing process after its write: a
+    Spark task's FILE row) takes the reference as it is, without a stat."""
+    from attrs import evolve
+
+    store = new_store(tmp_path)
+    w = store.begin(0)
+    w.put_operator_schema("op", SCHEMA, bins=2)
+    ref = _adopted_file(store, w, snap(0, {"a": [1]}))
+    with pytest.raises(CheckpointError, match=r"missing or \d+ bytes, expected"):
+        w.adopt("op", 0, [evolve(ref, size=ref.size + 1)], replace=True)
+    seen: list[str] = []
+    size = store.fs.size
+    monkeypatch.setattr(store.fs, "size", lambda p: seen.append(p) or size(p))
+    w.adopt("op", 0, [ref], replace=True, reported=True)
+    assert seen == []
+    m = w.commit()
+    assert state(store, m, "op", 0) == {"a": [1]}
+
+
+def test_a_reported_file_lost_before_the_commit_is_found_by_recovery(tmp_path) -> None:
+    """Without the stat, a reported file deleted after its report still commits; the
+    checkpoint then fails verification and recovery falls back to the one before."""
+    store = new_store(tmp_path)
+    w = store.begin(0)
+    w.put_operator_schema("op", SCHEMA, bins=2)
+    w.put_snapshot("op", 1, snap(1, {"b": [2]}))
+    first = w.commit()
+    w = store.begin(1)
+    ref = _adopted_file(store, w, snap(0, {"a": [1]}))
+    w.adopt("op", 0, [ref], replace=True, reported=True)
+    store.fs.delete(ref.path)
+    w.commit()
+    again = CheckpointStore(str(tmp_path), readonly=True)
+    assert again.latest().id == first.id
+    assert any(ref.path in p for p in again.problems)

@@ -57,12 +57,14 @@ def operator_schemas(nodes: Iterable[Stateful]) -> dict[str, tuple[Any, int, Has
     return {n.name: (n.schema.to_builtins(), n.bins, hash_kind_of(n.key)) for n in nodes}
 
 
-def adopt(writer: CheckpointWriter, f: BinFile) -> None:
-    """Put bin ``f`` into the checkpoint ``writer`` is writing."""
+def adopt(writer: CheckpointWriter, f: BinFile, *, reported: bool = False) -> None:
+    """Put bin ``f`` into the checkpoint ``writer`` is writing (``reported``: its
+    file's size was sent by the process that wrote it, after the write:
+    :meth:`CheckpointWriter.adopt` does not check it again)."""
     if f.ref is None:
         writer.drop_bin(f.operator, f.bin)
     else:
-        writer.adopt(f.operator, f.bin, [f.ref], replace=f.snapshot)
+        writer.adopt(f.operator, f.bin, [f.ref], replace=f.snapshot, reported=reported)
 
 
 def commit(

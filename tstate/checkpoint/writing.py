@@ -218,11 +218,16 @@ class CheckpointWriter:
             n = sum(1 for r in ops.files if r.kind == "delta")
             ops.files.append(self._write(operator, bin, "delta" if n == 0 else f"delta{n + 1}", data))
 
-    def adopt(self, operator: str, bin: int, refs: list[FileRef], *, replace: bool) -> None:
+    def adopt(self, operator: str, bin: int, refs: list[FileRef], *, replace: bool, reported: bool = False) -> None:
         """Take data files of this checkpoint written by another process (with
         :func:`write_data_file`, under this writer's id and a token extending its own):
         ``replace=True`` makes them the bin's chain (a snapshot first), else they are
-        appended to it like :meth:`put_delta`.  Each file must exist with its size."""
+        appended to it like :meth:`put_delta`.  Each file must exist with its size: it
+        is checked here (one ``stat`` per file, a request on an object store) unless
+        ``reported``: the process that wrote the file sent its size after the write
+        returned (a Spark task's ``FILE`` row), so the reference is the write's own; a
+        file lost after that is found where every data file is checked, when it is
+        read (size and xxh64) and by recovery's verification of the checkpoint."""
         with self._lock:
             self._check_open()
             self._check_bin(operator, bin)
@@ -230,7 +235,8 @@ class CheckpointWriter:
             for ref in refs:
                 if not ref.path.startswith(prefix):
                     raise CheckpointError(f"{ref.path}: not a file of checkpoint {self.id} (expected {prefix}...)")
-                self._check_size(ref)
+                if not reported:
+                    self._check_size(ref)
             if replace:
                 self._bins.pop((operator, bin), None)
                 self._bins[operator, bin] = _BinOps(True, list(refs))

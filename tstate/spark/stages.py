@@ -340,9 +340,13 @@ class Stages:
         self.rows += self._collect(out.where(f"kind != {RECORDS}"))
 
     def _collect(self, df: Any) -> list[Any]:
-        """``df.collect()``, its seconds counted as waiting on Spark (:attr:`waited`)."""
+        """``df``'s rows (task rows, :data:`~tstate.spark.wire.SCHEMA`) as dicts, its
+        seconds counted as waiting on Spark (:attr:`waited`).  Collected as Arrow: the
+        JVM sends column batches, where ``collect()`` pickles every row and the driver
+        unpickles it into a ``Row`` (a batch's FILE, STATS and SINK rows: hundreds per
+        batch, one per bin file)."""
         t = _time.perf_counter()
         try:
-            return df.collect()  # type: ignore[no-any-return]
+            return df.toArrow().to_pylist()  # type: ignore[no-any-return]
         finally:
             self.waited += _time.perf_counter() - t

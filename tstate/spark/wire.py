@@ -155,7 +155,7 @@ class FileReport:
         pending timers into ``timers`` (bin -> timers of ``operator``).  Returns the
         file's reference (None: dropped)."""
         f = self.bin_file(operator, b)
-        adopt(writer, f)
+        adopt(writer, f, reported=True)  # (the task sent the size after its write: no stat per file)
         if f.ref is None:
             timers.pop(b, None)
             return None

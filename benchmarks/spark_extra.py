@@ -51,27 +51,41 @@ def python_key_flow() -> tuple[Any, Any]:
     return flow, per_user.collect()
 
 
-def python_key(spark: Any, rows: int) -> dict[str, Any]:
-    """Embedded vs Spark ``local[2]`` run seconds of :func:`python_key_flow` over ``rows``."""
+def python_key_table(rows: int) -> Any:
+    """The Python-key workload: ``rows`` rows of ``user`` (string, :data:`KEYS` users),
+    ``amount`` and ``t`` (the epoch, :data:`EPOCHS` of them, in order), as an Arrow table."""
     import pyarrow as pa
 
-    from tstate.spark import Backend, Source
-
-    table = pa.table({
+    return pa.table({
         "user": pa.array([f"u{(i * 7919) % KEYS}" for i in range(rows)]),
         "amount": pa.array([i % 97 for i in range(rows)], pa.int64()),
         "t": pa.array([i * EPOCHS // rows for i in range(rows)], pa.int64()),
     })  # fmt: skip
+
+
+def python_key_embedded(table: Any) -> Any:
+    """:func:`python_key_flow` on the embedded engine over ``table`` (fed epoch by epoch
+    through its input handle, the rows as dicts); returns its collected output."""
     flow, out = python_key_flow()
-    t0 = time.perf_counter()
     ex = flow.start(1)
     (handle,) = flow.inputs
+    rows = table.num_rows
     bounds = [i * rows // EPOCHS for i in range(EPOCHS + 1)]
     for e in range(EPOCHS):
         handle.send(table.slice(bounds[e], bounds[e + 1] - bounds[e]).select(["user", "amount"]).to_pylist(), e)
         handle.advance_to(e + 1)
     handle.close()
     ex.run()
+    return out
+
+
+def python_key(spark: Any, rows: int) -> dict[str, Any]:
+    """Embedded vs Spark ``local[2]`` run seconds of :func:`python_key_flow` over ``rows``."""
+    from tstate.spark import Backend, Source
+
+    table = python_key_table(rows)
+    t0 = time.perf_counter()
+    out = python_key_embedded(table)
     embedded_s = time.perf_counter() - t0
     want = sorted(out.items)
     df = spark.createDataFrame(table.to_pandas()).repartition(2).cache()

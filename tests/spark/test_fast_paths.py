@@ -18,7 +18,10 @@ from tstate.operators.stateful import BinBatch
 from tstate.spark import task as T
 from tstate.spark import wire as W
 from tstate.spark.plan import Plan
-from tstate.spark.records import decode_cells, decode_groups, decode_records, encode_records, encode_rows
+from tstate.errors import SparkError
+from tstate.spark.records import (
+    decode_binned, decode_cells, decode_groups, decode_records, encode_binned_rows, encode_records, encode_rows,
+)
 
 flat = st.tuples(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text(), st.text() | st.binary())
 
@@ -73,6 +76,10 @@ def _cells(rows: list[Any], directory: str) -> dict[Any, Any]:
                 for b2, recs in groups:
                     out.setdefault((k, dest, to, b2, t), []).extend(recs)
             continue
+        if k == W.RECORDS and b == W.BINNED:  # several bins' rows in one Arrow cell: per bin
+            for b2, recs in decode_binned([p])[0]:
+                out.setdefault((k, dest, node, b2, t), []).extend(recs)
+            continue
         if k == W.SINK:
             for tt, recs in read_part(binstore.store(directory).fs, Part.of_row(p)):
                 out.setdefault((k, dest, node, b, tt), []).extend(recs)
@@ -100,9 +107,36 @@ def test_input_rows_fast_path_equals_general_path(time_column: Any, monkeypatch:
 
     fast, general = run(True), run(False)
     assert fast == general
+    # the fast path's rows travel as one binned cell per (boundary, destination, time)
+    monkeypatch.setattr(T, "direct", lambda plan, node: True)
+    got = T.input_task(plan, info, "events", "dict", time_column, 3)(iter(batches))
+    cells = [r for r in pa.Table.from_batches(list(got)).to_pylist() if r["kind"] == W.RECORDS]
+    assert cells and all(r["bin"] == W.BINNED for r in cells)
+    assert len(cells) == len({(r["dest"], r["node"], r["time"]) for r in cells})
     assert any(k[0] == W.RECORDS for k in fast) and any(k[0] == W.SINK for k in fast)
     if time_column:
         assert any(k[0] == W.HELD for k in fast)
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.text(max_size=3) | st.none(), st.integers(-5, 5)), max_size=30))
+def test_binned_rows_cells_give_each_bin_its_rows(rows: list[tuple[int, Any, int]]) -> None:
+    """Reference: the rows grouped by bin in a dict, in order, bins in ascending runs."""
+    rows = sorted(rows, key=lambda r: r[0])  # (the writer sends equal bins adjacent)
+    table = pa.table({"k": pa.array([r[1] for r in rows], pa.string()), "n": pa.array([r[2] for r in rows], pa.int64())})
+    other = pa.table({"k": pa.array(["z"], pa.string()), "n": pa.array([9], pa.int64())})
+    want: dict[int, list[Any]] = {}
+    for b, k, n in rows:
+        want.setdefault(b, []).append({"k": k, "n": n})
+    cells = [encode_binned_rows(table, [r[0] for r in rows], "dict"), encode_binned_rows(other, [7], "tuple")]
+    first, second = decode_binned(cells)
+    assert dict(first) == want and [b for b, _ in first] == sorted(want)
+    assert second == [(7, [("z", 9)])]
+
+
+def test_binned_rows_cell_refuses_other_cells() -> None:
+    for cell in (encode_records([1], "op"), encode_rows(pa.table({"k": [1]}), "dict")):
+        with pytest.raises(SparkError, match="cell 0 of op: not a binned rows cell"):
+            decode_binned([cell], where=lambda i: f"cell {i} of op")
 
 
 def test_input_fast_path_key_error_is_named(monkeypatch: Any) -> None:

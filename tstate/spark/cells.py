@@ -28,7 +28,7 @@ from tstate.progress.timestamp import Product
 from tstate.spark import output
 from tstate.spark.record_types import BUILTIN, RecordTypes
 from tstate.spark.records import decode_records, encode_groups, encode_records
-from tstate.spark.wire import GROUPED, RECORDS, BatchInfo, Row, times_row
+from tstate.spark.wire import BINNED, GROUPED, RECORDS, BatchInfo, Row, times_row
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.plan import Plan
@@ -117,4 +117,5 @@ def decode_cell(payload: bytes, types: RecordTypes = BUILTIN, where: Any = "a lo
 def cell_where(plan: "Plan", info: BatchInfo, node: int, b: int, t: Any) -> str:
     """A shuffle cell, named in errors: its batch, operator, bin and time."""
     at = "" if t is None else f", time {t}"
-    return f"a shuffle cell of micro-batch {info.batch} for operator {plan.nodes[node].name!r} (bin {b}{at})"
+    bins = "several bins" if b in (GROUPED, BINNED) else f"bin {b}"
+    return f"a shuffle cell of micro-batch {info.batch} for operator {plan.nodes[node].name!r} ({bins}{at})"

@@ -61,7 +61,7 @@ from tstate.spark.record_types import BUILTIN, RecordTypes, class_path, is_recor
 
 __all__ = [
     "encode_records", "decode_records", "decode_cells", "encode_groups", "decode_groups", "encode_rows", "decode_rows",
-    "rows_to_records",
+    "rows_to_records", "encode_binned_rows", "decode_binned", "BIN_COLUMN",
 ]
 
 _TUPLE, _SET, _FROZENSET, _DATETIME, _DATE, _DECIMAL, _ATTRS, _NAMEDTUPLE = 1, 2, 3, 4, 5, 6, 7, 8
@@ -82,6 +82,8 @@ _SCALARS = frozenset({type(None), bool, int, float, str, bytes})
 #: the first bytes of an Arrow IPC stream (a msgpack cell never starts with 0xFF: a cell
 #: is an array or an extension)
 _ARROW_MAGIC = b"\xff\xff\xff\xff"
+#: the column of a binned rows cell (:func:`encode_binned_rows`) holding each row's bin
+BIN_COLUMN = "__tstate_bin"
 _SHAPE_KEY = b"tstate.record"
 _CLASS_KEY = b"tstate.record_class"
 
@@ -513,6 +515,52 @@ def encode_rows(table: Any, shape: Shape) -> bytes:
         else:
             w.write_batch(table.replace_schema_metadata(schema.metadata))
     return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
+
+
+def encode_binned_rows(table: Any, bins: Any, shape: Shape) -> bytes:
+    """One shuffle cell holding the input rows of several bins (an Arrow Table or
+    RecordBatch; ``bins``: each row's bin, a sequence of ints, equal bins adjacent) as one
+    Arrow IPC stream with the bins in column :data:`BIN_COLUMN`: one cell per
+    destination instead of one per bin.  :func:`decode_binned` reads it back."""
+    import pyarrow as pa
+
+    return encode_rows(table.append_column(BIN_COLUMN, pa.array(bins, pa.int32())), shape)
+
+
+def decode_binned(
+    cells: list[Any], types: RecordTypes = BUILTIN, where: "str | Callable[[int], str]" = "a shuffle cell"
+) -> list[list[tuple[int, list[Any]]]]:
+    """The records of many cells written by :func:`encode_binned_rows`, per cell as
+    ``[(bin, records), ...]`` (one entry per run of equal bins, in the cell's order;
+    ``where(i)`` names cell ``i`` in errors).  Cells of one schema are converted to
+    Python together, as :func:`decode_cells` does."""
+    import numpy as np
+    import pyarrow as pa
+
+    out: list[list[tuple[int, list[Any]]]] = [[] for _ in cells]
+    by_schema: dict[Any, list[tuple[int, Any, Any]]] = {}  # schema -> [(cell index, table, bins)]
+    for i, c in enumerate(cells):
+        table = pa.ipc.open_stream(pa.py_buffer(c)).read_all() if c[:4] == _ARROW_MAGIC else None
+        at = -1 if table is None else table.schema.get_field_index(BIN_COLUMN)
+        if table is None or at < 0:
+            w = where if isinstance(where, str) else where(i)
+            raise SparkError(f"{w}: not a binned rows cell (Arrow rows with a {BIN_COLUMN!r} column)")
+        bins = table.column(at).to_numpy()
+        table = table.remove_column(at)
+        by_schema.setdefault(table.schema, []).append((i, table, bins))
+    for schema, tables in by_schema.items():
+        first = tables[0][0]
+        shape = _shape_of(schema, types, where if isinstance(where, str) else functools.partial(where, first))
+        recs = rows_to_records(pa.concat_tables([t for _, t, _ in tables]), shape)
+        o = 0
+        for i, t, bins in tables:
+            n = t.num_rows
+            if n:
+                cut = (np.flatnonzero(bins[1:] != bins[:-1]) + 1).tolist()
+                starts, ends = [0, *cut], [*cut, n]
+                out[i] = [(int(bins[s0]), recs[o + s0 : o + e0]) for s0, e0 in zip(starts, ends)]
+            o += n
+    return out
 
 
 def decode_cells(

@@ -18,6 +18,7 @@ function runs per row); a ``fold_bins`` operator gets one bin-tagged batch per b
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
@@ -25,8 +26,8 @@ from tstate.plan import Exchange, Stateful
 from tstate.spark.cells import cell_where, emit
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
 from tstate.spark.profiling import profiled
-from tstate.spark.records import Shape, decode_cells, decode_groups, decode_records, encode_records, rows_to_records
-from tstate.spark.wire import GROUPED, RECORDS, BatchInfo, Row, arrow, held_row, stats_row
+from tstate.spark.records import Shape, decode_binned, decode_cells, decode_groups, decode_records, encode_records, rows_to_records
+from tstate.spark.wire import BINNED, GROUPED, RECORDS, BatchInfo, Row, arrow, held_row, stats_row
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -166,7 +167,7 @@ def _rows_input(
             if c in plan.sinks:
                 for tt, rs in _by_time(sel, times).items():
                     sinks.setdefault((c, tt), []).extend(rs)
-        _row_cells(info, seen, np.concatenate(idx_parts), times, bin_parts, shape, rows)
+        _row_cells(info, seen, np.concatenate(idx_parts), times, bin_parts, shape, rows, not plan.delays)
     emit(plan, info, {}, sinks, rows)
     if held:
         rows.append(held_row(node, encode_records(held, plan.nodes[node].name, plan.records)))
@@ -216,32 +217,43 @@ def _by_time(recs: list[Any], times: Any) -> dict[int, list[Any]]:
 
 def _row_cells(
     info: BatchInfo, seen: list["pa.RecordBatch"], idx: Any, times: Any, bin_parts: dict[int, list[int]], shape: Any,
-    rows: list[Row],
+    rows: list[Row], binned: bool = True,
 ) -> None:
-    """Add to ``rows`` one Arrow cell per boundary, bin and time: the rows ``idx`` of the
-    partition's batches ``seen`` (at ``times``, in the bins ``bin_parts[boundary]``),
-    cut out by a stable sort on ``(time, bin)``."""
+    """Add to ``rows`` the Arrow cells of the rows ``idx`` of the partition's batches
+    ``seen`` (at ``times``, in the bins ``bin_parts[boundary]``), cut out by a stable
+    sort: with ``binned``, one cell per boundary, destination partition and time, its
+    rows' bins in a column (:func:`~tstate.spark.records.encode_binned_rows`: one Arrow
+    stream per destination, not per bin); otherwise one cell per boundary, bin and
+    time (a plan with frontier operators keeps cells per bin: it holds them by bin)."""
     import numpy as np
     import pyarrow as pa
 
     from tstate.spark.arrays import ints
-    from tstate.spark.records import encode_rows
+    from tstate.spark.records import encode_binned_rows, encode_rows
 
     table = pa.Table.from_batches(seen)
     single = bool((times == times[0]).all())
     labels = info.labels
     for c, found in bin_parts.items():
         bins = np.asarray(found, dtype=np.int64)
-        order = np.argsort(bins, kind="stable") if single else np.lexsort((bins, times))
-        sb, st = bins[order], times[order]
-        cut = np.flatnonzero((sb[1:] != sb[:-1]) | (st[1:] != st[:-1])) + 1
+        owners = info.owners[c]
+        # the cells' grouping column: the destination's label (binned) or the bin itself
+        group = np.asarray([labels[o] for o in owners], dtype=np.int64)[bins] if binned else bins
+        keys = (bins, group) if single else (bins, group, times)
+        order = np.lexsort(keys)
+        sg, st = group[order], times[order]
+        cut = np.flatnonzero((sg[1:] != sg[:-1]) | (st[1:] != st[:-1])) + 1
         starts = np.concatenate(([0], cut)).tolist()
         ends = np.concatenate((cut, [len(order)])).tolist()
         taken = table.take(ints(idx[order]))
-        owners = info.owners[c]
+        sb = bins[order]
         for s0, e0 in zip(starts, ends):
-            b, t = int(sb[s0]), int(st[s0])
-            rows.append((RECORDS, labels[owners[b]], c, b, t, encode_rows(taken.slice(s0, e0 - s0), shape)))
+            t, part = int(st[s0]), taken.slice(s0, e0 - s0)
+            if binned:
+                rows.append((RECORDS, int(sg[s0]), c, BINNED, t, encode_binned_rows(part, sb[s0:e0], shape)))
+            else:
+                b = int(sb[s0])
+                rows.append((RECORDS, labels[owners[b]], c, b, t, encode_rows(part, shape)))
 
 
 def held_task(
@@ -344,16 +356,24 @@ def _received(
 
     for node in group:
         here = cells[node]
-        single = [i for i, (_t, b) in enumerate(here) if b != GROUPED]
+        single = [i for i, (_t, b) in enumerate(here) if b >= 0]
+        binned = [i for i, (_t, b) in enumerate(here) if b == BINNED]
 
-        def where(j: int, here: list[tuple[int, int]] = here, node: int = node) -> str:
-            t, b = here[single[j]]
+        def where(j: int, here: list[tuple[int, int]] = here, node: int = node, which: list[int] = single) -> str:
+            t, b = here[which[j]]
             return cell_where(plan, info, node, b, t)
 
         decoded = dict(zip(single, decode_cells([payloads[node][i] for i in single], plan.records, where)))
+        by_bin = dict(zip(binned, decode_binned(
+            [payloads[node][i] for i in binned], plan.records, functools.partial(where, which=binned)
+        )))  # fmt: skip
         for i, (t, b) in enumerate(here):
-            if b != GROUPED:
+            if b >= 0:
                 add(node, t, b, decoded[i])
+                continue
+            if b == BINNED:
+                for b2, recs in by_bin[i]:
+                    add(node, t, b2, recs)
                 continue
             bins_, also = decode_groups(payloads[node][i], plan.records, cell_where(plan, info, node, GROUPED, t))
             for to in (node, *also):

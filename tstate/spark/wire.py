@@ -8,7 +8,9 @@ Every task of a micro-batch speaks one Arrow schema (:data:`SCHEMA`:
   inside an iterate scope the cell's first element is its full time and ``time`` holds
   the epoch, :func:`~tstate.spark.cells.encode_cell`); with ``bin`` = :data:`GROUPED`,
   the records of all the bins one task sends to one partition for ``(node, time)``, in
-  one cell (:func:`~tstate.spark.records.encode_groups`);
+  one cell (:func:`~tstate.spark.records.encode_groups`); with ``bin`` = :data:`BINNED`,
+  the input rows of several bins one task sends to one partition for ``(node, time)``,
+  as Arrow with each row's bin in a column (:func:`~tstate.spark.records.encode_binned_rows`);
 - ``SINK``: a part file the task wrote with the records that reached sink ``node``
   (``payload``: its :class:`~tstate.spark.output.Part`; the records never reach the driver);
 - ``FILE``: a state file a task wrote for operator ``node``, bin ``bin``
@@ -43,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
 __all__ = [
-    "RECORDS", "SINK", "FILE", "STATS", "TICK", "HELD", "TIMES", "ROUNDS", "GROUPED", "SCHEMA", "row_type", "Row", "BatchInfo",
+    "RECORDS", "SINK", "FILE", "STATS", "TICK", "HELD", "TIMES", "ROUNDS", "GROUPED", "BINNED", "SCHEMA", "row_type", "Row", "BatchInfo",
     "FileReport", "arrow", "stats_row", "read_stats", "times_row", "read_times", "rounds_row", "read_rounds",
     "held_row",
 ]
@@ -51,6 +53,9 @@ __all__ = [
 RECORDS, SINK, FILE, STATS, TICK, HELD, TIMES, ROUNDS = 0, 1, 2, 3, 4, 5, 6, 7
 #: the ``bin`` of a ``RECORDS`` row whose cell holds several bins' records
 GROUPED = -1
+#: the ``bin`` of a ``RECORDS`` row whose cell holds several bins' input rows as Arrow
+#: columns plus a bin column
+BINNED = -2
 #: the Spark DDL schema of every task's output
 SCHEMA = "kind int, dest int, node int, bin int, time long, payload binary"
 

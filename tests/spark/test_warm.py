@@ -1,0 +1,36 @@
+"""Warming Python workers before the first micro-batch (tstate.spark.warm) computes
+nothing and never fails a run."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from tstate.spark.warm import warm_task, warm_workers
+
+
+def test_warm_task_consumes_its_rows_and_emits_nothing() -> None:
+    seen: list[int] = []
+
+    def batches() -> Iterator[int]:
+        for i in range(3):
+            seen.append(i)
+            yield i
+
+    assert list(warm_task(batches())) == []
+    assert seen == [0, 1, 2]
+
+
+def test_warm_up_job_ends(spark: Any) -> None:
+    thread = warm_workers(spark, 2)
+    thread.join(300)
+    assert not thread.is_alive()
+
+
+def test_a_failing_warm_up_is_swallowed() -> None:
+    class Down:
+        def range(self, *args: Any) -> Any:
+            raise RuntimeError("session stopped")
+
+    thread = warm_workers(Down(), 2)
+    thread.join(30)
+    assert not thread.is_alive()

@@ -149,7 +149,7 @@ def take(
     if not refs:
         return Bin(bin), Taken("miss")
     b = read(directory, refs, codec, fingerprint)
-    b.full = fingerprint != codec.fingerprint  # an older compatible schema: rewrite whole
+    b.full = b.full or fingerprint != codec.fingerprint  # an older compatible schema: rewrite whole
     return b, Taken("miss", sum(r.size for r in refs))
 
 
@@ -186,7 +186,7 @@ def prefetch(
         for key, refs, owner in todo:
             try:
                 b = read(directory, refs, codec, fingerprint)
-                b.full = fingerprint != codec.fingerprint
+                b.full = b.full or fingerprint != codec.fingerprint
                 with _lock:
                     _prefetched[key] = (refs[-1].path, b, owner, handover)
             except Exception:  # noqa: BLE001 -- the hand-over falls back to reading the chain
@@ -213,6 +213,10 @@ def read(directory: str, refs: Any, codec: Any, fingerprint: str) -> Bin:
     """A bin decoded from its chain in the store (checksums checked), bypassing the cache."""
     from tstate.checkpoint.delta import restore_bin
 
+    if refs and refs[-1].kind == "sst":  # a RocksDB run's bin (tstate.spark.rocks_bins)
+        from tstate.spark.rocks_bins import heap_bin
+
+        return heap_bin(directory, refs[-1], codec, fingerprint)
     s = store(directory)
     return restore_bin([s.read(r) for r in refs], codec, fingerprint=fingerprint)
 

@@ -213,11 +213,15 @@ def read(directory: str, refs: Any, codec: Any, fingerprint: str) -> Bin:
     """A bin decoded from its chain in the store (checksums checked), bypassing the cache."""
     from tstate.checkpoint.delta import restore_bin
 
-    if refs and refs[-1].kind == "sst":  # a RocksDB run's bin (tstate.spark.rocks_bins)
-        from tstate.spark.rocks_bins import heap_bin
-
-        return heap_bin(directory, refs[-1], codec, fingerprint)
     s = store(directory)
+    if refs and refs[-1].kind == "sst":  # a RocksDB run's bin, its SST export (tstate.spark.rocks_bins)
+        from tstate.errors import CheckpointError
+        from tstate.state.rocksdb.moving import heap_bin
+
+        ref = refs[-1]
+        if fingerprint != codec.fingerprint:
+            raise CheckpointError(f"{ref.path} holds RocksDB state of another schema ({fingerprint}, not {codec.fingerprint})")
+        return heap_bin(s.read(ref), int(ref.path.split("/")[-2]), codec)
     return restore_bin([s.read(r) for r in refs], codec, fingerprint=fingerprint)
 
 

@@ -25,7 +25,8 @@ A bin that moved to another partition (a rescale) is loaded by its new owner fro
 file in the store.
 
 A heap reader of an ``"sst"`` chain (a heap run resuming from a RocksDB run's
-checkpoint, state queries) decodes it with :func:`heap_bin`.
+checkpoint, state queries) decodes it with
+:func:`tstate.state.rocksdb.moving.heap_bin` (:func:`tstate.spark.binstore.read`).
 
 The process's database is working space: it is removed when the process exits, and
 directories left by processes that are gone are removed when the next one opens.
@@ -38,7 +39,6 @@ import contextlib
 import os
 import secrets
 import shutil
-import tempfile
 import threading
 from typing import Any, Callable
 
@@ -46,17 +46,14 @@ from tstate.checkpoint.manifest import FileRef
 from tstate.errors import CheckpointError
 from tstate.spark.binstore import ANY, Taken, chain, store
 from tstate.spark.wire import BatchInfo, FileReport, Row
-from tstate.state.bin import Bin
-from tstate.state.payload import _timers, wire_timers
+from tstate.state.payload import wire_timers
 from tstate.state.rocksdb.settings import RocksDB
 from tstate.types import wire
 
-__all__ = ["ExecutorStores", "worker", "take", "write_bins", "heap_bin", "clear", "SST", "TIMERS"]
+__all__ = ["ExecutorStores", "worker", "take", "write_bins", "give", "clear", "SST"]
 
 #: the kind of a bin file that is the bin as an SST file (``...-sst.bin``)
 SST = "sst"
-#: the record in a bin's range holding its timers (the embedded engine's file checkpoints' own)
-TIMERS = b"timers"
 #: the prefix of an executor process's database directory under the setting's path
 _PREFIX = "spark-"
 
@@ -66,12 +63,6 @@ _workers: dict[RocksDB, Any] = {}
 _Key = tuple[str, str, int]
 #: (directory, operator, bin) -> (version, the bin, partition that gave it)
 _bins: dict[_Key, tuple[str, Any, int]] = {}
-_reading = threading.Lock()
-#: where a heap reader decodes SST files (a small database of the process's own)
-_READER = RocksDB(
-    os.path.join(tempfile.gettempdir(), "tstate-sst-read"),
-    cache_bytes=16 << 20, block_cache_bytes=8 << 20, memtable_bytes=8 << 20,
-)
 
 
 class ExecutorStores:
@@ -174,58 +165,14 @@ def take(
 
 def _ingest(directory: str, kstore: Any, index: int, ref: FileRef) -> Any:
     """Bin ``index`` of ``kstore`` replaced by the SST file ``ref`` of the store (read
-    and checked), its timers from its record."""
+    and checked: a CheckpointError naming the file), its timers from its record."""
     from tstate.state.rocksdb.keyed_bin import RocksBin
+    from tstate.state.rocksdb.moving import ingest_bytes, timers_of
 
-    _ingest_file(directory, kstore, index, ref)
+    ingest_bytes(kstore, index, store(directory).read(ref))
     b = RocksBin(index, kstore)
-    raw = kstore.get_meta(index, TIMERS)
-    if raw is not None:
-        b.timers = _timers(wire.decode_any(raw))
+    b.timers = timers_of(kstore, index)
     return b
-
-
-def _ingest_file(directory: str, kstore: Any, index: int, ref: FileRef) -> None:
-    from tstate.checkpoint.layout import checksum
-    from tstate.state.rocksdb.files import ExportedBin
-
-    data = store(directory).read(ref)  # (size and xxh64 checked: CheckpointError naming the file)
-    scratch = os.path.join(os.path.dirname(kstore.db.path), "moves")
-    os.makedirs(scratch, exist_ok=True)
-    path = os.path.join(scratch, f"in-{index}-{secrets.token_hex(4)}.sst")
-    try:
-        with open(path, "wb") as f:
-            f.write(data)
-        exported = ExportedBin(kstore.name, index, path, -1, len(data), int(checksum(data), 16))
-        kstore.ingest_bin(exported)
-    finally:
-        with contextlib.suppress(OSError):
-            os.remove(path)
-
-
-def heap_bin(directory: str, ref: FileRef, codec: Any, fingerprint: str) -> Bin:
-    """The bin of SST file ``ref`` (``data/<operator>/<bin>/...-sst.bin``) as the heap
-    holds it, decoded (a heap reader of a RocksDB run's checkpoint: a heap run resuming
-    from it, state queries); its next file is a snapshot (``full``)."""
-    index = int(ref.path.split("/")[-2])
-    if fingerprint != codec.fingerprint:
-        raise CheckpointError(
-            f"bin {index}: {ref.path} holds RocksDB state of another schema ({fingerprint}, not {codec.fingerprint})"
-        )
-    with _reading:  # (one scratch family per state type, one reader at a time)
-        scratch = worker(_READER).store(f"read/{codec.fingerprint}", codec)
-        try:
-            _ingest_file(directory, scratch, index, ref)
-            b = Bin(index)
-            for k, s in scratch.items(index):
-                b.put(k, s, track=False)
-            raw = scratch.get_meta(index, TIMERS)
-            if raw is not None:
-                b.timers = _timers(wire.decode_any(raw))
-            b.full = True
-            return b
-        finally:
-            scratch.clear_bin(index)
 
 
 def write_bins(
@@ -238,6 +185,7 @@ def write_bins(
     emptied bin's chain is dropped.  Every bin is given back to the process's table,
     tagged with its version and ``partition``.  Returns the bytes written."""
     from tstate.checkpoint.store import write_data_file
+    from tstate.state.rocksdb.moving import TIMERS
 
     if not loaded:
         return 0

@@ -192,3 +192,22 @@ def test_a_failed_task_leaves_nothing_half_applied(spark: Any, tmp_path: Any) ->
     assert sorted(out1.items + out2.items, key=repr) == ref_out
     got = {r["key"]: dict(r["value"]) for r in b2.state(add2).to_arrow().to_pylist()}
     assert got == ref_state
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["one-task", "spread"])
+def test_loops_on_rocksdb_equal_the_embedded_engine(spark: Any, tmp_path: Any, local: bool) -> None:
+    """An iterate scope's stateful operators keep RocksDB state through the rounds
+    (spread over stages, or all in one task per batch)."""
+    from .test_loops import KEYS, embedded as loops_embedded, walks
+
+    rows = [{"k": KEYS[i % len(KEYS)], "hops": i % 4, "t": i // 3} for i in range(9)]
+    ref = loops_embedded(rows, workers=2, delay=1)
+    flow, out, totals = walks(1)
+    backend = Backend(
+        spark, str(tmp_path / "ck"), partitions=2, local_loops=(64 << 20) if local else 0,
+        state=ts.RocksDB(str(tmp_path / "db")),
+    )
+    backend.run(flow, {"walks": Source(spark.createDataFrame(rows, "k string, hops long, t long"), time="t")}, epochs_per_batch=1)
+    assert (sorted(out.items, key=repr), sorted(totals.items, key=repr)) == ref
+    assert sum(b.loop_rounds for b in backend.metrics.batches) > 0
+    assert kinds(backend) == {"sst"}

@@ -211,3 +211,21 @@ def test_loops_on_rocksdb_equal_the_embedded_engine(spark: Any, tmp_path: Any, l
     assert (sorted(out.items, key=repr), sorted(totals.items, key=repr)) == ref
     assert sum(b.loop_rounds for b in backend.metrics.batches) > 0
     assert kinds(backend) == {"sst"}
+
+
+def test_executor_killed_and_driver_restarted_outputs_exactly_once(tmp_path: Any) -> None:
+    """``local-cluster[2,1,1024]``: an executor JVM (and its Python workers' databases) is
+    SIGKILLed during batch 2, the driver during batch 5; a restarted driver finishes and
+    the output is exactly the embedded heap run's (tests/spark/test_faults.py, on RocksDB)."""
+    from .test_faults import read_output, reference, run_job
+
+    ref = reference(tmp_path)
+    ck, out, db = str(tmp_path / "ck"), str(tmp_path / "out"), str(tmp_path / "db")
+    master = "local-cluster[2,1,1024]"
+    first = run_job(master, ck, out, "--kill-executor-at", "2", "--die-at", "5", "--rocksdb", db)
+    assert first.returncode == -9, first.stderr[-3000:]
+    assert "killing executor" in first.stdout
+    second = run_job(master, ck, out, "--rocksdb", db)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "tstate: resumed at batch 6 of 8" in second.stderr
+    assert read_output(out) == ref

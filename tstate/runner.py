@@ -77,13 +77,9 @@ class Runner:
         """Run to completion on ``workers`` embedded workers or on a backend (see
         ``Dataflow.run``)."""
         if isinstance(workers, Backend):
-            if state is not None:
-                raise ConfigurationError(
-                    f"flow.run({workers!r}, state={state!r}): keyed state in RocksDB is not supported on Spark yet "
-                    "(nor on any backend given here): run on the embedded engine, flow.run(workers, state=...) "
-                    "or Embedded(workers, state=...)"
-                )
-            given = [n for n, v in (("max_workers", max_workers), ("checkpoint", checkpoint)) if v is not None]
+            given = [
+                n for n, v in (("max_workers", max_workers), ("checkpoint", checkpoint), ("state", state)) if v is not None
+            ]
             if given:
                 raise ConfigurationError(
                     f"flow.run({workers!r}, {'=..., '.join(given)}=...): a backend takes its own settings; "

@@ -1,11 +1,12 @@
 """A Spark job for the fault tests, run in its own process (its own SparkContext):
-``python -m tests.spark.cluster_job MASTER CKPT OUT [--kill-executor-at N] [--die-at N] [--column-key]``.
+``python -m tests.spark.cluster_job MASTER CKPT OUT [--kill-executor-at N] [--die-at N] [--column-key] [--rocksdb DIR]``.
 
 Batch mode over 8 epochs of keyed records (the flows.keyed dataflow, output to an
 exactly-once FileSink).  ``--kill-executor-at N`` SIGKILLs one executor JVM while batch N
 runs (Spark retries its tasks elsewhere); ``--die-at N`` kills the driver itself in the
 middle of batch N (after the sinks' output was written, before the commit);
-``--column-key`` keys the first operator by ``ts.col("k")`` (the colocated path)."""
+``--column-key`` keys the first operator by ``ts.col("k")`` (the colocated path);
+``--rocksdb DIR``: keyed state in RocksDB on the executors (``state=ts.RocksDB(DIR)``)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def main() -> None:
     flow, _ev, _stats, out = keyed(key=ts.col("k") if "--column-key" in args else None)
     files = ts.io.files(out_dir)
     flow.sink(out_stream(flow), files)
-    backend = Backend(spark, checkpoint=ckpt, partitions=2)
+    state = ts.RocksDB(args[args.index("--rocksdb") + 1]) if "--rocksdb" in args else None
+    backend = Backend(spark, checkpoint=ckpt, partitions=2, state=state)
     orig = backend._batch
 
     def batch(dfs, bound, b, lo, hi, const):  # type: ignore[no-untyped-def]

@@ -4,7 +4,8 @@ The layout (see :mod:`tstate.checkpoint.store`)::
 
     manifests/ckpt-000042.manifest                     one per committed checkpoint
     manifests/ckpt-000042.unusable                     a checkpoint found unusable (evidence)
-    data/<operator dir>/<bin>/000042-<token>-snap.bin  a bin snapshot (or -delta.bin, -delta2.bin...)
+    data/<operator dir>/<bin>/000042-<token>-snap.bin  a bin snapshot (or -delta.bin, -delta2.bin...;
+                                                       -sst.bin: the bin as a RocksDB SST file)
     held/000042-<token>.<ext>                          an attached file
 
 Pure naming: no I/O, nothing of the store itself.
@@ -35,7 +36,7 @@ __all__ = [
 
 MANIFESTS = "manifests"
 DATA = "data"
-_DATA_NAME = re.compile(r"^(\d+)-([0-9a-f]+)-(snap|delta\d*)\.bin(?:" + re.escape(TMP_MARK) + r"[0-9a-f]+)?$")
+_DATA_NAME = re.compile(r"^(\d+)-([0-9a-f]+)-(snap|delta\d*|sst)\.bin(?:" + re.escape(TMP_MARK) + r"[0-9a-f]+)?$")
 _ATTACHED_NAME = re.compile(r"^(\d+)-([0-9a-f]+)\.[a-z]+(?:" + re.escape(TMP_MARK) + r"[0-9a-f]+)?$")
 UNUSABLE = re.compile(r"^ckpt-(\d+)\.unusable$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")

@@ -69,13 +69,16 @@ class Execution(Reconfiguring):
     eager_propagation = False
 
     def __init__(
-        self, graph: Graph, workers: int, max_workers: Optional[int] = None, checkpoint: Any = None, state: Any = None
+        self, graph: Graph, workers: int, max_workers: Optional[int] = None, checkpoint: Any = None, state: Any = None,
+        stores: Any = None,
     ) -> None:
         graph.validate()
         #: where workers keep keyed state: None (the heap) or a
         #: :class:`~tstate.state.rocksdb.settings.RocksDB` setting (one database per
-        #: worker, opened on first use, closed with the execution: :meth:`close`)
-        self.state_stores: Any = _state_stores(state, graph.name)
+        #: worker, opened on first use, closed with the execution: :meth:`close`); or
+        #: ``stores``, worker stores made elsewhere (anything with ``keyed_store(worker,
+        #: name, codec)`` and ``close()``: a Spark executor's, :mod:`tstate.spark.rocks_bins`)
+        self.state_stores: Any = stores if stores is not None else _state_stores(state, graph.name)
         self.graph = graph
         self.name = graph.name
         #: the worker pool: every operator has an instance on each

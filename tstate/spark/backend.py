@@ -79,6 +79,16 @@ __all__ = ["Backend", "Source", "BatchMetrics"]
 _STORE_DEFAULTS = {"compact_after": 8, "retain": 3, "resume": True, "fresh_if_unusable": False, "replica": None}
 
 
+def check_state(state: Any) -> Any:
+    """``state`` if it is None (the heap) or a :class:`~tstate.state.rocksdb.settings.RocksDB`
+    setting, else a ConfigurationError."""
+    from tstate.state.rocksdb.settings import RocksDB
+
+    if state is not None and not isinstance(state, RocksDB):
+        raise ConfigurationError(f"state={state!r}: give tstate.RocksDB(path, ...) or None (the heap)")
+    return state
+
+
 def _store_settings(checkpoint: "str | Checkpoints", given: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The checkpoint directory and store settings: ``given`` (the arguments), or those
     of ``checkpoint=Checkpoints(...)`` (the embedded engine's settings), but not both."""
@@ -127,7 +137,12 @@ class Backend:
     checkpoint a restart resumes from -- ``"executors"`` (one Spark job, a task per
     partition), ``"driver"``, or ``"auto"`` (the executors on an object store or for a
     very large checkpoint; see :mod:`tstate.spark.restore`); the bins themselves are
-    always read and decoded by the executors, in parallel, as batches need them."""
+    always read and decoded by the executors, in parallel, as batches need them.
+    ``state``: where executors keep keyed state, as the embedded engine's ``state=``:
+    the heap (None, the default) or ``tstate.RocksDB(path, cache_bytes=...)``, a local
+    RocksDB per executor process under ``path`` (a local directory on every executor
+    host) caching the bins its tasks own, each changed bin written to the store as an
+    SST file per batch (:mod:`tstate.spark.rocks_bins`)."""
 
     def __init__(
         self,
@@ -144,6 +159,7 @@ class Backend:
         fresh_if_unusable: bool = False,
         replica: Optional[str] = None,
         verify: str = "auto",
+        state: Any = None,
     ) -> None:
         from tstate.checkpoint.location import resolve
         from tstate.checkpoint.store import CheckpointStore
@@ -169,6 +185,8 @@ class Backend:
         self.fresh_if_unusable = settings["fresh_if_unusable"]
         self.local_loops = local_loops
         self.verify = check_verify(verify)
+        #: where executors keep keyed state: None (the heap) or a RocksDB setting
+        self.state_backend = check_state(state)
         # with a replica, the driver copies each committed checkpoint there and, when it
         # resumes, repairs either copy from the other before any executor reads a bin
         self.store = CheckpointStore(
@@ -219,7 +237,7 @@ class Backend:
         self._job = Job(
             self.spark, self._shuffles, self.store, self.directory, plan, sinks,
             self.spark.sparkContext.accumulator(0), self.compact_after, self.local_loops,
-            Delivery(self.spark, self.directory, self.store.fs, plan.records),
+            Delivery(self.spark, self.directory, self.store.fs, plan.records), self.state_backend,
         )
         self._rescaling.owners = {b: balanced_map(plan.nodes[b].bins, self.partitions) for b in plan.boundaries}
         # (a CheckpointError if checkpoints exist but none is usable: never empty by surprise)

@@ -83,6 +83,9 @@ class Job:
     local_loops: int
     #: hands committed batches' output to the sinks (tstate.spark.delivery)
     delivery: Any = None
+    #: where tasks keep keyed state: None (the heap) or a RocksDB setting
+    #: (:mod:`tstate.spark.rocks_bins`)
+    state: Any = None
 
 
 class Bound(Protocol):
@@ -175,7 +178,7 @@ class MicroBatch:
             self.info = BatchInfo(
                 self.batch, lo, hi, job.directory, head.id if head is not None else None, self.writer.id,
                 self.writer.token, self.labels, {b: tuple(o) for b, o in self.owners.items()}, self.due_timers(),
-                job.compact_after, self.prefetch, self.handover, self.moved_bins,
+                job.compact_after, self.prefetch, self.handover, self.moved_bins, job.state,
             )
             self.stages.run()
             t_jobs = _time.perf_counter()

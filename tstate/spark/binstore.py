@@ -149,7 +149,7 @@ def take(
     if not refs:
         return Bin(bin), Taken("miss")
     b = read(directory, refs, codec, fingerprint)
-    b.full = fingerprint != codec.fingerprint  # an older compatible schema: rewrite whole
+    b.full = b.full or fingerprint != codec.fingerprint  # an older compatible schema: rewrite whole
     return b, Taken("miss", sum(r.size for r in refs))
 
 
@@ -186,7 +186,7 @@ def prefetch(
         for key, refs, owner in todo:
             try:
                 b = read(directory, refs, codec, fingerprint)
-                b.full = fingerprint != codec.fingerprint
+                b.full = b.full or fingerprint != codec.fingerprint
                 with _lock:
                     _prefetched[key] = (refs[-1].path, b, owner, handover)
             except Exception:  # noqa: BLE001 -- the hand-over falls back to reading the chain
@@ -214,6 +214,14 @@ def read(directory: str, refs: Any, codec: Any, fingerprint: str) -> Bin:
     from tstate.checkpoint.delta import restore_bin
 
     s = store(directory)
+    if refs and refs[-1].kind == "sst":  # a RocksDB run's bin, its SST export (tstate.spark.rocks_bins)
+        from tstate.errors import CheckpointError
+        from tstate.state.rocksdb.moving import heap_bin
+
+        ref = refs[-1]
+        if fingerprint != codec.fingerprint:
+            raise CheckpointError(f"{ref.path} holds RocksDB state of another schema ({fingerprint}, not {codec.fingerprint})")
+        return heap_bin(s.read(ref), int(ref.path.split("/")[-2]), codec)
     return restore_bin([s.read(r) for r in refs], codec, fingerprint=fingerprint)
 
 

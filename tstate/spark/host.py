@@ -40,7 +40,9 @@ class StatefulHost:
     docstring).  ``frontier``: None at the root scope; inside an iterate scope, the
     round's frontier the placing operator holds."""
 
-    def __init__(self, plan: "Plan", node: int, frontier: Optional[list[Product]] = None) -> None:
+    def __init__(
+        self, plan: "Plan", node: int, frontier: Optional[list[Product]] = None, state: Any = None
+    ) -> None:
         pn = plan.nodes[node]
         op = pn.stateful
         self.plan, self.node, self.pn = plan, node, pn
@@ -63,7 +65,12 @@ class StatefulHost:
             index = g.add(evolve(op, scope=loop, local_rounds=False), [(placed, 0)])
             seen = g.add(Inspect(name=f"{pn.name}/out", scope=loop, fn=self._give_one), [(index, 0)])
             g.add(Leave(name=f"{pn.name}/leave", scope=g.root, inner=loop), [(seen, 0)])
-        self.execution = Execution(g, 1)
+        stores = None
+        if state is not None:  # keyed state in the executor's RocksDB (tstate.spark.rocks_bins)
+            from tstate.spark.rocks_bins import ExecutorStores
+
+            stores = ExecutorStores(state)
+        self.execution = Execution(g, 1, stores=stores)
         runtime = self.execution.operators[0][index]
         assert isinstance(runtime, StatefulRuntime)
         runtime.track_dirty = True
@@ -99,7 +106,7 @@ class StatefulHost:
         moved = info.moved.get(self.node, frozenset())
         loaded = {}
         for b in sorted(needed):
-            bin_, how = binstore.take(info.directory, m, self.pn.name, b, self.op.codec, stored_fp, partition)
+            bin_, how = self._take(info, m, b, stored_fp, partition)
             found[how.how] += 1
             found["read"] += how.read
             if b in moved and (how.how != "miss" or how.read):  # (a bin without state has nothing to hand over)
@@ -109,6 +116,15 @@ class StatefulHost:
             self.op.install_bin(bin_)
         found["us"] = int((time.perf_counter() - start) * 1e6)  # (for BatchMetrics.take_seconds)
         return loaded, found
+
+    def _take(self, info: BatchInfo, m: Any, b: int, stored_fp: str, partition: int) -> tuple[Any, Any]:
+        from tstate.spark import binstore
+
+        if self.op.store is not None:
+            from tstate.spark import rocks_bins
+
+            return rocks_bins.take(info.directory, m, self.op.store, b, stored_fp, partition)
+        return binstore.take(info.directory, m, self.pn.name, b, self.op.codec, stored_fp, partition)
 
     def run_batch(self, info: BatchInfo, groups: dict[int, dict[int, list[Any]]]) -> dict[Any, list[Any]]:
         """At the root scope: apply the batch's records (time -> bin -> records) in time
@@ -198,6 +214,11 @@ def write_bins(
     from tstate.checkpoint.delta import encode_change
     from tstate.checkpoint.store import write_data_file
     from tstate.spark import binstore
+
+    if info.state is not None:  # the bins are RocksBins: each changed one exported as an SST file
+        from tstate.spark import rocks_bins
+
+        return rocks_bins.write_bins(info, m, pn, loaded, rows, timers, partition)
 
     fs = binstore.store(info.directory).fs
     token = info.token + secrets.token_hex(3)

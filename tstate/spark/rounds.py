@@ -209,7 +209,7 @@ def _stateful_round(
     rows: list[Row],
 ) -> dict[str, Any]:
     pn = plan.nodes[node]
-    host = StatefulHost(plan, node, list(rnd.frontier[node]))
+    host = StatefulHost(plan, node, list(rnd.frontier[node]), state=info.state)
     m, stored_fp = stored_fingerprint(info, pn, host.codec)
     view = _Manifest(m, rnd.overlay, pn.name)
     owners = info.owners[node]
@@ -327,7 +327,7 @@ class LocalRounds:
         """Stateful boundary ``node``'s round: its bins (taken from the store the first
         time, then kept) over ``groups``; its pending timers updated."""
         plan, info, stats = self.plan, self.info, self.stats[node]
-        host = StatefulHost(plan, node, front)
+        host = StatefulHost(plan, node, front, state=info.state)
         mine = self.bins[node]
         self.codecs.setdefault(node, host.codec)
         used = sorted({b for g in groups.values() for b in g} | due)

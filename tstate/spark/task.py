@@ -395,7 +395,7 @@ def _stateful(
     records): its outputs go on through the fused chain, its changed bins to the store.
     ``check(host, installed bins)``: called after the operator ran, before anything is
     written (it raises to fail the task)."""
-    host = StatefulHost(plan, node)
+    host = StatefulHost(plan, node, state=info.state)
     pn = plan.nodes[node]
     m, stored_fp = stored_fingerprint(info, pn, host.codec)
     owners = info.owners[node]
@@ -418,7 +418,7 @@ def _stateful(
         info, m, pn, host.codec, loaded, rows, lambda b: min(b.timers) if b.timers else None, partition
     )
     loads = 0
-    if info.prefetch.get(node):  # pre-copy: this process loads the moving bins while it would idle
+    if info.prefetch.get(node) and info.state is None:  # pre-copy (RocksDB state: the new owner ingests the file): this process loads the moving bins while it would idle
         from tstate.spark import binstore
 
         loads = binstore.prefetch(info.directory, m, pn.name, host.codec, stored_fp, info.prefetch[node], info.handover)

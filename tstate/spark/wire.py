@@ -109,6 +109,10 @@ class BatchInfo:
     handover: int = -1
     #: per boundary node: the bins whose owner changed at this batch
     moved: dict[int, frozenset[int]] = field(factory=dict)
+    #: where tasks keep keyed state: None (the heap, :mod:`tstate.spark.binstore`) or
+    #: a :class:`~tstate.state.rocksdb.settings.RocksDB` setting (a database per
+    #: executor process, :mod:`tstate.spark.rocks_bins`)
+    state: Any = None
 
 
 def arrow(rows: list[Row]) -> "pa.RecordBatch":

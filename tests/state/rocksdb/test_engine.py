@@ -108,11 +108,11 @@ def test_rocksdb_setting_is_checked(tmp_path):
         flow.start(1, state=str(tmp_path))
 
 
-def test_spark_refuses_rocksdb(tmp_path):
-    class NotEmbedded(ts.Backend):  # any backend given to run(): only the embedded engine takes state=
+def test_a_given_backend_takes_state_when_made(tmp_path):
+    class NotEmbedded(ts.Backend):  # a backend given to run() takes state= when made (Spark: Backend(..., state=))
         def run(self, flow, reconfigure=()):  # pragma: no cover - refused before
             raise AssertionError
 
     flow, _op, _out = build([[(1, 2)]])
-    with pytest.raises(ConfigurationError, match="not supported on Spark yet"):
+    with pytest.raises(ConfigurationError, match="state=.*give them when making it"):
         flow.run(NotEmbedded(), state=ts.RocksDB(str(tmp_path)))

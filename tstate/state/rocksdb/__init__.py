@@ -39,8 +39,9 @@ has neither ``Checkpoint`` nor ``SstFileWriter``; rocksdb-ng ships no wheel.
 ``benchmarks/large_state.py`` measures the store against the heap dict.
 
 Selected with ``flow.run(workers, state=ts.RocksDB(path, cache_bytes=...))`` (or
-``start``, or ``Embedded(..., state=...)``) on the embedded engine; the Spark backend
-refuses it (ConfigurationError: not supported on Spark yet).  A migration between two
+``start``, or ``Embedded(..., state=...)``) on the embedded engine, and with
+``tstate.spark.Backend(..., state=...)`` on Spark (:mod:`tstate.spark.rocks_bins`: a
+database per executor process, each changed bin's SST export its file per batch).  A migration between two
 RocksDB workers moves SST files; the engine's checkpoints and restores are the
 databases' files (:mod:`tstate.engine.checkpointing.file_capture` over
 :mod:`tstate.checkpoint.sst_files`); a pre-copy move falls back to moving the whole bin.  ``import

@@ -30,6 +30,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import tempfile
+import threading
 from typing import Any, Optional
 
 import msgpack
@@ -39,7 +41,13 @@ from tstate.state.rocksdb.layout import store_key
 from tstate.state.rocksdb.keyed_bin import RocksBin
 from tstate.state.rocksdb.store import KeyedStore
 
-__all__ = ["copy_bin", "ship_bin", "preload", "hand_over", "moves_dir", "SMALL_HAND_OVER"]
+__all__ = [
+    "copy_bin", "ship_bin", "preload", "hand_over", "moves_dir", "SMALL_HAND_OVER", "ingest_bytes", "heap_bin", "TIMERS",
+]
+
+#: the record in a bin's range holding its encoded timers (what file checkpoints and
+#: the Spark backend's bin exports keep them in)
+TIMERS = b"timers"
 
 
 def copy_bin(src: KeyedStore, dst: KeyedStore, index: int, scratch: str, tag: Optional[str] = None) -> int:
@@ -144,3 +152,61 @@ def _hand_over_records(src: KeyedStore, dst: KeyedStore, index: int, keys: list[
 def moves_dir(store: Any) -> str:
     """Where ``store``'s exports wait for their ingest: beside its database."""
     return os.path.join(os.path.dirname(store.db.path), "moves")
+
+
+def ingest_bytes(dst: KeyedStore, index: int, data: bytes) -> None:
+    """Bin ``index`` of ``dst`` replaced by the SST file whose bytes are ``data`` (an
+    export read back from a checkpoint store, its checksum checked there): written
+    under :func:`moves_dir` and ingested (nothing decoded)."""
+    import xxhash
+
+    from tstate.state.rocksdb.files import ExportedBin
+
+    scratch = moves_dir(dst)
+    os.makedirs(scratch, exist_ok=True)
+    path = os.path.join(scratch, f"in-{index}-{secrets.token_hex(4)}.sst")
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+        dst.ingest_bin(ExportedBin(dst.name, index, path, -1, len(data), xxhash.xxh64_intdigest(data)))
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+def timers_of(store: KeyedStore, index: int) -> dict[Any, dict[Any, None]]:
+    """Bin ``index``'s timers as its :data:`TIMERS` record in ``store`` holds them."""
+    from tstate.state.payload import _timers
+    from tstate.types import wire
+
+    raw = store.get_meta(index, TIMERS)
+    return {} if raw is None else _timers(wire.decode_any(raw))
+
+
+_reading = threading.Lock()
+_reader: list[Any] = []
+
+
+def heap_bin(data: bytes, index: int, codec: Any) -> Bin:
+    """Bin ``index`` as the heap holds it, decoded from the bytes of its SST export
+    (states and :data:`TIMERS` record); marked ``full`` (its next file is a snapshot).
+    Decoded through a small database of the process's own, in a temporary directory."""
+    from tstate.state.rocksdb.settings import RocksDB
+    from tstate.state.rocksdb.worker import WorkerStore
+
+    with _reading:  # (one scratch family per state type, one reader at a time)
+        if not _reader:
+            settings = RocksDB(tempfile.mkdtemp(prefix="tstate-sst-read-"), cache_bytes=16 << 20,
+                               block_cache_bytes=8 << 20, memtable_bytes=8 << 20)
+            _reader.append(WorkerStore.create(os.path.join(settings.path, "db"), settings))
+        scratch = _reader[0].store(f"read/{codec.fingerprint}", codec)
+        try:
+            ingest_bytes(scratch, index, data)
+            b = Bin(index)
+            for k, st in scratch.items(index):
+                b.put(k, st, track=False)
+            b.timers = timers_of(scratch, index)
+            b.full = True
+            return b
+        finally:
+            scratch.clear_bin(index)

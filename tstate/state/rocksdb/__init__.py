@@ -9,8 +9,10 @@ states in front.  One concept per module:
 - :mod:`~tstate.state.rocksdb.layout`: a key's place -- a column family per operator,
   ``bin + key`` so that a bin is one contiguous range -- and the value framing;
 - :mod:`~tstate.state.rocksdb.db`: ``LocalDB``, the database as files: open, restore
-  from a checkpoint's files, write batches, checkpoint (flush + hard links), export a
-  bin to an SST file and ingest one; errors naming the path;
+  from a checkpoint's files, write batches, checkpoint (flush + hard links), ingest a
+  bin's SST file; errors naming the path;
+- :mod:`~tstate.state.rocksdb.sst_export`: a bin exported to an SST file, as stored,
+  and the check of one before it is ingested;
 - :mod:`~tstate.state.rocksdb.files`: what a checkpoint or an export consists of;
 - :mod:`~tstate.state.rocksdb.cache`: ``StateCache``, the decoded states, written back
   in one batch per epoch, bounded by ``cache_bytes``;

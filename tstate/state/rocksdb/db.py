@@ -15,8 +15,8 @@ files:
   to the immutable SST files plus copies of the small files -- listed as
   :class:`~tstate.state.rocksdb.files.CheckpointFiles`, each SST file marked new
   unless :meth:`LocalDB.uploaded` was told an earlier upload holds it;
-- **export** one bin's range to an SST file (``SstFileWriter``) and **ingest** one into
-  another database, replacing the bin there (``ingest_external_file``).
+- **ingest** one bin's SST file (exported by :mod:`tstate.state.rocksdb.sst_export`)
+  into another database, replacing the bin there (``ingest_external_file``).
 
 Every failure of RocksDB or of the file system -- an unwritable directory, a full
 disk, a missing or corrupt file -- is a :class:`~tstate.errors.StateStoreError` naming
@@ -50,7 +50,6 @@ import uuid
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 import rocksdict
-import xxhash
 
 from tstate.errors import StateStoreError, TstateError
 from tstate.state.rocksdb.files import CheckpointFiles, ExportedBin, OtherFile, SstFile
@@ -419,82 +418,15 @@ class LocalDB:
         list them as not new."""
         self._uploaded.update(names)
 
-    # -- moving bins as files -----------------------------------------------------------
-    def export_bin(self, fam: Family, index: int, dest: str) -> Optional[ExportedBin]:
-        """Write bin ``index`` of ``fam`` as stored (nothing decoded) to the SST file
-        ``dest``; ``None`` (and no file) when the bin holds nothing."""
-        self._check_open()
-        writer = rocksdict.SstFileWriter(rocksdict.Options(raw_mode=True))
-        n = 0
-        try:
-            with store_errors(dest, f"exporting bin {index} of {fam.name!r} from {self.path}"):
-                os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
-                for k, v in fam.bin_items(index):
-                    if n == 0:
-                        writer.open(dest)
-                    writer[k] = v
-                    n += 1
-                if n == 0:
-                    return None
-                writer.finish()
-                size = os.path.getsize(dest)
-                digest = _xxh64_file(dest)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(dest)
-            raise
-        return ExportedBin(fam.name, index, os.path.abspath(dest), n, size, digest)
-
-    def export_changes(self, fam: Family, index: int, skeys: Iterable[bytes], dest: str) -> Optional[ExportedBin]:
-        """Write the records ``skeys`` of bin ``index`` of ``fam`` as they are now --
-        a key with no record as a delete -- to the SST file ``dest`` (a pre-copy
-        hand-over: what changed since the copy the new owner holds); ``None`` (and no
-        file) for no keys."""
-        self._check_open()
-        keys = sorted(set(skeys))
-        if not keys:
-            return None
-        values = fam.get_many(keys)
-        writer = rocksdict.SstFileWriter(rocksdict.Options(raw_mode=True))
-        try:
-            with store_errors(dest, f"exporting changes of bin {index} of {fam.name!r} from {self.path}"):
-                os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
-                writer.open(dest)
-                for k, v in zip(keys, values):
-                    if v is None:
-                        del writer[k]
-                    else:
-                        writer[k] = v
-                writer.finish()
-                size = os.path.getsize(dest)
-                digest = _xxh64_file(dest)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(dest)
-            raise
-        return ExportedBin(fam.name, index, os.path.abspath(dest), len(keys), size, digest)
-
-    def verify_export(self, exported: ExportedBin) -> None:
-        """Raise unless the exported file is there with its size and xxh64."""
-        path = exported.path
-        with store_errors(path, f"checking the export of bin {exported.bin}"):
-            size = os.path.getsize(path)
-            if size != exported.size or _xxh64_file(path) != exported.xxh64:
-                raise StateStoreError(
-                    f"keyed-state store: export {path} of bin {exported.bin} is corrupt "
-                    f"({size} bytes, expected {exported.size} with xxh64 {exported.xxh64:016x})"
-                )
-
-    def ingest_bin(self, fam: Family, exported: ExportedBin, verified: bool = False, replace: bool = True) -> None:
-        """Replace bin ``exported.bin`` of ``fam`` by the exported file's records: the
-        file is checked (size and xxh64, unless ``verified`` by
-        :meth:`verify_export` already) and moved into the database (hard-linked:
-        nothing decoded, nothing rewritten).  A file that does not match raises
-        before anything changes."""
+    # -- moving bins as files (the exports: :mod:`tstate.state.rocksdb.sst_export`) ----
+    def ingest_bin(self, fam: Family, exported: ExportedBin, replace: bool = True) -> None:
+        """Replace bin ``exported.bin`` of ``fam`` by the exported file's records, moved
+        into the database (hard-linked: nothing decoded, nothing rewritten).  The file
+        must have been checked (:func:`~tstate.state.rocksdb.sst_export.verify_export`:
+        :meth:`KeyedStore.ingest_bin <tstate.state.rocksdb.store.KeyedStore.ingest_bin>`
+        does) before anything changes here."""
         self._check_open()
         path = exported.path
-        if not verified:
-            self.verify_export(exported)
         if replace:  # (else the file's records and deletes apply over the bin: a pre-copy's changes)
             self.drop_bin(fam, exported.bin)
         opts = rocksdict.IngestExternalFileOptions()
@@ -568,11 +500,3 @@ def _link_or_copy(src: str, dst: str) -> None:
         if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
             raise
         shutil.copyfile(src, dst)
-
-
-def _xxh64_file(path: str) -> int:
-    h = xxhash.xxh64()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.intdigest()

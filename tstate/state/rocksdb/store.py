@@ -40,6 +40,7 @@ from tstate.errors import StateStoreError, StateTypeError
 from tstate.state.rocksdb.cache import MISSING, BinCache, StateCache
 from tstate.state.rocksdb.db import Family, LocalDB
 from tstate.state.rocksdb.files import ExportedBin
+from tstate.state.rocksdb import sst_export
 from tstate.state.rocksdb.layout import is_meta, key_of, meta_key, state_bytes, store_key
 
 __all__ = ["KeyedStore", "MISSING"]
@@ -178,7 +179,7 @@ class KeyedStore:
         """Bin ``index`` as an SST file at ``dest``, as stored (nothing decoded; the
         cache written back first); ``None`` when the bin holds nothing."""
         self.cache.write_back()
-        return self.db.export_bin(self.family, index, dest)
+        return sst_export.export_bin(self.family, index, dest)
 
     def export_changes(self, index: int, keys: Iterable[Any], dest: str) -> Optional[ExportedBin]:
         """The states of ``keys`` in bin ``index`` as they are now (a key without one as
@@ -186,7 +187,7 @@ class KeyedStore:
         for no keys.  With the bin's copy from a checkpoint at the new owner, this is
         all a pre-copy hand-over moves (:func:`tstate.state.rocksdb.moving.hand_over`)."""
         self.cache.write_back()
-        return self.db.export_changes(self.family, index, (store_key(index, k) for k in keys), dest)
+        return sst_export.export_changes(self.family, index, (store_key(index, k) for k in keys), dest)
 
     def ingest_bin(self, exported: ExportedBin, replace: bool = True) -> None:
         """Replace bin ``exported.bin`` here by an exported file (checked first; what
@@ -197,9 +198,9 @@ class KeyedStore:
                 f"keyed-state store at {self.db.path}: export {exported.path} holds operator "
                 f"{exported.family!r}'s bin {exported.bin}, not {self.name!r}'s"
             )
-        self.db.verify_export(exported)
+        sst_export.verify_export(exported)
         self.cache.discard_bin(self.family, exported.bin)
-        self.db.ingest_bin(self.family, exported, verified=True, replace=replace)
+        self.db.ingest_bin(self.family, exported, replace=replace)
 
     # -- decoding ---------------------------------------------------------------------
     def _decode(self, key: Any, raw: bytes) -> Any:

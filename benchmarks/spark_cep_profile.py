@@ -74,7 +74,8 @@ def task_profile(directory: str) -> tuple[dict[str, float], float, int]:
 
 
 def _proc_tree(root: int) -> dict[int, tuple[str, float]]:
-    """pid -> (command, CPU seconds) of ``root`` and its descendants (/proc)."""
+    """pid -> (command, CPU seconds, its reaped children's included) of ``root`` and its
+    descendants (/proc)."""
     tick = os.sysconf("SC_CLK_TCK")
     parent: dict[int, int] = {}
     info: dict[int, tuple[str, float]] = {}
@@ -88,7 +89,8 @@ def _proc_tree(root: int) -> dict[int, tuple[str, float]]:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
         parent[int(d.name)] = int(fields[1])
-        info[int(d.name)] = (cmd, (int(fields[11]) + int(fields[12])) / tick)
+        # its own CPU and its reaped children's (Spark ends Python workers idle for a minute)
+        info[int(d.name)] = (cmd, sum(int(f) for f in fields[11:15]) / tick)
     keep = {root}
     grown = True
     while grown:

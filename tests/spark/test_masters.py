@@ -18,6 +18,12 @@ from .test_faults import read_output, reference, run_job
 from .test_output import committed_parts, stored_output
 
 
+def committed_partitions(ck: str) -> int:
+    from tstate.checkpoint.store import CheckpointStore
+
+    return int(CheckpointStore(ck, readonly=True).latest().meta["spark"]["partitions"])
+
+
 @pytest.mark.parametrize("key", ["python", "column"])
 def test_local1_rescale_and_driver_crash_resume_equal_embedded(tmp_path: Any, key: str) -> None:
     ref = reference(tmp_path)
@@ -26,6 +32,7 @@ def test_local1_rescale_and_driver_crash_resume_equal_embedded(tmp_path: Any, ke
     first = run_job("local[1]", ck, out, "--rescale-at", "2", "--die-at", "4", *extra)
     assert first.returncode == -9, first.stderr[-3000:]
     assert read_output(out) != ref
+    assert committed_partitions(ck) == 3  # the last commit before the crash: after the rescale
     second = run_job("local[1]", ck, out, *extra)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "done [4, 5, 6, 7]" in second.stdout  # resumed at the uncommitted batch (7 also closes the inputs)

@@ -422,7 +422,8 @@ def _run_spark(args: argparse.Namespace) -> int:
             minutes = epoch_minutes(args.epoch)
             t_session = time.perf_counter()
             frame = flight_frame(
-                spark, path, epoch=args.epoch, limit=args.limit, partitions=spark.sparkContext.defaultParallelism
+                spark, path, epoch=args.epoch, limit=args.limit, partitions=spark.sparkContext.defaultParallelism,
+                by_origin=args.lateness > 0,  # (records held back: the input is not placed by key)
             )
             flow = ts.Dataflow("cep-flights")
             flights = flow.input("flights")  # FlightEvent records, built from the columns

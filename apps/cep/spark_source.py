@@ -16,19 +16,25 @@ Spark, what :mod:`apps.cep.source` computes in Python for the embedded engine:
   row arrives late and the CEP operator matches it only within ``lateness``.
 
 The running maximum needs the rows in file order, and Spark reads a file's splits
-in parallel: one Spark job reads the table once and gives, per read partition (Spark
+in parallel: each read split (or partition) must know the number of its first row in
+the file and the largest epoch of the rows before it.  For a single Parquet file the
+footer gives both with no Spark job (:mod:`apps.cep.footer`: per row group its rows,
+the ``date`` statistics' maximum, and the byte midpoint that places it in a split),
+and the schema too, so ``spark.read`` runs no inference job; otherwise (CSV, a
+directory, no statistics, a null in a required column, which is reported with its row
+number) one Spark job reads the table once and gives, per read partition (Spark
 numbers a file's splits in file order), its rows, its largest epoch and its first null
-in a required column (the null check, before anything runs); the driver turns these
-into each partition's first row number and the epoch reached before it (a prefix over
-a few numbers), and the frame stamps every row within its read partition in one
-vectorised pass (``mapInArrow``, numpy's running maximum) -- no window over the whole
-table in one partition, nothing persisted here (a batch run persists its input while
-it cuts it into micro-batches, :meth:`tstate.spark.Backend.run`).  The frame is then
-spread over ``partitions`` partitions **by origin** (the CEP key), each sorted by
-row number: every input task of a micro-batch then works in parallel on its own
-airports, and the records of an epoch still reach each CEP key in file order -- the order
-in which the operator breaks ties between departures of the same minute -- so both
-backends compute the same matches.
+in a required column, which the driver turns into each partition's first row number
+and the epoch reached before it (a prefix over a few numbers).  The frame stamps
+every row within its split in one vectorised pass (``mapInArrow``, numpy's running
+maximum) -- no window over the whole table in one partition, nothing persisted here
+(a batch run persists its input while it cuts it into micro-batches,
+:meth:`tstate.spark.Backend.run`).  The frame stays in its read partitions (one with
+``partitions=1``), in file order: the run spreads it over the partitions of the CEP
+key's bins once (:mod:`tstate.spark.placed`), keeping each partition's rows in the
+frame's order, so the records of an epoch reach each CEP key in file order -- the
+order in which the operator breaks ties between departures of the same minute -- and
+both backends compute the same matches.
 
 :data:`COLUMNS` are the frame's columns and Spark types (the
 :class:`tstate.spark.Source` ``columns`` check); :func:`spark_events` binds the frame
@@ -45,10 +51,13 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Union
 
+from attrs import frozen
+
 from tstate.errors import ConfigurationError, SourceError
 from tstate.io.tables import parse_epoch
 
 from apps.cep.flights import FlightEvent
+from apps.cep.footer import Footer, read_footer
 from apps.cep.source import COLUMNS as FILE_COLUMNS
 from apps.cep.source import REQUIRED, _is_csv
 
@@ -94,10 +103,15 @@ def flight_frame(
     epoch: Union[int, float, str] = "1h",
     limit: Optional[int] = None,
     partitions: int = 1,
+    by_origin: bool = False,
 ) -> Any:
     """The flight table at ``path`` (Parquet, or CSV by its suffix) as a DataFrame of
-    :data:`COLUMNS`, in file order within each origin, spread over ``partitions``
-    partitions by origin; ``limit``: the first rows only (see the module docstring)."""
+    :data:`COLUMNS` in file order, in its read partitions (``partitions=1``: one; more:
+    as Spark reads the file -- the run spreads the rows by key); ``limit``: the first
+    rows only (see the module docstring).  ``by_origin``: in ``partitions`` partitions
+    by origin, each in file order -- for a run whose input is not placed by key (allowed
+    lateness holds records back): its shuffle keeps a key's order only when the key's
+    rows come from one partition."""
     from pyspark.sql import functions as F
 
     p = os.fspath(path)
@@ -109,13 +123,17 @@ def flight_frame(
     if not os.path.exists(p):
         raise SourceError(f"{p}: no such file")
     csv = _is_csv(p)
+    footer = None if csv else read_footer(p, FILE_COLUMNS, REQUIRED, minutes)
     try:
         if csv:
             sep = "\t" if p.lower().endswith(".tsv") else ","
             df = spark.read.csv(p, header=True, inferSchema=True, sep=sep)
+        elif footer is not None:  # the schema from the footer: no inference job
+            present = [c for c in FILE_COLUMNS if c in footer.types]
+            df = spark.read.schema(", ".join(f"`{c}` {footer.types[c]}" for c in present)).parquet(p)
         else:
             df = spark.read.parquet(p)
-        types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        types = dict(footer.types) if footer is not None else {f.name: f.dataType.simpleString() for f in df.schema.fields}
     except Exception as exc:  # AnalysisException, Py4JJavaError: unreadable
         raise SourceError(f"{p}: cannot read: {str(exc).splitlines()[0]}") from None
     for c in REQUIRED:
@@ -146,35 +164,50 @@ def flight_frame(
     def column(name: str, tp: str) -> Any:
         return F.col(name).cast(tp) if name in types else F.lit(None).cast(tp)
 
-    # the rows as read, each with its read partition (Spark numbers a file's splits in
-    # file order) and its place in it
-    base = df.select(
-        F.spark_partition_id().alias("_pid"),
-        F.monotonically_increasing_id().alias("_id"),
+    values = [
         minute.alias("minute"),
         column("delay", "bigint").alias("delay"),
         column("distance", "bigint").alias("distance"),
         column("origin", "string").alias("origin"),
         column("destination", "string").alias("destination"),
-        *[F.col(c).isNull().alias(f"_null_{c}") for c in REQUIRED],
-    )
-    parts = _partition_figures(base, minutes)
-    total = sum(n for n, _top, _bad in parts.values())
+    ]
+    if footer is not None:
+        # each row with its read split's byte range: the footer's row groups give the
+        # split's first row number and the epoch reached before it (no pass over the rows)
+        base = df.select(
+            F.input_file_block_start().alias("_part"), F.input_file_block_length().alias("_length"), *values
+        )
+        total = footer.total
+        locate: Any = _FooterSplits(footer)
+    else:
+        # each row with its read partition (Spark numbers a file's splits in file order)
+        # and its place in it; one job over the rows gives each partition's figures
+        base = df.select(
+            F.spark_partition_id().alias("_part"),
+            F.lit(0).cast("bigint").alias("_length"),
+            F.monotonically_increasing_id().alias("_id"),
+            *values,
+            *[F.col(c).isNull().alias(f"_null_{c}") for c in REQUIRED],
+        )
+        parts = _partition_figures(base, minutes)
+        total = sum(n for n, _top, _bad in parts.values())
+        offset, carry, first_bad = _prefix(parts)
+        if first_bad is not None and first_bad[0] < (total if limit is None else min(total, limit)):
+            raise SourceError(f"{p}: row {first_bad[0]}: column {first_bad[1]!r} is null")
+        base = base.drop("_id", *[f"_null_{c}" for c in REQUIRED])
+        locate = _PartitionFigures(offset, carry)
     rows = total if limit is None else min(total, limit)
     if rows == 0 and limit != 0:
         raise SourceError(f"{p}: no rows (columns: {', '.join(types)})")
-    offset, carry, first_bad = _prefix(parts)
-    if first_bad is not None and first_bad[0] < rows:
-        raise SourceError(f"{p}: row {first_bad[0]}: column {first_bad[1]!r} is null")
-    frame = base.drop("_id", *[f"_null_{c}" for c in REQUIRED]).mapInArrow(
-        _stamp(offset, carry, minutes), "_row bigint, " + ", ".join(f"{c} {t}" for c, t in COLUMNS.items())
+    frame = base.mapInArrow(
+        _stamp(locate, minutes, p), "_row bigint, " + ", ".join(f"{c} {t}" for c, t in COLUMNS.items())
     )
     if limit is not None:
         frame = frame.where(F.col("_row") < limit)
-    if partitions > 1:
+    if partitions == 1:
+        frame = frame.coalesce(1)  # the read partitions in file order, one task
+    elif by_origin:
         frame = frame.repartition(partitions, "origin").sortWithinPartitions("_row")
-    else:
-        frame = frame.coalesce(1)
     return frame.select(*COLUMNS)
 
 
@@ -184,9 +217,9 @@ def _partition_figures(base: Any, minutes: int) -> dict[int, tuple[int, Optional
     first row (within the partition) where it is null."""
     from pyspark.sql import functions as F
 
-    idx = F.col("_id") - F.shiftleft(F.col("_pid").cast("bigint"), 33)  # the row within its partition
+    idx = F.col("_id") - F.shiftleft(F.col("_part").cast("bigint"), 33)  # the row within its partition
     got = (
-        base.groupBy("_pid")
+        base.groupBy("_part")
         .agg(
             F.count(F.lit(1)).alias("n"),
             F.max(_floor_div(F.col("minute"), minutes)).alias("top"),
@@ -195,7 +228,7 @@ def _partition_figures(base: Any, minutes: int) -> dict[int, tuple[int, Optional
         .collect()
     )
     return {
-        int(r["_pid"]): (
+        int(r["_part"]): (
             int(r["n"]), None if r["top"] is None else int(r["top"]),
             {c: int(r[f"bad_{c}"]) for c in REQUIRED if r[f"bad_{c}"] is not None},
         )
@@ -228,10 +261,37 @@ def _prefix(
     return offset, carry, bad
 
 
-def _stamp(offset: dict[int, int], carry: dict[int, Optional[int]], minutes: int) -> Any:
-    """The ``mapInArrow`` function numbering the rows of a read partition and stamping
-    their epochs: the running maximum of ``floor(minute / minutes)`` in file order,
-    from the largest epoch of the partitions before (vectorised: numpy)."""
+@frozen
+class _PartitionFigures:
+    """Where a read partition starts (:func:`_stamp`'s ``locate``), from the pass over
+    the rows (:func:`_partition_figures`): by partition id, its first row number and
+    the epoch reached before it; its rows are not checked (None)."""
+
+    offset: dict[int, int]
+    carry: dict[int, Optional[int]]
+
+    def __call__(self, part: int, _length: int) -> tuple[int, Optional[int], Optional[int]]:
+        return self.offset.get(part, 0), self.carry.get(part), None
+
+
+@frozen
+class _FooterSplits:
+    """Where a read split starts (:func:`_stamp`'s ``locate``), from the file's footer:
+    by the split's byte range, its first row number, the epoch reached before it and
+    its rows (:meth:`apps.cep.footer.Footer.split`)."""
+
+    footer: Footer
+
+    def __call__(self, part: int, length: int) -> tuple[int, Optional[int], Optional[int]]:
+        return self.footer.split(part, length)
+
+
+def _stamp(locate: Any, minutes: int, path: str) -> Any:
+    """The ``mapInArrow`` function numbering the rows of each read partition or split
+    (``_part``; ``locate(part, length)`` gives its first row number, the largest epoch
+    before it and, if known, its rows, checked at its end) and stamping their epochs:
+    the running maximum of ``floor(minute / minutes)`` in file order, from the largest
+    epoch before the part (vectorised: numpy)."""
 
     def run(batches: Any) -> Any:
         import numpy as np
@@ -239,27 +299,42 @@ def _stamp(offset: dict[int, int], carry: dict[int, Optional[int]], minutes: int
         import pyarrow.compute as pc
 
         low = np.iinfo(np.int64).min
-        seen, running = 0, None
+        part: Optional[int] = None
+        at = seen = 0
+        running = low
+        expect: Optional[int] = None
+
+        def close() -> None:
+            if part is not None and expect is not None and seen != expect:
+                raise SourceError(
+                    f"{path}: the read split at byte {part} gave {seen} rows, its row groups in the footer {expect}"
+                )
+
         for rb in batches:
-            n = rb.num_rows
-            if n == 0:
+            if rb.num_rows == 0:
                 continue
-            pid = rb.column("_pid")[0].as_py()
-            if running is None:
-                c = carry.get(pid)
-                running = low if c is None else c
-            minute = rb.column("minute")
-            e = np.floor_divide(pc.fill_null(minute, low).to_numpy(zero_copy_only=False), minutes)
-            e[np.asarray(pc.is_null(minute))] = low
-            acc = np.maximum(np.maximum.accumulate(e), running)
-            running = int(acc[-1])
-            rows = np.arange(seen, seen + n, dtype=np.int64) + offset.get(pid, 0)
-            seen += n
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(rows), minute, *(rb.column(c) for c in ("delay", "distance", "origin", "destination")),
-                 pa.array(acc)],
-                names=["_row", *COLUMNS],
-            )  # fmt: skip
+            parts = rb.column("_part").to_numpy()
+            cuts = [0, *(np.flatnonzero(parts[1:] != parts[:-1]) + 1).tolist(), rb.num_rows]
+            for lo, hi in zip(cuts, cuts[1:]):
+                piece = rb.slice(lo, hi - lo)
+                if int(parts[lo]) != part:
+                    close()
+                    part = int(parts[lo])
+                    at, carry, expect = locate(part, int(rb.column("_length")[lo].as_py()))
+                    seen, running = 0, low if carry is None else carry
+                minute = piece.column("minute")
+                e = np.floor_divide(pc.fill_null(minute, low).to_numpy(zero_copy_only=False), minutes)
+                e[np.asarray(pc.is_null(minute))] = low
+                acc = np.maximum(np.maximum.accumulate(e), running)
+                running = int(acc[-1])
+                rows = np.arange(at + seen, at + seen + piece.num_rows, dtype=np.int64)
+                seen += piece.num_rows
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(rows), minute, *(piece.column(c) for c in ("delay", "distance", "origin", "destination")),
+                     pa.array(acc)],
+                    names=["_row", *COLUMNS],
+                )  # fmt: skip
+        close()
 
     return run
 

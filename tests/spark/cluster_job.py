@@ -1,10 +1,11 @@
 """A Spark job for the fault tests, run in its own process (its own SparkContext):
-``python -m tests.spark.cluster_job MASTER CKPT OUT [--kill-executor-at N] [--die-at N] [--column-key] [--rocksdb DIR]``.
+``python -m tests.spark.cluster_job MASTER CKPT OUT [--kill-executor-at N] [--die-at N] [--rescale-at N] [--column-key] [--rocksdb DIR]``.
 
 Batch mode over 8 epochs of keyed records (the flows.keyed dataflow, output to an
 exactly-once FileSink).  ``--kill-executor-at N`` SIGKILLs one executor JVM while batch N
 runs (Spark retries its tasks elsewhere); ``--die-at N`` kills the driver itself in the
 middle of batch N (after the sinks' output was written, before the commit);
+``--rescale-at N`` moves the state from 2 to 3 partitions at epoch N (batch N);
 ``--column-key`` keys the first operator by ``ts.col("k")`` (the colocated path);
 ``--rocksdb DIR``: keyed state in RocksDB on the executors (``state=ts.RocksDB(DIR)``)."""
 
@@ -34,6 +35,7 @@ def main() -> None:
     args = sys.argv[4:]
     kill_at = int(args[args.index("--kill-executor-at") + 1]) if "--kill-executor-at" in args else None
     die_at = int(args[args.index("--die-at") + 1]) if "--die-at" in args else None
+    rescale_at = int(args[args.index("--rescale-at") + 1]) if "--rescale-at" in args else None
     spark = local_session(master, **{"spark.task.maxFailures": "4", "spark.executor.memory": "512m"})
     flow, _ev, _stats, out = keyed(key=ts.col("k") if "--column-key" in args else None)
     files = ts.io.files(out_dir)
@@ -63,8 +65,11 @@ def main() -> None:
 
     backend._batch = batch  # type: ignore[method-assign]
     df = spark.createDataFrame(ROWS, "k string, v long, t long")
-    backend.run(flow, {"events": Source(df, time="t")}, epochs_per_batch=1)  # one batch per epoch: kill points
+    reconfigure = [(rescale_at, ts.Rescale(3))] if rescale_at is not None else []
+    # one batch per epoch: kill points
+    backend.run(flow, {"events": Source(df, time="t")}, epochs_per_batch=1, reconfigure=reconfigure)
     print("done", [m.batch for m in backend.metrics.batches], flush=True)
+    print("partitions", [m.partitions for m in backend.metrics.batches], flush=True)
     spark.stop()
 
 

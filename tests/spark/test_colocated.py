@@ -211,7 +211,8 @@ def test_streaming_query_and_restart(spark: Any, tmp_path: Any, monkeypatch: Any
 
 
 def test_local_cluster_executor_killed_and_driver_restarted(tmp_path: Any) -> None:
-    """Two executor processes: an executor dies in batch 2, the driver in batch 5; the
+    """Two executor processes: an executor dies in batch 2, the state moves to 3
+    partitions at batch 3, the driver dies in batch 5; the
     restart finishes with the output of an uninterrupted run (key-independent: the
     same as the key-function flow's)."""
     from .test_faults import read_output, reference, run_job
@@ -219,7 +220,7 @@ def test_local_cluster_executor_killed_and_driver_restarted(tmp_path: Any) -> No
     ref = reference(tmp_path)
     ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
     master = "local-cluster[2,1,1024]"
-    first = run_job(master, ck, out, "--kill-executor-at", "2", "--die-at", "5", "--column-key")
+    first = run_job(master, ck, out, "--kill-executor-at", "2", "--rescale-at", "3", "--die-at", "5", "--column-key")
     assert first.returncode == -9, first.stderr[-3000:]
     second = run_job(master, ck, out, "--column-key")
     assert second.returncode == 0, second.stderr[-3000:]

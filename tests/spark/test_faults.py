@@ -55,12 +55,16 @@ def test_executor_killed_and_driver_restarted_outputs_exactly_once(tmp_path: Any
     assert ref
     ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
     master = "local-cluster[2,1,1024]"
-    # 1. an executor dies during batch 2; the driver dies during batch 5
-    first = run_job(master, ck, out, "--kill-executor-at", "2", "--die-at", "5")
+    # 1. an executor dies during batch 2; the state moves to 3 partitions at batch 3; the
+    # driver dies during batch 5
+    first = run_job(master, ck, out, "--kill-executor-at", "2", "--rescale-at", "3", "--die-at", "5")
     assert first.returncode == -9, first.stderr[-3000:]
     assert "killing executor" in first.stdout
     partial = read_output(out)
     assert partial and partial != ref
+    from .test_masters import committed_partitions
+
+    assert committed_partitions(ck) == 3
     # 2. the driver restarts on the same directories and finishes
     second = run_job(master, ck, out)
     assert second.returncode == 0, second.stderr[-3000:]

@@ -33,7 +33,10 @@ class Sink:
         """Called once per worker before any write."""
 
     def write(self, worker: int, time: Any, records: list[Any]) -> None:
-        """A batch of records at ``time`` arrived on ``worker``."""
+        """A batch of records at ``time`` arrived on ``worker``.  On Spark a driver sink
+        gets a read-only sequence decoded when first read
+        (:class:`tstate.spark.lazy_records.LazyRecords`: ``len(records)`` decodes
+        nothing); keep ``list(records)`` if the sink keeps them."""
 
     def frontier(self, worker: int, frontier: Antichain) -> None:
         """The frontier at the sink moved; times it passed are complete."""
@@ -80,7 +83,7 @@ class CallbackSink(Sink):
         self.fn = fn
 
     def write(self, worker: int, time: Any, records: list[Any]) -> None:
-        self.fn(time, records)
+        self.fn(time, records if isinstance(records, list) else list(records))  # (fn gets a list, as documented)
 
 
 class StdoutSink(Sink):

@@ -29,7 +29,7 @@ from typing import Any, Optional
 import attrs
 
 from tstate.progress.frontier import Antichain
-from tstate.spark.output import Part, finalise, records_of
+from tstate.spark.output import Part, finalise, lazy_records_of
 
 __all__ = ["Delivery"]
 
@@ -79,7 +79,7 @@ class Delivery:
             for nd, sink in sinks.items():
                 if sink.on_driver:
                     mine = [p for p in parts if p.sink == nd]
-                    for t_, recs in sorted(records_of(self.fs, mine, self.types).items()):
+                    for t_, recs in sorted(lazy_records_of(self.fs, mine, self.types).items()):
                         sink.write(0, t_, recs)
                 sink.frontier(0, frontier)
             return job

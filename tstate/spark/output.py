@@ -257,6 +257,27 @@ def records_of(fs: Any, parts: Iterable[Part], types: Any = None) -> dict[int, l
     return out
 
 
+def lazy_records_of(fs: Any, parts: Iterable[Part], types: Any = None) -> dict[int, Any]:
+    """time -> the records of ``parts`` as :class:`~tstate.spark.lazy_records.LazyRecords`:
+    the cells are read from the files now, decoded only when a sink reads them (their
+    count comes from the parts' index entries)."""
+    from tstate.spark.lazy_records import LazyRecords
+
+    cells: dict[int, list[bytes]] = {}
+    counts: dict[int, int] = {}
+    files: dict[int, list[str]] = {}
+    for p in parts:
+        n = dict(p.times)
+        for t, cell in part_cells(fs, p):
+            cells.setdefault(t, []).append(cell)
+            counts[t] = counts.get(t, 0) + n[t]
+            files.setdefault(t, []).append(p.path)
+    return {
+        t: LazyRecords(cs, counts[t], types, f"{', '.join(fs.describe(f) for f in files[t])} (sink output, time {t})")
+        for t, cs in cells.items()
+    }
+
+
 def write_index(fs: Any, batch: int, token: str, lo: int, hi: Optional[int], prev: Optional[str], parts: list[Part]) -> str:
     """The batch's output references, durable before its manifest commits."""
     path = f"{INDEX}/{batch:06d}-{token}.msgpack"

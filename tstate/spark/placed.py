@@ -8,8 +8,10 @@ while its epochs are counted, :func:`tstate.spark.cuts.cut_run`), so the columns
 added and the rows repartitioned on them there, once: every micro-batch then filters
 its epochs out of a frame whose partition ``p`` already holds exactly the rows of the
 bins partition ``p`` owns, and runs its task over it with no shuffle.  It is the same
-repartition the batches did, done once: the rows of one key reach its partition in
-the same order.
+repartition the batches did, done once; each partition is then sorted back into the
+frame's order (:func:`_in_order`), so the rows of one key reach its operator in the
+order the frame gives them, wherever the frame's partitions were (a frame as read, in
+file splits, needs no repartition of its own by key first).
 
 The frame is placed for one bin→partition map (:class:`Placement`); a batch whose map
 differs (after a rescale) computes the columns and shuffles again, as before
@@ -72,10 +74,33 @@ def place(
         src, first = bound[name], plan.nodes[boundaries[0]]
         assert isinstance(first.key, Col)
         columns = partition_columns(first.key, dict(src.df.dtypes), first.bins, owners[boundaries[0]], labels)
-        df = src.df.withColumns({c: F.expr(e) for c, e in columns.items()}).repartition(partitions, DEST)
-        out[name] = evolve(src, df=df)
+        df = src.df.withColumns({c: F.expr(e) for c, e in columns.items()})
+        out[name] = evolve(src, df=_in_order(df, partitions))
         placed[name] = Placement(tuple(owners[boundaries[0]]), partitions, labels)
     return out, placed
+
+
+def _in_order(df: Any, partitions: int) -> Any:
+    """``df`` repartitioned on :data:`~tstate.spark.colocated.DEST`, each partition's
+    rows in ``df``'s order (partition by partition, row by row): a shuffle hands a
+    partition the blocks of the frame's partitions in no promised order (a remote
+    executor's come when they come), and the rows of one key must reach its operator in
+    the order the frame gives them, as the embedded engine reads them.  A frame in one
+    partition keeps its order through the shuffle (one block per reader), no sort."""
+    from pyspark.sql import functions as F
+
+    if df.rdd.getNumPartitions() == 1:
+        return df.repartition(partitions, DEST)
+    return (
+        df.withColumn(_SEQ, F.monotonically_increasing_id())
+        .repartition(partitions, DEST)
+        .sortWithinPartitions(_SEQ)
+        .drop(_SEQ)
+    )
+
+
+#: the place of a row in the frame before the placement's shuffle (:func:`_in_order`)
+_SEQ = "__tstate_seq"
 
 
 def unplaced(df: Any) -> Any:

@@ -1,0 +1,197 @@
+"""Where a CEP run on Spark spends its time, micro-batch by micro-batch and stage by
+stage, and which process burns the CPU (issue 25, item 6 and the local[2]/local[1]
+question).
+
+    python -m benchmarks.spark_cep_profile --master "local[1]" --limit 400000
+    python -m benchmarks.spark_cep_profile --master "local[2]" --limit 400000
+
+One in-process run of the CEP app's dataflow on Spark (``apps.cep.spark_source``, the
+app's sinks with ``--show 0``), every task under cProfile (``TSTATE_SPARK_PROFILE``,
+CPU time: comparable on a busy machine; ``--no-profile``: without it, for the CPU per
+process without the profiler's overhead).  Prints:
+
+* setup: the session's start, ``flight_frame``, and the run;
+* per micro-batch: wall seconds, of which Spark jobs (tasks), the driver's own time
+  (:attr:`tstate.metrics.BatchMetrics.driver_own_seconds`), the commit and the output
+  hand-over, and the input rows;
+* the tasks' Python CPU seconds by stage of the work (input read: Arrow batches from
+  the JVM into records; fused chain; the CEP operator: NFA and matcher; encoding the
+  output; state files and commit; the rest), from the merged profiles;
+* CPU seconds per process over the whole run (``/proc``: the driver's Python process,
+  the JVM, the Python workers), against the run's wall seconds times the CPUs.
+
+The last line is JSON with those figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+FLIGHTS = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "flights-3m.parquet"
+
+#: stage of the task's work -> path fragments of the functions it counts (first match wins)
+STAGES = [
+    ("input read (Arrow -> records)", ("pyspark/sql/pandas", "pyarrow", "tstate/spark/input_rows", "rows_to_records",
+                                       "pyspark/serializers", "pyspark/worker")),
+    ("CEP operator (NFA, matcher)", ("apps/cep/",)),
+    ("encode output (sink parts)", ("tstate/spark/records", "tstate/spark/output", "msgpack")),
+    ("state files, commit", ("tstate/checkpoint", "tstate/spark/binstore", "tstate/spark/rocks", "tstate/state",
+                             "xxhash", "zlib", "posix")),
+    ("fused chain, routing, hosting", ("tstate/",)),
+]  # fmt: skip
+
+
+def _stage(filename: str, func: str) -> str:
+    where = f"{filename}:{func}"
+    for name, frags in STAGES:
+        if any(f in where for f in frags):
+            return name
+    return "other (builtins, Python runtime)"
+
+
+def task_profile(directory: str) -> tuple[dict[str, float], float, int]:
+    """Merged task profiles in ``directory``: CPU seconds by stage (own time of the
+    functions), the total, and the number of task profiles."""
+    files = sorted(str(p) for p in Path(directory).glob("*.prof"))
+    if not files:
+        return {}, 0.0, 0
+    st = pstats.Stats(files[0])
+    for f in files[1:]:
+        st.add(f)
+    out: dict[str, float] = {}
+    for (filename, _line, func), (_cc, _nc, tt, _ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
+        s = _stage(filename, func)
+        out[s] = out.get(s, 0.0) + tt
+    return out, sum(out.values()), len(files)
+
+
+def _proc_tree(root: int) -> dict[int, tuple[str, float]]:
+    """pid -> (command, CPU seconds, its reaped children's included) of ``root`` and its
+    descendants (/proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    info: dict[int, tuple[str, float]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parent[int(d.name)] = int(fields[1])
+        # its own CPU and its reaped children's (Spark ends Python workers idle for a minute)
+        info[int(d.name)] = (cmd, sum(int(f) for f in fields[11:15]) / tick)
+    keep = {root}
+    grown = True
+    while grown:
+        new = {p for p, pp in parent.items() if pp in keep and p not in keep}
+        keep |= new
+        grown = bool(new)
+    return {p: info[p] for p in keep if p in info}
+
+
+def process_cpu() -> dict[str, float]:
+    """CPU seconds so far: this driver process, the JVM, the Python workers (the
+    daemon and the workers it forked)."""
+    out = {"driver (Python)": 0.0, "JVM": 0.0, "Python workers": 0.0}
+    for pid, (cmd, cpu) in _proc_tree(os.getpid()).items():
+        if pid == os.getpid():
+            out["driver (Python)"] += cpu
+        elif "java" in cmd.split(" ")[0]:
+            out["JVM"] += cpu
+        elif "pyspark" in cmd or "python" in cmd:
+            out["Python workers"] += cpu
+    return out
+
+
+def run(master: str, path: Path, limit: Optional[int], profile_dir: str, profile: bool = True) -> dict[str, Any]:
+    # cProfile per task, or (profile=False) only each task's CPU seconds: no profiler overhead
+    os.environ["TSTATE_SPARK_PROFILE" if profile else "TSTATE_SPARK_CPU"] = profile_dir
+    import tstate as ts
+    from apps.cep.__main__ import build
+    from apps.cep.spark_source import flight_frame, spark_events
+    from tstate.spark import Backend, local_session
+
+    t0 = time.perf_counter()
+    cpu0 = process_cpu()
+    spark = local_session(master, app_name="cep-profile")
+    t1 = time.perf_counter()
+    frame = flight_frame(spark, path, epoch="1h", limit=limit, partitions=spark.sparkContext.defaultParallelism)
+    t2 = time.perf_counter()
+    flow = ts.Dataflow("cep-flights")
+    build(flow, flow.input("flights"), epoch_minutes=60, lateness=0, show=0, output=None)
+    with tempfile.TemporaryDirectory() as ck:
+        backend = Backend(spark, checkpoint=ck, partitions=spark.sparkContext.defaultParallelism, progress=False)
+        cpu1 = process_cpu()
+        t3 = time.perf_counter()
+        backend.run(flow, {"flights": spark_events(frame)})
+        t4 = time.perf_counter()
+        cpu2 = process_cpu()
+    spark.stop()
+    batches = [
+        {
+            "batch": b.batch, "wall_s": round(b.seconds, 3), "jobs_s": round(b.job_seconds, 3),
+            "driver_own_s": round(b.driver_own_seconds, 3), "commit_s": round(b.commit_seconds, 3),
+            "output_s": round(b.output_seconds, 3), "rows": b.records,
+        }
+        for b in backend.metrics.batches
+    ]  # fmt: skip
+    stages, task_cpu, tasks = task_profile(profile_dir)
+    run_cpu = {k: round(cpu2[k] - cpu1[k], 2) for k in cpu2}
+    return {
+        "master": master, "cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 1),
+        "session_s": round(t1 - t0, 2), "flight_frame_s": round(t2 - t1, 2), "run_s": round(t4 - t3, 2),
+        "cut_s": round(backend.metrics.cut_seconds, 2), "rows": sum(b.records for b in backend.metrics.batches),
+        "batches": batches, "task_cpu_by_stage": {k: round(v, 2) for k, v in sorted(stages.items(), key=lambda kv: -kv[1])},
+        "task_cpu_s": round(task_cpu, 2), "task_profiles": tasks,
+        "run_cpu_by_process": run_cpu, "setup_cpu_by_process": {k: round(cpu1[k] - cpu0[k], 2) for k in cpu1},
+        "run_cpu_share_of_capacity": round(sum(run_cpu.values()) / ((t4 - t3) * (os.cpu_count() or 1)), 3),
+    }  # fmt: skip
+
+
+def report(r: dict[str, Any]) -> str:
+    lines = [
+        f"# {r['master']}: {r['rows']:,} flights, {len(r['batches'])} micro-batch(es); {r['cpus']} CPUs, "
+        f"1-min load {r['load_1min']} at the end",
+        f"setup: session {r['session_s']} s, flight_frame {r['flight_frame_s']} s; run {r['run_s']} s "
+        f"(of which cutting the input: {r['cut_s']} s)",
+        "| batch | wall s | Spark jobs s | driver own s | commit s | output hand-over s | rows |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for b in r["batches"]:
+        lines.append(f"| {b['batch']} | {b['wall_s']} | {b['jobs_s']} | {b['driver_own_s']} | {b['commit_s']} | "
+                     f"{b['output_s']} | {b['rows']:,} |")  # fmt: skip
+    lines += [f"tasks' Python CPU by stage ({r['task_profiles']} task profiles, {r['task_cpu_s']} s, under cProfile):"]
+    lines += [f"  {k:<36} {v:>7.2f} s" for k, v in r["task_cpu_by_stage"].items()]
+    lines += ["CPU seconds per process during the run (wall x CPUs = "
+              f"{round(r['run_s'] * r['cpus'], 1)} s; used {r['run_cpu_share_of_capacity']:.0%}):"]  # fmt: skip
+    lines += [f"  {k:<36} {v:>7.2f} s" for k, v in r["run_cpu_by_process"].items()]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.spark_cep_profile", description=__doc__.split("\n\n")[0])
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--input", type=Path, default=FLIGHTS)
+    p.add_argument("--limit", type=int, default=400_000)
+    p.add_argument("--no-profile", action="store_true", help="no cProfile (CPU per process without its overhead)")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as prof:
+        r = run(args.master, args.input, args.limit, prof, profile=not args.no_profile)
+    print(report(r))
+    print(json.dumps(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

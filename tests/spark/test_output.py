@@ -109,7 +109,7 @@ def test_output_bytes_on_the_driver_stay_flat_as_output_grows(spark: Any, tmp_pa
     output records, the same epochs and keys, about the same bytes collected (the old
     driver-side sinks collected every record: 10x the bytes)."""
     DataFrame = type(spark.range(1))  # the classic DataFrame class (pyspark.sql.DataFrame is its base)
-    real = DataFrame.collect
+    real, real_arrow = DataFrame.collect, DataFrame.toArrow
     seen: list[int] = []
 
     def counting(self: Any) -> Any:
@@ -117,7 +117,14 @@ def test_output_bytes_on_the_driver_stay_flat_as_output_grows(spark: Any, tmp_pa
         seen.append(sum(len(r["payload"]) for r in rows if "payload" in r.asDict()))
         return rows
 
+    def counting_arrow(self: Any) -> Any:  # (the driver collects task rows as Arrow)
+        table = real_arrow(self)
+        if "payload" in table.column_names:
+            seen.append(sum(len(v) for v in table.column("payload").to_pylist() if v is not None))
+        return table
+
     monkeypatch.setattr(DataFrame, "collect", counting)
+    monkeypatch.setattr(DataFrame, "toArrow", counting_arrow)
     collected = {}
     for n in (400, 4000):
         flow = ts.Dataflow("grow")

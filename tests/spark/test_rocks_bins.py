@@ -50,6 +50,25 @@ def test_keyed_flow_on_rocksdb_equals_embedded_heap(spark: Any, tmp_path: Any, f
     assert any(n.startswith("spark-") for n in os.listdir(tmp_path / "db"))
 
 
+
+@pytest.mark.parametrize("fold", [False, True])
+def test_small_batches_in_one_task_on_rocksdb_equal_embedded_heap(spark: Any, tmp_path: Any, monkeypatch: Any, fold: bool) -> None:
+    """A small batch runs in one task (tstate/spark/local_batch.py) on the executor's
+    database too: the same output, state and SST files as the staged path (the suite's
+    fixture turns the one-task path off; the cluster fault job found it took heap bins)."""
+    from tstate.spark import local_batch
+
+    monkeypatch.setattr(local_batch, "LOCAL_BATCH_BYTES", 4 << 20)
+    rows = rows_of(120)
+    ref_out, ref_state = embedded(rows, fold=fold)
+    flow, _ev, stats, out = keyed(fold=fold)
+    backend = Backend(spark, str(tmp_path / "ck"), partitions=2, state=ts.RocksDB(str(tmp_path / "db"), cache_bytes=1 << 20))
+    backend.run(flow, {"events": Source(spark.createDataFrame(rows, ROW), time="t")}, epochs_per_batch=2)
+    assert all(b.stages == 1 for b in backend.metrics.batches)  # (one task: one stage per batch)
+    assert sorted(out.items, key=repr) == ref_out
+    assert state_of(backend, stats) == as_tuples(ref_state)
+    assert kinds(backend) == {"sst"}
+
 def nested() -> tuple[ts.Dataflow, Any, Any, Any]:
     """Nested state: per key a map of lists, a timer, ``ctx.clear`` when a list grows long."""
     flow = ts.Dataflow("nested")

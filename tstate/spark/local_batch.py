@@ -141,7 +141,7 @@ def _stateful(plan: "Plan", info: BatchInfo, node: int, groups: Groups, rows: li
     """Stateful boundary ``node`` over ``groups`` with every bin it needs (those with
     records, and all with a timer due): its changed bins written; returns its ``STATS``
     and its output records by time."""
-    host = StatefulHost(plan, node)
+    host = StatefulHost(plan, node, state=info.state)  # (RocksDB state: the executor's database)
     pn = plan.nodes[node]
     m, stored_fp = stored_fingerprint(info, pn, host.codec)
     needed = {b for bins in groups.values() for b in bins} | set(info.due.get(node, ()))

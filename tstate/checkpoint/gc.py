@@ -113,6 +113,10 @@ class GarbageCollection(StoreReader):
         # a manifest from before attached files were listed names its held file only in
         # its metadata: that keeps it too
         referenced |= {p for m in keep for p in _attached_in(m.meta, ATTACHED_DIRS)}
+        # files an open writer shares from an earlier checkpoint (a RocksDB store's
+        # unchanged SST files): its manifest will name them (CheckpointWriter.share
+        # runs under the store's lock, which this collection holds)
+        referenced |= {r.path for w in list(self._active.values()) for r in list(w._attached)}
         if not scan:
             self._commits_since_scan += 1
             self._collect_doomed(found.doomed, referenced, protect)

@@ -246,10 +246,13 @@ class FileCheckpoints:
         for f in files.sst:
             ref = known.get(f.name)
             if ref is not None:
-                writer.share(ref)
-                self.referenced_files += 1
-                self.referenced_bytes += ref.size
-            else:
+                try:
+                    writer.share(ref)
+                    self.referenced_files += 1
+                    self.referenced_bytes += ref.size
+                except CheckpointError:  # collected since that checkpoint (no kept one names it): upload it again
+                    ref = None
+            if ref is None:
                 data = _read(files.path(f))
                 number = int(f.name.split(".", 1)[0])
                 ref = FileRef(f"{prefix}{number:08x}.sst", len(data), checksum(data))

@@ -31,6 +31,8 @@ class WriterHost(Protocol):
 
     fs: FileSystem
     mirror_dirs: tuple[str, ...]
+    #: held by a garbage collection throughout (:meth:`CheckpointWriter.share` takes it)
+    _lock: threading.RLock
 
     def _commit(self, w: CheckpointWriter) -> Manifest: ...
 
@@ -290,8 +292,11 @@ class CheckpointWriter:
         """Make an attached file of an earlier checkpoint part of this one too (an SST
         file of a RocksDB store that did not change since: :mod:`tstate.checkpoint.sst_files`):
         verified with this checkpoint, kept while a manifest names it, never deleted by
-        :meth:`abort`."""
-        with self._lock:
+        :meth:`abort`.  Under the store's lock, which a garbage collection holds
+        throughout: the file is either shared before a collection runs (which then
+        keeps it: it keeps what open writers share) or found missing after (a
+        ``CheckpointError``: the caller uploads its own copy)."""
+        with self.store._lock, self._lock:
             self._check_open()
             parsed = parse_attached_name(ref.path.rsplit("/", 1)[-1])
             if parsed is None or parsed[0] >= self.id:

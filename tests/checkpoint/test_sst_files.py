@@ -275,3 +275,31 @@ def test_an_abandoned_checkpoint_still_releases_the_databases(tmp_path):
     closer.join(timeout=60)
     assert not closer.is_alive(), "closing the store waited for a cut that never ran"
     fc.close()
+
+
+def test_a_collection_keeps_the_files_an_open_checkpoint_shares(tmp_path):
+    """A checkpoint shares an SST file of an earlier one; before it commits, another
+    commit dooms that earlier checkpoint: the collection keeps the shared file (the
+    open writer will name it), and a share of a file already collected raises, so
+    the uploader sends its own copy (the race a pipelined RocksDB checkpoint met)."""
+    from tstate.checkpoint.layout import checksum
+    from tstate.checkpoint.manifest import FileRef
+
+    store = CheckpointStore(str(tmp_path / "ck"), retain=1, gc_scan_every=1, fsync=False)
+    first = store.begin(1)
+    data = b"sst bytes"
+    ref = FileRef(f"{SST_DIR}{first.id:06d}-{first.token}0000{10:08x}.sst", len(data), checksum(data))
+    store.fs.write_atomic(ref.path, data, fsync=False)
+    first.attach(ref)
+    first.commit()
+    sharing, other = store.begin(2), store.begin(3)
+    sharing.share(ref)  # (open: not committed yet)
+    other.commit()  # dooms the first checkpoint (retain=1), which alone names the file
+    store.wait_gc()
+    assert store.fs.size(ref.path) == len(data)  # kept: the open writer shares it
+    late = store.begin(4)
+    sharing.abort()
+    store.begin(5).commit()  # nothing open shares it now: collected
+    store.wait_gc()
+    with pytest.raises(CheckpointError, match="missing"):
+        late.share(ref)

@@ -39,7 +39,7 @@ from tstate.spark.input_rows import INPUT_ROWS
 from tstate.spark.plan import Loop
 from tstate.spark.profiling import profiled
 from tstate.spark.records import encode_records
-from tstate.spark.task import to_records
+from tstate.spark.task import input_groups
 from tstate.spark.wire import RECORDS, STATS, BatchInfo, Row, arrow, held_row, row_type, stats_row
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,34 +98,6 @@ def fits(plan: "Plan", info: BatchInfo, dfs: dict[str, Any], held: bool, limit: 
     return _state_bytes(plan, info) <= limit
 
 
-def _input_groups(
-    plan: "Plan", info: BatchInfo, shape: Any, time_column: Optional[str], at: int,
-    batches: Iterable["pa.RecordBatch"],
-) -> tuple[dict[int, list[Any]], int, int]:
-    """The input's rows as records by time (what an input task reads), the rows read
-    and the late rows dropped."""
-    by_time: dict[int, list[Any]] = {}
-    seen = dropped = 0
-    for batch in batches:
-        seen += batch.num_rows
-        if batch.num_rows == 0:
-            continue
-        recs = to_records(batch, shape)
-        if time_column is None:
-            by_time.setdefault(at, []).extend(recs)
-            continue
-        for t, r in zip(batch.column(time_column).to_pylist(), recs):
-            if t is None or t < info.lo:
-                dropped += 1
-                continue
-            lst = by_time.get(t)
-            if lst is None:
-                by_time[t] = [r]
-            else:
-                lst.append(r)
-    return by_time, seen, dropped
-
-
 def _land(flight: dict[int, Groups], routed: dict[tuple[int, int, Any], list[Any]]) -> None:
     """Records routed to boundaries (``(node, bin, time) -> records``) into ``flight``."""
     for (node, b, t), recs in routed.items():
@@ -168,7 +140,7 @@ def local_batch_task(
             yield arrow(_run(batches))
 
     def _run(batches: Iterable["pa.RecordBatch"]) -> list[Row]:
-        by_time, seen, dropped = _input_groups(plan, info, shape, time_column, at, batches)
+        by_time, seen, dropped = input_groups(info, shape, time_column, at, batches)
         if dropped and late is not None:
             late.add(dropped)
         rows: list[Row] = []

@@ -70,29 +70,40 @@ def input_task(
                 yield arrow(rows)
                 return
             batches = itertools.chain(seen, it)
-        by_time: dict[int, list[Any]] = {}
-        dropped = 0
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            recs = to_records(batch, shape)
-            if time_column is None:
-                by_time.setdefault(at, []).extend(recs)
-                continue
-            for t, r in zip(batch.column(time_column).to_pylist(), recs):
-                if t is None or t < info.lo:
-                    dropped += 1
-                    continue
-                lst = by_time.get(t)
-                if lst is None:
-                    by_time[t] = [r]
-                else:
-                    lst.append(r)
+        by_time, _seen, dropped = input_groups(info, shape, time_column, at, batches)
         if dropped and late is not None:
             late.add(dropped)
         yield from _route_input(plan, info, node, by_time)
 
     return profiled(run, "input")
+
+
+def input_groups(
+    info: BatchInfo, shape: Any, time_column: Optional[str], at: int, batches: Iterable[Any],
+) -> tuple[dict[int, list[Any]], int, int]:
+    """An input's rows as records by time (``at`` when the input has no time column;
+    rows before the batch, ``info.lo``, or without a time dropped), the rows read and
+    the rows dropped."""
+    by_time: dict[int, list[Any]] = {}
+    seen = dropped = 0
+    for batch in batches:
+        seen += batch.num_rows
+        if batch.num_rows == 0:
+            continue
+        recs = to_records(batch, shape)
+        if time_column is None:
+            by_time.setdefault(at, []).extend(recs)
+            continue
+        for t, r in zip(batch.column(time_column).to_pylist(), recs):
+            if t is None or t < info.lo:
+                dropped += 1
+                continue
+            lst = by_time.get(t)
+            if lst is None:
+                by_time[t] = [r]
+            else:
+                lst.append(r)
+    return by_time, seen, dropped
 
 
 def direct(plan: "Plan", node: int) -> bool:

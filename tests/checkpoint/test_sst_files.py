@@ -303,3 +303,48 @@ def test_a_collection_keeps_the_files_an_open_checkpoint_shares(tmp_path):
     store.wait_gc()
     with pytest.raises(CheckpointError, match="missing"):
         late.share(ref)
+
+
+def test_a_share_and_an_abort_of_the_same_checkpoint_do_not_deadlock(tmp_path):
+    """An upload thread shares a file into a checkpoint while the processing thread
+    aborts that checkpoint (a crash, a failed checkpoint): both finish.  ``share``
+    once took the store's lock before the writer's and ``abort`` the writer's before
+    the store's, so the two waited for each other forever (a hang of the whole run)."""
+    import threading
+    import time
+
+    from tstate.checkpoint.layout import checksum
+    from tstate.checkpoint.manifest import FileRef
+
+    store = CheckpointStore(str(tmp_path / "ck"), retain=3, fsync=False)
+    first = store.begin(1)
+    data = b"sst bytes"
+    ref = FileRef(f"{SST_DIR}{first.id:06d}-{first.token}0000{10:08x}.sst", len(data), checksum(data))
+    store.fs.write_atomic(ref.path, data, fsync=False)
+    first.attach(ref)
+    first.commit()
+    w = store.begin(2)
+    held, errors = threading.Event(), []
+
+    def aborter() -> None:  # the processing thread: abort() holds the writer's lock, then takes the store's
+        with w._lock:
+            held.set()
+            time.sleep(0.3)  # (the sharer reaches its locks meanwhile)
+            w.abort()
+
+    def sharer() -> None:  # the upload thread
+        held.wait()
+        try:
+            w.share(ref)
+        except CheckpointError as exc:  # (aborted first: refused, which the uploader handles)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (aborter, sharer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    assert not any(t.is_alive() for t in threads), "share and abort of one checkpoint deadlocked"
+    assert w.state == "aborted"
+    assert [str(e) for e in errors] == [f"checkpoint {w.id} was aborted already"]
+    assert store.fs.size(ref.path) == len(data)  # (a shared file is an earlier checkpoint's: abort keeps it)

@@ -295,8 +295,11 @@ class CheckpointWriter:
         :meth:`abort`.  Under the store's lock, which a garbage collection holds
         throughout: the file is either shared before a collection runs (which then
         keeps it: it keeps what open writers share) or found missing after (a
-        ``CheckpointError``: the caller uploads its own copy)."""
-        with self.store._lock, self._lock:
+        ``CheckpointError``: the caller uploads its own copy).  The writer's lock is
+        taken before the store's, as :meth:`commit` and :meth:`abort` take them: the
+        other order deadlocked an upload thread's share against an abort of the same
+        writer on the processing thread (a crash or a failed checkpoint)."""
+        with self._lock, self.store._lock:
             self._check_open()
             parsed = parse_attached_name(ref.path.rsplit("/", 1)[-1])
             if parsed is None or parsed[0] >= self.id:

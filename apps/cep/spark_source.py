@@ -15,12 +15,15 @@ Spark, what :mod:`apps.cep.source` computes in Python for the embedded engine:
   maximum in file order), as :class:`~apps.cep.source.FlightSource` stamps it: such a
   row arrives late and the CEP operator matches it only within ``lateness``.
 
-The running maximum needs the rows in file order, and Spark reads a file's splits
-in parallel: each read split (or partition) must know the number of its first row in
-the file and the largest epoch of the rows before it.  For a single Parquet file the
-footer gives both with no Spark job (:mod:`apps.cep.footer`: per row group its rows,
-the ``date`` statistics' maximum, and the byte midpoint that places it in a split),
-and the schema too, so ``spark.read`` runs no inference job; otherwise (CSV, a
+The running maximum needs the rows in file order, and the file is read in parallel:
+each part must know the number of its first row in the file and the largest epoch of
+the rows before it.  For a single Parquet file the footer gives both with no Spark job
+(:mod:`apps.cep.footer`: per row group its rows and the ``date`` statistics' maximum),
+and the schema too: the file is then read by Python tasks with pyarrow, not by
+Spark's reader (:func:`_read_in_tasks`: the row groups cut into ``partitions`` runs in
+file order, each task converting and checking its columns as the embedded source does
+and stamping its rows), so the JVM neither decodes the file nor hands its rows to a
+Python stamping task and back.  Otherwise (CSV, a
 directory, no statistics, a null in a required column, which is reported with its row
 number) one Spark job reads the table once and gives, per read partition (Spark
 numbers a file's splits in file order), its rows, its largest epoch and its first null
@@ -124,16 +127,15 @@ def flight_frame(
         raise SourceError(f"{p}: no such file")
     csv = _is_csv(p)
     footer = None if csv else read_footer(p, FILE_COLUMNS, REQUIRED, minutes)
+    if footer is not None:
+        return _read_in_tasks(spark, p, footer, minutes, limit, partitions, by_origin)
     try:
         if csv:
             sep = "\t" if p.lower().endswith(".tsv") else ","
             df = spark.read.csv(p, header=True, inferSchema=True, sep=sep)
-        elif footer is not None:  # the schema from the footer: no inference job
-            present = [c for c in FILE_COLUMNS if c in footer.types]
-            df = spark.read.schema(", ".join(f"`{c}` {footer.types[c]}" for c in present)).parquet(p)
         else:
             df = spark.read.parquet(p)
-        types = dict(footer.types) if footer is not None else {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     except Exception as exc:  # AnalysisException, Py4JJavaError: unreadable
         raise SourceError(f"{p}: cannot read: {str(exc).splitlines()[0]}") from None
     for c in REQUIRED:
@@ -171,31 +173,22 @@ def flight_frame(
         column("origin", "string").alias("origin"),
         column("destination", "string").alias("destination"),
     ]
-    if footer is not None:
-        # each row with its read split's byte range: the footer's row groups give the
-        # split's first row number and the epoch reached before it (no pass over the rows)
-        base = df.select(
-            F.input_file_block_start().alias("_part"), F.input_file_block_length().alias("_length"), *values
-        )
-        total = footer.total
-        locate: Any = _FooterSplits(footer)
-    else:
-        # each row with its read partition (Spark numbers a file's splits in file order)
-        # and its place in it; one job over the rows gives each partition's figures
-        base = df.select(
-            F.spark_partition_id().alias("_part"),
-            F.lit(0).cast("bigint").alias("_length"),
-            F.monotonically_increasing_id().alias("_id"),
-            *values,
-            *[F.col(c).isNull().alias(f"_null_{c}") for c in REQUIRED],
-        )
-        parts = _partition_figures(base, minutes)
-        total = sum(n for n, _top, _bad in parts.values())
-        offset, carry, first_bad = _prefix(parts)
-        if first_bad is not None and first_bad[0] < (total if limit is None else min(total, limit)):
-            raise SourceError(f"{p}: row {first_bad[0]}: column {first_bad[1]!r} is null")
-        base = base.drop("_id", *[f"_null_{c}" for c in REQUIRED])
-        locate = _PartitionFigures(offset, carry)
+    # each row with its read partition (Spark numbers a file's splits in file order)
+    # and its place in it; one job over the rows gives each partition's figures
+    base = df.select(
+        F.spark_partition_id().alias("_part"),
+        F.lit(0).cast("bigint").alias("_length"),
+        F.monotonically_increasing_id().alias("_id"),
+        *values,
+        *[F.col(c).isNull().alias(f"_null_{c}") for c in REQUIRED],
+    )
+    parts = _partition_figures(base, minutes)
+    total = sum(n for n, _top, _bad in parts.values())
+    offset, carry, first_bad = _prefix(parts)
+    if first_bad is not None and first_bad[0] < (total if limit is None else min(total, limit)):
+        raise SourceError(f"{p}: row {first_bad[0]}: column {first_bad[1]!r} is null")
+    base = base.drop("_id", *[f"_null_{c}" for c in REQUIRED])
+    locate: Any = _PartitionFigures(offset, carry)
     rows = total if limit is None else min(total, limit)
     if rows == 0 and limit != 0:
         raise SourceError(f"{p}: no rows (columns: {', '.join(types)})")
@@ -209,6 +202,130 @@ def flight_frame(
     elif by_origin:
         frame = frame.repartition(partitions, "origin").sortWithinPartitions("_row")
     return frame.select(*COLUMNS)
+
+
+def _read_in_tasks(
+    spark: Any, path: str, footer: Footer, minutes: int, limit: Optional[int], partitions: int, by_origin: bool
+) -> Any:
+    """:func:`flight_frame` of a single Parquet file whose footer gives each row
+    group's rows and the epoch reached before it (:mod:`apps.cep.footer`): read by
+    Python tasks with pyarrow, not by Spark's reader.  The row groups (up to ``limit``)
+    are cut into ``partitions`` runs of about equal rows, in file order (:func:`_runs`);
+    partition ``i`` of a ``mapInArrow`` over ``spark.range`` reads run ``i``, converts
+    and checks the columns as the embedded source does (:meth:`FlightSource.columns
+    <apps.cep.source.FlightSource.columns>`) and stamps row numbers and running epochs
+    from the footer's carry-over (:func:`_read_runs`).  Spark's own reader would decode
+    the file in the JVM into rows, hand them to a Python stamping task as Arrow and
+    take the stamped rows back: the JVM's decode and its rows-to-Arrow hand-over per row
+    are gone."""
+    for c in REQUIRED:
+        if c not in footer.types:
+            raise SourceError(f"{path}: no column {c!r} (columns: {', '.join(footer.types)})")
+    for c in FILE_COLUMNS:
+        if c in footer.types and footer.types[c] not in _KINDS[c][0]:
+            raise SourceError(f"{path}: column {c!r} has type {footer.types[c]}, expected {_KINDS[c][1]}")
+    runs = _runs(footer, partitions, limit)
+    if not runs and limit != 0:
+        raise SourceError(f"{path}: no rows (columns: {', '.join(footer.types)})")
+    schema = "_row bigint, " + ", ".join(f"{c} {t}" for c, t in COLUMNS.items())
+    frame = spark.range(0, max(1, len(runs)), 1, max(1, len(runs))).mapInArrow(
+        _read_runs(path, runs, minutes, limit), schema
+    )
+    if by_origin and partitions > 1:
+        frame = frame.repartition(partitions, "origin").sortWithinPartitions("_row")
+    return frame.select(*COLUMNS)
+
+
+#: a run of row groups read by one task: the groups, its first row number, the
+#: largest epoch of the rows before it (None: none)
+Run = tuple[tuple[int, ...], int, Optional[int]]
+
+
+def _runs(footer: Footer, parts: int, limit: Optional[int]) -> list[Run]:
+    """The row groups holding the first ``limit`` rows (None: all) in at most ``parts``
+    runs of consecutive groups of about equal rows, in file order.
+
+    >>> _runs(Footer({}, rows=(2, 3, 3, 2), tops=(1, 4, 2, 6), midpoints=(1, 2, 3, 4)), 2, None)
+    [((0, 1), 0, None), ((2, 3), 5, 4)]
+    >>> _runs(Footer({}, rows=(2, 3, 3, 2), tops=(1, 4, 2, 6), midpoints=(1, 2, 3, 4)), 3, 4)
+    [((0,), 0, None), ((1,), 2, 1)]
+    """
+    total = footer.total if limit is None else min(footer.total, limit)
+    groups = []
+    at = 0
+    for g, n in enumerate(footer.rows):
+        if at >= total:
+            break
+        if n:
+            groups.append((g, at))
+        at += n
+    k = max(1, min(parts, len(groups)))
+    runs: list[Run] = []
+    top: Optional[int] = None
+    current: list[int] = []
+    first = 0
+    for g, start in groups:
+        if current and start >= total * len(runs + [None]) / k:  # (run i ends at about (i+1)/k of the rows)
+            runs.append((tuple(current), first, top))
+            current = []
+        if not current:
+            first = start
+            before = [t for t in footer.tops[: g] if t is not None]
+            top = max(before) if before else None
+        current.append(g)
+    if current:
+        runs.append((tuple(current), first, top))
+    return runs
+
+
+def _read_runs(path: str, runs: list[Run], minutes: int, limit: Optional[int]) -> Any:
+    """The ``mapInArrow`` function of :func:`_read_in_tasks`: for each run number in
+    its input, the run's rows (up to ``limit``) as the frame's rows (``_row`` first),
+    epochs stamped with the running maximum from the run's carry-over."""
+
+    def run(batches: Any) -> Any:
+        import numpy as np
+        import pyarrow as pa
+
+        from apps.cep.source import _PER_MINUTE, FlightSource, _ints
+
+        src = FlightSource(path)
+        pf = src.file.parquet()
+        cols = [c for c in FILE_COLUMNS if c in pf.schema_arrow.names]
+        low = np.iinfo(np.int64).min
+        for rb in batches:
+            for i in rb.column(0).to_pylist():
+                if i >= len(runs):
+                    continue
+                groups, at, carry = runs[i]
+                running = low if carry is None else carry
+                for batch in pf.iter_batches(batch_size=src.batch_rows, row_groups=list(groups), columns=cols):
+                    if limit is not None:
+                        batch = batch.slice(0, max(0, limit - at))
+                    n = batch.num_rows
+                    if n == 0:
+                        break
+                    got = src.columns(batch, at)
+                    date = got["date"]
+                    if pa.types.is_timestamp(date.type):
+                        minute = _ints(date.cast(pa.int64()), np.int64) // _PER_MINUTE[date.type.unit]
+                    else:  # a date: days since the epoch
+                        minute = _ints(date.cast(pa.int32()), np.int32).astype(np.int64) * 1440
+                    acc = np.maximum(np.maximum.accumulate(minute // minutes), running)
+                    running = int(acc[-1])
+
+                    def column(name: str, tp: Any) -> Any:
+                        return got[name] if name in got else pa.nulls(n, tp)
+
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array(np.arange(at, at + n, dtype=np.int64)), pa.array(minute),
+                         column("delay", pa.int64()), column("distance", pa.int64()),
+                         column("origin", pa.string()), column("destination", pa.string()), pa.array(acc)],
+                        names=["_row", *COLUMNS],
+                    )  # fmt: skip
+                    at += n
+
+    return run
 
 
 def _partition_figures(base: Any, minutes: int) -> dict[int, tuple[int, Optional[int], dict[str, int]]]:
@@ -272,18 +389,6 @@ class _PartitionFigures:
 
     def __call__(self, part: int, _length: int) -> tuple[int, Optional[int], Optional[int]]:
         return self.offset.get(part, 0), self.carry.get(part), None
-
-
-@frozen
-class _FooterSplits:
-    """Where a read split starts (:func:`_stamp`'s ``locate``), from the file's footer:
-    by the split's byte range, its first row number, the epoch reached before it and
-    its rows (:meth:`apps.cep.footer.Footer.split`)."""
-
-    footer: Footer
-
-    def __call__(self, part: int, length: int) -> tuple[int, Optional[int], Optional[int]]:
-        return self.footer.split(part, length)
 
 
 def _stamp(locate: Any, minutes: int, path: str) -> Any:

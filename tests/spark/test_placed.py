@@ -44,3 +44,26 @@ def test_a_rescale_shuffles_again(spark: Any, tmp_path: Any, monkeypatch: Any) -
     assert (out, state) == ref
     assert calls and set(calls) == {3}  # only the batches after the rescale, onto 3 partitions
     assert backend.metrics.batches[-1].partitions == 3
+
+
+def test_one_partition_is_placed_without_a_shuffle(spark: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    """Onto one partition the frame (here in two) is read in order into one task: no
+    shuffle and no sort, the same output and state as the embedded engine."""
+    from tstate.spark import placed
+
+    frames: list[Any] = []
+    real = placed._in_order
+
+    def spying(df: Any, partitions: int) -> Any:
+        frames.append(real(df, partitions))
+        return frames[-1]
+
+    monkeypatch.setattr(placed, "_in_order", spying)
+    rows = [{"k": f"k{i % 17}", "v": i % 5, "t": i // 40} for i in range(240)]
+    ref = embedded(rows)
+    out, state, backend = run_spark(spark, rows, str(tmp_path / "ck"), 1, epochs=2)
+    assert (out, state) == ref
+    (frame,) = frames
+    assert frame.rdd.getNumPartitions() == 1
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    assert "Exchange" not in plan and "Sort" not in plan, plan

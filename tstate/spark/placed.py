@@ -86,9 +86,14 @@ def _in_order(df: Any, partitions: int) -> Any:
     partition the blocks of the frame's partitions in no promised order (a remote
     executor's come when they come), and the rows of one key must reach its operator in
     the order the frame gives them, as the embedded engine reads them.  A frame in one
-    partition keeps its order through the shuffle (one block per reader), no sort."""
+    partition keeps its order through the shuffle (one block per reader), no sort.  Onto
+    one partition (every bin's owner) there is nothing to shuffle: ``coalesce(1)`` reads
+    the frame's partitions one after the other, in order, in the one task (no shuffle
+    written and read, no sort)."""
     from pyspark.sql import functions as F
 
+    if partitions == 1:
+        return df.coalesce(1)
     if df.rdd.getNumPartitions() == 1:
         return df.repartition(partitions, DEST)
     return (

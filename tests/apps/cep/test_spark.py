@@ -168,6 +168,28 @@ def test_frame_stamps_a_file_read_in_several_splits_as_the_embedded_source(spark
         spark.conf.set(conf, old)
 
 
+def test_a_file_with_a_usable_footer_is_read_by_python_tasks(spark: Any, tmp_path: Path) -> None:
+    """A single Parquet file whose footer gives each row group's rows and epochs is
+    read by pyarrow in the frame's tasks (no Spark file scan), its row groups cut into
+    ``partitions`` runs in file order; rows, running epochs and a limit inside a row
+    group are the embedded source's."""
+    n = 1000
+    mins = [(i * 11) % 400 + (i // 250) * 300 for i in range(n)]
+    dates = [dt.datetime(2001, 1, 1) + dt.timedelta(minutes=m) for m in mins]
+    path = tmp_path / "groups.parquet"
+    pq.write_table(pa.table({"date": dates, "delay": list(range(n)), "origin": ["A", "B"] * (n // 2)}), path,
+                   row_group_size=90)  # fmt: skip
+    for limit in (None, 401):
+        src = flight_source(path, epoch="1h", limit=limit).open()
+        want = []
+        while (b := src.next_batch()) is not None:
+            want += [(b[0], f) for f in b[1]]
+        frame = flight_frame(spark, path, epoch="1h", limit=limit, partitions=3)
+        plan = frame._jdf.queryExecution().executedPlan().toString()
+        assert "FileScan" not in plan and frame.rdd.getNumPartitions() == 3, plan
+        assert [(r["epoch"], flight_event(r.asDict())) for r in frame.collect()] == want
+
+
 # -- the app's dataflow: Spark == embedded ----------------------------------------------------
 
 

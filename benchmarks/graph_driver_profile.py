@@ -20,6 +20,10 @@ Then, on the same (warm) session, Spark's own per-job floor: a job of one empty
 ``mapInArrow`` task over ``range`` (what any Python stage costs at least), a JVM-only
 aggregate (what a cut costs at least), and ``persist`` + the first aggregate of a fresh
 frame of the sample (what caching the input costs).  The last line is JSON.
+
+``--ab N``: instead, before and after in the same session, alternating, ``N`` runs
+each (after one unmeasured run: the session's first): "before" caches the input frame as every
+input was cached until tstate.spark.cuts left small local relations uncached.
 """
 
 from __future__ import annotations
@@ -177,12 +181,37 @@ def floor(spark: Any, clocks: Clocks, frame: Callable[[], Any], reps: int = 3) -
     return out
 
 
+def ab(spark: Any, clocks: Clocks, one_run: Callable[[], None], pairs: int) -> dict[str, list[list[float]]]:
+    """``pairs`` runs with the input cached ("before") and as tstate caches it now
+    ("after"), alternating; per variant the (wall, py, jvm, workers) seconds of each."""
+    from unittest import mock
+
+    from tstate.spark import cuts
+
+    out: dict[str, list[list[float]]] = {"before": [], "after": []}
+    for _ in range(pairs):
+        for variant in ("before", "after"):
+            patch = mock.patch.object(cuts, "is_small_local", lambda df: False) if variant == "before" else None
+            if patch is not None:
+                patch.start()
+            try:
+                a = clocks.now()
+                one_run()
+                b = clocks.now()
+            finally:
+                if patch is not None:
+                    patch.stop()
+            out[variant].append([y - x for x, y in zip(a, b)])
+    return out
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--runs", type=int, default=2, help="runs in the one session (run 0: the session's first)")
     ap.add_argument("--cprofile", default=None, help="write run 0's driver cProfile here")
     ap.add_argument("--no-floor", action="store_true", help="skip the per-job floor probes")
+    ap.add_argument("--ab", type=int, default=0, help="instead: N before/after pairs (module docstring)")
     a = ap.parse_args(argv)
 
     import tstate as ts
@@ -199,19 +228,39 @@ def main(argv: Optional[list[str]] = None) -> None:
     clocks = Clocks(int(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()))
     figures: dict[str, Any] = {"master": a.master, "session_s": round(session_s, 2), "runs": []}
     print(f"sample on {a.master}: session started in {session_s:.2f} s (load {os.getloadavg()[0]:.1f})")
+
+    def setup() -> tuple[Any, Any, str, Any]:
+        directory = tempfile.mkdtemp(prefix="graph-driver-prof-")
+        flow = ts.Dataflow("graph")
+        updates = flow.input("updates").map(itemgetter(1, 2, 3), name="edge")
+        analytics = build(
+            flow, updates, ALGORITHMS, w.window, w.epochs, True, "skip", InputStats(),
+            buckets=SPARK_BUCKETS, spread=True,
+        )  # fmt: skip
+        for name, s in analytics.outputs().items():
+            s.collect(name=f"out.{name}")
+        return flow, w.frame(spark), directory, Backend(spark, checkpoint=directory, partitions=parts, progress=False)
+
+    def one_run() -> None:
+        flow, df, directory, backend = setup()
+        backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=w.per_batch)
+        shutil.rmtree(directory, ignore_errors=True)
+
     try:
+        if a.ab:
+            one_run()  # (the session's first run: not measured)
+            res = ab(spark, clocks, one_run, a.ab)
+            print(f"\nbefore/after, alternating, {a.ab} runs each (load {os.getloadavg()[0]:.1f}): mean seconds")
+            for variant, rs in res.items():
+                n = len(rs)
+                mean = [sum(r[k] for r in rs) / n for k in range(4)]
+                print(f"  {variant:6}: wall {mean[0]:.3f}  CPU: driver Python {mean[1]:.3f}, JVM {mean[2]:.3f}, "
+                      f"workers {mean[3]:.3f}, all {sum(mean[1:]):.3f}")  # fmt: skip
+                figures[f"ab_{variant}"] = [round(x, 3) for x in mean]
+            print(json.dumps(figures, sort_keys=True))
+            return
         for i in range(a.runs):
-            directory = tempfile.mkdtemp(prefix="graph-driver-prof-")
-            flow = ts.Dataflow("graph")
-            updates = flow.input("updates").map(itemgetter(1, 2, 3), name="edge")
-            analytics = build(
-                flow, updates, ALGORITHMS, w.window, w.epochs, True, "skip", InputStats(),
-                buckets=SPARK_BUCKETS, spread=True,
-            )  # fmt: skip
-            for name, s in analytics.outputs().items():
-                s.collect(name=f"out.{name}")
-            df = w.frame(spark)
-            backend = Backend(spark, checkpoint=directory, partitions=parts, progress=False)
+            flow, df, directory, backend = setup()
             prof = cProfile.Profile() if (a.cprofile and i == 0) else None
             with Timeline(clocks) as tl:
                 t0 = clocks.now()
@@ -242,4 +291,4 @@ def main(argv: Optional[list[str]] = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -12,15 +12,13 @@ hold up to ``rows / GRAIN`` rows (one slice) more than ``rows``; any cut gives t
 same output (a micro-batch only decides when state is committed).
 
 An input whose frame is a *local relation* (data the driver handed Spark: a pandas or
-Arrow frame, held in the driver's JVM) of at most :data:`LOCAL_SPAN_BYTES` by Spark's
-estimate (exact for one) is counted without a Spark job: its time column is collected
-straight from the relation (Spark runs no job to collect a local relation's rows) and
-sliced by :func:`slices` as the JVM slices it -- and it is not cached: reading it is
-already reading memory, and caching it cost the first job the cache's building (a
-small run's one job besides its batch).  Any other input is counted by Spark.
+Arrow frame, held in the driver's JVM) of at most :data:`LOCAL_UNCACHED_BYTES` by Spark's
+estimate (exact for one) is not cached: reading it is already reading memory, and
+caching it cost the counting job the cache's building and every later plan the cache's
+lookup (a small run's counting job is most of its fixed cost besides its one batch).
+(Counting such a frame on the driver instead -- its rows are collected without a Spark
+job -- costs as much as the job: the rows cross to Python one by one.)
 
->>> slices({0: 5, 1: 5, 2: 5, 7: 20}, 10)
-{0: 10, 2: 25}
 >>> slice_of(0, 1000), slice_of(999, 1000), slice_of(1000, 1000)
 (0, 0, 1)
 """
@@ -36,14 +34,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.committed import Committed
     from tstate.spark.source import Source
 
-__all__ = ["GRAIN", "LOCAL_SPAN_BYTES", "Span", "span", "slices", "slice_of", "batch_cuts", "cut_run", "is_small_local"]
+__all__ = ["GRAIN", "LOCAL_UNCACHED_BYTES", "Span", "span", "slice_of", "batch_cuts", "cut_run", "is_small_local"]
 
 #: slices per micro-batch's worth of rows
 GRAIN = 8
 
-#: a local relation of at most this many bytes (Spark's estimate) is counted on the
-#: driver and not cached (module docstring)
-LOCAL_SPAN_BYTES = 4 << 20
+#: a local relation of at most this many bytes (Spark's estimate) is not cached (module
+#: docstring)
+LOCAL_UNCACHED_BYTES = 4 << 20
 
 
 def slice_of(rows_before: int, size: int) -> int:
@@ -65,7 +63,7 @@ class Span:
 
 def is_small_local(df: Any) -> bool:
     """Whether ``df`` is a local relation (``DataFrame.isLocal``: its rows are collected
-    without a Spark job) of at most :data:`LOCAL_SPAN_BYTES` by Spark's estimate."""
+    without a Spark job) of at most :data:`LOCAL_UNCACHED_BYTES` by Spark's estimate."""
     from tstate.spark.local_batch import input_bytes
 
     try:
@@ -73,45 +71,25 @@ def is_small_local(df: Any) -> bool:
     except Exception:  # noqa: BLE001  (Spark Connect, a frame Spark cannot plan locally)
         return False
     size = input_bytes(df) if local else None
-    return size is not None and size <= LOCAL_SPAN_BYTES
-
-
-def slices(counts: Mapping[int, int], size: int) -> dict[int, int]:
-    """The slices of ``counts`` (epoch -> rows) at ``size`` rows a slice, as :func:`span`
-    has the JVM compute them: an epoch's slice is :func:`slice_of` the rows in earlier
-    epochs; returns each slice's first epoch -> its rows."""
-    out: dict[int, int] = {}
-    first: dict[int, int] = {}
-    before = 0
-    for t in sorted(counts):
-        s = slice_of(before, size)
-        a = first.setdefault(s, t)
-        out[a] = out.get(a, 0) + counts[t]
-        before += counts[t]
-    return out
+    return size is not None and size <= LOCAL_UNCACHED_BYTES
 
 
 def span(frames: list[tuple[Any, str]], lo: Optional[int], rows: Optional[int]) -> Span:
     """The epochs of ``frames`` (``(DataFrame, time column)``) from ``lo`` on (None:
-    all): with ``rows`` the slices of about ``rows / GRAIN`` rows, else only the first
-    and last epoch.  Computed by Spark (one job; the driver collects one row per slice,
-    or one aggregate row), or, when every frame :func:`is_small_local`, on the driver
-    from the collected time column (no job; the same slices)."""
+    all), computed by Spark: with ``rows`` the slices of about ``rows / GRAIN`` rows
+    (one job; the driver collects one row per slice), else only the first and last
+    epoch (one aggregate row)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     times = None
-    parts = []
     for df, col in frames:
         t = df.select(F.col(col).cast("bigint").alias("t")).where(F.col("t").isNotNull())
         if lo is not None:
             t = t.where(F.col("t") >= lo)
-        parts.append(t)
         times = t if times is None else times.unionAll(t)
     if times is None:
         return Span({}, None, None)
-    if all(is_small_local(df) for df, _ in frames):
-        return _local_span(parts, rows)
     if rows is None:
         r = times.agg(F.min("t").alias("a"), F.max("t").alias("b")).collect()[0]
         return Span({}, r["a"], r["b"])
@@ -128,20 +106,6 @@ def span(frames: list[tuple[Any, str]], lo: Optional[int], rows: Optional[int]) 
         return Span({}, None, None)
     loads = {int(r["a"]): int(r["n"]) for r in slices}
     return Span(loads, min(loads), max(int(r["b"]) for r in slices))
-
-
-def _local_span(parts: list[Any], rows: Optional[int]) -> Span:
-    """:func:`span` of local relations' time columns ``parts`` (column ``t``), collected
-    (no Spark job) and counted here."""
-    counts: dict[int, int] = {}
-    for t in parts:
-        for r in t.collect():
-            counts[r[0]] = counts.get(r[0], 0) + 1
-    if not counts:
-        return Span({}, None, None)
-    if rows is None:
-        return Span({}, min(counts), max(counts))
-    return Span(slices(counts, max(1, rows // GRAIN)), min(counts), max(counts))
 
 
 def batch_cuts(

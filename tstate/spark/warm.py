@@ -18,9 +18,24 @@ batch to start its workers as before.
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-__all__ = ["warm_workers", "warm_task"]
+if TYPE_CHECKING:  # pragma: no cover
+    from tstate.spark.plan import Plan
+
+__all__ = ["warm_workers", "warm_task", "workers_needed"]
+
+
+def workers_needed(plan: "Plan", frames: dict[str, Any], held: bool, limit: int, partitions: int, rescale: bool) -> int:
+    """The Python workers a run's first batches use (module docstring): one when they
+    run in one task (:func:`tstate.spark.local_batch.shape_fits` of the run's input
+    ``frames``; ``held``: records held back, ``limit``: ``Backend(local_loops=...)``)
+    and no rescale is pending (``rescale``), else ``partitions``."""
+    from tstate.spark.local_batch import shape_fits
+
+    if not rescale and shape_fits(plan, frames, held, limit):
+        return 1
+    return partitions
 
 
 def warm_task(batches: Iterable[Any]) -> Iterator[Any]:

@@ -70,3 +70,19 @@ def test_a_run_in_one_task_warms_one_worker_any_other_one_per_partition(
     monkeypatch.setattr(local_batch, "LOCAL_BATCH_BYTES", 4 << 20)
     unknown = {"events": spark.createDataFrame([{"k": "a", "v": 1, "t": 0}], "k string, v long, t long")}
     assert workers_needed(plan, unknown, False, 64 << 20, 3, False) == 3  # a size Spark does not know yet
+
+
+def test_no_warm_up_job_while_a_run_just_used_as_many_workers(spark: Any) -> None:
+    from tstate.spark import warm
+
+    tracker = spark.sparkContext.statusTracker()
+    warm.used(spark, 2)
+    before = len(tracker.getJobIdsForGroup(None))
+    warm_workers(spark, 2).join(300)
+    assert len(tracker.getJobIdsForGroup(None)) == before  # workers alive: no job
+    warm_workers(spark, 3).join(300)
+    assert len(tracker.getJobIdsForGroup(None)) == before + 1  # more workers than the run used
+    warm.used(spark, 3)
+    warm._used[spark.sparkContext.applicationId] = (3, warm._used[spark.sparkContext.applicationId][1] - warm.FRESH_SECONDS)
+    warm_workers(spark, 2).join(300)
+    assert len(tracker.getJobIdsForGroup(None)) == before + 2  # used too long ago: its workers may be gone

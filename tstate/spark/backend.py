@@ -300,7 +300,7 @@ class Backend:
         ``"precopy"``: the executors load them during the batch before, see
         :meth:`rescale`); with automatic cuts a micro-batch starts at each such time."""
         from tstate.spark.driving import run_cuts
-        from tstate.spark.warm import warm_workers, workers_needed
+        from tstate.spark.warm import used, warm_workers, workers_needed
 
         pending = _check_run(epochs_per_batch, rows_per_batch, reconfigure)
         bound = self._prepare(flow, sources or {})
@@ -315,7 +315,8 @@ class Backend:
         frames = {name: src.df for name, src in bound.items()}
         held = self._last.held is not None
         # (while the inputs are cut: tstate.spark.warm)
-        warm_workers(self.spark, workers_needed(self._job.plan, frames, held, self.local_loops, self.partitions, bool(pending)))
+        workers = workers_needed(self._job.plan, frames, held, self.local_loops, self.partitions, bool(pending))
+        warm_workers(self.spark, workers)
         bound, cached, lo, cuts = self._cut(bound, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
         total = done + max(1, len(cuts))  # (the last cut closes the inputs: tstate.spark.driving.run_cuts)
         if done:
@@ -329,6 +330,7 @@ class Backend:
             run_cuts(self, bound, cached, lo, cuts, pending)
             delivery.finish(self.metrics)  # (the last batch's output reached the sinks)
             failed = False
+            used(self.spark, workers)
         finally:
             if failed:
                 delivery.drain()  # (the run's own error is raised; a restart redoes the delivery)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-import pytest
-
-from tstate.spark.warm import warm_task, warm_workers, workers_needed
+from tstate.spark.warm import warm_task, warm_workers
 
 
 def test_warm_task_consumes_its_rows_and_emits_nothing() -> None:
@@ -36,40 +34,6 @@ def test_a_failing_warm_up_is_swallowed() -> None:
     thread = warm_workers(Down(), 2)
     thread.join(30)
     assert not thread.is_alive()
-
-
-@pytest.fixture
-def _one_task_rule(monkeypatch: Any) -> None:
-    """(tests/spark/conftest.py stages every batch: the default rule applies here.)"""
-    from tstate.spark import local_batch
-
-    monkeypatch.setattr(local_batch, "LOCAL_BATCH_BYTES", 4 << 20)
-
-
-def test_a_run_in_one_task_warms_one_worker_any_other_one_per_partition(
-    spark: Any, monkeypatch: Any, _one_task_rule: None
-) -> None:
-    from tstate.spark import local_batch
-    from tstate.spark.plan import Plan
-
-    from .flows import keyed
-    flow, *_ = keyed()
-    plan = Plan.of(flow)
-    import pyarrow as pa
-
-    # (an Arrow frame: a local relation, whose size Spark knows before any job)
-    small = {"events": spark.createDataFrame(pa.table({"k": ["a"], "v": [1], "t": [0]}))}
-    assert workers_needed(plan, small, False, 64 << 20, 3, False) == 1
-    assert workers_needed(plan, small, False, 64 << 20, 3, True) == 3  # a rescale pending: staged
-    assert workers_needed(plan, small, True, 64 << 20, 3, False) == 3  # records held back: staged
-    assert workers_needed(plan, small, False, 0, 3, False) == 3  # local paths off
-    two = {**small, "more": small["events"]}
-    assert workers_needed(plan, two, False, 64 << 20, 3, False) == 3  # two inputs: staged
-    monkeypatch.setattr(local_batch, "LOCAL_BATCH_BYTES", 8)
-    assert workers_needed(plan, small, False, 64 << 20, 3, False) == 3  # larger than a one-task batch
-    monkeypatch.setattr(local_batch, "LOCAL_BATCH_BYTES", 4 << 20)
-    unknown = {"events": spark.createDataFrame([{"k": "a", "v": 1, "t": 0}], "k string, v long, t long")}
-    assert workers_needed(plan, unknown, False, 64 << 20, 3, False) == 3  # a size Spark does not know yet
 
 
 def test_no_warm_up_job_while_a_run_just_used_as_many_workers(spark: Any) -> None:

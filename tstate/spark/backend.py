@@ -300,7 +300,7 @@ class Backend:
         ``"precopy"``: the executors load them during the batch before, see
         :meth:`rescale`); with automatic cuts a micro-batch starts at each such time."""
         from tstate.spark.driving import run_cuts
-        from tstate.spark.warm import used, warm_workers, workers_needed
+        from tstate.spark.warm import used, warm_workers
 
         pending = _check_run(epochs_per_batch, rows_per_batch, reconfigure)
         bound = self._prepare(flow, sources or {})
@@ -311,12 +311,8 @@ class Backend:
         for name, src in bound.items():
             if getattr(src.df, "isStreaming", False):
                 raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.run for streaming runs")
-        assert self._job is not None
-        frames = {name: src.df for name, src in bound.items()}
-        held = self._last.held is not None
-        # (while the inputs are cut: tstate.spark.warm)
-        workers = workers_needed(self._job.plan, frames, held, self.local_loops, self.partitions, bool(pending))
-        warm_workers(self.spark, workers)
+        workers = self.partitions
+        warm_workers(self.spark, workers)  # (while the inputs are cut: tstate.spark.warm)
         bound, cached, lo, cuts = self._cut(bound, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
         total = done + max(1, len(cuts))  # (the last cut closes the inputs: tstate.spark.driving.run_cuts)
         if done:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from tstate.spark.plan import Plan
 
-__all__ = ["LOCAL_BATCH_BYTES", "fits", "input_bytes", "local_batch_task", "run_local", "shape_fits"]
+__all__ = ["LOCAL_BATCH_BYTES", "fits", "input_bytes", "local_batch_task", "run_local"]
 
 #: a batch whose input is at most this many bytes (Spark's size estimate of its frame)
 #: may run in one task (:func:`fits`)
@@ -83,25 +83,17 @@ def _state_bytes(plan: "Plan", info: BatchInfo) -> int:
     return total
 
 
-def shape_fits(plan: "Plan", dfs: dict[str, Any], held: bool, limit: int) -> bool:
-    """:func:`fits` but for the state and the bins moving: the plan's shape and the
-    input's size (a run whose inputs pass runs its batches in one task while its state
-    stays small; :meth:`tstate.spark.backend.Backend.run` starts one Python worker for
-    it, not one per partition)."""
-    if limit <= 0 or plan.loops or plan.delays or held or len(dfs) != 1:
+def fits(plan: "Plan", info: BatchInfo, dfs: dict[str, Any], held: bool, limit: int) -> bool:
+    """Whether the batch runs in one task (module docstring): ``dfs`` its inputs'
+    frames, ``held`` whether earlier batches held records back, ``limit``
+    ``Backend(local_loops=...)``."""
+    if limit <= 0 or plan.loops or plan.delays or held or len(dfs) != 1 or info.moved or info.prefetch:
         return False
     if any(isinstance(it, Loop) for it in plan.items):
         return False
     (df,) = dfs.values()
     size = input_bytes(df)
-    return size is not None and size <= LOCAL_BATCH_BYTES  # (read here: a test may set it)
-
-
-def fits(plan: "Plan", info: BatchInfo, dfs: dict[str, Any], held: bool, limit: int) -> bool:
-    """Whether the batch runs in one task (module docstring): ``dfs`` its inputs'
-    frames, ``held`` whether earlier batches held records back, ``limit``
-    ``Backend(local_loops=...)``."""
-    if info.moved or info.prefetch or not shape_fits(plan, dfs, held, limit):
+    if size is None or size > LOCAL_BATCH_BYTES:  # (read here: a test may set it)
         return False
     return _state_bytes(plan, info) <= limit
 

@@ -13,18 +13,20 @@ the run (counting and cutting the inputs, planning the first batch); the workers
 started are the ones the batches' tasks then reuse.  It changes nothing a run computes:
 a warm-up that fails, or whose workers Spark does not reuse, only leaves the first
 batch to start its workers as before.
+
+It submits none when a run on the same Spark application used as many workers less
+than :data:`FRESH_SECONDS` ago (:func:`used`): Spark keeps an idle worker for a minute,
+so the job would only add a Spark job beside the run's (a session running one small
+dataflow after another: tests, notebooks).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
-if TYPE_CHECKING:  # pragma: no cover
-    from tstate.spark.plan import Plan
-
-__all__ = ["FRESH_SECONDS", "used", "warm_workers", "warm_task", "workers_needed"]
+__all__ = ["FRESH_SECONDS", "used", "warm_workers", "warm_task"]
 
 #: workers a run used at most this long ago are taken to be alive still (Spark stops a
 #: Python worker idle for a minute)
@@ -46,18 +48,6 @@ def used(spark: Any, workers: int) -> None:
     app = _app(spark)
     if app is not None:
         _used[app] = (workers, time.monotonic())
-
-
-def workers_needed(plan: "Plan", frames: dict[str, Any], held: bool, limit: int, partitions: int, rescale: bool) -> int:
-    """The Python workers a run's first batches use (module docstring): one when they
-    run in one task (:func:`tstate.spark.local_batch.shape_fits` of the run's input
-    ``frames``; ``held``: records held back, ``limit``: ``Backend(local_loops=...)``)
-    and no rescale is pending (``rescale``), else ``partitions``."""
-    from tstate.spark.local_batch import shape_fits
-
-    if not rescale and shape_fits(plan, frames, held, limit):
-        return 1
-    return partitions
 
 
 def warm_task(batches: Iterable[Any]) -> Iterator[Any]:

@@ -34,3 +34,19 @@ def test_a_failing_warm_up_is_swallowed() -> None:
     thread = warm_workers(Down(), 2)
     thread.join(30)
     assert not thread.is_alive()
+
+
+def test_no_warm_up_job_while_a_run_just_used_as_many_workers(spark: Any) -> None:
+    from tstate.spark import warm
+
+    tracker = spark.sparkContext.statusTracker()
+    warm.used(spark, 2)
+    before = len(tracker.getJobIdsForGroup(None))
+    warm_workers(spark, 2).join(300)
+    assert len(tracker.getJobIdsForGroup(None)) == before  # workers alive: no job
+    warm_workers(spark, 3).join(300)
+    assert len(tracker.getJobIdsForGroup(None)) == before + 1  # more workers than the run used
+    warm.used(spark, 3)
+    warm._used[spark.sparkContext.applicationId] = (3, warm._used[spark.sparkContext.applicationId][1] - warm.FRESH_SECONDS)
+    warm_workers(spark, 2).join(300)
+    assert len(tracker.getJobIdsForGroup(None)) == before + 2  # used too long ago: its workers may be gone

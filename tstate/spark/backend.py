@@ -300,7 +300,7 @@ class Backend:
         ``"precopy"``: the executors load them during the batch before, see
         :meth:`rescale`); with automatic cuts a micro-batch starts at each such time."""
         from tstate.spark.driving import run_cuts
-        from tstate.spark.warm import warm_workers
+        from tstate.spark.warm import used, warm_workers
 
         pending = _check_run(epochs_per_batch, rows_per_batch, reconfigure)
         bound = self._prepare(flow, sources or {})
@@ -311,7 +311,8 @@ class Backend:
         for name, src in bound.items():
             if getattr(src.df, "isStreaming", False):
                 raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.run for streaming runs")
-        warm_workers(self.spark, self.partitions)  # (while the inputs are cut: tstate.spark.warm)
+        workers = self.partitions
+        warm_workers(self.spark, workers)  # (while the inputs are cut: tstate.spark.warm)
         bound, cached, lo, cuts = self._cut(bound, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
         total = done + max(1, len(cuts))  # (the last cut closes the inputs: tstate.spark.driving.run_cuts)
         if done:
@@ -325,6 +326,7 @@ class Backend:
             run_cuts(self, bound, cached, lo, cuts, pending)
             delivery.finish(self.metrics)  # (the last batch's output reached the sinks)
             failed = False
+            used(self.spark, workers)
         finally:
             if failed:
                 delivery.drain()  # (the run's own error is raised; a restart redoes the delivery)

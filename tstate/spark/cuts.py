@@ -11,6 +11,14 @@ flights: 8 micro-batches, 8 x ``GRAIN`` rows collected, not 14,052).  A batch ma
 hold up to ``rows / GRAIN`` rows (one slice) more than ``rows``; any cut gives the
 same output (a micro-batch only decides when state is committed).
 
+An input whose frame is a *local relation* (data the driver handed Spark: a pandas or
+Arrow frame, held in the driver's JVM) of at most :data:`LOCAL_UNCACHED_BYTES` by Spark's
+estimate (exact for one) is not cached: reading it is already reading memory, and
+caching it cost the counting job the cache's building and every later plan the cache's
+lookup (a small run's counting job is most of its fixed cost besides its one batch).
+(Counting such a frame on the driver instead -- its rows are collected without a Spark
+job -- costs as much as the job: the rows cross to Python one by one.)
+
 >>> slice_of(0, 1000), slice_of(999, 1000), slice_of(1000, 1000)
 (0, 0, 1)
 """
@@ -26,10 +34,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.committed import Committed
     from tstate.spark.source import Source
 
-__all__ = ["GRAIN", "Span", "span", "slice_of", "batch_cuts", "cut_run"]
+__all__ = ["GRAIN", "LOCAL_UNCACHED_BYTES", "Span", "span", "slice_of", "batch_cuts", "cut_run", "is_small_local"]
 
 #: slices per micro-batch's worth of rows
 GRAIN = 8
+
+#: a local relation of at most this many bytes (Spark's estimate) is not cached (module
+#: docstring)
+LOCAL_UNCACHED_BYTES = 4 << 20
 
 
 def slice_of(rows_before: int, size: int) -> int:
@@ -47,6 +59,19 @@ class Span:
     loads: dict[int, int]
     first: Optional[int]
     top: Optional[int]
+
+
+def is_small_local(df: Any) -> bool:
+    """Whether ``df`` is a local relation (``DataFrame.isLocal``: its rows are collected
+    without a Spark job) of at most :data:`LOCAL_UNCACHED_BYTES` by Spark's estimate."""
+    from tstate.spark.local_batch import input_bytes
+
+    try:
+        local = bool(df.isLocal())
+    except Exception:  # noqa: BLE001  (Spark Connect, a frame Spark cannot plan locally)
+        return False
+    size = input_bytes(df) if local else None
+    return size is not None and size <= LOCAL_UNCACHED_BYTES
 
 
 def span(frames: list[tuple[Any, str]], lo: Optional[int], rows: Optional[int]) -> Span:
@@ -131,9 +156,12 @@ def cut_run(
     Spark counted and sliced, :func:`span`; ``last``: what the run resumes from), the
     timed inputs it persisted, and the seconds the counting took: each micro-batch
     filters its epochs out of them, so they are read once, by the job that counts the
-    epochs, into the cache (an input already cached is used as is)."""
+    epochs, into the cache (an input already cached, or a small local relation, is used
+    as is: module docstring)."""
     cached = {
-        name: src.df.persist() for name, src in bound.items() if src.time is not None and not src.df.is_cached
+        name: src.df.persist()
+        for name, src in bound.items()
+        if src.time is not None and not src.df.is_cached and not is_small_local(src.df)
     }
     timed = [(cached.get(name, src.df), src.time) for name, src in bound.items() if src.time is not None]
     t = _time.perf_counter()

@@ -13,14 +13,41 @@ the run (counting and cutting the inputs, planning the first batch); the workers
 started are the ones the batches' tasks then reuse.  It changes nothing a run computes:
 a warm-up that fails, or whose workers Spark does not reuse, only leaves the first
 batch to start its workers as before.
+
+It submits none when a run on the same Spark application used as many workers less
+than :data:`FRESH_SECONDS` ago (:func:`used`): Spark keeps an idle worker for a minute,
+so the job would only add a Spark job beside the run's (a session running one small
+dataflow after another: tests, notebooks).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Iterable, Iterator
 
-__all__ = ["warm_workers", "warm_task"]
+__all__ = ["FRESH_SECONDS", "used", "warm_workers", "warm_task"]
+
+#: workers a run used at most this long ago are taken to be alive still (Spark stops a
+#: Python worker idle for a minute)
+FRESH_SECONDS = 30.0
+
+#: Spark application id -> (workers, monotonic seconds) of the last run's (:func:`used`)
+_used: dict[str, tuple[int, float]] = {}
+
+
+def _app(spark: Any) -> Any:
+    try:
+        return spark.sparkContext.applicationId
+    except Exception:  # noqa: BLE001  (no SparkContext: Spark Connect, a stopped session)
+        return None
+
+
+def used(spark: Any, workers: int) -> None:
+    """Record that a run on ``spark`` just used ``workers`` Python workers."""
+    app = _app(spark)
+    if app is not None:
+        _used[app] = (workers, time.monotonic())
 
 
 def warm_task(batches: Iterable[Any]) -> Iterator[Any]:
@@ -42,9 +69,15 @@ def warm_task(batches: Iterable[Any]) -> Iterator[Any]:
 
 def warm_workers(spark: Any, tasks: int) -> threading.Thread:
     """Start ``tasks`` Python workers on ``spark``'s executors in the background (module
-    docstring); returns the (daemon) thread submitting the job."""
+    docstring); returns the (daemon) thread submitting the job (none when a run used as
+    many workers less than :data:`FRESH_SECONDS` ago)."""
+    app = _app(spark)
+    last = _used.get(app) if app is not None else None
+    fresh = last is not None and last[0] >= tasks and time.monotonic() - last[1] < FRESH_SECONDS
 
     def run() -> None:
+        if fresh:
+            return
         try:
             spark.range(0, tasks, 1, tasks).mapInArrow(warm_task, "id long").collect()
         except Exception:  # noqa: BLE001  (an optimisation only: the batches start their own workers)

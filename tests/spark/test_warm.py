@@ -20,6 +20,21 @@ def test_warm_task_consumes_its_rows_and_emits_nothing() -> None:
     assert seen == [0, 1, 2]
 
 
+def test_warm_task_makes_the_imports_pyarrow_does_on_first_use() -> None:
+    """A fresh worker that ran the warm-up has what pyarrow imports lazily (pandas, when
+    installed) already loaded: the first batch's input task does not import it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from tstate.spark.warm import warm_task; import importlib.util as u; "
+        "had = 'pandas' in sys.modules; list(warm_task([])); "
+        "print(had, u.find_spec('pandas') is None or 'pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["False", "True"]
+
+
 def test_warm_up_job_ends(spark: Any) -> None:
     thread = warm_workers(spark, 2)
     thread.join(300)

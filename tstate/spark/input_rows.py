@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator
 
 from tstate.spark.heap import quiet_heap
-from tstate.spark.wire import STATS, arrow, stats_row
+from tstate.spark.wire import SCHEMA, STATS, arrow, stats_row
 
 __all__ = ["INPUT_ROWS", "counted", "passing", "counted_kinds"]
 
@@ -33,6 +33,8 @@ __all__ = ["INPUT_ROWS", "counted", "passing", "counted_kinds"]
 INPUT_ROWS = "input_rows"
 
 Task = Callable[[Iterable[Any]], Iterator[Any]]
+#: the columns of a task's output rows (:data:`tstate.spark.wire.SCHEMA`)
+_COLUMNS = [f.split()[0] for f in SCHEMA.split(",")]
 
 
 def counted_kinds(kinds: list[str]) -> str:
@@ -61,7 +63,8 @@ def counted(task: Task, node: int) -> Task:
 
 def passing(task: Task) -> Task:
     """Boundary task ``task`` (which ignores ``STATS`` rows), with the ``STATS`` rows
-    among its input handed out again after its own output."""
+    among its input handed out again after its own output (in the task's output schema:
+    without the columns the stage's shuffle added, :data:`~tstate.spark.wire.ORDER`)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow.compute as pc
@@ -73,7 +76,7 @@ def passing(task: Task) -> Task:
                 if b.num_rows:
                     mask = pc.equal(b.column("kind"), STATS)
                     if pc.any(mask).as_py():
-                        kept.append(b.filter(mask))
+                        kept.append(b.filter(mask).select(_COLUMNS))
                 yield b
 
         with quiet_heap():  # (the executor's cached bins out of the collector's reach)

@@ -23,7 +23,7 @@ from tstate.spark.plan import Loop
 from tstate.spark.records import decode_records
 from tstate.spark.rounds import LoopRun
 from tstate.spark.task import boundary_task, held_task, input_task
-from tstate.spark.wire import HELD, RECORDS, SCHEMA, SINK, STATS, TIMES, BatchInfo, read_times, row_type
+from tstate.spark.wire import HELD, ORDER, RECORDS, SCHEMA, SINK, STATS, TIMES, BatchInfo, read_times, row_type
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.committed import Committed
@@ -329,7 +329,7 @@ class Stages:
         inp = self.job.shuffles.ticks(tuple(stage), self.labels)
         for p in parts:
             inp = inp.unionAll(p)
-        out = inp.repartition(self.partitions, "dest").mapInArrow(passing(boundary_task(plan, info, tuple(stage))), row_type())
+        out = self._exchange(inp).mapInArrow(passing(boundary_task(plan, info, tuple(stage))), row_type())
         if plan.delays or any(b in plan.feeders.get(c, ()) for b in stage for c in plan.boundaries):
             out = out.persist()
             self.persisted.append(out)
@@ -338,6 +338,17 @@ class Stages:
             self.alias[b] = item
         self.loop_stats["root_stages"] += 1
         self.rows += self._collect(out.where(f"kind != {RECORDS}"))
+
+    def _exchange(self, rows: Any) -> Any:
+        """Task rows ``rows`` shuffled onto the partitions their ``dest`` labels, each
+        with its place before the shuffle (:data:`~tstate.spark.wire.ORDER`): a shuffle
+        hands a partition its blocks in no promised order (on a cluster, a remote
+        executor's come when they come), and the boundary task takes the cells in that
+        place's order -- the order of the frame's partitions and of each task's rows, as
+        the embedded engine reads them."""
+        from pyspark.sql import functions as F
+
+        return rows.withColumn(ORDER, F.monotonically_increasing_id()).repartition(self.partitions, "dest")
 
     def _collect(self, df: Any) -> list[Any]:
         """``df``'s rows (task rows, :data:`~tstate.spark.wire.SCHEMA`) as dicts, its

@@ -27,7 +27,7 @@ from tstate.spark.cells import cell_where, emit
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
 from tstate.spark.profiling import profiled
 from tstate.spark.records import Shape, decode_binned, decode_cells, decode_groups, decode_records, encode_records, rows_to_records
-from tstate.spark.wire import BINNED, GROUPED, RECORDS, BatchInfo, Row, arrow, held_row, stats_row
+from tstate.spark.wire import BINNED, GROUPED, ORDER, RECORDS, BatchInfo, Row, arrow, held_row, stats_row
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -340,19 +340,27 @@ def boundary_task(
 def _received(
     plan: "Plan", info: BatchInfo, group: tuple[int, ...], batches: Iterable["pa.RecordBatch"]
 ) -> tuple[dict[int, dict[int, dict[int, list[Any]]]], dict[int, int]]:
-    """The records of a boundary stage's cells: per node, time -> bin -> records (in
-    arrival order), and how many each node received."""
-    cells: dict[int, list[tuple[int, int]]] = {node: [] for node in group}
-    payloads: dict[int, list[Any]] = {node: [] for node in group}
+    """The records of a boundary stage's cells: per node, time -> bin -> records, and
+    how many each node received.  The cells are taken in their places before the
+    stage's shuffle (:data:`~tstate.spark.wire.ORDER`: source partition, then row), not
+    in the order the shuffle's blocks arrived in, so a bin's records keep the frame's
+    order (rows without the column, in arrival order)."""
+    found: list[tuple[int, int, int, int, Any]] = []  # (place, node, time, bin, payload)
     for batch in batches:
         kinds = batch.column("kind").to_pylist()
         targets = batch.column("node").to_pylist()
         bins = batch.column("bin").to_pylist()
         times = batch.column("time").to_pylist()
-        for i, p in enumerate(batch.column("payload").to_pylist()):
+        places = batch.column(ORDER).to_pylist() if ORDER in batch.schema.names else itertools.repeat(0)
+        for i, (p, place) in enumerate(zip(batch.column("payload").to_pylist(), places)):
             if kinds[i] == RECORDS:
-                cells[targets[i]].append((times[i], bins[i]))
-                payloads[targets[i]].append(p)
+                found.append((place, targets[i], times[i], bins[i], p))
+    found.sort(key=_place)  # (stable)
+    cells: dict[int, list[tuple[int, int]]] = {node: [] for node in group}
+    payloads: dict[int, list[Any]] = {node: [] for node in group}
+    for _place_, node_, t_, b_, p_ in found:
+        cells[node_].append((t_, b_))
+        payloads[node_].append(p_)
     received: dict[int, dict[int, dict[int, list[Any]]]] = {node: {} for node in group}
     counts = dict.fromkeys(group, 0)
 
@@ -391,6 +399,10 @@ def _received(
                 for b2, recs in bins_:
                     add(to, t, b2, recs)
     return received, counts
+
+
+def _place(cell: tuple[Any, ...]) -> Any:
+    return cell[0]
 
 
 def _stateful(

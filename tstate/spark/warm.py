@@ -3,8 +3,9 @@
 Spark starts a Python worker for a ``mapInArrow`` task the first time an executor
 core needs one, and keeps it for later tasks (``spark.python.worker.reuse``, the
 default).  A fresh worker imports what the task's function needs -- ``pyarrow``,
-``numpy`` and the task code of :mod:`tstate.spark` with the operators and the engine
-(about 0.3-0.8 s of CPU each) -- so the first micro-batch of a run paid it on every
+``numpy``, the task code of :mod:`tstate.spark` with the operators and the engine,
+and ``pandas``, which pyarrow imports on its first conversion of Python objects
+(about 0.3-0.8 s of CPU each, pandas 0.25-0.4 s of it) -- so the first micro-batch of a run paid it on every
 core, while the driver sat idle waiting for its tasks.
 
 :func:`warm_workers` submits, from a background thread, one small Spark job of
@@ -62,6 +63,9 @@ def warm_task(batches: Iterable[Any]) -> Iterator[Any]:
     import tstate.spark.input_rows  # noqa: F401
     import tstate.spark.task  # noqa: F401
 
+    # pyarrow imports pandas (when installed) on its first conversion of Python objects,
+    # which the input task's first filter or take makes: 0.25-0.4 s of CPU a worker
+    pyarrow.array([0]).to_numpy()
     for _ in batches:
         pass
     return iter(())

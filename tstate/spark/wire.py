@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
 __all__ = [
-    "RECORDS", "SINK", "FILE", "STATS", "TICK", "HELD", "TIMES", "ROUNDS", "GROUPED", "BINNED", "SCHEMA", "row_type", "Row", "BatchInfo",
+    "RECORDS", "SINK", "FILE", "STATS", "TICK", "HELD", "TIMES", "ROUNDS", "GROUPED", "BINNED", "SCHEMA", "ORDER", "row_type", "Row", "BatchInfo",
     "FileReport", "arrow", "stats_row", "read_stats", "times_row", "read_times", "rounds_row", "read_rounds",
     "held_row",
 ]
@@ -58,6 +58,11 @@ GROUPED = -1
 BINNED = -2
 #: the Spark DDL schema of every task's output
 SCHEMA = "kind int, dest int, node int, bin int, time long, payload binary"
+#: the column a boundary stage's shuffle adds to the rows it moves: a row's place before
+#: the shuffle (its partition, then its position there: ``monotonically_increasing_id``),
+#: so that the receiving task takes cells in that order whatever order the shuffle's
+#: blocks arrive in (:func:`tstate.spark.task.boundary_task`)
+ORDER = "__tstate_order"
 
 _ROW_TYPE: Any = None
 

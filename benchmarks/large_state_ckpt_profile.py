@@ -42,6 +42,39 @@ from benchmarks.large_state import _epochs, _p99, heap_dataflow
 
 EVENTS: list[tuple[str, str, float, float, float]] = []  # (thread, stage, t0, t1, cpu)
 EPOCHS: list[tuple[float, float, float, float]] = []  # (t0, t1, cpu, gc)
+STATS: list[str] = []  # each database's L0 files and write stalls when closed
+
+
+class _TimedRocksdict:
+    """rocksdict with ``Checkpoint.create_checkpoint`` timed as its own stage (the
+    rest passed through)."""
+
+    def __init__(self, mod: Any) -> None:
+        self._mod = mod
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._mod, name)
+
+    def Checkpoint(self, rdb: Any) -> Any:  # noqa: N802 - rocksdict's name
+        ck = self._mod.Checkpoint(rdb)
+
+        class Timed:
+            create_checkpoint = staticmethod(_timed("create_checkpoint", ck.create_checkpoint))
+
+        return Timed()
+
+
+def _db_stats(ldb: Any) -> str:
+    """A database's per-family level-0 files, compactions and write stalls."""
+    lines = []
+    for name, fam in ldb._families.items():
+        st = fam.rdict.property_value("rocksdb.cfstats-no-file-histogram") or ""
+        stall = next((ln for ln in st.splitlines() if ln.startswith("Write Stall")), "")
+        comp = next((ln for ln in st.splitlines() if ln.startswith("Cumulative compaction")), "")
+        l0 = fam.rdict.property_int_value("rocksdb.num-files-at-level0")
+        total = ", ".join(f"{k}: {v}" for k, v in (kv.split(": ") for kv in stall.split(": ", 1)[-1].split(", ")) if k.startswith("total"))
+        lines.append(f"  {os.path.basename(os.path.dirname(ldb.path))} {name!r}: L0 files {l0}; {comp}; stalls {total}")
+    return "\n".join(lines)
 
 
 def _timed(stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -72,6 +105,17 @@ def _patch() -> None:
     for owner, name in patches:
         if hasattr(owner, name):
             setattr(owner, name, _timed(name, getattr(owner, name)))
+    for name in ("write_batch", "settle"):
+        setattr(db.LocalDB, name, _timed(name, getattr(db.LocalDB, name)))
+    db.rocksdict = _TimedRocksdict(db.rocksdict)  # type: ignore[assignment]
+    close = db.LocalDB.close
+
+    def close_with_stats(self: Any) -> None:
+        if not self._closed and self._db is not None:
+            STATS.append(_db_stats(self))
+        close(self)
+
+    db.LocalDB.close = close_with_stats  # type: ignore[method-assign]
     if hasattr(db.LocalDB, "_apply_deferred"):
         db.LocalDB._apply_deferred = _timed("deferred", db.LocalDB._apply_deferred)  # type: ignore[method-assign]
     run = common.EpochDriver.run
@@ -94,6 +138,25 @@ def _summary(label: str, lat: list[float], cpu: list[float]) -> str:
             f"CPU p99 {_p99(cpu) * 1e3:.1f} ms, median {statistics.median(cpu) * 1e3:.1f} ms")
 
 
+def _stage_cpu(events: list[tuple[str, str, float, float, float]], epochs: list[tuple[float, float, float, float]],
+               label: str, keep: Callable[[int], bool]) -> str:
+    """The processing thread's CPU per epoch (median over the epochs ``keep`` selects by
+    index), in total and in the write-back and its database write."""
+    tot, wb, wr = [], [], []
+    for i, (t0, t1, cpu, _g) in enumerate(epochs):
+        if not keep(i):
+            continue
+        mine = [e for e in events if e[0] == "MainThread" and t0 <= e[2] < t1]
+        tot.append(cpu)
+        wb.append(sum(e[4] for e in mine if e[1] == "write_back"))
+        wr.append(sum(e[4] for e in mine if e[1] == "write_batch"))
+    if not tot:
+        return ""
+    med = statistics.median
+    return (f"  {label:34s} ({len(tot):2d}): CPU {med(tot) * 1e3:6.1f} ms; in write_back {med(wb) * 1e3:5.1f}"
+            f" (its db writes {med(wr) * 1e3:5.1f}); outside write_back {med([t - w for t, w in zip(tot, wb)]) * 1e3:6.1f}")
+
+
 def report(n_touch: int) -> str:
     out = io.StringIO()
     epochs = EPOCHS[-n_touch:]
@@ -109,7 +172,10 @@ def report(n_touch: int) -> str:
         cpus = [c for _, c in xs]
         print(f"  {st:18s} ({kind:10s}) {len(xs):4d}  {statistics.median(walls) * 1e3:8.2f} / {statistics.median(cpus) * 1e3:8.2f}"
               f"  max {max(walls) * 1e3:8.2f}  total {sum(walls):6.2f}", file=out)
-    print("\nper epoch: lat ms, CPU ms, GC ms, captured?, processing write_back ms, cut-thread ms inside, upload-thread ms inside", file=out)
+    print("\nper epoch: lat ms, CPU ms, GC ms, captured?, processing write_back ms, cut-thread ms inside, upload-thread ms inside,"
+          " processing CPU ms in the stages above (outermost calls)", file=out)
+    main = [e for e in ev if e[0] == "MainThread"]
+    outer = [e for e in main if not any(o is not e and o[2] <= e[2] and e[3] <= o[3] and (o[2], o[3]) != (e[2], e[3]) for o in main)]
     rows = []
     for t0, t1, cpu, g in epochs:
         inside = [e for e in ev if _overlap(t0, t1, e[2], e[3]) > 0]
@@ -117,15 +183,19 @@ def report(n_touch: int) -> str:
         wb = sum(e[3] - e[2] for e in inside if e[1] == "write_back" and e[0] == "MainThread" and t0 <= e[2] < t1)
         cutt = sum(_overlap(t0, t1, e[2], e[3]) for e in inside if "cut" in e[0] and e[1] in ("_checkpoint", "deferred"))
         upl = sum(_overlap(t0, t1, e[2], e[3]) for e in inside if "upload" in e[0] and e[1] in ("_read", "checksum", "_write"))
-        rows.append((t1 - t0, cpu, g, cap, wb, cutt, upl))
-        print(f"  {(t1 - t0) * 1e3:7.1f} {cpu * 1e3:7.1f} {g * 1e3:6.1f} {'C' if cap else '-'} {wb * 1e3:7.1f} {cutt * 1e3:7.1f} {upl * 1e3:7.1f}", file=out)
+        staged = sum(e[4] for e in outer if t0 <= e[2] < t1)
+        rows.append((t1 - t0, cpu, g, cap, wb, cutt, upl, staged))
+        print(f"  {(t1 - t0) * 1e3:7.1f} {cpu * 1e3:7.1f} {g * 1e3:6.1f} {'C' if cap else '-'} {wb * 1e3:7.1f} {cutt * 1e3:7.1f} {upl * 1e3:7.1f}"
+              f" {staged * 1e3:7.1f}", file=out)
     cap_rows = [r for r in rows if r[3]]
     other = [r for r in rows if not r[3]]
     for label, rs in (("capture epochs", cap_rows), ("other epochs", other)):
         if rs:
             print(_summary(f"{label} ({len(rs)})", [r[0] for r in rs], [r[1] for r in rs])
                   + f"; write-back median {statistics.median([r[4] for r in rs]) * 1e3:.1f} ms"
-                  + f"; wall - CPU median {statistics.median([r[0] - r[1] for r in rs]) * 1e3:.1f} ms", file=out)
+                  + f"; wall - CPU median {statistics.median([r[0] - r[1] for r in rs]) * 1e3:.1f} ms"
+                  + f"; CPU in the stages median {statistics.median([r[7] for r in rs]) * 1e3:.1f} ms, outside them"
+                  f" {statistics.median([r[1] - r[7] for r in rs]) * 1e3:.1f} ms", file=out)
     with_cut = [r for r in rows if r[5] > 0]
     without = [r for r in rows if r[5] == 0]
     if with_cut and without:
@@ -148,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     prof = cProfile.Profile() if a.cprofile else None
     try:
         none = heap_dataflow(a.keys, epochs, None, ts.RocksDB(os.path.join(root, "engine"), cache_bytes=a.cache_mb << 20))
+        none_events, none_epochs = list(EVENTS), EPOCHS[-a.epochs:]
         EVENTS.clear()
         if prof is not None:
             prof.enable()
@@ -163,6 +234,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"ratio p99 {_p99(ck['latency']) / _p99(none['latency']):.3f}, CPU p99 {_p99(ck['cpu']) / _p99(none['cpu']):.3f}")
     print()
     print(report(a.epochs))
+    ck_epochs = EPOCHS[-a.epochs:]
+    captured = {i for i, (t0, t1, _c, _g) in enumerate(ck_epochs) if any(e[1] == "capture" and t0 <= e[2] < t1 for e in EVENTS)}
+    print("the processing thread's CPU per epoch, median (write_back: the cache's batches, encoding + db.write;"
+          " a batch deferred by a cut is written on the cut thread):")
+    print(_stage_cpu(none_events, none_epochs, "no checkpoints", lambda i: True))
+    print(_stage_cpu(EVENTS, ck_epochs, "checkpoints: capture epochs", lambda i: i in captured))
+    print(_stage_cpu(EVENTS, ck_epochs, "checkpoints: other epochs", lambda i: i not in captured))
+    print("RocksDB at the end of each run (no checkpoints, then checkpoints):")
+    print("\n".join(STATS))
     if prof is not None:
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)

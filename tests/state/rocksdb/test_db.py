@@ -9,7 +9,7 @@ import os
 import subprocess
 import random
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -245,7 +245,7 @@ def test_a_checkpoint_links_the_files_once_no_compaction_runs(tmp_path: Path, mo
     real = rocksdict.Checkpoint
 
     class Checkpoint:
-        def __init__(self, rdb: object) -> None:
+        def __init__(self, rdb: Any) -> None:
             self.ck = real(rdb)
 
         def create_checkpoint(self, path: str) -> None:

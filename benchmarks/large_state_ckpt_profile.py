@@ -9,9 +9,13 @@ Stages (wall and thread CPU seconds, per call):
   as records), ``write_back`` (the cache's batch: encode + ``db.write``; an epoch's end
   or the cut's), ``capture`` (the cut: write-back, then the database's writes held),
   ``begin`` (the checkpoint store's writer, under its lock);
-- cut thread: ``flush`` (memtables to SST files), ``create_checkpoint`` (RocksDB's
-  checkpoint: its own flush, hard links, copies of the small files), ``deferred`` (the
-  write-backs postponed while the cut held the database, applied after it);
+- cut thread: ``_checkpoint`` (all of it), ``flush`` (memtables to SST files; then, GIL
+  free, the wait for a running compaction), ``create_checkpoint`` (RocksDB's checkpoint,
+  holding the GIL: its own flush, a no-op after ours, hard links, copies of the small
+  files, fsyncs), ``deferred`` (the write-backs postponed while the cut held the
+  database, applied after it);
+- processing thread also: ``write_batch`` (the database write of a write-back, or its
+  queueing), ``settle``;
 - upload thread: ``read``, ``hash``, ``write`` of each new SST file; commit, GC.
 
 Per epoch: latency, processing-thread CPU, the cyclic GC's time, whether the epoch

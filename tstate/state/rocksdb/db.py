@@ -424,8 +424,10 @@ class LocalDB:
         holds the GIL throughout, and one that overlaps a compaction's end (its new
         files synced, the MANIFEST written, its inputs deleted) took up to 470 ms,
         stalling the processing thread for all of it; run after the compaction, at most
-        34 ms (benchmarks/results/large_state_ckpt_profile.txt, measured under load).
-        The checkpoint's contents are the same either way (the writes are held)."""
+        17-34 ms in 3 runs of 4, 156 ms in one (benchmarks/results/large_state_ckpt_profile.txt,
+        measured under load: weak evidence).  The checkpoint's contents are the same
+        either way (the writes are held); the cut holds them longer, so more of the
+        checkpoints due meanwhile are skipped."""
         deadline = time.monotonic() + COMPACTION_WAIT
         while self._compacting() and time.monotonic() < deadline:
             time.sleep(_POLL)

@@ -9,7 +9,7 @@ import os
 import subprocess
 import random
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -214,3 +214,68 @@ def test_a_full_disk_fails_the_checkpoint_naming_the_path_and_keeps_the_last_one
         s2 = back.store("op", INTS)
         assert {(b, k): v for b in range(2) for k, v in s2.items(b)} == ref
         back.close()
+
+
+def _compactions(monkeypatch: pytest.MonkeyPatch, running: int) -> list[float]:
+    """RocksDB reports a compaction running for the next ``running`` looks (then none);
+    the times of the looks."""
+    import time
+
+    looks: list[float] = []
+
+    def compacting(self: LocalDB) -> bool:
+        looks.append(time.monotonic())
+        return len(looks) <= running
+
+    monkeypatch.setattr(LocalDB, "_compacting", compacting)
+    return looks
+
+
+def test_a_checkpoint_links_the_files_once_no_compaction_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # create_checkpoint holds the GIL; overlapping a compaction's end it stalled the
+    # processing thread for up to 470 ms: the cut waits for the compaction, GIL free
+    import rocksdict
+
+    from tstate.state.rocksdb import db as db_module
+
+    w = WorkerStore.create(str(tmp_path / "w"))
+    ref = _fill(w, range(2), 50)
+    looks = _compactions(monkeypatch, running=3)
+    linked: list[int] = []
+    real = rocksdict.Checkpoint
+
+    class Checkpoint:
+        def __init__(self, rdb: Any) -> None:
+            self.ck = real(rdb)
+
+        def create_checkpoint(self, path: str) -> None:
+            linked.append(len(looks))
+            self.ck.create_checkpoint(path)
+
+    monkeypatch.setattr(db_module.rocksdict, "Checkpoint", Checkpoint)
+    ck = w.checkpoint(str(tmp_path / "ck"))
+    assert linked == [4]  # three looks saw the compaction, the fourth none: then the links
+    w.close()
+    back = WorkerStore.restore(ck.dir, str(tmp_path / "back"))
+    assert {(b, k): v for b in range(2) for k, v in back.store("op", INTS).items(b)} == ref
+    back.close()
+
+
+def test_a_compaction_that_goes_on_delays_a_checkpoint_by_compaction_wait_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from tstate.state.rocksdb import db as db_module
+
+    w = WorkerStore.create(str(tmp_path / "w"))
+    ref = _fill(w, range(1), 20)
+    looks = _compactions(monkeypatch, running=10**9)
+    monkeypatch.setattr(db_module, "COMPACTION_WAIT", 0.05)
+    t0 = time.monotonic()
+    ck = w.checkpoint(str(tmp_path / "ck"))
+    assert looks and looks[-1] - t0 >= 0.05 and time.monotonic() - t0 < 5
+    w.close()
+    back = WorkerStore.restore(ck.dir, str(tmp_path / "back"))
+    assert {(0, k): v for k, v in back.store("op", INTS).items(0)} == ref
+    back.close()

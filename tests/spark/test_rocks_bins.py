@@ -5,6 +5,7 @@ through a rescale and a driver restart; its bins' files in the store are SST exp
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
@@ -163,6 +164,71 @@ def test_heap_run_resumes_from_a_rocksdb_runs_checkpoint(spark: Any, tmp_path: A
     b2.run(flow2, {"events": Source(df_all, time="t")})
     assert sorted(out1.items + out2.items, key=repr) == ref_out
     assert state_of(b2, stats2) == as_tuples(ref_state)
+
+
+def _resume_embedded(
+    rows: list[dict], d: str, lo: int, hi: int, state: Any, restore: str, close: bool
+) -> tuple[list, dict, Any]:
+    """The keyed flow resumed on the embedded engine (3 workers) from the newest
+    checkpoint in ``d``, fed epochs ``lo`` (the checkpoint's time) .. ``hi - 1``:
+    closed and run to the end (``close``), or stopped once a checkpoint at ``hi``
+    committed.  Its output before ``hi`` (as (time, record)), its state, what it restored."""
+    flow, ev, stats, out = keyed()
+    kw = {} if state is None else {"state": state}
+    ex = flow.start(workers=3, checkpoint=ts.Checkpoints(d, every_epochs=1, restore=restore, mode="sync"), **kw)
+    assert ex.restored is not None and ex.restored.time == lo
+    for t in range(lo, hi):
+        ev.send([r for r in rows if r["t"] == t], time=t)
+    if close:
+        ev.close()
+        ex.run()
+    else:
+        ev.advance_to(hi)
+        deadline = time.monotonic() + 60
+        ex.step_while(lambda: hi not in ex.coordinator.committed and time.monotonic() < deadline)
+        assert hi in ex.coordinator.committed
+        ex.coordinator.finish()
+    return [(t, r) for t, r in out.items if close or t < hi], flow.state(stats, format="dict"), ex.restored
+
+
+@pytest.mark.parametrize("state,restore", [("heap", "lazy"), ("heap", "eager"), ("rocksdb", "lazy"), ("rocksdb", "eager")])
+def test_embedded_engine_resumes_from_a_spark_rocksdb_checkpoint(
+    spark: Any, tmp_path: Any, monkeypatch: Any, state: str, restore: str
+) -> None:
+    """Issue 28: a Spark run with RocksDB state stopped after 3 of 6 epochs (its bins
+    SST exports) resumes on the embedded engine -- heap state (the exports decoded), or
+    RocksDB state (ingested, nothing decoded), which then checkpoints and resumes once
+    more from its own checkpoint -- with the output and state of an uninterrupted run."""
+    from pyspark.sql import functions as F
+
+    from tstate.state.rocksdb import moving
+
+    rows = [{"k": f"k{i % 9}", "v": i % 4, "t": i // 12} for i in range(72)]  # epochs 0..5
+    ref_out, ref_state = embedded(rows)
+    d = str(tmp_path / "ck")
+    flow, _ev, _stats, out1 = keyed()
+    b1 = Backend(spark, d, partitions=2, state=ts.RocksDB(str(tmp_path / "spark-db")))
+    df = spark.createDataFrame(rows, ROW)
+    b1._prepare(flow, {"events": Source(df, time="t")})
+    for lo in range(3):
+        b1._batch({"events": df.where(F.col("t") == lo)}, {"events": Source(df, time="t")}, lo, lo, lo + 1, None)
+    assert b1.store.latest().time == 3 and kinds(b1) == {"sst"}
+    if state == "heap":
+        out2, got, restored = _resume_embedded(rows, d, 3, 6, None, restore, close=True)
+        assert restored.lazy == 0  # (SST exports are decoded at once with heap state)
+    else:
+        def no_decoding(*a: Any) -> Any:
+            raise AssertionError("an SST export was decoded: a RocksDB run ingests it")
+
+        monkeypatch.setattr(moving, "heap_bin", no_decoding)
+        db = ts.RocksDB(str(tmp_path / "db"))
+        part, _mid, _r = _resume_embedded(rows, d, 3, 5, db, restore, close=False)
+        # its checkpoint at 5 holds the bins in its databases' files (and still lists
+        # the SST chains it resumed from): the files are restored, not the old chains
+        tail, got, restored = _resume_embedded(rows, d, 5, 6, ts.RocksDB(str(tmp_path / "db2")), restore, close=True)
+        out2 = part + tail
+    assert sorted(out1.items + out2, key=repr) == ref_out
+    assert as_tuples(got) == as_tuples(ref_state)
 
 
 def test_state_setting_is_checked(spark: Any, tmp_path: Any) -> None:

@@ -24,9 +24,10 @@ takes a half-applied bin: it reloads it, replacing whatever the database held of
 A bin that moved to another partition (a rescale) is loaded by its new owner from its
 file in the store.
 
-A heap reader of an ``"sst"`` chain (a heap run resuming from a RocksDB run's
-checkpoint, state queries) decodes it with
-:func:`tstate.state.rocksdb.moving.heap_bin` (:func:`tstate.spark.binstore.read`).
+Loading a bin from the store, and a heap reader of an ``"sst"`` chain (a heap run on
+either engine resuming from a RocksDB run's checkpoint, state queries; a RocksDB run of
+the embedded engine ingests it), go through the one chain reader both engines use,
+:mod:`tstate.checkpoint.chain_reader`.
 
 The process's database is working space: it is removed when the process exits, and
 directories left by processes that are gone are removed when the next one opens.
@@ -42,8 +43,7 @@ import shutil
 import threading
 from typing import Any, Callable
 
-from tstate.checkpoint.manifest import FileRef
-from tstate.errors import CheckpointError
+from tstate.checkpoint.chain_reader import SST, load_chain
 from tstate.spark.binstore import ANY, Taken, chain, store
 from tstate.spark.wire import BatchInfo, FileReport, Row
 from tstate.state.payload import wire_timers
@@ -52,8 +52,6 @@ from tstate.types import wire
 
 __all__ = ["ExecutorStores", "worker", "take", "write_bins", "give", "clear", "SST"]
 
-#: the kind of a bin file that is the bin as an SST file (``...-sst.bin``)
-SST = "sst"
 #: the prefix of an executor process's database directory under the setting's path
 _PREFIX = "spark-"
 
@@ -131,8 +129,6 @@ def take(
     manifest ``m`` for a task of ``partition`` (:data:`~tstate.spark.binstore.ANY`: any
     partition's), and how it was found: ``"hit"`` (the database holds that version) or
     ``"miss"`` (loaded from the store: ``read`` bytes)."""
-    from tstate.state.rocksdb.keyed_bin import RocksBin
-
     refs = chain(m, kstore.name, index)
     version = refs[-1].path if refs else ""
     key = (directory, kstore.name, index)
@@ -142,37 +138,10 @@ def take(
         partition == ANY or cached[2] in (partition, ANY)
     ):
         return cached[1], Taken("hit")
-    kstore.clear_bin(index)  # (whatever a failed task or an older version left)
-    if not refs:
-        return RocksBin(index, kstore), Taken("miss")
-    size = sum(r.size for r in refs)
-    if refs[-1].kind == SST:
-        if fingerprint != kstore.codec.fingerprint:
-            raise CheckpointError(
-                f"operator {kstore.name!r}, bin {index}: its RocksDB state was stored with another schema "
-                f"({fingerprint}, not {kstore.codec.fingerprint}): the Spark backend's RocksDB state does not "
-                "convert stored states yet; resume with the old state type"
-            )
-        return _ingest(directory, kstore, index, refs[-1]), Taken("miss", size)
-    from tstate.spark.binstore import read
-    from tstate.state.rocksdb.keyed_bin import adopt
-
-    b = read(directory, refs, kstore.codec, fingerprint)
-    rb = adopt(b, kstore)
-    rb.full = True  # (its next file is its SST export anyway)
-    return rb, Taken("miss", size)
-
-
-def _ingest(directory: str, kstore: Any, index: int, ref: FileRef) -> Any:
-    """Bin ``index`` of ``kstore`` replaced by the SST file ``ref`` of the store (read
-    and checked: a CheckpointError naming the file), its timers from its record."""
-    from tstate.state.rocksdb.keyed_bin import RocksBin
-    from tstate.state.rocksdb.moving import ingest_bytes, timers_of
-
-    ingest_bytes(kstore, index, store(directory).read(ref))
-    b = RocksBin(index, kstore)
-    b.timers = timers_of(kstore, index)
-    return b
+    # (replaces whatever a failed task or an older version left of the bin; an SST
+    # export of another schema raises CheckpointError: not converted)
+    b = load_chain(store(directory), refs, kstore, fingerprint, index)
+    return b, Taken("miss", sum(r.size for r in refs))
 
 
 def write_bins(

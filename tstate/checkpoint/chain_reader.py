@@ -1,0 +1,121 @@
+"""Reading one bin's chain of checkpoint files, whichever engine and state backend wrote
+it: the one reader both engines' restores use.
+
+A bin's chain (:meth:`Manifest.chain <tstate.checkpoint.manifest.Manifest.chain>`) is
+either **encoded** -- a snapshot and deltas (:mod:`tstate.checkpoint.delta`), what heap
+state writes on either engine -- or **an SST export** -- one file of kind
+:data:`SST`, the bin's key range as a RocksDB SST file with its timers as the bin's own
+record, what the Spark backend writes with ``state=ts.RocksDB(...)``
+(:mod:`tstate.spark.rocks_bins`).  The reader turns either into what the reading side
+keeps:
+
+- :func:`decode_chain` / :func:`read_chain`: a heap :class:`~tstate.state.bin.Bin` (an
+  SST export decoded through a small scratch database,
+  :func:`tstate.state.rocksdb.moving.heap_bin`; the bin is marked ``full``, so its
+  next checkpoint file is a snapshot);
+- :func:`load_chain`: the bin in a RocksDB :class:`~tstate.state.rocksdb.store.KeyedStore`
+  (an SST export ingested as it is, nothing decoded; an encoded chain decoded and put
+  into the store, marked ``full``).
+
+An SST export holds states encoded with the schema it was written with and has no
+envelope to convert them from: read with another declared schema it raises
+:class:`~tstate.errors.CheckpointError` (:func:`check_sst_schema`), naming the file.
+
+>>> from tstate.checkpoint.manifest import FileRef
+>>> from tstate.types.codec import StateCodec
+>>> from tstate.state.payload import encode_bin
+>>> codec = StateCodec(int)
+>>> b = Bin(3); b.states = {"a": 1}
+>>> ref = FileRef("data/count/3/000001-ab-snap.bin", 0, "0")
+>>> decode_chain((ref,), [encode_bin(b, codec)], codec, codec.fingerprint, 3).states
+{'a': 1}
+>>> is_sst((FileRef("data/count/3/000002-cd-sst.bin", 0, "0"),)), is_sst((ref,)), is_sst(())
+(True, False, False)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from tstate.checkpoint.delta import restore_bin
+from tstate.checkpoint.manifest import FileRef
+from tstate.errors import CheckpointError
+from tstate.state.bin import Bin
+
+__all__ = ["SST", "is_sst", "check_sst_schema", "decode_chain", "read_chain", "load_chain"]
+
+#: the kind of a bin file that is the whole bin as a RocksDB SST file (``...-sst.bin``)
+SST = "sst"
+
+
+def is_sst(chain: Sequence[FileRef]) -> bool:
+    """Whether ``chain`` is a bin's SST export (else an encoded chain, or empty)."""
+    return bool(chain) and chain[-1].kind == SST
+
+
+def check_sst_schema(chain: Sequence[FileRef], fingerprint: str, codec: Any) -> None:
+    """Raise :class:`~tstate.errors.CheckpointError` if ``chain`` is an SST export
+    written with another schema (``fingerprint``, the stored one) than ``codec``'s:
+    its states cannot be converted."""
+    if is_sst(chain) and fingerprint != codec.fingerprint:
+        raise CheckpointError(
+            f"{chain[-1].path} holds RocksDB state of another schema ({fingerprint}, not {codec.fingerprint}): "
+            "an SST export is not converted to a changed state type; resume with the old state type"
+        )
+
+
+def decode_chain(
+    chain: Sequence[FileRef], data: Sequence[bytes], codec: Any, fingerprint: str, index: Optional[int] = None
+) -> Bin:
+    """Bin ``index`` as the heap holds it, from ``data``, the bytes of ``chain``'s files
+    (checked by the caller; ``fingerprint``: the stored schema's).  An SST export is
+    decoded whole and marked ``full``; an encoded chain as
+    :func:`~tstate.checkpoint.delta.restore_bin` decodes it (an empty one: an empty bin).
+    ``index`` None: the bin the files say (an SST export: the bin directory it is filed
+    under, ``data/<operator>/<bin>/...``)."""
+    if not is_sst(chain):
+        return restore_bin(list(data), codec, fingerprint=fingerprint, index=index)
+    from tstate.state.rocksdb.moving import heap_bin  # (rocksdict: only for a RocksDB run's files)
+
+    check_sst_schema(chain, fingerprint, codec)
+    return heap_bin(data[-1], _filed_under(chain[-1]) if index is None else index, codec)
+
+
+def _filed_under(ref: FileRef) -> int:
+    """The bin whose directory holds ``ref`` (``data/<operator>/<bin>/<name>``)."""
+    try:
+        return int(ref.path.split("/")[-2])
+    except (IndexError, ValueError):
+        raise CheckpointError(f"{ref.path}: not under a bin's directory (data/<operator>/<bin>/...)") from None
+
+
+def read_chain(store: Any, chain: Sequence[FileRef], codec: Any, fingerprint: str, index: Optional[int] = None) -> Bin:
+    """:func:`decode_chain` of ``chain`` read from ``store`` (a
+    :class:`~tstate.checkpoint.store.CheckpointStore`: each file's size and xxh64
+    checked; only an SST export's one file is read)."""
+    refs = chain[-1:] if is_sst(chain) else chain
+    data = [store.read(r) for r in refs]
+    return decode_chain(refs, data, codec, fingerprint, index)
+
+
+def load_chain(store: Any, chain: Sequence[FileRef], kstore: Any, fingerprint: str, index: int) -> Any:
+    """Bin ``index`` of ``chain`` (read from ``store``) as a
+    :class:`~tstate.state.rocksdb.keyed_bin.RocksBin` of ``kstore``, replacing whatever
+    ``kstore`` held of it: an SST export ingested as stored (nothing decoded), its
+    timers from its record; an encoded chain decoded and put into ``kstore``, marked
+    ``full`` (its next file is written whole)."""
+    from tstate.state.rocksdb.keyed_bin import RocksBin, adopt  # (rocksdict: only with RocksDB state)
+    from tstate.state.rocksdb.moving import ingest_bytes, timers_of
+
+    kstore.clear_bin(index)
+    if not chain:
+        return RocksBin(index, kstore)
+    if not is_sst(chain):
+        rb = adopt(read_chain(store, chain, kstore.codec, fingerprint, index), kstore)
+        rb.full = True
+        return rb
+    check_sst_schema(chain, fingerprint, kstore.codec)
+    ingest_bytes(kstore, index, store.read(chain[-1]))
+    rb = RocksBin(index, kstore)
+    rb.timers = timers_of(kstore, index)
+    return rb

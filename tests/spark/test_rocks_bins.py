@@ -5,6 +5,7 @@ through a rescale and a driver restart; its bins' files in the store are SST exp
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from typing import Any
 
@@ -167,13 +168,14 @@ def test_heap_run_resumes_from_a_rocksdb_runs_checkpoint(spark: Any, tmp_path: A
 
 
 def _resume_embedded(
-    rows: list[dict], d: str, lo: int, hi: int, state: Any, restore: str, close: bool
+    rows: list[dict], d: str, lo: int, hi: int, state: Any, restore: str, close: bool, **kw: Any
 ) -> tuple[list, dict, Any]:
     """The keyed flow resumed on the embedded engine (3 workers) from the newest
     checkpoint in ``d``, fed epochs ``lo`` (the checkpoint's time) .. ``hi - 1``:
     closed and run to the end (``close``), or stopped once a checkpoint at ``hi``
-    committed.  Its output before ``hi`` (as (time, record)), its state, what it restored."""
-    flow, ev, stats, out = keyed()
+    committed.  Its output before ``hi`` (as (time, record)), its state, what it restored
+    (``kw``: the flow's, :func:`~tests.spark.flows.keyed`)."""
+    flow, ev, stats, out = keyed(**kw)
     kw = {} if state is None else {"state": state}
     ex = flow.start(workers=3, checkpoint=ts.Checkpoints(d, every_epochs=1, restore=restore, mode="sync"), **kw)
     assert ex.restored is not None and ex.restored.time == lo
@@ -229,6 +231,55 @@ def test_embedded_engine_resumes_from_a_spark_rocksdb_checkpoint(
         out2 = part + tail
     assert sorted(out1.items + out2, key=repr) == ref_out
     assert as_tuples(got) == as_tuples(ref_state)
+
+
+def _spark_rocksdb_batches(spark: Any, rows: list[dict], d: str, db: str, epochs: int, **kw: Any) -> tuple[Backend, list]:
+    """The keyed flow without its later timers on Spark with RocksDB state, one batch
+    per epoch for ``epochs`` epochs (then the driver stops); the backend and its output."""
+    from pyspark.sql import functions as F
+
+    flow, _ev, _stats, out = keyed(timers=False)
+    backend = Backend(spark, d, partitions=2, state=ts.RocksDB(db), **kw)
+    df = spark.createDataFrame(rows, ROW)
+    backend._prepare(flow, {"events": Source(df, time="t")})
+    for lo in range(epochs):
+        backend._batch({"events": df.where(F.col("t") == lo)}, {"events": Source(df, time="t")}, lo, lo, lo + 1, None)
+    return backend, list(out.items)
+
+
+def test_a_batch_writes_the_keys_it_changed_as_a_delta_sst_file(spark: Any, tmp_path: Any) -> None:
+    """Once a bin has an SST export, a batch writes the records of the keys it changed
+    (kind ``"sstd"``, chain ``[sst, sstd, ...]``), not the whole bin again: after a first
+    batch of 16000 keys, batches touching 3 keys each write a small share of the bytes
+    the whole exports take (compact_after=1: every file whole); the embedded engine
+    (heap and RocksDB state) and Spark resume from those chains with the uninterrupted
+    run's output and state."""
+    n = 16000
+    rows = [{"k": f"k{i}", "v": i % 4, "t": 0} for i in range(n)]
+    rows += [{"k": f"k{(t * 7 + j) % n}", "v": j, "t": t} for t in range(1, 7) for j in range(3)]
+    ref_out, ref_state = embedded(rows, timers=False)
+    d = str(tmp_path / "ck")
+    b1, out1 = _spark_rocksdb_batches(spark, rows, d, str(tmp_path / "db"), 4)
+    whole, _ = _spark_rocksdb_batches(spark, rows, str(tmp_path / "ck-whole"), str(tmp_path / "db-whole"), 4, compact_after=1)
+    assert kinds(b1) == {"sst", "sstd"} and kinds(whole) == {"sst"}
+    delta_bytes = [m.bytes_written for m in b1.metrics.batches]
+    whole_bytes = [m.bytes_written for m in whole.metrics.batches]
+    assert delta_bytes[0] == pytest.approx(whole_bytes[0], rel=0.05)  # (the first batch: every bin whole)
+    assert 0 < sum(delta_bytes[1:]) < 0.2 * sum(whole_bytes[1:]), (delta_bytes, whole_bytes)
+    from tstate.__main__ import main
+
+    assert main(["checkpoints", d, "--verify"]) == 0
+    for i, state in enumerate([None, ts.RocksDB(str(tmp_path / "db-embedded"))]):
+        di = str(tmp_path / f"ck-{i}")
+        shutil.copytree(d, di)
+        out2, got, _restored = _resume_embedded(rows, di, 4, 7, state, "lazy", close=True, timers=False)
+        assert sorted(out1 + out2, key=repr) == ref_out
+        assert as_tuples(got) == as_tuples(ref_state)
+    flow3, _ev3, stats3, out3 = keyed(timers=False)  # the Spark run restarted (its executors load the chains)
+    b3 = Backend(spark, d, partitions=3, state=ts.RocksDB(str(tmp_path / "db")))
+    b3.run(flow3, {"events": Source(spark.createDataFrame(rows, ROW), time="t")})
+    assert sorted(out1 + out3.items, key=repr) == ref_out
+    assert state_of(b3, stats3) == as_tuples(ref_state)
 
 
 def test_state_setting_is_checked(spark: Any, tmp_path: Any) -> None:

@@ -3,10 +3,13 @@ it: the one reader both engines' restores use.
 
 A bin's chain (:meth:`Manifest.chain <tstate.checkpoint.manifest.Manifest.chain>`) is
 either **encoded** -- a snapshot and deltas (:mod:`tstate.checkpoint.delta`), what heap
-state writes on either engine -- or **an SST export** -- one file of kind
-:data:`SST`, the bin's key range as a RocksDB SST file with its timers as the bin's own
-record, what the Spark backend writes with ``state=ts.RocksDB(...)``
-(:mod:`tstate.spark.rocks_bins`).  The reader turns either into what the reading side
+state writes on either engine -- or **SST exports** -- a file of kind :data:`SST`, the
+bin's key range as a RocksDB SST file with its timers as the bin's own record, then
+files of kind :data:`SST_DELTA`, each the records of the keys changed since as they
+were then (a key cleared: a delete) and the timers record -- what the Spark backend
+writes with ``state=ts.RocksDB(...)`` (:mod:`tstate.spark.rocks_bins`).  An SST chain
+is read by ingesting its files in order into one key range: the first replaces it,
+each later one applies over it.  The reader turns either into what the reading side
 keeps:
 
 - :func:`decode_chain` / :func:`read_chain`: a heap :class:`~tstate.state.bin.Bin` (an
@@ -35,6 +38,11 @@ envelope to convert them from: read with another declared schema it raises
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
+import tempfile
+import threading
 from typing import Any, Optional, Sequence
 
 from tstate.checkpoint.delta import restore_bin
@@ -42,15 +50,18 @@ from tstate.checkpoint.manifest import FileRef
 from tstate.errors import CheckpointError
 from tstate.state.bin import Bin
 
-__all__ = ["SST", "is_sst", "check_sst_schema", "decode_chain", "read_chain", "load_chain"]
+__all__ = ["SST", "SST_DELTA", "is_sst", "check_sst_schema", "decode_chain", "read_chain", "load_chain"]
 
 #: the kind of a bin file that is the whole bin as a RocksDB SST file (``...-sst.bin``)
 SST = "sst"
+#: the kind of a bin file that is the records of its keys changed since the chain's
+#: previous file, as an SST file (``...-sstd.bin``; a cleared key: a delete)
+SST_DELTA = "sstd"
 
 
 def is_sst(chain: Sequence[FileRef]) -> bool:
-    """Whether ``chain`` is a bin's SST export (else an encoded chain, or empty)."""
-    return bool(chain) and chain[-1].kind == SST
+    """Whether ``chain`` is a bin's SST exports (else an encoded chain, or empty)."""
+    return bool(chain) and chain[0].kind == SST
 
 
 def check_sst_schema(chain: Sequence[FileRef], fingerprint: str, codec: Any) -> None:
@@ -72,13 +83,65 @@ def decode_chain(
     decoded whole and marked ``full``; an encoded chain as
     :func:`~tstate.checkpoint.delta.restore_bin` decodes it (an empty one: an empty bin).
     ``index`` None: the bin the files say (an SST export: the bin directory it is filed
-    under, ``data/<operator>/<bin>/...``)."""
+    under, ``data/<operator>/<bin>/...``).  SST exports are ingested into a small
+    database of the process's own (one reader at a time) and read from it."""
     if not is_sst(chain):
         return restore_bin(list(data), codec, fingerprint=fingerprint, index=index)
-    from tstate.state.rocksdb.moving import heap_bin  # (rocksdict: only for a RocksDB run's files)
+    from tstate.state.rocksdb.moving import timers_of  # (rocksdict: only for a RocksDB run's files)
 
     check_sst_schema(chain, fingerprint, codec)
-    return heap_bin(data[-1], _filed_under(chain[-1]) if index is None else index, codec)
+    index = _filed_under(chain[0]) if index is None else index
+    with _reading:
+        scratch = _scratch().store(f"read/{codec.fingerprint}", codec)
+        try:
+            _ingest(scratch, index, data)
+            b = Bin(index)
+            for k, st in scratch.items(index):
+                b.put(k, st, track=False)
+            b.timers = timers_of(scratch, index)
+            b.full = True
+            return b
+        finally:
+            scratch.clear_bin(index)
+
+
+_reading = threading.Lock()
+_reader: list[Any] = []
+
+
+def _scratch() -> Any:
+    """The process's scratch database for decoding SST exports (made on first use)."""
+    from tstate.state.rocksdb.settings import RocksDB
+    from tstate.state.rocksdb.worker import WorkerStore
+
+    if not _reader:
+        settings = RocksDB(tempfile.mkdtemp(prefix="tstate-sst-read-"), cache_bytes=16 << 20,
+                           block_cache_bytes=8 << 20, memtable_bytes=8 << 20)
+        _reader.append(WorkerStore.create(os.path.join(settings.path, "db"), settings))
+    return _reader[0]
+
+
+def _ingest(kstore: Any, index: int, data: Sequence[bytes]) -> None:
+    """Bin ``index`` of ``kstore`` replaced by the SST files whose bytes are ``data``,
+    in order: the first replaces the bin, each later one applies over it (its checksum
+    checked by the store it was read from; nothing decoded)."""
+    import xxhash
+
+    from tstate.state.rocksdb.files import ExportedBin
+    from tstate.state.rocksdb.moving import moves_dir
+
+    scratch = moves_dir(kstore)
+    os.makedirs(scratch, exist_ok=True)
+    for i, d in enumerate(data):
+        path = os.path.join(scratch, f"in-{index}-{secrets.token_hex(4)}.sst")
+        try:
+            with open(path, "wb") as f:
+                f.write(d)
+            exported = ExportedBin(kstore.name, index, path, -1, len(d), xxhash.xxh64_intdigest(d))
+            kstore.ingest_bin(exported, replace=i == 0)
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(path)
 
 
 def _filed_under(ref: FileRef) -> int:
@@ -92,20 +155,18 @@ def _filed_under(ref: FileRef) -> int:
 def read_chain(store: Any, chain: Sequence[FileRef], codec: Any, fingerprint: str, index: Optional[int] = None) -> Bin:
     """:func:`decode_chain` of ``chain`` read from ``store`` (a
     :class:`~tstate.checkpoint.store.CheckpointStore`: each file's size and xxh64
-    checked; only an SST export's one file is read)."""
-    refs = chain[-1:] if is_sst(chain) else chain
-    data = [store.read(r) for r in refs]
-    return decode_chain(refs, data, codec, fingerprint, index)
+    checked)."""
+    return decode_chain(chain, [store.read(r) for r in chain], codec, fingerprint, index)
 
 
 def load_chain(store: Any, chain: Sequence[FileRef], kstore: Any, fingerprint: str, index: int) -> Any:
     """Bin ``index`` of ``chain`` (read from ``store``) as a
     :class:`~tstate.state.rocksdb.keyed_bin.RocksBin` of ``kstore``, replacing whatever
-    ``kstore`` held of it: an SST export ingested as stored (nothing decoded), its
+    ``kstore`` held of it: SST exports ingested as stored (nothing decoded), its
     timers from its record; an encoded chain decoded and put into ``kstore``, marked
     ``full`` (its next file is written whole)."""
     from tstate.state.rocksdb.keyed_bin import RocksBin, adopt  # (rocksdict: only with RocksDB state)
-    from tstate.state.rocksdb.moving import ingest_bytes, timers_of
+    from tstate.state.rocksdb.moving import timers_of
 
     kstore.clear_bin(index)
     if not chain:
@@ -115,7 +176,7 @@ def load_chain(store: Any, chain: Sequence[FileRef], kstore: Any, fingerprint: s
         rb.full = True
         return rb
     check_sst_schema(chain, fingerprint, kstore.codec)
-    ingest_bytes(kstore, index, store.read(chain[-1]))
+    _ingest(kstore, index, [store.read(r) for r in chain])
     rb = RocksBin(index, kstore)
     rb.timers = timers_of(kstore, index)
     return rb

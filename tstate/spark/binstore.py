@@ -116,6 +116,7 @@ def take(
     partition's cached copy will do), and how it was found (:class:`Taken`): cached at
     that version, cached or prefetched at an older version still in the bin's chain
     (only the files written since are read and applied), or read from the store."""
+    from tstate.checkpoint.chain_reader import is_sst
     from tstate.checkpoint.delta import catch_up
 
     refs = chain(m, operator, bin)
@@ -141,7 +142,7 @@ def take(
     for v, b, how in found:
         if v == version:
             return b, Taken(how)
-        if v in paths:
+        if v in paths and not is_sst(refs):  # (SST exports are read whole: read() below)
             s = store(directory)
             later = refs[paths.index(v) + 1 :]
             b = catch_up(b, [s.read(r) for r in later], codec, fingerprint)

@@ -43,7 +43,7 @@ import shutil
 import threading
 from typing import Any, Callable
 
-from tstate.checkpoint.chain_reader import SST, load_chain
+from tstate.checkpoint.chain_reader import SST, SST_DELTA, is_sst, load_chain
 from tstate.spark.binstore import ANY, Taken, chain, store
 from tstate.spark.wire import BatchInfo, FileReport, Row
 from tstate.state.payload import wire_timers
@@ -148,11 +148,13 @@ def write_bins(
     info: BatchInfo, m: Any, pn: Any, loaded: dict[int, Any], rows: list[Row],
     timers: Callable[[Any], Any], partition: int = ANY,
 ) -> int:
-    """Export each changed bin of ``loaded`` (RocksBins of one operator's store) to an
-    SST file, write it to the store as the batch's file for the bin and report it in a
-    ``FILE`` row (``timers(bin)``: what the driver keeps of its pending timers); an
-    emptied bin's chain is dropped.  Every bin is given back to the process's table,
-    tagged with its version and ``partition``.  Returns the bytes written."""
+    """Write each changed bin of ``loaded`` (RocksBins of one operator's store) to the
+    store as the batch's file for the bin -- the bin's export (kind ``"sst"``, which
+    replaces its chain) or the records of its keys changed in this task (kind
+    ``"sstd"``, which extends it: :func:`_export`) -- and report it in a ``FILE`` row
+    (``timers(bin)``: what the driver keeps of its pending timers); an emptied bin's
+    chain is dropped.  Every bin is given back to the process's table, tagged with its
+    version and ``partition``.  Returns the bytes written."""
     from tstate.checkpoint.store import write_data_file
     from tstate.state.rocksdb.moving import TIMERS
 
@@ -166,12 +168,13 @@ def write_bins(
     for b, bin_ in loaded.items():
         refs = chain(m, pn.name, b)
         version = refs[-1].path if refs else ""
-        bin_.write_back()  # (its resident states: the runtime may have changed them in place)
+        touched = list(bin_.states)  # (resident: the runtime may have changed them in place)
+        bin_.write_back()
         if bin_.changed():
             kstore.set_meta(b, TIMERS, wire.encode(wire_timers(bin_.timers)) if bin_.timers else None)
             path = os.path.join(scratch, f"out-{b}-{secrets.token_hex(4)}.sst")
             try:
-                exported = kstore.export_bin(b, path)
+                exported, kind = (None, SST) if bin_.is_empty() else _export(bin_, refs, touched, info.compact_after, path)
                 if exported is None:  # no state, no timer
                     if refs:
                         rows.append(FileReport.dropped().row(pn.node, b))
@@ -179,15 +182,35 @@ def write_bins(
                 else:
                     with open(path, "rb") as f:
                         data = f.read()
-                    ref = write_data_file(fs, pn.name, b, info.checkpoint, token, SST, data)
+                    ref = write_data_file(fs, pn.name, b, info.checkpoint, token, kind, data)
                     written += ref.size
                     version = ref.path
-                    rows.append(FileReport(ref.path, ref.size, ref.xxh64, "snap", timers(bin_)).row(pn.node, b))
+                    report = "snap" if kind == SST else "delta"
+                    rows.append(FileReport(ref.path, ref.size, ref.xxh64, report, timers(bin_)).row(pn.node, b))
             finally:
                 with contextlib.suppress(OSError):
                     os.remove(path)
         give(info.directory, bin_, version, partition)
     return written
+
+
+def _export(bin_: Any, refs: Any, touched: list[Any], compact_after: int, path: str) -> tuple[Any, str]:
+    """Bin ``bin_`` (changed, not empty) as an SST file at ``path`` and its kind: the
+    records of the keys changed since its chain's last file -- ``touched`` (resident
+    in this task), set or cleared (a delete) -- and its timers record, extending its
+    chain (``"sstd"``); or, when it must be written whole (``full``: it was loaded from
+    a heap run's chain or moved here; no SST chain yet; the chain reached
+    ``compact_after`` files), its export (``"sst"``)."""
+    kstore, b = bin_.store, bin_.index
+    if bin_.full or not is_sst(refs) or len(refs) + 1 > compact_after:
+        return kstore.export_bin(b, path), SST
+    from tstate.state.rocksdb import sst_export
+    from tstate.state.rocksdb.layout import meta_key, store_key
+    from tstate.state.rocksdb.moving import TIMERS
+
+    kstore.cache.write_back()
+    skeys = [store_key(b, k) for k in {*touched, *bin_.dirty, *bin_.removed}] + [meta_key(b, TIMERS)]
+    return sst_export.export_changes(kstore.family, b, skeys, path), SST_DELTA
 
 
 def give(directory: str, b: Any, version: str, partition: int = ANY) -> None:

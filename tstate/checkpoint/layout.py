@@ -5,7 +5,8 @@ The layout (see :mod:`tstate.checkpoint.store`)::
     manifests/ckpt-000042.manifest                     one per committed checkpoint
     manifests/ckpt-000042.unusable                     a checkpoint found unusable (evidence)
     data/<operator dir>/<bin>/000042-<token>-snap.bin  a bin snapshot (or -delta.bin, -delta2.bin...;
-                                                       -sst.bin: the bin as a RocksDB SST file)
+                                                       -sst.bin: the bin as a RocksDB SST file,
+                                                       -sstd.bin: its keys changed since, as one)
     held/000042-<token>.<ext>                          an attached file
 
 Pure naming: no I/O, nothing of the store itself.
@@ -36,7 +37,7 @@ __all__ = [
 
 MANIFESTS = "manifests"
 DATA = "data"
-_DATA_NAME = re.compile(r"^(\d+)-([0-9a-f]+)-(snap|delta\d*|sst)\.bin(?:" + re.escape(TMP_MARK) + r"[0-9a-f]+)?$")
+_DATA_NAME = re.compile(r"^(\d+)-([0-9a-f]+)-(snap|delta\d*|sstd|sst)\.bin(?:" + re.escape(TMP_MARK) + r"[0-9a-f]+)?$")
 _ATTACHED_NAME = re.compile(r"^(\d+)-([0-9a-f]+)\.[a-z]+(?:" + re.escape(TMP_MARK) + r"[0-9a-f]+)?$")
 UNUSABLE = re.compile(r"^ckpt-(\d+)\.unusable$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")

@@ -69,7 +69,7 @@ __all__ = [
 MAGIC = b"TSTCKPT1"
 _SUM = 8  # bytes of the trailing xxh64 digest
 _NAME = re.compile(r"^ckpt-(\d+)\.manifest$")
-_FILE_KIND = re.compile(r"-(snap|delta|sst)\d*\.bin$")
+_FILE_KIND = re.compile(r"-(snap|delta|sstd|sst)\d*\.bin$")
 
 
 def manifest_name(checkpoint_id: int) -> str:
@@ -95,8 +95,9 @@ class FileRef:
     @property
     def kind(self) -> str:
         """``"snap"`` or ``"delta"`` (from the file name; ``"sst"``: the whole bin as a
-        RocksDB SST file, written by the Spark backend's RocksDB state,
-        :mod:`tstate.spark.rocks_bins`), ``"?"`` for a foreign name."""
+        RocksDB SST file, ``"sstd"``: the records of the keys changed since as one,
+        written by the Spark backend's RocksDB state, :mod:`tstate.spark.rocks_bins`),
+        ``"?"`` for a foreign name."""
         m = _FILE_KIND.search(self.path)
         return m.group(1) if m else "?"
 

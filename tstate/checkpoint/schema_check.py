@@ -77,15 +77,15 @@ def fingerprint_check(manifest: Manifest, fingerprints: Mapping[str, str]) -> Ca
     <tstate.checkpoint.store.CheckpointStore.verify>`: each chain file of an operator in
     ``fingerprints`` (from :func:`stored_fingerprints`) must carry that fingerprint in
     its envelope -- else the stored schema was altered after its files were written, and
-    they cannot be read as it says (a bin's SST export, kind ``"sst"``, has no
-    envelope: only its checksum is checked).  The check returns the problem (naming the file and
+    they cannot be read as it says (a bin's SST export, kind ``"sst"`` or ``"sstd"``,
+    has no envelope: only its checksum is checked).  The check returns the problem (naming the file and
     the operator) or ``None``; it pickles (a Spark executor runs it)."""
     expected = {
         ref.path: (name, fp)
         for name, fp in fingerprints.items()
         for chain in manifest.operators[name].chains.values()
         for ref in chain
-        if ref.kind != "sst"  # (a bin's SST export has no envelope: its states are the manifest schema's)
+        if ref.kind not in ("sst", "sstd")  # (an SST export has no envelope: its states are the manifest schema's)
     }
     return _FingerprintCheck(expected)
 

@@ -13,7 +13,8 @@ A move of bin ``b`` from worker ``a`` to worker ``c`` at time ``t`` planned with
 2. **Preloading** (new owner ``c``), between steps while ``a`` keeps processing: once
    ``t`` is at most :attr:`PreCopy.window` epochs ahead, the bin is read from the newest
    *committed* checkpoint the track knows the changes since (its chain: a snapshot and
-   deltas, :func:`~tstate.checkpoint.delta.restore_bin`) -- or from a newer one whose
+   deltas, or a RocksDB run's SST export,
+   :func:`~tstate.checkpoint.chain_reader.decode_chain`) -- or from a newer one whose
    files are all written but whose commit lags behind (its chain built as the commit
    will build it; every file checked by size and xxh64 when read) -- into a copy held aside, paced
    like a lazy restore (:class:`~tstate.engine.checkpointing.lazy.RestorePacer`: a share
@@ -67,7 +68,8 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from attrs import define, field
 
-from tstate.checkpoint.delta import catch_up, restore_bin
+from tstate.checkpoint.chain_reader import decode_chain
+from tstate.checkpoint.delta import catch_up
 from tstate.engine.checkpointing.lazy import RestorePacer
 from tstate.engine.precopy_chains import CheckpointChains
 from tstate.engine.precopy_files import FileCopies
@@ -359,7 +361,7 @@ class PreCopy:
                     self.stats.rebased += 1
                     self.stats.rebase_bytes += sum(len(d) for d in data)
             else:
-                tr.copy = restore_bin(data, codec, index=tr.bin)
+                tr.copy = decode_chain(chain, data, codec, codec.fingerprint, tr.bin)
                 self.stats.preloaded += 1
                 self.stats.preload_bytes += sum(len(d) for d in data)
         except (CheckpointError, TstateError):

@@ -116,6 +116,7 @@ def take(
     partition's cached copy will do), and how it was found (:class:`Taken`): cached at
     that version, cached or prefetched at an older version still in the bin's chain
     (only the files written since are read and applied), or read from the store."""
+    from tstate.checkpoint.chain_reader import is_sst
     from tstate.checkpoint.delta import catch_up
 
     refs = chain(m, operator, bin)
@@ -141,14 +142,14 @@ def take(
     for v, b, how in found:
         if v == version:
             return b, Taken(how)
-        if v in paths:
+        if v in paths and not is_sst(refs):  # (SST exports are read whole: read() below)
             s = store(directory)
             later = refs[paths.index(v) + 1 :]
             b = catch_up(b, [s.read(r) for r in later], codec, fingerprint)
             return b, Taken("catch-up" if how == "hit" else how, sum(r.size for r in later))
     if not refs:
         return Bin(bin), Taken("miss")
-    b = read(directory, refs, codec, fingerprint)
+    b = read(directory, refs, codec, fingerprint, bin)
     b.full = b.full or fingerprint != codec.fingerprint  # an older compatible schema: rewrite whole
     return b, Taken("miss", sum(r.size for r in refs))
 
@@ -185,7 +186,7 @@ def prefetch(
             pass
         for key, refs, owner in todo:
             try:
-                b = read(directory, refs, codec, fingerprint)
+                b = read(directory, refs, codec, fingerprint, key[2])
                 b.full = b.full or fingerprint != codec.fingerprint
                 with _lock:
                     _prefetched[key] = (refs[-1].path, b, owner, handover)
@@ -209,20 +210,13 @@ def expire(batch: int) -> None:
             del _prefetched[key]
 
 
-def read(directory: str, refs: Any, codec: Any, fingerprint: str) -> Bin:
-    """A bin decoded from its chain in the store (checksums checked), bypassing the cache."""
-    from tstate.checkpoint.delta import restore_bin
+def read(directory: str, refs: Any, codec: Any, fingerprint: str, index: Optional[int] = None) -> Bin:
+    """A bin decoded from its chain in the store (checksums checked), bypassing the
+    cache: snapshot and deltas, or a RocksDB run's SST export
+    (:func:`tstate.checkpoint.chain_reader.read_chain`)."""
+    from tstate.checkpoint.chain_reader import read_chain
 
-    s = store(directory)
-    if refs and refs[-1].kind == "sst":  # a RocksDB run's bin, its SST export (tstate.spark.rocks_bins)
-        from tstate.errors import CheckpointError
-        from tstate.state.rocksdb.moving import heap_bin
-
-        ref = refs[-1]
-        if fingerprint != codec.fingerprint:
-            raise CheckpointError(f"{ref.path} holds RocksDB state of another schema ({fingerprint}, not {codec.fingerprint})")
-        return heap_bin(s.read(ref), int(ref.path.split("/")[-2]), codec)
-    return restore_bin([s.read(r) for r in refs], codec, fingerprint=fingerprint)
+    return read_chain(store(directory), refs, codec, fingerprint, index)
 
 
 def give(directory: str, operator: str, b: Bin, version: str, partition: int = ANY) -> None:

@@ -24,9 +24,10 @@ takes a half-applied bin: it reloads it, replacing whatever the database held of
 A bin that moved to another partition (a rescale) is loaded by its new owner from its
 file in the store.
 
-A heap reader of an ``"sst"`` chain (a heap run resuming from a RocksDB run's
-checkpoint, state queries) decodes it with
-:func:`tstate.state.rocksdb.moving.heap_bin` (:func:`tstate.spark.binstore.read`).
+Loading a bin from the store, and a heap reader of an ``"sst"`` chain (a heap run on
+either engine resuming from a RocksDB run's checkpoint, state queries; a RocksDB run of
+the embedded engine ingests it), go through the one chain reader both engines use,
+:mod:`tstate.checkpoint.chain_reader`.
 
 The process's database is working space: it is removed when the process exits, and
 directories left by processes that are gone are removed when the next one opens.
@@ -42,8 +43,7 @@ import shutil
 import threading
 from typing import Any, Callable
 
-from tstate.checkpoint.manifest import FileRef
-from tstate.errors import CheckpointError
+from tstate.checkpoint.chain_reader import SST, SST_DELTA, is_sst, load_chain
 from tstate.spark.binstore import ANY, Taken, chain, store
 from tstate.spark.wire import BatchInfo, FileReport, Row
 from tstate.state.payload import wire_timers
@@ -52,8 +52,6 @@ from tstate.types import wire
 
 __all__ = ["ExecutorStores", "worker", "take", "write_bins", "give", "clear", "SST"]
 
-#: the kind of a bin file that is the bin as an SST file (``...-sst.bin``)
-SST = "sst"
 #: the prefix of an executor process's database directory under the setting's path
 _PREFIX = "spark-"
 
@@ -131,8 +129,6 @@ def take(
     manifest ``m`` for a task of ``partition`` (:data:`~tstate.spark.binstore.ANY`: any
     partition's), and how it was found: ``"hit"`` (the database holds that version) or
     ``"miss"`` (loaded from the store: ``read`` bytes)."""
-    from tstate.state.rocksdb.keyed_bin import RocksBin
-
     refs = chain(m, kstore.name, index)
     version = refs[-1].path if refs else ""
     key = (directory, kstore.name, index)
@@ -142,48 +138,23 @@ def take(
         partition == ANY or cached[2] in (partition, ANY)
     ):
         return cached[1], Taken("hit")
-    kstore.clear_bin(index)  # (whatever a failed task or an older version left)
-    if not refs:
-        return RocksBin(index, kstore), Taken("miss")
-    size = sum(r.size for r in refs)
-    if refs[-1].kind == SST:
-        if fingerprint != kstore.codec.fingerprint:
-            raise CheckpointError(
-                f"operator {kstore.name!r}, bin {index}: its RocksDB state was stored with another schema "
-                f"({fingerprint}, not {kstore.codec.fingerprint}): the Spark backend's RocksDB state does not "
-                "convert stored states yet; resume with the old state type"
-            )
-        return _ingest(directory, kstore, index, refs[-1]), Taken("miss", size)
-    from tstate.spark.binstore import read
-    from tstate.state.rocksdb.keyed_bin import adopt
-
-    b = read(directory, refs, kstore.codec, fingerprint)
-    rb = adopt(b, kstore)
-    rb.full = True  # (its next file is its SST export anyway)
-    return rb, Taken("miss", size)
-
-
-def _ingest(directory: str, kstore: Any, index: int, ref: FileRef) -> Any:
-    """Bin ``index`` of ``kstore`` replaced by the SST file ``ref`` of the store (read
-    and checked: a CheckpointError naming the file), its timers from its record."""
-    from tstate.state.rocksdb.keyed_bin import RocksBin
-    from tstate.state.rocksdb.moving import ingest_bytes, timers_of
-
-    ingest_bytes(kstore, index, store(directory).read(ref))
-    b = RocksBin(index, kstore)
-    b.timers = timers_of(kstore, index)
-    return b
+    # (replaces whatever a failed task or an older version left of the bin; an SST
+    # export of another schema raises CheckpointError: not converted)
+    b = load_chain(store(directory), refs, kstore, fingerprint, index)
+    return b, Taken("miss", sum(r.size for r in refs))
 
 
 def write_bins(
     info: BatchInfo, m: Any, pn: Any, loaded: dict[int, Any], rows: list[Row],
     timers: Callable[[Any], Any], partition: int = ANY,
 ) -> int:
-    """Export each changed bin of ``loaded`` (RocksBins of one operator's store) to an
-    SST file, write it to the store as the batch's file for the bin and report it in a
-    ``FILE`` row (``timers(bin)``: what the driver keeps of its pending timers); an
-    emptied bin's chain is dropped.  Every bin is given back to the process's table,
-    tagged with its version and ``partition``.  Returns the bytes written."""
+    """Write each changed bin of ``loaded`` (RocksBins of one operator's store) to the
+    store as the batch's file for the bin -- the bin's export (kind ``"sst"``, which
+    replaces its chain) or the records of its keys changed in this task (kind
+    ``"sstd"``, which extends it: :func:`_export`) -- and report it in a ``FILE`` row
+    (``timers(bin)``: what the driver keeps of its pending timers); an emptied bin's
+    chain is dropped.  Every bin is given back to the process's table, tagged with its
+    version and ``partition``.  Returns the bytes written."""
     from tstate.checkpoint.store import write_data_file
     from tstate.state.rocksdb.moving import TIMERS
 
@@ -197,12 +168,13 @@ def write_bins(
     for b, bin_ in loaded.items():
         refs = chain(m, pn.name, b)
         version = refs[-1].path if refs else ""
-        bin_.write_back()  # (its resident states: the runtime may have changed them in place)
+        touched = list(bin_.states)  # (resident: the runtime may have changed them in place)
+        bin_.write_back()
         if bin_.changed():
             kstore.set_meta(b, TIMERS, wire.encode(wire_timers(bin_.timers)) if bin_.timers else None)
             path = os.path.join(scratch, f"out-{b}-{secrets.token_hex(4)}.sst")
             try:
-                exported = kstore.export_bin(b, path)
+                exported, kind = (None, SST) if bin_.is_empty() else _export(bin_, refs, touched, info.compact_after, path)
                 if exported is None:  # no state, no timer
                     if refs:
                         rows.append(FileReport.dropped().row(pn.node, b))
@@ -210,15 +182,35 @@ def write_bins(
                 else:
                     with open(path, "rb") as f:
                         data = f.read()
-                    ref = write_data_file(fs, pn.name, b, info.checkpoint, token, SST, data)
+                    ref = write_data_file(fs, pn.name, b, info.checkpoint, token, kind, data)
                     written += ref.size
                     version = ref.path
-                    rows.append(FileReport(ref.path, ref.size, ref.xxh64, "snap", timers(bin_)).row(pn.node, b))
+                    report = "snap" if kind == SST else "delta"
+                    rows.append(FileReport(ref.path, ref.size, ref.xxh64, report, timers(bin_)).row(pn.node, b))
             finally:
                 with contextlib.suppress(OSError):
                     os.remove(path)
         give(info.directory, bin_, version, partition)
     return written
+
+
+def _export(bin_: Any, refs: Any, touched: list[Any], compact_after: int, path: str) -> tuple[Any, str]:
+    """Bin ``bin_`` (changed, not empty) as an SST file at ``path`` and its kind: the
+    records of the keys changed since its chain's last file -- ``touched`` (resident
+    in this task), set or cleared (a delete) -- and its timers record, extending its
+    chain (``"sstd"``); or, when it must be written whole (``full``: it was loaded from
+    a heap run's chain or moved here; no SST chain yet; the chain reached
+    ``compact_after`` files), its export (``"sst"``)."""
+    kstore, b = bin_.store, bin_.index
+    if bin_.full or not is_sst(refs) or len(refs) + 1 > compact_after:
+        return kstore.export_bin(b, path), SST
+    from tstate.state.rocksdb import sst_export
+    from tstate.state.rocksdb.layout import meta_key, store_key
+    from tstate.state.rocksdb.moving import TIMERS
+
+    kstore.cache.write_back()
+    skeys = [store_key(b, k) for k in {*touched, *bin_.dirty, *bin_.removed}] + [meta_key(b, TIMERS)]
+    return sst_export.export_changes(kstore.family, b, skeys, path), SST_DELTA
 
 
 def give(directory: str, b: Any, version: str, partition: int = ANY) -> None:

@@ -13,7 +13,7 @@ restore="lazy")``, the default) instead
    states before it are skipped without being built, :func:`bin_timer_times`), so the
    operator holds a capability for every pending timer exactly as after an eager
    restore;
-3. resumes processing: a bin is decoded (:func:`~tstate.checkpoint.delta.restore_bin`)
+3. resumes processing: a bin is decoded (:func:`~tstate.checkpoint.chain_reader.read_chain`)
    the first time anything needs it -- a record or a timer of the bin, a migration
    hand-over, a state query, ``ctx.clear`` -- through
    :meth:`~tstate.operators.stateful.StatefulRuntime.bin`; and the bins nobody asked
@@ -145,7 +145,7 @@ class LazyBins:
     def materialise(self, index: int, *, background: bool = False) -> "Bin":
         """Decode bin ``index`` from its chain and install it in the runtime (its timer
         times are indexed already); returns it."""
-        from tstate.checkpoint.delta import restore_bin
+        from tstate.checkpoint.chain_reader import read_chain
 
         chain = self.chains.pop(index)
         rt = self.runtime
@@ -154,7 +154,7 @@ class LazyBins:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            b = restore_bin([store.read(ref) for ref in chain], self.codec, fingerprint=self.fingerprint)
+            b = read_chain(store, chain, self.codec, self.fingerprint)
         except CheckpointError as exc:
             raise CheckpointError(
                 f"checkpoint {self.restore.checkpoint_id}: operator {rt.name!r} bin {index} (restored lazily): {exc}"

@@ -15,6 +15,13 @@ every file (size, xxh64).  :class:`RestoreCheck` adds what only the dataflow kno
 - (``eager``) every bin restored eagerly decodes, and holds the bin it is filed under:
   the decoded bins are kept for the restore (each file is read and decoded once).
 
+A bin whose chain is a RocksDB run's SST export (:mod:`tstate.checkpoint.chain_reader`:
+what the Spark backend writes with ``state=ts.RocksDB(...)``) is read by the one chain
+reader both engines use: on a run with heap state it is decoded now (its timers cannot
+be read ahead without it, so its operator is not restored lazily); on a run whose
+operator keeps its state in RocksDB (``in_store``) it is not decoded at all: the restore
+ingests the file into the owner's store (only its checksum is checked here).
+
 A stored schema that is consistent with its files but that the state type declared now
 cannot read is not damage: the checkpoint is fine, the program changed, and the restore
 raises :class:`~tstate.errors.SchemaMismatchError` naming the operator and the field
@@ -23,11 +30,11 @@ raises :class:`~tstate.errors.SchemaMismatchError` naming the operator and the f
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping, Optional
 
 import msgspec
 
-from tstate.checkpoint.delta import restore_bin
+from tstate.checkpoint.chain_reader import decode_chain, is_sst
 from tstate.checkpoint.manifest import FORMAT, Manifest, OperatorEntry
 from tstate.checkpoint.schema_check import fingerprint_check, stored_fingerprints
 from tstate.errors import TstateError
@@ -40,11 +47,18 @@ __all__ = ["RestoreCheck", "lazy_eligible"]
 _DECODE_ERRORS = (TstateError, msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError, KeyError)
 
 
-def lazy_eligible(manifest: Manifest, stored_fingerprint: str, codec: Any, lazy: bool) -> bool:
+def lazy_eligible(
+    manifest: Manifest, stored_fingerprint: str, codec: Any, lazy: bool,
+    entry: Optional[OperatorEntry] = None, in_store: bool = False,
+) -> bool:
     """Whether an operator's bins are restored lazily: lazy restore asked for, files in
     the current format written with the schema declared now (else each bin is decoded
-    and rewritten under the new schema or format)."""
-    return lazy and stored_fingerprint == codec.fingerprint and manifest.format >= FORMAT
+    and rewritten under the new schema or format), and -- unless its state is kept in
+    RocksDB on this run (``in_store``: SST exports are ingested, the rest restored
+    lazily) -- none of ``entry``'s chains an SST export (decoded at once)."""
+    if not (lazy and stored_fingerprint == codec.fingerprint and manifest.format >= FORMAT):
+        return False
+    return in_store or entry is None or not any(is_sst(c) for c in entry.chains.values())
 
 
 class RestoreCheck:
@@ -52,23 +66,32 @@ class RestoreCheck:
 
     ``codecs``: operator name -> (its state codec, its bin count now) for every stateful
     operator of the dataflow; ``lazy``: whether bins whose schema did not change are
-    decoded later (then only the fingerprints are checked now).  After a candidate
-    passes, :attr:`decoded` holds its eagerly decoded bins, ``(operator, bin) -> Bin``."""
+    decoded later (then only the fingerprints are checked now); ``in_store``: the
+    operators whose state is kept in RocksDB on this run (their SST exports are
+    ingested by the restore, not decoded here).  After a candidate passes,
+    :attr:`decoded` holds its eagerly decoded bins, ``(operator, bin) -> Bin``."""
 
-    def __init__(self, store: Any, codecs: Mapping[str, tuple[Any, int]], lazy: bool) -> None:
+    def __init__(
+        self, store: Any, codecs: Mapping[str, tuple[Any, int]], lazy: bool, in_store: Collection[str] = ()
+    ) -> None:
         self.store = store
         self.codecs = dict(codecs)
         self.lazy = lazy
+        self.in_store = frozenset(in_store)
         self.decoded: dict[tuple[str, int], Bin] = {}
+
+    def eligible(self, manifest: Manifest, name: str, fingerprint: str) -> bool:
+        """:func:`lazy_eligible` for operator ``name`` of ``manifest`` on this run."""
+        return lazy_eligible(
+            manifest, fingerprint, self.codecs[name][0], self.lazy, manifest.operators.get(name), name in self.in_store
+        )
 
     def __call__(self, manifest: Manifest) -> list[str]:
         self.decoded = {}
         fingerprints, problems = stored_fingerprints(manifest, self.codecs)
         if problems:
             return problems
-        eager = any(
-            not lazy_eligible(manifest, fp, self.codecs[name][0], self.lazy) for name, fp in fingerprints.items()
-        )
+        eager = any(not self.eligible(manifest, name, fp) for name, fp in fingerprints.items())
         verified: dict[str, bytes] = {}  # (kept only when something is decoded now)
         problems = self.store.verify(manifest, keep=verified if eager else None, check=fingerprint_check(manifest, fingerprints))
         if problems:
@@ -84,15 +107,18 @@ class RestoreCheck:
         :attr:`decoded`; what fails (each naming the operator, bin and files)."""
         codec, bins = self.codecs[name]
         entry: OperatorEntry = manifest.operators[name]
-        if entry.bins != bins or lazy_eligible(manifest, fp, codec, self.lazy):
+        if entry.bins != bins or self.eligible(manifest, name, fp):
             return []  # (a bin count that changed is refused by the restore; lazy: decoded later)
         if codec.schema.compatible_with(Schema.from_builtins(entry.schema)) is not None:
             return []  # the program changed, not the checkpoint: the restore says how
         problems: list[str] = []
         for bin_index, chain in sorted(entry.chains.items()):
+            data = [verified.pop(ref.path) for ref in chain]
+            if is_sst(chain) and (name in self.in_store or fp != codec.fingerprint):
+                continue  # ingested by the restore (nothing decoded), or refused by it (another schema)
             where = f"operator {name!r} bin {bin_index} ({', '.join(r.path for r in chain)})"
             try:
-                b = restore_bin([verified.pop(ref.path) for ref in chain], codec, fingerprint=fp)
+                b = decode_chain(chain, data, codec, fp)
             except _DECODE_ERRORS as exc:
                 problems.append(f"{where}: cannot be decoded ({type(exc).__name__}: {exc})")
                 continue

@@ -38,7 +38,6 @@ import sys
 import tempfile
 import threading
 import time
-from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 #: (module, owner attribute or "", function, label): the phases wrapped (module docstring)
@@ -214,10 +213,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--ab", type=int, default=0, help="instead: N before/after pairs (module docstring)")
     a = ap.parse_args(argv)
 
-    import tstate as ts
-    from apps.graph.__main__ import SPARK_BUCKETS
-    from apps.graph.stream import ALGORITHMS, InputStats, build
-    from benchmarks.graph_spark import sample
+    from benchmarks.graph_spark import sample, spark_flow
     from tstate.spark import Backend, Source, local_session
 
     w = sample()
@@ -231,14 +227,7 @@ def main(argv: Optional[list[str]] = None) -> None:
 
     def setup() -> tuple[Any, Any, str, Any]:
         directory = tempfile.mkdtemp(prefix="graph-driver-prof-")
-        flow = ts.Dataflow("graph")
-        updates = flow.input("updates").map(itemgetter(1, 2, 3), name="edge")
-        analytics = build(
-            flow, updates, ALGORITHMS, w.window, w.epochs, True, "skip", InputStats(),
-            buckets=SPARK_BUCKETS, spread=True,
-        )  # fmt: skip
-        for name, s in analytics.outputs().items():
-            s.collect(name=f"out.{name}")
+        flow, _sinks = spark_flow(w)
         return flow, w.frame(spark), directory, Backend(spark, checkpoint=directory, partitions=parts, progress=False)
 
     def one_run() -> None:

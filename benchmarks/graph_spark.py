@@ -119,25 +119,33 @@ def embedded(w: Workload) -> tuple[float, float, dict[tuple[int, str], list[Any]
     return t2 - t0, t2 - t1, out
 
 
-def on_spark(w: Workload, master: str, partitions: int) -> tuple[float, float, dict[tuple[int, str], list[Any]], Any]:
-    """A fresh session on ``master``: (wall, run) seconds, the changes per (epoch,
-    output) and the batches' metrics."""
+def spark_flow(w: Workload) -> tuple[Any, dict[str, Any]]:
+    """The graph app's dataflow as it runs on Spark (edge counts in ``SPARK_BUCKETS``
+    keys, the algorithms' keys spread over the partitions) for workload ``w``, reading
+    input ``updates``; and its collecting sinks by output name."""
     import tstate as ts
     from apps.graph.__main__ import SPARK_BUCKETS
     from apps.graph.stream import ALGORITHMS, InputStats, build
+
+    flow = ts.Dataflow("graph")
+    updates = flow.input("updates").map(itemgetter(1, 2, 3), name="edge")
+    analytics = build(
+        flow, updates, ALGORITHMS, w.window, w.epochs, True, "skip", InputStats(),
+        buckets=SPARK_BUCKETS, spread=True,
+    )  # fmt: skip
+    return flow, {name: s.collect(name=f"out.{name}") for name, s in analytics.outputs().items()}
+
+
+def on_spark(w: Workload, master: str, partitions: int) -> tuple[float, float, dict[tuple[int, str], list[Any]], Any]:
+    """A fresh session on ``master``: (wall, run) seconds, the changes per (epoch,
+    output) and the batches' metrics."""
     from tstate.spark import Backend, Source, local_session
 
     t0 = time.perf_counter()
     spark = local_session(master, app_name=f"benchmarks.graph_spark {w.name}")
     directory = tempfile.mkdtemp(prefix="graph-spark-bench-")
     try:
-        flow = ts.Dataflow("graph")
-        updates = flow.input("updates").map(itemgetter(1, 2, 3), name="edge")
-        analytics = build(
-            flow, updates, ALGORITHMS, w.window, w.epochs, True, "skip", InputStats(),
-            buckets=SPARK_BUCKETS, spread=True,
-        )  # fmt: skip
-        sinks = {name: s.collect(name=f"out.{name}") for name, s in analytics.outputs().items()}
+        flow, sinks = spark_flow(w)
         df = w.frame(spark)
         backend = Backend(spark, checkpoint=directory, partitions=partitions, progress=False)
         t1 = time.perf_counter()

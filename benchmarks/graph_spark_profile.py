@@ -31,7 +31,6 @@ import pstats
 import shutil
 import tempfile
 import time
-from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 #: own-time groups, by the file (or builtin) a function is in; first match wins
@@ -237,7 +236,7 @@ def _short(file: str) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    from benchmarks.graph_spark import powerlaw, sample
+    from benchmarks.graph_spark import powerlaw, sample, spark_flow
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--graph", default="sample", choices=["sample", "powerlaw"])
@@ -251,9 +250,6 @@ def main(argv: Optional[list[str]] = None) -> None:
     w = sample() if a.graph == "sample" else powerlaw(a.vertices, a.epochs, 0.01)
     parts = a.partitions or int(a.master.split("[")[1].rstrip("]"))
 
-    import tstate as ts
-    from apps.graph.__main__ import SPARK_BUCKETS
-    from apps.graph.stream import ALGORITHMS, InputStats, build
     from tstate.spark import Backend, Source, local_session
 
     out_dir = tempfile.mkdtemp(prefix="graph-spark-prof-")
@@ -261,14 +257,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     install(out_dir)
     spark = local_session(a.master, app_name="graph_spark_profile", **{"spark.ui.enabled": "true", "spark.ui.port": "4077"})
     try:
-        flow = ts.Dataflow("graph")
-        updates = flow.input("updates").map(itemgetter(1, 2, 3), name="edge")
-        analytics = build(
-            flow, updates, ALGORITHMS, w.window, w.epochs, True, "skip", InputStats(),
-            buckets=SPARK_BUCKETS, spread=True,
-        )  # fmt: skip
-        for name, s in analytics.outputs().items():
-            s.collect(name=f"out.{name}")
+        flow, _sinks = spark_flow(w)
         df = w.frame(spark)
         backend = Backend(spark, checkpoint=directory, partitions=parts, progress=False)
         tracker = spark.sparkContext.statusTracker()

@@ -129,17 +129,10 @@ def test_rescale_moves_bins_to_new_owners_that_ingest_them(spark: Any, tmp_path:
 
 
 def test_driver_restart_resumes_from_the_committed_manifest(spark: Any, tmp_path: Any) -> None:
-    from pyspark.sql import functions as F
-
     rows = rows_of(100, keys=11, per_time=10)
     ref_out, ref_state = embedded(rows)
     d, db = str(tmp_path / "ck"), ts.RocksDB(str(tmp_path / "db"))
-    flow, _ev, _stats, out1 = keyed()
-    b1 = Backend(spark, d, partitions=2, state=db)
-    df_all = spark.createDataFrame(rows, ROW)
-    b1._prepare(flow, {"events": Source(df_all, time="t")})
-    for lo in range(4):  # epochs 0..3, then the driver "dies"
-        b1._batch({"events": df_all.where(F.col("t") == lo)}, {"events": Source(df_all, time="t")}, lo, lo, lo + 1, None)
+    b1, df_all, out1 = _spark_rocksdb_batches(spark, rows, d, db, 4)  # epochs 0..3, then the driver "dies"
     flow2, _ev2, stats2, out2 = keyed()
     b2 = Backend(spark, d, partitions=3, state=db)
     b2.run(flow2, {"events": Source(df_all, time="t")})
@@ -148,18 +141,13 @@ def test_driver_restart_resumes_from_the_committed_manifest(spark: Any, tmp_path
     assert state_of(b2, stats2) == as_tuples(ref_state)
 
 
-def test_heap_run_resumes_from_a_rocksdb_runs_checkpoint(spark: Any, tmp_path: Any) -> None:
-    from pyspark.sql import functions as F
 
+
+def test_heap_run_resumes_from_a_rocksdb_runs_checkpoint(spark: Any, tmp_path: Any) -> None:
     rows = rows_of(80, keys=9, per_time=10)
     ref_out, ref_state = embedded(rows)
     d = str(tmp_path / "ck")
-    flow, _ev, _stats, out1 = keyed()
-    b1 = Backend(spark, d, partitions=2, state=ts.RocksDB(str(tmp_path / "db")))
-    df_all = spark.createDataFrame(rows, ROW)
-    b1._prepare(flow, {"events": Source(df_all, time="t")})
-    for lo in range(3):
-        b1._batch({"events": df_all.where(F.col("t") == lo)}, {"events": Source(df_all, time="t")}, lo, lo, lo + 1, None)
+    b1, df_all, out1 = _spark_rocksdb_batches(spark, rows, d, str(tmp_path / "db"), 3)
     flow2, _ev2, stats2, out2 = keyed()
     b2 = Backend(spark, d, partitions=2)  # heap state: the SST files decoded
     b2.run(flow2, {"events": Source(df_all, time="t")})
@@ -201,19 +189,12 @@ def test_embedded_engine_resumes_from_a_spark_rocksdb_checkpoint(
     SST exports) resumes on the embedded engine -- heap state (the exports decoded), or
     RocksDB state (ingested, nothing decoded), which then checkpoints and resumes once
     more from its own checkpoint -- with the output and state of an uninterrupted run."""
-    from pyspark.sql import functions as F
-
-    from tstate.state.rocksdb import moving
+    from tstate.checkpoint import chain_reader
 
     rows = [{"k": f"k{i % 9}", "v": i % 4, "t": i // 12} for i in range(72)]  # epochs 0..5
     ref_out, ref_state = embedded(rows)
     d = str(tmp_path / "ck")
-    flow, _ev, _stats, out1 = keyed()
-    b1 = Backend(spark, d, partitions=2, state=ts.RocksDB(str(tmp_path / "spark-db")))
-    df = spark.createDataFrame(rows, ROW)
-    b1._prepare(flow, {"events": Source(df, time="t")})
-    for lo in range(3):
-        b1._batch({"events": df.where(F.col("t") == lo)}, {"events": Source(df, time="t")}, lo, lo, lo + 1, None)
+    b1, df, out1 = _spark_rocksdb_batches(spark, rows, d, str(tmp_path / "spark-db"), 3)
     assert b1.store.latest().time == 3 and kinds(b1) == {"sst", "sstd"}
     if state == "heap":
         out2, got, restored = _resume_embedded(rows, d, 3, 6, None, restore, close=True)
@@ -222,7 +203,7 @@ def test_embedded_engine_resumes_from_a_spark_rocksdb_checkpoint(
         def no_decoding(*a: Any) -> Any:
             raise AssertionError("an SST export was decoded: a RocksDB run ingests it")
 
-        monkeypatch.setattr(moving, "heap_bin", no_decoding)
+        monkeypatch.setattr(chain_reader, "_scratch", no_decoding)  # (where an SST export is decoded)
         db = ts.RocksDB(str(tmp_path / "db"))
         part, _mid, _r = _resume_embedded(rows, d, 3, 5, db, restore, close=False)
         # its checkpoint at 5 holds the bins in its databases' files (and still lists
@@ -233,18 +214,21 @@ def test_embedded_engine_resumes_from_a_spark_rocksdb_checkpoint(
     assert as_tuples(got) == as_tuples(ref_state)
 
 
-def _spark_rocksdb_batches(spark: Any, rows: list[dict], d: str, db: str, epochs: int, **kw: Any) -> tuple[Backend, list]:
-    """The keyed flow without its later timers on Spark with RocksDB state, one batch
-    per epoch for ``epochs`` epochs (then the driver stops); the backend and its output."""
+def _spark_rocksdb_batches(spark: Any, rows: list[dict], d: str, db: Any, epochs: int, timers: bool = True,
+                           **kw: Any) -> tuple[Backend, Any, Any]:
+    """The keyed flow (``timers``: with its later timers) on Spark with RocksDB state
+    ``db`` (a path or a ``ts.RocksDB``), checkpointing to ``d``, one batch per epoch for
+    the first ``epochs`` epochs of ``rows`` (then the driver stops); the backend, the
+    rows' frame and the flow's output sink."""
     from pyspark.sql import functions as F
 
-    flow, _ev, _stats, out = keyed(timers=False)
-    backend = Backend(spark, d, partitions=2, state=ts.RocksDB(db), **kw)
+    flow, _ev, _stats, out = keyed(timers=timers)
+    backend = Backend(spark, d, partitions=2, state=db if isinstance(db, ts.RocksDB) else ts.RocksDB(db), **kw)
     df = spark.createDataFrame(rows, ROW)
     backend._prepare(flow, {"events": Source(df, time="t")})
     for lo in range(epochs):
         backend._batch({"events": df.where(F.col("t") == lo)}, {"events": Source(df, time="t")}, lo, lo, lo + 1, None)
-    return backend, list(out.items)
+    return backend, df, out
 
 
 def test_a_batch_writes_the_keys_it_changed_as_a_delta_sst_file(spark: Any, tmp_path: Any) -> None:
@@ -259,8 +243,10 @@ def test_a_batch_writes_the_keys_it_changed_as_a_delta_sst_file(spark: Any, tmp_
     rows += [{"k": f"k{(t * 7 + j) % n}", "v": j, "t": t} for t in range(1, 7) for j in range(3)]
     ref_out, ref_state = embedded(rows, timers=False)
     d = str(tmp_path / "ck")
-    b1, out1 = _spark_rocksdb_batches(spark, rows, d, str(tmp_path / "db"), 4)
-    whole, _ = _spark_rocksdb_batches(spark, rows, str(tmp_path / "ck-whole"), str(tmp_path / "db-whole"), 4, compact_after=1)
+    b1, _df, sink1 = _spark_rocksdb_batches(spark, rows, d, str(tmp_path / "db"), 4, timers=False)
+    out1 = list(sink1.items)
+    whole, _df, _ = _spark_rocksdb_batches(spark, rows, str(tmp_path / "ck-whole"), str(tmp_path / "db-whole"), 4,
+                                           timers=False, compact_after=1)
     assert kinds(b1) == {"sst", "sstd"} and kinds(whole) == {"sst"}
     delta_bytes = [m.bytes_written for m in b1.metrics.batches]
     whole_bytes = [m.bytes_written for m in whole.metrics.batches]

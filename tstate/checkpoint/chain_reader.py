@@ -13,8 +13,8 @@ each later one applies over it.  The reader turns either into what the reading s
 keeps:
 
 - :func:`decode_chain` / :func:`read_chain`: a heap :class:`~tstate.state.bin.Bin` (an
-  SST export decoded through a small scratch database,
-  :func:`tstate.state.rocksdb.moving.heap_bin`; the bin is marked ``full``, so its
+  SST export decoded through a small scratch database of the process's own; the bin
+  is marked ``full``, so its
   next checkpoint file is a snapshot);
 - :func:`load_chain`: the bin in a RocksDB :class:`~tstate.state.rocksdb.store.KeyedStore`
   (an SST export ingested as it is, nothing decoded; an encoded chain decoded and put
@@ -38,9 +38,7 @@ envelope to convert them from: read with another declared schema it raises
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 import tempfile
 import threading
 from typing import Any, Optional, Sequence
@@ -87,14 +85,14 @@ def decode_chain(
     database of the process's own (one reader at a time) and read from it."""
     if not is_sst(chain):
         return restore_bin(list(data), codec, fingerprint=fingerprint, index=index)
-    from tstate.state.rocksdb.moving import timers_of  # (rocksdict: only for a RocksDB run's files)
+    from tstate.state.rocksdb.moving import ingest_bytes, timers_of  # (rocksdict: only for a RocksDB run's files)
 
     check_sst_schema(chain, fingerprint, codec)
     index = _filed_under(chain[0]) if index is None else index
     with _reading:
         scratch = _scratch().store(f"read/{codec.fingerprint}", codec)
         try:
-            _ingest(scratch, index, data)
+            ingest_bytes(scratch, index, data)
             b = Bin(index)
             for k, st in scratch.items(index):
                 b.put(k, st, track=False)
@@ -121,29 +119,6 @@ def _scratch() -> Any:
     return _reader[0]
 
 
-def _ingest(kstore: Any, index: int, data: Sequence[bytes]) -> None:
-    """Bin ``index`` of ``kstore`` replaced by the SST files whose bytes are ``data``,
-    in order: the first replaces the bin, each later one applies over it (its checksum
-    checked by the store it was read from; nothing decoded)."""
-    import xxhash
-
-    from tstate.state.rocksdb.files import ExportedBin
-    from tstate.state.rocksdb.moving import moves_dir
-
-    scratch = moves_dir(kstore)
-    os.makedirs(scratch, exist_ok=True)
-    for i, d in enumerate(data):
-        path = os.path.join(scratch, f"in-{index}-{secrets.token_hex(4)}.sst")
-        try:
-            with open(path, "wb") as f:
-                f.write(d)
-            exported = ExportedBin(kstore.name, index, path, -1, len(d), xxhash.xxh64_intdigest(d))
-            kstore.ingest_bin(exported, replace=i == 0)
-        finally:
-            with contextlib.suppress(OSError):
-                os.remove(path)
-
-
 def _filed_under(ref: FileRef) -> int:
     """The bin whose directory holds ``ref`` (``data/<operator>/<bin>/<name>``)."""
     try:
@@ -166,7 +141,7 @@ def load_chain(store: Any, chain: Sequence[FileRef], kstore: Any, fingerprint: s
     timers from its record; an encoded chain decoded and put into ``kstore``, marked
     ``full`` (its next file is written whole)."""
     from tstate.state.rocksdb.keyed_bin import RocksBin, adopt  # (rocksdict: only with RocksDB state)
-    from tstate.state.rocksdb.moving import timers_of
+    from tstate.state.rocksdb.moving import ingest_bytes, timers_of
 
     kstore.clear_bin(index)
     if not chain:
@@ -176,7 +151,7 @@ def load_chain(store: Any, chain: Sequence[FileRef], kstore: Any, fingerprint: s
         rb.full = True
         return rb
     check_sst_schema(chain, fingerprint, kstore.codec)
-    _ingest(kstore, index, [store.read(r) for r in chain])
+    ingest_bytes(kstore, index, [store.read(r) for r in chain])
     rb = RocksBin(index, kstore)
     rb.timers = timers_of(kstore, index)
     return rb

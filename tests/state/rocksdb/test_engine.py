@@ -70,7 +70,7 @@ def run_once(batches, cfg, stop, w1, w2, w3, state):
         ex2.rescale(w3)
     ex2.run()
     ex.close()
-    return flow2, op2, t0, out1, out2
+    return flow2, op2, t0, out1, out2, ex2
 
 
 @settings(max_examples=20, deadline=None)
@@ -89,14 +89,17 @@ def test_heap_and_rocksdb_match_the_model(tmp_path_factory, batches, every, stop
     results = []
     for state in (None, ts.RocksDB(str(tmp_path_factory.mktemp("db")), cache_bytes=cache)):
         cfg = Checkpoints(str(tmp_path_factory.mktemp("ck")), every_epochs=every, mode=mode)
-        flow, op, t0, out1, out2 = run_once(batches, cfg, stop, w1, w2, w3, state)
-        assert sorted(p for p in out1.items if p[0] < t0) == [p for p in exp_out if p[0] < t0]
-        assert sorted(out2.items) == [p for p in exp_out if p[0] >= t0]
-        got = flow.state(op, format="dict")
-        assert {k: s for k, s in got.items() if s} == exp_state
-        for k in exp_state:
-            assert flow.read(op, k) == exp_state[k]
-        results.append((got, sorted(map(repr, flow.state(op).to_pylist()))))
+        flow, op, t0, out1, out2, ex2 = run_once(batches, cfg, stop, w1, w2, w3, state)
+        try:
+            assert sorted(p for p in out1.items if p[0] < t0) == [p for p in exp_out if p[0] < t0]
+            assert sorted(out2.items) == [p for p in exp_out if p[0] >= t0]
+            got = flow.state(op, format="dict")
+            assert {k: s for k, s in got.items() if s} == exp_state
+            for k in exp_state:
+                assert flow.read(op, k) == exp_state[k]
+            results.append((got, sorted(map(repr, flow.state(op).to_pylist()))))
+        finally:
+            ex2.close()  # (its databases' files: 20 examples of open ones ran a process out of descriptors)
     assert results[0] == results[1]  # state queries: the same on both backends
 
 

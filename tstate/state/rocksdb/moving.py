@@ -30,9 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import tempfile
-import threading
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import msgpack
 
@@ -42,7 +40,7 @@ from tstate.state.rocksdb.keyed_bin import RocksBin
 from tstate.state.rocksdb.store import KeyedStore
 
 __all__ = [
-    "copy_bin", "ship_bin", "preload", "hand_over", "moves_dir", "SMALL_HAND_OVER", "ingest_bytes", "heap_bin", "TIMERS",
+    "copy_bin", "ship_bin", "preload", "hand_over", "moves_dir", "SMALL_HAND_OVER", "ingest_bytes", "TIMERS",
 ]
 
 #: the record in a bin's range holding its encoded timers (what file checkpoints and
@@ -154,24 +152,26 @@ def moves_dir(store: Any) -> str:
     return os.path.join(os.path.dirname(store.db.path), "moves")
 
 
-def ingest_bytes(dst: KeyedStore, index: int, data: bytes) -> None:
-    """Bin ``index`` of ``dst`` replaced by the SST file whose bytes are ``data`` (an
-    export read back from a checkpoint store, its checksum checked there): written
-    under :func:`moves_dir` and ingested (nothing decoded)."""
+def ingest_bytes(dst: KeyedStore, index: int, data: Sequence[bytes]) -> None:
+    """Bin ``index`` of ``dst`` replaced by the SST files whose bytes are ``data`` (exports
+    read back from a checkpoint store, their checksums checked there), in order: the
+    first replaces the bin, each later one applies over it.  Each is written under
+    :func:`moves_dir` and ingested (nothing decoded)."""
     import xxhash
 
     from tstate.state.rocksdb.files import ExportedBin
 
     scratch = moves_dir(dst)
     os.makedirs(scratch, exist_ok=True)
-    path = os.path.join(scratch, f"in-{index}-{secrets.token_hex(4)}.sst")
-    try:
-        with open(path, "wb") as f:
-            f.write(data)
-        dst.ingest_bin(ExportedBin(dst.name, index, path, -1, len(data), xxhash.xxh64_intdigest(data)))
-    finally:
-        with contextlib.suppress(OSError):
-            os.remove(path)
+    for i, d in enumerate(data):
+        path = os.path.join(scratch, f"in-{index}-{secrets.token_hex(4)}.sst")
+        try:
+            with open(path, "wb") as f:
+                f.write(d)
+            dst.ingest_bin(ExportedBin(dst.name, index, path, -1, len(d), xxhash.xxh64_intdigest(d)), replace=i == 0)
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(path)
 
 
 def timers_of(store: KeyedStore, index: int) -> dict[Any, dict[Any, None]]:
@@ -181,32 +181,3 @@ def timers_of(store: KeyedStore, index: int) -> dict[Any, dict[Any, None]]:
 
     raw = store.get_meta(index, TIMERS)
     return {} if raw is None else _timers(wire.decode_any(raw))
-
-
-_reading = threading.Lock()
-_reader: list[Any] = []
-
-
-def heap_bin(data: bytes, index: int, codec: Any) -> Bin:
-    """Bin ``index`` as the heap holds it, decoded from the bytes of its SST export
-    (states and :data:`TIMERS` record); marked ``full`` (its next file is a snapshot).
-    Decoded through a small database of the process's own, in a temporary directory."""
-    from tstate.state.rocksdb.settings import RocksDB
-    from tstate.state.rocksdb.worker import WorkerStore
-
-    with _reading:  # (one scratch family per state type, one reader at a time)
-        if not _reader:
-            settings = RocksDB(tempfile.mkdtemp(prefix="tstate-sst-read-"), cache_bytes=16 << 20,
-                               block_cache_bytes=8 << 20, memtable_bytes=8 << 20)
-            _reader.append(WorkerStore.create(os.path.join(settings.path, "db"), settings))
-        scratch = _reader[0].store(f"read/{codec.fingerprint}", codec)
-        try:
-            ingest_bytes(scratch, index, data)
-            b = Bin(index)
-            for k, st in scratch.items(index):
-                b.put(k, st, track=False)
-            b.timers = timers_of(scratch, index)
-            b.full = True
-            return b
-        finally:
-            scratch.clear_bin(index)

@@ -452,6 +452,12 @@ class PreCopy:
             return "fold_bins operator"
         if (src.store is None) != (self._runtime(tr.dst, tr.node).store is None):
             return "RocksDB state on one side only"
+        held = src.bins.get(tr.bin)
+        if held is not None and held.full:
+            # it left and came back whole since the capture the track started from (no
+            # capture in between marked the gap): its change sets start at its arrival,
+            # not at that capture, so a delta from them would drop what changed before
+            return "the bin arrived whole since its tracked checkpoint"
         if tr.copy is None or not tr.changes.tracks(tr.base if tr.base is not None else -1):
             tr.copy, tr.base, tr.chain = None, None, ()
             if self._load(tr):

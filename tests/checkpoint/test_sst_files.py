@@ -9,6 +9,7 @@ from __future__ import annotations
 import doctest
 import os
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -277,21 +278,28 @@ def test_an_abandoned_checkpoint_still_releases_the_databases(tmp_path):
     fc.close()
 
 
-def test_a_collection_keeps_the_files_an_open_checkpoint_shares(tmp_path):
-    """A checkpoint shares an SST file of an earlier one; before it commits, another
-    commit dooms that earlier checkpoint: the collection keeps the shared file (the
-    open writer will name it), and a share of a file already collected raises, so
-    the uploader sends its own copy (the race a pipelined RocksDB checkpoint met)."""
+
+def _committed_sst(store: CheckpointStore) -> tuple[Any, bytes]:
+    """Checkpoint 1 committed in ``store`` with one attached SST file: its ref and bytes."""
     from tstate.checkpoint.layout import checksum
     from tstate.checkpoint.manifest import FileRef
 
-    store = CheckpointStore(str(tmp_path / "ck"), retain=1, gc_scan_every=1, fsync=False)
     first = store.begin(1)
     data = b"sst bytes"
     ref = FileRef(f"{SST_DIR}{first.id:06d}-{first.token}0000{10:08x}.sst", len(data), checksum(data))
     store.fs.write_atomic(ref.path, data, fsync=False)
     first.attach(ref)
     first.commit()
+    return ref, data
+
+
+def test_a_collection_keeps_the_files_an_open_checkpoint_shares(tmp_path):
+    """A checkpoint shares an SST file of an earlier one; before it commits, another
+    commit dooms that earlier checkpoint: the collection keeps the shared file (the
+    open writer will name it), and a share of a file already collected raises, so
+    the uploader sends its own copy (the race a pipelined RocksDB checkpoint met)."""
+    store = CheckpointStore(str(tmp_path / "ck"), retain=1, gc_scan_every=1, fsync=False)
+    ref, data = _committed_sst(store)
     sharing, other = store.begin(2), store.begin(3)
     sharing.share(ref)  # (open: not committed yet)
     other.commit()  # dooms the first checkpoint (retain=1), which alone names the file
@@ -313,16 +321,8 @@ def test_a_share_and_an_abort_of_the_same_checkpoint_do_not_deadlock(tmp_path):
     import threading
     import time
 
-    from tstate.checkpoint.layout import checksum
-    from tstate.checkpoint.manifest import FileRef
-
     store = CheckpointStore(str(tmp_path / "ck"), retain=3, fsync=False)
-    first = store.begin(1)
-    data = b"sst bytes"
-    ref = FileRef(f"{SST_DIR}{first.id:06d}-{first.token}0000{10:08x}.sst", len(data), checksum(data))
-    store.fs.write_atomic(ref.path, data, fsync=False)
-    first.attach(ref)
-    first.commit()
+    ref, data = _committed_sst(store)
     w = store.begin(2)
     held, errors = threading.Event(), []
 

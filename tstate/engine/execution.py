@@ -349,7 +349,9 @@ class Execution(Reconfiguring):
             for op in ops:
                 op.on_finish()
         if self.coordinator is not None:
-            self.coordinator.finish()  # after the sinks flushed
+            self.coordinator.finish()  # after the sinks flushed (and the last cut made)
+        if self.state_stores is not None:
+            self.state_stores.settle()  # a write a cut queued and that failed is raised here
         self.finished = True
 
     def frontier(self, node: int, port: int = 0) -> Antichain:

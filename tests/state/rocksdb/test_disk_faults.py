@@ -123,3 +123,53 @@ def test_a_full_disk_stops_the_run_naming_the_path_and_the_restart_is_exact(tmp_
     ex2.close()
     got = sorted(p for p in out1.items if p[0] < t_stop) + sorted(out2.items)
     assert sorted(got) == _reference()
+
+
+def test_a_write_a_checkpoint_queued_that_fails_after_the_last_epoch_is_raised_by_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Async checkpoints: while a checkpoint's cut (flush + hard links, on the upload
+    thread) holds the database's writes, the epoch's write-back is queued and applied
+    by the cut's thread; a failure there is kept for the next call on the database.
+    When the queued write is the run's last (the cut of the last checkpoint overlaps
+    the last epoch), there is no next call: the run must still raise it, naming the
+    path, not end as if its state were written (found by CI: a full disk that this
+    file's tmpfs test expected went unreported when the upload thread was slow)."""
+    import threading
+
+    from tstate.state.rocksdb.db import LocalDB
+
+    queued = threading.Event()
+    write_batch, checkpoint = LocalDB.write_batch, LocalDB._checkpoint
+
+    def write_batch_noting(self: LocalDB, wb: Any, defer: bool = False) -> bool:
+        q = write_batch(self, wb, defer)
+        if q:
+            queued.set()
+        return q
+
+    def checkpoint_after_a_queued_write(self: LocalDB, dest: str) -> Any:
+        queued.wait(20)  # (the processing thread's last write-back, queued behind this cut)
+        return checkpoint(self, dest)
+
+    def failing_apply(self: LocalDB) -> None:
+        with self._deferred_lock:
+            batches, self._cut_open = list(self._deferred), False
+            self._deferred = []
+        if batches:
+            self._deferred_error = StateStoreError(f"keyed-state store at {self.path}: writing failed: No space left on device")
+
+    monkeypatch.setattr(LocalDB, "write_batch", write_batch_noting)
+    monkeypatch.setattr(LocalDB, "_checkpoint", checkpoint_after_a_queued_write)
+    monkeypatch.setattr(LocalDB, "_apply_deferred", failing_apply)
+    flow, _op, _out = build()
+    # one checkpoint, at the last epoch: its cut overlaps that epoch's write-back
+    cfg = Checkpoints(str(tmp_path / "ck"), every_epochs=EPOCHS - 1, mode="async")
+    ex = flow.start(1, checkpoint=cfg, state=ts.RocksDB(str(tmp_path / "db")))
+    try:
+        with pytest.raises(StateStoreError, match=rf"{tmp_path / 'db'}.*No space left"):
+            ex.run()
+        assert queued.is_set()
+    finally:
+        with contextlib.suppress(Exception):
+            ex.close()

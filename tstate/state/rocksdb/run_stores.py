@@ -73,6 +73,14 @@ class RunStores:
         """Operator ``name``'s keyed state on worker ``worker``."""
         return self.worker(worker).store(name, codec)
 
+    def settle(self) -> None:
+        """Wait until every worker database has applied the batches a checkpoint's cut
+        queued (:meth:`LocalDB.settle <tstate.state.rocksdb.db.LocalDB.settle>`), and
+        raise the first failure among them: a run that ends must not leave a failed
+        write unreported (its last epochs' state is what queries read)."""
+        for w in self.workers.values():
+            w.db.settle()
+
     def close(self) -> None:
         """Close every worker's database and remove the execution's files."""
         _close(self.workers, self._root)

@@ -11,9 +11,11 @@ files:
   nothing decoded);
 - **write** a batch atomically (writes skip RocksDB's write-ahead log: durability is
   tstate's checkpoints, and a database is never reopened after a crash, only restored);
-- **checkpoint**: flush every column family, wait (GIL free, bounded) for a running
-  compaction to end, then a RocksDB checkpoint -- hard links
-  to the immutable SST files plus copies of the small files -- listed as
+- **checkpoint**: flush every column family, then, once no compaction runs, a RocksDB
+  checkpoint made GIL free by :mod:`tstate.state.rocksdb.hard_links` (rocksdict's
+  ``create_checkpoint`` only if compactions go on for longer than
+  :data:`COMPACTION_WAIT`) -- hard links to the immutable SST files plus copies of the
+  small files -- listed as
   :class:`~tstate.state.rocksdb.files.CheckpointFiles`, each SST file marked new
   unless :meth:`LocalDB.uploaded` was told an earlier upload holds it;
 - **ingest** one bin's SST file (exported by :mod:`tstate.state.rocksdb.sst_export`)
@@ -55,6 +57,7 @@ import rocksdict
 
 from tstate.errors import StateStoreError, TstateError
 from tstate.state.rocksdb.files import CheckpointFiles, ExportedBin, OtherFile, SstFile
+from tstate.state.rocksdb.hard_links import link_checkpoint
 from tstate.state.rocksdb.layout import bin_range
 from tstate.state.rocksdb.settings import RocksDB
 
@@ -64,8 +67,9 @@ __all__ = ["LocalDB", "Family", "store_errors"]
 #: is not one of ours: never emptied)
 _DB_FILES = ("CURRENT", "IDENTITY", "LOCK", "LOG", "MANIFEST-", "OPTIONS-", "rocksdict-config.json")
 _DEFAULT = RocksDB(os.sep)
-#: the longest a checkpoint waits for a running compaction to end before it links
-#: the files (:meth:`LocalDB._await_compactions`), and how often it looks, in seconds
+#: the longest a checkpoint waits for a running compaction to end before it links the
+#: files with rocksdict's create_checkpoint, holding the GIL (:meth:`LocalDB._link`),
+#: and how often it looks, in seconds
 COMPACTION_WAIT = 1.0
 _POLL = 0.005
 
@@ -195,6 +199,11 @@ class LocalDB:
         self._families: dict[str, Family] = {}
         self._uploaded: set[str] = set()
         self._closed = False
+        #: checkpoints linked again because a compaction changed the files meanwhile,
+        #: and made by rocksdict's create_checkpoint (holding the GIL) because
+        #: compactions went on for longer than COMPACTION_WAIT (:meth:`_link`)
+        self.retries = 0
+        self.fallbacks = 0
         #: this opening of the database: SST file numbers are unique within it only (a
         #: database created again in the same place, or opened from a restored
         #: checkpoint and written on, can name another file as an earlier one did)
@@ -403,33 +412,41 @@ class LocalDB:
         if os.path.lexists(dest):
             raise StateStoreError(f"keyed-state store at {self.path}: checkpoint directory {dest} exists already")
         try:
-            # flushed first, although create_checkpoint flushes too: rocksdict holds the
-            # GIL through create_checkpoint (the processing thread stalls for all of it)
-            # but lets go of it while a flush waits for RocksDB's flush thread; with
-            # the memtables empty, create_checkpoint's own flush is a no-op
+            # flushed first (the GIL let go while RocksDB's flush thread writes), then
+            # hard links made from Python (hard_links.py: GIL free), once no compaction
+            # runs; rocksdict's create_checkpoint holds the GIL throughout (it stalled
+            # the processing thread up to 470 ms): only if compactions go on for longer
+            # than COMPACTION_WAIT
             self.flush()
-            self._await_compactions()
             with store_errors(dest, f"checkpointing {self.path}"):
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
-                rocksdict.Checkpoint(self._db).create_checkpoint(dest)
+                if not self._link(dest):
+                    rocksdict.Checkpoint(self._db).create_checkpoint(dest)
+                    self.fallbacks += 1
                 return self._list(dest)
         except BaseException:
             shutil.rmtree(dest, ignore_errors=True)
             shutil.rmtree(dest + ".tmp", ignore_errors=True)
             raise
 
-    def _await_compactions(self) -> None:
-        """(The cut's thread, writes held.)  Wait, letting go of the GIL, until no
-        compaction runs -- at most :data:`COMPACTION_WAIT` seconds.  create_checkpoint
-        holds the GIL throughout, and one that overlaps a compaction's end (its new
-        files synced, the MANIFEST written, its inputs deleted) took up to 470 ms,
-        stalling the processing thread for all of it; run after the compaction, at most
-        17-34 ms in 3 runs of 4, 156 ms in one (benchmarks/results/large_state_ckpt_profile.txt,
-        measured under load: weak evidence).  The checkpoint's contents are the same
-        either way (the writes are held); the cut holds them longer, so more of the
-        checkpoints due meanwhile are skipped."""
+    def _link(self, dest: str) -> bool:
+        """(The cut's thread, writes held, memtables flushed.)  Make the checkpoint in
+        ``dest`` with :func:`~tstate.state.rocksdb.hard_links.link_checkpoint`, letting
+        go of the GIL: as soon as no compaction runs, again whenever one changed the
+        files meanwhile, for at most :data:`COMPACTION_WAIT` seconds (then ``dest`` is
+        left absent, and whether it was made is returned).  The checkpoint's contents
+        are the same whenever it is made (the writes are held); the longer the cut
+        holds them, the more of the checkpoints due meanwhile are skipped."""
+        families = [self._db, *(f.rdict for f in self._families.values() if f.rdict is not self._db)]
         deadline = time.monotonic() + COMPACTION_WAIT
-        while self._compacting() and time.monotonic() < deadline:
+        while True:
+            if not self._compacting():
+                if link_checkpoint(self._db, families, self.path, dest):
+                    return True
+                shutil.rmtree(dest, ignore_errors=True)
+                self.retries += 1
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(_POLL)
 
     def _compacting(self) -> bool:

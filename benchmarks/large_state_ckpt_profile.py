@@ -9,11 +9,12 @@ Stages (wall and thread CPU seconds, per call):
   as records), ``write_back`` (the cache's batch: encode + ``db.write``; an epoch's end
   or the cut's), ``capture`` (the cut: write-back, then the database's writes held),
   ``begin`` (the checkpoint store's writer, under its lock);
-- cut thread: ``_checkpoint`` (all of it), ``flush`` (memtables to SST files; then, GIL
-  free, the wait for a running compaction), ``create_checkpoint`` (RocksDB's checkpoint,
-  holding the GIL: its own flush, a no-op after ours, hard links, copies of the small
-  files, fsyncs), ``deferred`` (the write-backs postponed while the cut held the
-  database, applied after it);
+- cut thread: ``_checkpoint`` (all of it), ``flush`` (memtables to SST files, GIL
+  free), ``link_checkpoint`` (each attempt to link the checkpoint GIL free once no
+  compaction runs: hard_links.py), ``create_checkpoint`` (RocksDB's checkpoint, holding
+  the GIL: its own flush, a no-op after ours, hard links, copies of the small files,
+  fsyncs; only when compactions went on for longer than COMPACTION_WAIT), ``deferred``
+  (the write-backs postponed while the cut held the database, applied after it);
 - processing thread also: ``write_batch`` (the database write of a write-back, or its
   queueing), ``settle``;
 - upload thread: ``read``, ``hash``, ``write`` of each new SST file; commit, GC.
@@ -112,11 +113,14 @@ def _patch() -> None:
     for name in ("write_batch", "settle"):
         setattr(db.LocalDB, name, _timed(name, getattr(db.LocalDB, name)))
     db.rocksdict = _TimedRocksdict(db.rocksdict)  # type: ignore[assignment]
+    if hasattr(db, "link_checkpoint"):  # (the checkpoint linked GIL free: hard_links.py)
+        db.link_checkpoint = _timed("link_checkpoint", db.link_checkpoint)
     close = db.LocalDB.close
 
     def close_with_stats(self: Any) -> None:
         if not self._closed and self._db is not None:
-            STATS.append(_db_stats(self))
+            STATS.append(_db_stats(self) + f"\n  checkpoints linked again {getattr(self, 'retries', '-')}, "
+                         f"by create_checkpoint {getattr(self, 'fallbacks', '-')}")
         close(self)
 
     db.LocalDB.close = close_with_stats  # type: ignore[method-assign]
@@ -141,12 +145,18 @@ def _variant(spec: str) -> None:
     upload; gets that miss the cache probe more L0 files), ``nice-compactions-N``
     (RocksDB's compaction threads ``rocksdb:low`` at nice N: what
     ``Env::LowerThreadPoolCPUPriority`` does, which rocksdict does not expose),
-    ``universal`` (universal compaction)."""
+    ``universal`` (universal compaction), ``compaction-wait-S`` (db.COMPACTION_WAIT = S
+    seconds: how long a cut waits for compactions to end before it links the files with
+    rocksdict's create_checkpoint, holding the GIL)."""
     if spec == "none":
         return
     import rocksdict
 
     from tstate.state.rocksdb import db
+
+    if spec.startswith("compaction-wait-"):
+        db.COMPACTION_WAIT = float(spec.rsplit("-", 1)[1])
+        return
 
     if spec.startswith("nice-compactions-"):
         nice = int(spec.rsplit("-", 1)[1])

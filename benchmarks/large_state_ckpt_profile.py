@@ -147,7 +147,8 @@ def _variant(spec: str) -> None:
     ``Env::LowerThreadPoolCPUPriority`` does, which rocksdict does not expose),
     ``universal`` (universal compaction), ``compaction-wait-S`` (db.COMPACTION_WAIT = S
     seconds: how long a cut waits for compactions to end before it links the files with
-    rocksdict's create_checkpoint, holding the GIL)."""
+    rocksdict's create_checkpoint, holding the GIL), ``poll-S`` (db._POLL = S seconds:
+    how often the cut looks whether a compaction still runs; each look takes the GIL)."""
     if spec == "none":
         return
     import rocksdict
@@ -156,6 +157,9 @@ def _variant(spec: str) -> None:
 
     if spec.startswith("compaction-wait-"):
         db.COMPACTION_WAIT = float(spec.rsplit("-", 1)[1])
+        return
+    if spec.startswith("poll-"):
+        db._POLL = float(spec.rsplit("-", 1)[1])
         return
 
     if spec.startswith("nice-compactions-"):

@@ -277,3 +277,40 @@ def test_a_compaction_that_goes_on_falls_back_to_create_checkpoint_after_compact
     back = WorkerStore.restore(ck.dir, str(tmp_path / "back"))
     assert {(0, k): v for k, v in back.store("op", INTS).items(0)} == ref
     back.close()
+
+
+def test_a_write_back_while_the_cut_applies_the_queued_batches_is_queued_not_held(tmp_path: Path) -> None:
+    # the cut applied its queued batches holding the writes: a write-back meanwhile
+    # waited for all of them (up to 600 ms under load); it is queued behind them now,
+    # and applied in order
+    import threading
+
+    db = LocalDB.create(str(tmp_path / "w"))
+    fam = db.family("op")
+    finish = db.cut()
+    first = db.batch()
+    first.put(b"k", b"1", fam.handle)
+    assert db.write_batch(first, defer=True)
+    real, queued = db._db, []
+
+    class Writing:  # the database, with a write-back from the processing thread amid the first apply
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def write(self, wb: Any, opts: Any) -> None:
+            if not queued:
+                later = db.batch()
+                later.put(b"k", b"2", fam.handle)
+                t = threading.Thread(target=lambda: queued.append(db.write_batch(later, defer=True)), daemon=True)
+                t.start()
+                t.join(timeout=5)
+                queued.append(t.is_alive())
+            real.write(wb, opts)
+
+    db._db = Writing()
+    finish(str(tmp_path / "ck"))
+    db._db = real
+    db.settle()
+    assert queued[:2] == [True, False]  # queued at once, not held until the cut's end
+    assert fam.get(b"k") == b"2" and not db.deferring() and not db.cutting()
+    db.close()

@@ -13,7 +13,7 @@ Stages (wall and thread CPU seconds, per call):
   free), ``link_checkpoint`` (each attempt to link the checkpoint GIL free once no
   compaction runs: hard_links.py), ``create_checkpoint`` (RocksDB's checkpoint, holding
   the GIL: its own flush, a no-op after ours, hard links, copies of the small files,
-  fsyncs; only when compactions went on for longer than COMPACTION_WAIT), ``deferred``
+  fsyncs; when a compaction ran for longer than COMPACTION_WAIT, 0 by default), ``deferred``
   (the write-backs postponed while the cut held the database, applied after it);
 - processing thread also: ``write_batch`` (the database write of a write-back, or its
   queueing), ``settle``;

@@ -237,6 +237,7 @@ def test_a_checkpoint_links_the_files_once_no_compaction_runs(tmp_path: Path, mo
     # then links the files itself (hard_links.py), GIL free
     from tstate.state.rocksdb import db as db_module
 
+    monkeypatch.setattr(db_module, "COMPACTION_WAIT", 1.0)
     w = WorkerStore.create(str(tmp_path / "w"))
     ref = _fill(w, range(2), 50)
     looks = _compactions(monkeypatch, running=3)

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import pytest
 
+from tstate.state.rocksdb import db as db_module
 from tstate.state.rocksdb import hard_links
 from tstate.state.rocksdb.db import LocalDB
 from tstate.state.rocksdb.settings import RocksDB
@@ -57,6 +58,7 @@ def _compact_once_at(monkeypatch: pytest.MonkeyPatch, db: LocalDB, name: str, af
         return real(*args, **kw)
 
     monkeypatch.setattr(hard_links, module.__name__, _Namespace(module, name, hooked))
+    monkeypatch.setattr(db_module, "COMPACTION_WAIT", 1.0)  # (time to link again)
     return ran
 
 

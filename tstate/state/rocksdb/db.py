@@ -72,9 +72,9 @@ _DEFAULT = RocksDB(os.sep)
 #: and how often it looks, in seconds.  0: linked GIL free if no compaction runs, else
 #: by create_checkpoint at once.  Measured under load (load 11-25, 1M keys, 30 epochs,
 #: benchmarks/results/large_state_ckpt_profile.txt): waiting 1 s or 5 s held the writes
-#: for 1-2.3 s, so 40-75% of the checkpoints due were skipped, and gave p99 ratios of
+#: for 1-2.3 s, so 30-75% of the checkpoints due were skipped, and gave p99 ratios of
 #: median 1.6 (10 runs) and 1.37 (3 runs); not waiting: 10-50% skipped, p99 ratio
-#: median 0.89 (6 runs), create_checkpoint's GIL hold max 52-157 ms
+#: median 0.88 (6 runs), create_checkpoint's GIL hold max 52-157 ms
 COMPACTION_WAIT = 0.0
 _POLL = 0.005
 

@@ -31,8 +31,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 
+from attrs import evolve
+
 from tstate.plan import Exchange, Stateful
 from tstate.spark.cells import emit
+from tstate.spark.folded import FIRST, Unfolded, first_time
 from tstate.spark.heap import quiet_heap
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
 from tstate.spark.input_rows import INPUT_ROWS
@@ -141,8 +144,18 @@ def local_batch_task(
 
     def _run(batches: Iterable["pa.RecordBatch"]) -> list[Row]:
         by_time, seen, dropped = input_groups(info, shape, time_column, at, batches)
+        counts: dict[str, Any] = {INPUT_ROWS: seen}
+        binfo = info
+        if info.fold is not None:  # a folded run (tstate.spark.folded): one micro-batch's input, or nothing done
+            first = info.fold.first(info.lo, list(by_time), seen - dropped)
+            if first is None:
+                return [stats_row(node, 0, {FIRST: None})]
+            binfo, counts[FIRST] = evolve(info, lo=first), first
         if dropped and late is not None:
             late.add(dropped)
+        return _batch(binfo, by_time, counts)
+
+    def _batch(info: BatchInfo, by_time: dict[int, list[Any]], counts: dict[str, Any]) -> list[Row]:
         rows: list[Row] = []
         flight: dict[int, Groups] = {}
         routed: dict[tuple[int, int, Any], list[Any]] = {}
@@ -157,7 +170,7 @@ def local_batch_task(
         emit(plan, info, {}, sinks, rows)
         if held:
             rows.append(held_row(node, encode_records(held, plan.nodes[node].name, plan.records)))
-        rows.append(stats_row(node, 0, {INPUT_ROWS: seen}))
+        rows.append(stats_row(node, 0, counts))
         for b in plan.items:
             assert isinstance(b, int)  # (no loops: fits)
             groups = flight.pop(b, {})
@@ -199,4 +212,9 @@ def run_local(stages: Any) -> list[Any]:
         # the frame had no partition (so no task ran): one partition, however empty
         rows = stages._collect(df.repartition(1).mapInArrow(task, row_type()))
     assert all(r["kind"] != RECORDS for r in rows)
+    if info.fold is not None:
+        first = first_time(rows, plan.inputs[name])
+        if first is None:
+            raise Unfolded(f"batch {info.batch}: input {name!r} is more than one micro-batch")
+        stages.first = first
     return rows

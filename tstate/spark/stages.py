@@ -121,10 +121,11 @@ class Stages:
         """Every stage, in order (module docstring); a small batch in one task instead
         (:mod:`tstate.spark.local_batch`)."""
         assert self.info is not None
-        if local_batch.fits(self.plan, self.info, self.dfs, self.last.held is not None, self.job.local_loops):
+        folded = self.info.fold is not None  # (its input's size was checked: tstate.spark.folded)
+        if local_batch.fits(self.plan, self.info, self.dfs, self.last.held is not None, self.job.local_loops, folded):
             self.rows += local_batch.run_local(self)
             return
-        if self.info.fold is not None:  # (a folded run takes the one-task path or is cut)
+        if folded:  # (a folded run takes the one-task path or is cut)
             raise Unfolded(f"batch {self.info.batch}: does not fit one task")
         self.input_frames()
         self.held_rows()

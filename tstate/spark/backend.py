@@ -63,7 +63,8 @@ from tstate.plan import Planned, Stateful
 from tstate.plan import Sink as SinkNode
 from tstate.spark.batch import BatchMetrics, Committed, Job, MicroBatch, Shuffles
 from tstate.spark.delivery import Delivery
-from tstate.spark.folded import FRESH_LO, Fold, Unfolded, foldable
+from tstate.spark.folded import FRESH_LO, Fold, Unfolded
+from tstate.spark.local_batch import foldable
 from tstate.spark.cuts import batch_cuts as _cuts  # noqa: F401  (its old place)
 from tstate.spark.output import ROOT as OUTPUT_ROOT
 from tstate.spark.rescaling import Rescaling, check_rescale

@@ -5,7 +5,7 @@ Spark makes (:mod:`tstate.spark.cuts`: a job of its own), then runs each batch. 
 whose input is small enough to run in one task (:mod:`tstate.spark.local_batch`) is most
 often one micro-batch, and there the counting job is the larger half of the run's fixed
 cost (planning it, running it, and the first batch waiting for it).  Such a run is
-*folded* (:func:`foldable`: a rule on the run's shape and its input's size by Spark's
+*folded* (:func:`tstate.spark.local_batch.foldable`: a rule on the run's shape and its input's size by Spark's
 own estimate, never on what the dataflow computes): it runs at once as the closing batch,
 and the batch's one task checks what the count would have shown (:meth:`Fold.first`): its
 input's times (and rows) are one micro-batch's of the cut the run asked for
@@ -20,16 +20,11 @@ before -- one small job lost.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import Any, Optional
 
 from attrs import frozen
 
-if TYPE_CHECKING:  # pragma: no cover
-    from tstate.spark.committed import Committed
-    from tstate.spark.plan import Plan
-    from tstate.spark.source import Source
-
-__all__ = ["FIRST", "FRESH_LO", "Fold", "Unfolded", "first_time", "foldable"]
+__all__ = ["FIRST", "FRESH_LO", "Fold", "Unfolded", "first_time"]
 
 #: a fresh folded batch's ``lo`` until its task finds the input's first time: below any
 #: time, so the task drops no row as late
@@ -61,32 +56,6 @@ class Fold:
 class Unfolded(Exception):
     """A folded batch's input was more than one micro-batch: its task wrote nothing and
     the batch is aborted; the run is cut as usual (not an error a user sees)."""
-
-
-def foldable(
-    plan: "Plan", bound: Mapping[str, "Source"], last: "Committed", moving: bool, limit: int,
-    epochs: Optional[int], rows: int,
-) -> Optional[Fold]:  # fmt: skip
-    """The :class:`Fold` of a batch run that may be folded (module docstring), else None:
-    one timed input, no rescale under way or pending (``moving``), nothing held from
-    earlier batches, a plan with no loop or frontier operator, the one-task path allowed
-    (``limit``: ``Backend(local_loops=...)``) and the input at most
-    :data:`~tstate.spark.local_batch.LOCAL_BATCH_BYTES` by Spark's size estimate (the
-    batch itself checks the rest of :func:`~tstate.spark.local_batch.fits`)."""
-    from tstate.spark.local_batch import LOCAL_BATCH_BYTES, input_bytes
-    from tstate.spark.plan import Loop
-
-    if moving or limit <= 0 or len(bound) != 1 or last.held is not None or plan.loops or plan.delays:
-        return None
-    if any(isinstance(it, Loop) for it in plan.items):
-        return None
-    ((_, src),) = bound.items()
-    if src.time is None:
-        return None
-    size = input_bytes(src.df)
-    if size is None or size > LOCAL_BATCH_BYTES:
-        return None
-    return Fold(epochs, rows, last.fresh)
 
 
 def first_time(rows: list[Any], node: int) -> Optional[int]:

@@ -29,13 +29,13 @@ rows the driver gets are the ones the stage-by-stage path gives (``FILE``, ``STA
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional
 
 from attrs import evolve
 
 from tstate.plan import Exchange, Stateful
 from tstate.spark.cells import emit
-from tstate.spark.folded import FIRST, Unfolded, first_time
+from tstate.spark.folded import FIRST, Fold, Unfolded, first_time
 from tstate.spark.heap import quiet_heap
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
 from tstate.spark.input_rows import INPUT_ROWS
@@ -48,9 +48,11 @@ from tstate.spark.wire import RECORDS, STATS, BatchInfo, Row, arrow, held_row, r
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
+    from tstate.spark.committed import Committed
     from tstate.spark.plan import Plan
+    from tstate.spark.source import Source
 
-__all__ = ["LOCAL_BATCH_BYTES", "fits", "input_bytes", "local_batch_task", "run_local"]
+__all__ = ["LOCAL_BATCH_BYTES", "fits", "foldable", "input_bytes", "local_batch_task", "run_local"]
 
 #: a batch whose input is at most this many bytes (Spark's size estimate of its frame)
 #: may run in one task (:func:`fits`)
@@ -100,6 +102,30 @@ def fits(plan: "Plan", info: BatchInfo, dfs: dict[str, Any], held: bool, limit: 
     if not sized and (size is None or size > LOCAL_BATCH_BYTES):  # (read here: a test may set it)
         return False
     return _state_bytes(plan, info) <= limit
+
+
+def foldable(
+    plan: "Plan", bound: Mapping[str, "Source"], last: "Committed", moving: bool, limit: int,
+    epochs: Optional[int], rows: int,
+) -> Optional[Fold]:  # fmt: skip
+    """The :class:`~tstate.spark.folded.Fold` of a batch run that may be folded
+    (:mod:`tstate.spark.folded`: one micro-batch in one task, no cut), else None: one
+    timed input, no rescale under way or pending (``moving``), nothing held from earlier
+    batches, a plan with no loop or frontier operator, the one-task path allowed
+    (``limit``: ``Backend(local_loops=...)``) and the input at most
+    :data:`LOCAL_BATCH_BYTES` by Spark's size estimate (the batch checks the rest of
+    :func:`fits`: the stored state)."""
+    if moving or limit <= 0 or len(bound) != 1 or last.held is not None or plan.loops or plan.delays:
+        return None
+    if any(isinstance(it, Loop) for it in plan.items):
+        return None
+    ((_, src),) = bound.items()
+    if src.time is None:
+        return None
+    size = input_bytes(src.df)
+    if size is None or size > LOCAL_BATCH_BYTES:
+        return None
+    return Fold(epochs, rows, last.fresh)
 
 
 def _land(flight: dict[int, Groups], routed: dict[tuple[int, int, Any], list[Any]]) -> None:

@@ -338,7 +338,8 @@ class Backend:
                 run_cuts(self, bound, cached, lo, cuts, pending)
             delivery.finish(self.metrics)  # (the last batch's output reached the sinks)
             failed = False
-            used(self.spark, 1 if folded else workers)  # (a folded run's one task started one)
+            if not folded:  # (a folded run's one task started at most one: the record stays)
+                used(self.spark, workers)
         finally:
             if failed:
                 delivery.drain()  # (the run's own error is raised; a restart redoes the delivery)

@@ -92,15 +92,16 @@ def fits(plan: "Plan", info: BatchInfo, dfs: dict[str, Any], held: bool, limit: 
     """Whether the batch runs in one task (module docstring): ``dfs`` its inputs'
     frames, ``held`` whether earlier batches held records back, ``limit``
     ``Backend(local_loops=...)``; ``sized``: the input's size is known to be within
-    :data:`LOCAL_BATCH_BYTES` (a folded run's, :func:`tstate.spark.folded.foldable`)."""
+    :data:`LOCAL_BATCH_BYTES` (a folded run's: :func:`foldable` checked it)."""
     if limit <= 0 or plan.loops or plan.delays or held or len(dfs) != 1 or info.moved or info.prefetch:
         return False
     if any(isinstance(it, Loop) for it in plan.items):
         return False
-    (df,) = dfs.values()
-    size = None if sized else input_bytes(df)  # (an optimizer pass: once per batch)
-    if not sized and (size is None or size > LOCAL_BATCH_BYTES):  # (read here: a test may set it)
-        return False
+    if not sized:  # (Spark's size estimate is an optimizer pass: once per batch)
+        (df,) = dfs.values()
+        size = input_bytes(df)
+        if size is None or size > LOCAL_BATCH_BYTES:  # (read here: a test may set it)
+            return False
     return _state_bytes(plan, info) <= limit
 
 

@@ -22,8 +22,11 @@ aggregate (what a cut costs at least), and ``persist`` + the first aggregate of 
 frame of the sample (what caching the input costs).  The last line is JSON.
 
 ``--ab N``: instead, before and after in the same session, alternating, ``N`` runs
-each (after one unmeasured run: the session's first): "before" caches the input frame as every
-input was cached until tstate.spark.cuts left small local relations uncached.
+each (after one unmeasured run: the session's first): with ``--change fold`` (the
+default) "before" cuts the run with its counting job as every run was cut until
+tstate.spark.folded folded a one-batch run into its batch; with ``--change uncached``
+"before" caches the input frame as every input was cached until tstate.spark.cuts left
+small local relations uncached.
 """
 
 from __future__ import annotations
@@ -180,17 +183,21 @@ def floor(spark: Any, clocks: Clocks, frame: Callable[[], Any], reps: int = 3) -
     return out
 
 
-def ab(spark: Any, clocks: Clocks, one_run: Callable[[], None], pairs: int) -> dict[str, list[list[float]]]:
-    """``pairs`` runs with the input cached ("before") and as tstate caches it now
-    ("after"), alternating; per variant the (wall, py, jvm, workers) seconds of each."""
+def ab(spark: Any, clocks: Clocks, one_run: Callable[[], None], pairs: int, change: str = "fold") -> dict[str, list[list[float]]]:
+    """``pairs`` runs before and after ``change`` (module docstring), alternating; per
+    variant the (wall, py, jvm, workers) seconds of each."""
     from unittest import mock
 
-    from tstate.spark import cuts
+    from tstate.spark import backend, cuts
 
     out: dict[str, list[list[float]]] = {"before": [], "after": []}
+    undo = (
+        mock.patch.object(backend, "foldable", lambda *a, **k: None) if change == "fold"
+        else mock.patch.object(cuts, "is_small_local", lambda df: False)
+    )  # fmt: skip
     for _ in range(pairs):
         for variant in ("before", "after"):
-            patch = mock.patch.object(cuts, "is_small_local", lambda df: False) if variant == "before" else None
+            patch = undo if variant == "before" else None
             if patch is not None:
                 patch.start()
             try:
@@ -211,6 +218,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--cprofile", default=None, help="write run 0's driver cProfile here")
     ap.add_argument("--no-floor", action="store_true", help="skip the per-job floor probes")
     ap.add_argument("--ab", type=int, default=0, help="instead: N before/after pairs (module docstring)")
+    ap.add_argument("--change", choices=["fold", "uncached"], default="fold", help="what --ab compares")
     a = ap.parse_args(argv)
 
     from benchmarks.graph_spark import sample, spark_flow
@@ -238,7 +246,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     try:
         if a.ab:
             one_run()  # (the session's first run: not measured)
-            res = ab(spark, clocks, one_run, a.ab)
+            res = ab(spark, clocks, one_run, a.ab, a.change)
             print(f"\nbefore/after, alternating, {a.ab} runs each (load {os.getloadavg()[0]:.1f}): mean seconds")
             for variant, rs in res.items():
                 n = len(rs)

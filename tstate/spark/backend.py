@@ -63,6 +63,8 @@ from tstate.plan import Planned, Stateful
 from tstate.plan import Sink as SinkNode
 from tstate.spark.batch import BatchMetrics, Committed, Job, MicroBatch, Shuffles
 from tstate.spark.delivery import Delivery
+from tstate.spark.folded import FRESH_LO, Fold, Unfolded
+from tstate.spark.local_batch import foldable
 from tstate.spark.cuts import batch_cuts as _cuts  # noqa: F401  (its old place)
 from tstate.spark.output import ROOT as OUTPUT_ROOT
 from tstate.spark.rescaling import Rescaling, check_rescale
@@ -312,21 +314,32 @@ class Backend:
             if getattr(src.df, "isStreaming", False):
                 raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.run for streaming runs")
         workers = self.partitions
-        warm_workers(self.spark, workers)  # (while the inputs are cut: tstate.spark.warm)
-        bound, cached, lo, cuts = self._cut(bound, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
-        total = done + max(1, len(cuts))  # (the last cut closes the inputs: tstate.spark.driving.run_cuts)
-        if done:
-            self._progress.resumed(self.directory, done, total)
-        self._progress.start(total, done)
         assert self._job is not None
+        fold = foldable(
+            self._job.plan, bound, self._last, bool(pending or self._rescaling.steps), self.local_loops,
+            epochs_per_batch, rows_per_batch,
+        )  # fmt: skip
+        if fold is None:
+            warm_workers(self.spark, workers)  # (while the inputs are cut: tstate.spark.warm)
         delivery = self._job.delivery
         delivery.background = True  # each batch's output reaches the sinks while the next runs
         failed = True
+        cached: dict[str, Any] = {}
         try:
-            run_cuts(self, bound, cached, lo, cuts, pending)
+            folded = fold is not None and self._folded(bound, fold, done)
+            if not folded:
+                if fold is not None:
+                    warm_workers(self.spark, workers)
+                bound, cached, lo, cuts = self._cut(bound, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
+                total = done + max(1, len(cuts))  # (the last cut closes the inputs: tstate.spark.driving.run_cuts)
+                if done:
+                    self._progress.resumed(self.directory, done, total)
+                self._progress.start(total, done)
+                run_cuts(self, bound, cached, lo, cuts, pending)
             delivery.finish(self.metrics)  # (the last batch's output reached the sinks)
             failed = False
-            used(self.spark, workers)
+            if not folded:  # (a folded run's one task started at most one: the record stays)
+                used(self.spark, workers)
         finally:
             if failed:
                 delivery.drain()  # (the run's own error is raised; a restart redoes the delivery)
@@ -337,6 +350,28 @@ class Backend:
             self._progress.close()
         for sink in self._job.sinks.values() if self._job is not None else ():
             sink.close(0)
+
+    def _folded(self, bound: dict[str, Source], fold: Fold, done: int) -> bool:
+        """A folded run (:mod:`tstate.spark.folded`): its one micro-batch, closing the
+        inputs, without a cut; False (nothing committed) when its input is more than one
+        micro-batch."""
+        from pyspark.sql import functions as F
+
+        ((name, src),) = bound.items()
+        assert src.time is not None  # (foldable)
+        t = F.col(src.time)  # (the rows the cut path's one batch reads)
+        lo = FRESH_LO if fold.fresh else self._last.frontier
+        assert lo is not None
+        df = src.df.where(t.isNotNull() if fold.fresh else t >= lo)
+        if done:
+            self._progress.resumed(self.directory, done, done + 1)
+        self._progress.start(done + 1, done)
+        self.metrics.cut_seconds = 0.0
+        try:
+            self._batch({name: df}, bound, self._last.batch + 1, lo, None, None, fold=fold)
+        except Unfolded:
+            return False
+        return True
 
     def _cut(
         self, bound: dict[str, Source], epochs: Optional[int], rows: int, starts: list[int]
@@ -398,9 +433,11 @@ class Backend:
         const_time: Optional[int],
         *,
         newest: Optional[int] = None,
+        fold: Optional[Fold] = None,
     ) -> None:
         """One micro-batch (:class:`~tstate.spark.batch.MicroBatch`): run it, commit,
-        then deliver the sinks' records; ``newest``: the newest event time seen."""
+        then deliver the sinks' records; ``newest``: the newest event time seen;
+        ``fold``: the batch is a folded run's (:mod:`tstate.spark.folded`)."""
         start = _time.perf_counter()
         rescaling = self._rescaling.next_step()
         assert self._job is not None
@@ -414,7 +451,7 @@ class Backend:
             moved=len(rescaling.moves), newest=newest if newest is not None else last.newest, start=start,
             moved_bins=rescaling.moved_bins(), prefetch=prefetch,
             handover=batch + rescaling.ahead if prefetch else (batch if rescaling.precopy else -1),
-            precopy=rescaling.precopy, placed=self._placed,
+            precopy=rescaling.precopy, placed=self._placed, fold=fold,
         )
         self._last = step.run()
         m = step.finish()

@@ -107,7 +107,8 @@ class MicroBatch:
     ``(bin, next owner)`` pairs the executors load for the hand-over at batch
     ``handover`` (pre-copy, :mod:`tstate.spark.binstore`); ``newest``: the newest event
     time seen (event-time streaming); ``placed``: the inputs whose frames were
-    partitioned for the colocated path once per run (:mod:`tstate.spark.placed`)."""
+    partitioned for the colocated path once per run (:mod:`tstate.spark.placed`);
+    ``fold``: the batch is a folded run's (:mod:`tstate.spark.folded`)."""
 
     def __init__(
         self,
@@ -130,6 +131,7 @@ class MicroBatch:
         handover: int = -1,
         precopy: bool = False,
         placed: Optional[Mapping[str, Any]] = None,
+        fold: Any = None,
     ) -> None:
         self.job, self.last, self.plan = job, last, job.plan
         self.owners, self.partitions, self.moved = owners, partitions, moved
@@ -141,6 +143,9 @@ class MicroBatch:
         self.placed: Mapping[str, Any] = placed or {}
         self.batch, self.lo, self.hi, self.const_time = batch, lo, hi, const_time
         self.newest = newest
+        #: a folded run's one batch (tstate.spark.folded.Fold): its ``lo`` is its input's
+        #: first time, found by its task
+        self.fold = fold
         self.start = _time.perf_counter() if start is None else start
         #: the driver's pending timers, updated by the batch's state files
         self.timers = {op: dict(bins) for op, bins in last.timers.items()}
@@ -178,9 +183,11 @@ class MicroBatch:
             self.info = BatchInfo(
                 self.batch, lo, hi, job.directory, head.id if head is not None else None, self.writer.id,
                 self.writer.token, self.labels, {b: tuple(o) for b, o in self.owners.items()}, self.due_timers(),
-                job.compact_after, self.prefetch, self.handover, self.moved_bins, job.state,
+                job.compact_after, self.prefetch, self.handover, self.moved_bins, job.state, self.fold,
             )
             self.stages.run()
+            if self.stages.first is not None:  # a folded batch starts at its input's first time
+                self.lo = self.writer.time = self.stages.first
             t_jobs = _time.perf_counter()
             held_cells = self.reduce_rows()
             pending = self.output()

@@ -29,10 +29,13 @@ rows the driver gets are the ones the stage-by-stage path gives (``FILE``, ``STA
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional
+
+from attrs import evolve
 
 from tstate.plan import Exchange, Stateful
 from tstate.spark.cells import emit
+from tstate.spark.folded import FIRST, Fold, Unfolded, first_time
 from tstate.spark.heap import quiet_heap
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
 from tstate.spark.input_rows import INPUT_ROWS
@@ -45,9 +48,11 @@ from tstate.spark.wire import RECORDS, STATS, BatchInfo, Row, arrow, held_row, r
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
+    from tstate.spark.committed import Committed
     from tstate.spark.plan import Plan
+    from tstate.spark.source import Source
 
-__all__ = ["LOCAL_BATCH_BYTES", "fits", "input_bytes", "local_batch_task", "run_local"]
+__all__ = ["LOCAL_BATCH_BYTES", "fits", "foldable", "input_bytes", "local_batch_task", "run_local"]
 
 #: a batch whose input is at most this many bytes (Spark's size estimate of its frame)
 #: may run in one task (:func:`fits`)
@@ -83,19 +88,45 @@ def _state_bytes(plan: "Plan", info: BatchInfo) -> int:
     return total
 
 
-def fits(plan: "Plan", info: BatchInfo, dfs: dict[str, Any], held: bool, limit: int) -> bool:
+def fits(plan: "Plan", info: BatchInfo, dfs: dict[str, Any], held: bool, limit: int, sized: bool = False) -> bool:
     """Whether the batch runs in one task (module docstring): ``dfs`` its inputs'
     frames, ``held`` whether earlier batches held records back, ``limit``
-    ``Backend(local_loops=...)``."""
+    ``Backend(local_loops=...)``; ``sized``: the input's size is known to be within
+    :data:`LOCAL_BATCH_BYTES` (a folded run's: :func:`foldable` checked it)."""
     if limit <= 0 or plan.loops or plan.delays or held or len(dfs) != 1 or info.moved or info.prefetch:
         return False
     if any(isinstance(it, Loop) for it in plan.items):
         return False
-    (df,) = dfs.values()
-    size = input_bytes(df)
-    if size is None or size > LOCAL_BATCH_BYTES:  # (read here: a test may set it)
-        return False
+    if not sized:  # (Spark's size estimate is an optimizer pass: once per batch)
+        (df,) = dfs.values()
+        size = input_bytes(df)
+        if size is None or size > LOCAL_BATCH_BYTES:  # (read here: a test may set it)
+            return False
     return _state_bytes(plan, info) <= limit
+
+
+def foldable(
+    plan: "Plan", bound: Mapping[str, "Source"], last: "Committed", moving: bool, limit: int,
+    epochs: Optional[int], rows: int,
+) -> Optional[Fold]:  # fmt: skip
+    """The :class:`~tstate.spark.folded.Fold` of a batch run that may be folded
+    (:mod:`tstate.spark.folded`: one micro-batch in one task, no cut), else None: one
+    timed input, no rescale under way or pending (``moving``), nothing held from earlier
+    batches, a plan with no loop or frontier operator, the one-task path allowed
+    (``limit``: ``Backend(local_loops=...)``) and the input at most
+    :data:`LOCAL_BATCH_BYTES` by Spark's size estimate (the batch checks the rest of
+    :func:`fits`: the stored state)."""
+    if moving or limit <= 0 or len(bound) != 1 or last.held is not None or plan.loops or plan.delays:
+        return None
+    if any(isinstance(it, Loop) for it in plan.items):
+        return None
+    ((_, src),) = bound.items()
+    if src.time is None:
+        return None
+    size = input_bytes(src.df)
+    if size is None or size > LOCAL_BATCH_BYTES:
+        return None
+    return Fold(epochs, rows, last.fresh)
 
 
 def _land(flight: dict[int, Groups], routed: dict[tuple[int, int, Any], list[Any]]) -> None:
@@ -141,8 +172,18 @@ def local_batch_task(
 
     def _run(batches: Iterable["pa.RecordBatch"]) -> list[Row]:
         by_time, seen, dropped = input_groups(info, shape, time_column, at, batches)
+        counts: dict[str, Any] = {INPUT_ROWS: seen}
+        binfo = info
+        if info.fold is not None:  # a folded run (tstate.spark.folded): one micro-batch's input, or nothing done
+            first = info.fold.first(info.lo, list(by_time), seen - dropped)
+            if first is None:
+                return [stats_row(node, 0, {FIRST: None})]
+            binfo, counts[FIRST] = evolve(info, lo=first), first
         if dropped and late is not None:
             late.add(dropped)
+        return _batch(binfo, by_time, counts)
+
+    def _batch(info: BatchInfo, by_time: dict[int, list[Any]], counts: dict[str, Any]) -> list[Row]:
         rows: list[Row] = []
         flight: dict[int, Groups] = {}
         routed: dict[tuple[int, int, Any], list[Any]] = {}
@@ -157,7 +198,7 @@ def local_batch_task(
         emit(plan, info, {}, sinks, rows)
         if held:
             rows.append(held_row(node, encode_records(held, plan.nodes[node].name, plan.records)))
-        rows.append(stats_row(node, 0, {INPUT_ROWS: seen}))
+        rows.append(stats_row(node, 0, counts))
         for b in plan.items:
             assert isinstance(b, int)  # (no loops: fits)
             groups = flight.pop(b, {})
@@ -199,4 +240,9 @@ def run_local(stages: Any) -> list[Any]:
         # the frame had no partition (so no task ran): one partition, however empty
         rows = stages._collect(df.repartition(1).mapInArrow(task, row_type()))
     assert all(r["kind"] != RECORDS for r in rows)
+    if info.fold is not None:
+        first = first_time(rows, plan.inputs[name])
+        if first is None:
+            raise Unfolded(f"batch {info.batch}: input {name!r} is more than one micro-batch")
+        stages.first = first
     return rows

@@ -16,6 +16,7 @@ from tstate.column_key import Col
 from tstate.spark import local_batch
 from tstate.spark.cells import decode_cell
 from tstate.spark.colocated import DEST, colocated_inputs, colocated_task, partition_columns
+from tstate.spark.folded import Unfolded
 from tstate.spark.held import read_held
 from tstate.spark.input_rows import counted, counted_kinds, passing
 from tstate.spark.placed import unplaced
@@ -103,6 +104,8 @@ class Stages:
         self.colocated: dict[str, list[int]] = {}
         #: seconds the driver waited on the stages' Spark jobs
         self.waited = 0.0
+        #: a folded batch's first time, as its task found it (tstate.spark.folded)
+        self.first: Optional[int] = None
 
     @property
     def info(self) -> "BatchInfo | None":
@@ -118,9 +121,12 @@ class Stages:
         """Every stage, in order (module docstring); a small batch in one task instead
         (:mod:`tstate.spark.local_batch`)."""
         assert self.info is not None
-        if local_batch.fits(self.plan, self.info, self.dfs, self.last.held is not None, self.job.local_loops):
+        folded = self.info.fold is not None  # (its input's size was checked: tstate.spark.folded)
+        if local_batch.fits(self.plan, self.info, self.dfs, self.last.held is not None, self.job.local_loops, folded):
             self.rows += local_batch.run_local(self)
             return
+        if folded:  # (a folded run takes the one-task path or is cut)
+            raise Unfolded(f"batch {self.info.batch}: does not fit one task")
         self.input_frames()
         self.held_rows()
         self.input_rows()

@@ -118,6 +118,9 @@ class BatchInfo:
     #: a :class:`~tstate.state.rocksdb.settings.RocksDB` setting (a database per
     #: executor process, :mod:`tstate.spark.rocks_bins`)
     state: Any = None
+    #: a folded batch (:class:`tstate.spark.folded.Fold`): its task checks that its input
+    #: is one micro-batch and finds its first time; None: a batch of a cut run
+    fold: Any = None
 
 
 def arrow(rows: list[Row]) -> "pa.RecordBatch":

@@ -36,7 +36,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import table
+from benchmarks.common import ratio, table
 
 HERE = Path(__file__).resolve().parents[1]
 FLIGHTS = HERE.parent / "shared" / "data" / "flights-3m.parquet"
@@ -111,9 +111,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{module} {key}: missing on one side, skipped", file=sys.stderr)
             continue
         b, a = statistics.median(before), statistics.median(after)
-        ratio = a / b if b else float("nan")
-        ratios[f"{module}.{key}"] = round(ratio, 3)
-        rows.append((module, key, b, a, f"{ratio:.3f}"))
+        r = a / b if b else float("nan")
+        ratios[f"{module}.{key}"] = ratio(r)
+        rows.append((module, key, b, a, f"{r:.3f}"))
     print(f"before = {args.before}, after = this checkout; medians of {args.repeat} alternating rounds")
     print(table(["benchmark", "figure", "before", "after", "after / before"], rows))
     print(json.dumps(ratios))

@@ -100,3 +100,14 @@ class EpochDriver:
         """Give every key ``0 .. keys - 1`` its state, ``chunk`` keys per epoch."""
         for i in range(0, keys, chunk):
             self.run([(k, k % 1000) for k in range(i, min(keys, i + chunk))])
+
+
+def ratio(x: float, digits: int = 4) -> float:
+    """``x`` to ``digits`` significant figures, for the JSON line: a fixed number of
+    decimals would print a small ratio as 0 (a 4-worker run on a loaded machine
+    against a plain loop over a few thousand records can be under 0.0005).
+
+    >>> ratio(0.000123456), ratio(1.23456), ratio(1234.5678)
+    (0.0001235, 1.235, 1235.0)
+    """
+    return float(f"{x:.{digits}g}")

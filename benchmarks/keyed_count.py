@@ -21,7 +21,7 @@ import random
 from typing import Any
 
 import tstate as ts
-from benchmarks.common import interleaved, table
+from benchmarks.common import interleaved, ratio, table
 
 
 def make_events(n: int, keys: int, seed: int = 7) -> list[str]:
@@ -127,11 +127,11 @@ def main(argv: list[str] | None = None) -> None:
     emitting = res["tstate stateful (emit per event)"][0]
     ratios = {
         "tstate_events_per_s": round(args.events / state_only),
-        "tstate_over_dict_loop": round(base / state_only, 3),
-        "tstate_emit_over_dict_loop": round(base / emitting, 3),
+        "tstate_over_dict_loop": ratio(base / state_only),
+        "tstate_emit_over_dict_loop": ratio(base / emitting),
     }
     if bw:
-        ratios["tstate_emit_over_bytewax"] = round(bw / emitting, 3)
+        ratios["tstate_emit_over_bytewax"] = ratio(bw / emitting)
     print(json.dumps(ratios))
 
 

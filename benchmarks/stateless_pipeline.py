@@ -14,7 +14,7 @@ import argparse
 import json
 
 import tstate as ts
-from benchmarks.common import interleaved, table
+from benchmarks.common import interleaved, ratio, table
 
 
 def f(x: int) -> int:
@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> None:
         json.dumps(
             {
                 "tstate_1w_events_per_s": round(args.records / one),
-                "tstate_1w_over_plain": round(base / one, 3),
-                "tstate_4w_over_plain": round(base / four, 3),
+                "tstate_1w_over_plain": ratio(base / one),
+                "tstate_4w_over_plain": ratio(base / four),
             }
         )
     )

@@ -59,3 +59,23 @@ def test_a_run_over_a_local_relation_equals_the_embedded_engine(
         head is not None and head.operators.get("stats") and head.operators["stats"].chains
     ) else {}  # fmt: skip
     assert state == as_tuples(ref_state)
+
+
+def test_the_local_session_caches_a_run_s_input_uncompressed(spark):  # type: ignore[no-untyped-def]
+    """A batch run caches its timed inputs once and every micro-batch scans its epochs
+    out of that cache: on tstate's local session it is built uncompressed (compressing
+    it only costs the JVM CPU beside the Python tasks, tstate.spark.session) -- a column
+    of one repeated string takes its full size in the cache, not a run-length code."""
+    rows = 50_000
+    df = spark.range(0, rows).selectExpr("id % 7 as t", "'abcdefghijklmnopqrstuvwxyz' as s").persist()
+    try:
+        df.count()
+        found = spark._jsparkSession.sharedState().cacheManager().lookupCachedData(df._jdf)
+        assert found.isDefined()
+        rdd = found.get().cachedRepresentation().cacheBuilder().cachedColumnBuffers().id()
+        stored = [i for i in spark.sparkContext._jsc.sc().getRDDStorageInfo() if i.id() == rdd]
+        assert stored
+        size = stored[0].memSize() + stored[0].diskSize()
+        assert size >= rows * 26, size
+    finally:
+        df.unpersist()

@@ -6,25 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from tstate.spark import Backend, Source, backend as backend_module, cuts
 
 from .flows import embedded, keyed
 from .test_backend import as_tuples
+from .test_local_uncached import _local
 
 
 @pytest.fixture(autouse=True)
 def _staged() -> None:
     """(Overrides tests/spark/conftest.py's: the one-task rule applies here.)"""
-
-
-def _local(spark: Any, rows: list[dict]) -> Any:
-    table = pa.table({
-        "k": pa.array([r["k"] for r in rows], pa.string()), "v": pa.array([r["v"] for r in rows], pa.int64()),
-        "t": pa.array([r["t"] for r in rows], pa.int64()),
-    })  # fmt: skip
-    return spark.createDataFrame(table)
 
 
 def _run(spark: Any, directory: str, rows: list[dict], epochs: int | None, per_rows: int = 500_000) -> tuple[Any, ...]:

@@ -93,16 +93,25 @@ def fits(plan: "Plan", info: BatchInfo, dfs: dict[str, Any], held: bool, limit: 
     frames, ``held`` whether earlier batches held records back, ``limit``
     ``Backend(local_loops=...)``; ``sized``: the input's size is known to be within
     :data:`LOCAL_BATCH_BYTES` (a folded run's: :func:`foldable` checked it)."""
-    if limit <= 0 or plan.loops or plan.delays or held or len(dfs) != 1 or info.moved or info.prefetch:
+    if not _one_task_shape(plan, len(dfs), held, limit) or info.moved or info.prefetch:
         return False
-    if any(isinstance(it, Loop) for it in plan.items):
+    if not sized and not _small(next(iter(dfs.values()))):  # (Spark's size estimate is an optimizer pass: once per batch)
         return False
-    if not sized:  # (Spark's size estimate is an optimizer pass: once per batch)
-        (df,) = dfs.values()
-        size = input_bytes(df)
-        if size is None or size > LOCAL_BATCH_BYTES:  # (read here: a test may set it)
-            return False
     return _state_bytes(plan, info) <= limit
+
+
+def _one_task_shape(plan: "Plan", inputs: int, held: bool, limit: int) -> bool:
+    """The run's shape allows the one-task path: allowed at all (``limit``), one input,
+    nothing held from earlier batches, no loop, delay or frontier operator."""
+    if limit <= 0 or plan.loops or plan.delays or held or inputs != 1:
+        return False
+    return not any(isinstance(it, Loop) for it in plan.items)
+
+
+def _small(df: Any) -> bool:
+    """Frame ``df`` is at most :data:`LOCAL_BATCH_BYTES` by Spark's size estimate."""
+    size = input_bytes(df)
+    return size is not None and size <= LOCAL_BATCH_BYTES  # (read here: a test may set it)
 
 
 def foldable(
@@ -116,15 +125,10 @@ def foldable(
     (``limit``: ``Backend(local_loops=...)``) and the input at most
     :data:`LOCAL_BATCH_BYTES` by Spark's size estimate (the batch checks the rest of
     :func:`fits`: the stored state)."""
-    if moving or limit <= 0 or len(bound) != 1 or last.held is not None or plan.loops or plan.delays:
-        return None
-    if any(isinstance(it, Loop) for it in plan.items):
+    if moving or not _one_task_shape(plan, len(bound), last.held is not None, limit):
         return None
     ((_, src),) = bound.items()
-    if src.time is None:
-        return None
-    size = input_bytes(src.df)
-    if size is None or size > LOCAL_BATCH_BYTES:
+    if src.time is None or not _small(src.df):
         return None
     return Fold(epochs, rows, last.fresh)
 

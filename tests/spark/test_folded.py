@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tstate.spark import Backend, Source, backend as backend_module, cuts
+from tstate.spark import Backend, Source, batch_run, cuts
 
 from .flows import embedded, keyed
 from .test_backend import as_tuples
@@ -58,7 +58,7 @@ def test_a_one_batch_run_has_no_counting_job_and_commits_what_the_cut_path_does(
     calls = _counted(monkeypatch)
     folded = _run(spark, str(tmp_path / "a"), ROWS, epochs, per_rows)
     assert calls == []  # (the epochs 3..7 are one batch of either cut: no count)
-    monkeypatch.setattr(backend_module, "foldable", lambda *a, **k: None)
+    monkeypatch.setattr(batch_run, "foldable", lambda *a, **k: None)
     cut = _run(spark, str(tmp_path / "b"), ROWS, epochs, per_rows)
     assert calls == [1]
     assert folded[:5] == cut[:5]
@@ -74,7 +74,7 @@ def test_a_run_of_more_than_one_batch_is_cut_and_the_folded_attempt_leaves_nothi
     calls = _counted(monkeypatch)
     got = _run(spark, str(tmp_path / "a"), ROWS, epochs, per_rows)
     assert calls == [1] and len(got[4]) == 2  # (epochs 3..7: two batches)
-    monkeypatch.setattr(backend_module, "foldable", lambda *a, **k: None)
+    monkeypatch.setattr(batch_run, "foldable", lambda *a, **k: None)
     cut = _run(spark, str(tmp_path / "b"), ROWS, epochs, per_rows)
     assert got[:5] == cut[:5]
     # the aborted attempt took no checkpoint id and left no file behind
@@ -94,7 +94,7 @@ def test_a_resumed_run_of_one_batch_is_folded_from_its_frontier(
     ref_out, ref_state = embedded(rows)
     calls = _counted(monkeypatch)
     if not fold:
-        monkeypatch.setattr(backend_module, "foldable", lambda *a, **k: None)
+        monkeypatch.setattr(batch_run, "foldable", lambda *a, **k: None)
     d = str(tmp_path / "ck")
     df_all = _local(spark, rows)
     flow, _ev, _stats, out1 = keyed()

@@ -89,9 +89,7 @@ class BatchRuns:
         if self._last.frontier is None:  # a finished run was committed: nothing left to do
             self._progress.finished_already(self.directory, done)
             return
-        for name, src in bound.items():
-            if getattr(src.df, "isStreaming", False):
-                raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.run for streaming runs")
+        _check_static(bound)
         workers = self.partitions
         assert self._job is not None
         fold = foldable(
@@ -110,23 +108,15 @@ class BatchRuns:
                 if fold is not None:
                     warm_workers(self.spark, workers)
                 bound, cached, lo, cuts = self._cut(bound, epochs_per_batch, rows_per_batch, [t for t, _ in pending])
-                total = done + max(1, len(cuts))  # (the last cut closes the inputs: tstate.spark.driving.run_cuts)
-                if done:
-                    self._progress.resumed(self.directory, done, total)
-                self._progress.start(total, done)
+                # (the last cut closes the inputs: tstate.spark.driving.run_cuts)
+                self._started(done, done + max(1, len(cuts)))
                 run_cuts(self, bound, cached, lo, cuts, pending)
             delivery.finish(self.metrics)  # (the last batch's output reached the sinks)
             failed = False
             if not folded:  # (a folded run's one task started at most one: the record stays)
                 used(self.spark, workers)
         finally:
-            if failed:
-                delivery.drain()  # (the run's own error is raised; a restart redoes the delivery)
-            delivery.background = False
-            for df in cached.values():
-                df.unpersist()
-            self._placed = {}
-            self._progress.close()
+            self._ended(failed, cached)
         for sink in self._job.sinks.values() if self._job is not None else ():
             sink.close(0)
 
@@ -142,15 +132,34 @@ class BatchRuns:
         lo = FRESH_LO if fold.fresh else self._last.frontier
         assert lo is not None
         df = src.df.where(t.isNotNull() if fold.fresh else t >= lo)
-        if done:
-            self._progress.resumed(self.directory, done, done + 1)
-        self._progress.start(done + 1, done)
+        self._started(done, done + 1)
         self.metrics.cut_seconds = 0.0
         try:
             self._batch({name: df}, bound, self._last.batch + 1, lo, None, None, fold=fold)
         except Unfolded:
             return False
         return True
+
+    def _started(self, done: int, total: int) -> None:
+        """The progress bar started for batches ``done`` to ``total`` (``done``: those
+        committed by earlier runs, said on stderr if any)."""
+        if done:
+            self._progress.resumed(self.directory, done, total)
+        self._progress.start(total, done)
+
+    def _ended(self, failed: bool, cached: dict[str, Any]) -> None:
+        """After a batch run, ``failed`` or not: the output delivery back to the
+        foreground (drained if ``failed``), the cut inputs (``cached``) unpersisted, the
+        placed ones and the progress bar let go."""
+        assert self._job is not None
+        delivery = self._job.delivery
+        if failed:
+            delivery.drain()  # (the run's own error is raised; a restart redoes the delivery)
+        delivery.background = False
+        for df in cached.values():
+            df.unpersist()
+        self._placed = {}
+        self._progress.close()
 
     def _cut(
         self, bound: dict[str, Source], epochs: Optional[int], rows: int, starts: list[int]
@@ -168,6 +177,13 @@ class BatchRuns:
         )
         cached, lo, cuts, self.metrics.cut_seconds = cut_run(bound, self._last, epochs, rows, starts)
         return bound, cached, lo, cuts
+
+
+def _check_static(bound: dict[str, Source]) -> None:
+    """A SparkError if an input of a batch run is a streaming DataFrame."""
+    for name, src in bound.items():
+        if getattr(src.df, "isStreaming", False):
+            raise SparkError(f"input {name!r} is a streaming DataFrame: use Backend.run for streaming runs")
 
 
 def _check_run(epochs_per_batch: Optional[int], rows_per_batch: int, reconfigure: Any) -> list[Any]:

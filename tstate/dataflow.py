@@ -79,7 +79,7 @@ class Scope:
     scope itself is :attr:`plan` (:class:`tstate.plan.Scope`); this handle adds what
     building needs (:meth:`feedback`)."""
 
-    def __init__(self, flow: "Dataflow", plan: PlanScope, parent: Optional["Scope"] = None) -> None:
+    def __init__(self, flow: "Building", plan: PlanScope, parent: Optional["Scope"] = None) -> None:
         self.flow = flow
         #: the plan's scope value
         self.plan = plan
@@ -166,7 +166,7 @@ class Stream:
 
     __slots__ = ("flow", "node", "port", "scope")
 
-    def __init__(self, flow: "Dataflow", node: int, port: int, scope: Scope) -> None:
+    def __init__(self, flow: "Building", node: int, port: int, scope: Scope) -> None:
         self.flow = flow
         self.node = node
         self.port = port
@@ -368,7 +368,7 @@ class StatefulStream(Stream):
 
     __slots__ = ()
 
-    def __init__(self, flow: "Dataflow", node: int, scope: Scope) -> None:
+    def __init__(self, flow: "Building", node: int, scope: Scope) -> None:
         super().__init__(flow, node, 0, scope)
 
     def on_notify(self, handler: H) -> H:
@@ -423,7 +423,7 @@ class InputStream(Stream):
 
     __slots__ = ("_handle",)
 
-    def __init__(self, flow: "Dataflow", node: int, scope: Scope, handle: InputHandle) -> None:
+    def __init__(self, flow: "Building", node: int, scope: Scope, handle: InputHandle) -> None:
         super().__init__(flow, node, 0, scope)
         self._handle = handle
 
@@ -450,13 +450,12 @@ class InputStream(Stream):
         self._handle.close()
 
 
-class Dataflow(Runs):
-    """A dataflow graph and the entry point of the decorator API (see module docs).
-
-    ``name`` names the dataflow in errors and metrics.  What it builds is
-    :attr:`graph`, a :class:`tstate.plan.Graph`; running it (``start``, ``run``,
-    ``state``, ``read``, ``backend``, ``execution``, ``metrics``) is the base class
-    :class:`~tstate.runner.Runs`, which hands it to a :class:`~tstate.runner.Runner`."""
+class Building(Runs):
+    """What every family of operators of :class:`Dataflow` builds on (a base class of
+    it): the plan being built (:attr:`graph`, the root scope, the registered record
+    classes); adding a node to it (refused once the dataflow started), the scope of the
+    streams an operator combines, default names; and the operators a dataflow begins
+    and ends with: inputs, sources, ``concat``, sinks and probes."""
 
     def __init__(self, name: str = "dataflow") -> None:
         self.name = name
@@ -599,6 +598,25 @@ class Dataflow(Runs):
         node = Concat(name=self._name("concat", name), scope=scope.plan, inputs=len(streams))
         return Stream(self, self._add(node, [(s.node, s.port) for s in streams]), 0, scope)
 
+    # -- sinks and probes ---------------------------------------------------------
+    def sink(self, stream: Stream, sink: Any, name: Optional[str] = None) -> None:
+        """Send ``stream`` to ``sink`` (see :meth:`Stream.sink`)."""
+        snk = sink if isinstance(sink, Sink) else CallbackSink(sink)
+        scope = self._scope_of([stream], "sink")
+        self._add(SinkNode(name=self._name("sink", name), scope=scope.plan, sink=snk), [(stream.node, stream.port)])
+
+    def probe(self, stream: Stream, name: Optional[str] = None) -> Probe:
+        """A :class:`~tstate.probe.Probe` reporting the frontier of ``stream``."""
+        scope = self._scope_of([stream], "probe")
+        index = self._add(ProbeNode(name=self._name("probe", name), scope=scope.plan), [(stream.node, stream.port)])
+        return Probe(self, index, minimum(scope.depth))
+
+
+
+class FrontierOperators(Building):
+    """The generic frontier-aware operators of :class:`Dataflow` (a base class of it):
+    ``unary_frontier`` and ``binary_frontier``."""
+
     # -- the generic frontier-aware operators ---------------------------------------
     def unary_frontier(
         self,
@@ -699,16 +717,16 @@ class Dataflow(Runs):
             return Stream(self, self._add(node, [(left.node, left.port), (right.node, right.port)]), 0, scope)
 
         return decorate
+
+
+class KeyedOperators(Building):
+    """The operators over typed per-key state of :class:`Dataflow` (a base class of
+    it): ``stateful`` and ``fold_bins``."""
+
     # -- keyed state --------------------------------------------------------------
     def stateful(
-        self,
-        stream: Stream,
-        key: KeyFn,
-        state: Any,
-        default: Optional[Callable[[], Any]] = None,
-        bins: int = DEFAULT_BINS,
-        name: Optional[str] = None,
-        local_rounds: bool = False,
+        self, stream: Stream, key: KeyFn, state: Any, default: Optional[Callable[[], Any]] = None,
+        bins: int = DEFAULT_BINS, name: Optional[str] = None, local_rounds: bool = False,
     ) -> Callable[[StatefulFn], "StatefulStream"]:
         """Decorator: ``fn(state, record, ctx)`` over typed per-key state.
 
@@ -830,6 +848,10 @@ class Dataflow(Runs):
 
         return decorate
 
+
+class IterateScopes(Building):
+    """Loops: the iterate scopes of :class:`Dataflow` (a base class of it)."""
+
     # -- iterate scopes -----------------------------------------------------------
     def iterate(
         self, *streams: Stream, name: Optional[str] = None, sequenced: bool = False
@@ -875,39 +897,42 @@ class Dataflow(Runs):
         """
 
         def decorate(body: Callable[..., Any]) -> Any:
-            outer = self._scope_of(streams, "iterate")
-            nm = str(name or getattr(body, "__name__", "iterate"))
-            if sequenced and outer.depth != 0:
-                raise GraphError(f"iterate {nm!r}: a sequenced scope must be in the root scope (int epochs)")
-            scope = Scope(self, PlanScope(nm, outer.depth + 1, outer.plan, sequenced), outer)
-            entered = []
-            for s in streams:
-                enter = Enter(name=self._name(f"{nm}.enter", None), scope=scope.plan)
-                entered.append(Stream(self, self._add(enter, [(s.node, s.port)]), 0, scope))
-            result = body(scope, *entered)
-            for fb in scope._feedbacks:
-                if not fb.connected:
-                    raise GraphError(f"iterate {nm!r}: feedback {fb.name!r} was never connected")
-            results = result if isinstance(result, tuple) else (result,)
-            left = []
-            for r in results:
-                if not isinstance(r, Stream) or r.scope is not scope:
-                    raise GraphError(f"iterate {nm!r}: the body must return stream(s) of its scope, got {r!r}")
-                leave = Leave(name=self._name(f"{nm}.leave", None), scope=outer.plan, inner=scope.plan)
-                left.append(Stream(self, self._add(leave, [(r.node, r.port)]), 0, outer))
-            return tuple(left) if isinstance(result, tuple) else left[0]
+            return self._iterate(streams, name, sequenced, body)
 
         return decorate
 
-    # -- sinks and probes ---------------------------------------------------------
-    def sink(self, stream: Stream, sink: Any, name: Optional[str] = None) -> None:
-        """Send ``stream`` to ``sink`` (see :meth:`Stream.sink`)."""
-        snk = sink if isinstance(sink, Sink) else CallbackSink(sink)
-        scope = self._scope_of([stream], "sink")
-        self._add(SinkNode(name=self._name("sink", name), scope=scope.plan, sink=snk), [(stream.node, stream.port)])
+    def _iterate(
+        self, streams: Sequence[Stream], name: Optional[str], sequenced: bool, body: Callable[..., Any]
+    ) -> Any:
+        """:meth:`iterate`'s loop: ``body`` built in a new scope entered by ``streams``;
+        the stream (or tuple of streams) leaving it."""
+        outer = self._scope_of(streams, "iterate")
+        nm = str(name or getattr(body, "__name__", "iterate"))
+        if sequenced and outer.depth != 0:
+            raise GraphError(f"iterate {nm!r}: a sequenced scope must be in the root scope (int epochs)")
+        scope = Scope(self, PlanScope(nm, outer.depth + 1, outer.plan, sequenced), outer)
+        entered = []
+        for s in streams:
+            enter = Enter(name=self._name(f"{nm}.enter", None), scope=scope.plan)
+            entered.append(Stream(self, self._add(enter, [(s.node, s.port)]), 0, scope))
+        result = body(scope, *entered)
+        for fb in scope._feedbacks:
+            if not fb.connected:
+                raise GraphError(f"iterate {nm!r}: feedback {fb.name!r} was never connected")
+        results = result if isinstance(result, tuple) else (result,)
+        left = []
+        for r in results:
+            if not isinstance(r, Stream) or r.scope is not scope:
+                raise GraphError(f"iterate {nm!r}: the body must return stream(s) of its scope, got {r!r}")
+            leave = Leave(name=self._name(f"{nm}.leave", None), scope=outer.plan, inner=scope.plan)
+            left.append(Stream(self, self._add(leave, [(r.node, r.port)]), 0, outer))
+        return tuple(left) if isinstance(result, tuple) else left[0]
 
-    def probe(self, stream: Stream, name: Optional[str] = None) -> Probe:
-        """A :class:`~tstate.probe.Probe` reporting the frontier of ``stream``."""
-        scope = self._scope_of([stream], "probe")
-        index = self._add(ProbeNode(name=self._name("probe", name), scope=scope.plan), [(stream.node, stream.port)])
-        return Probe(self, index, minimum(scope.depth))
+
+class Dataflow(FrontierOperators, KeyedOperators, IterateScopes):
+    """A dataflow graph and the entry point of the decorator API (see module docs).
+
+    ``name`` names the dataflow in errors and metrics.  What it builds is
+    :attr:`graph`, a :class:`tstate.plan.Graph`; running it (``start``, ``run``,
+    ``state``, ``read``, ``backend``, ``execution``, ``metrics``) is the base class
+    :class:`~tstate.runner.Runs`, which hands it to a :class:`~tstate.runner.Runner`."""

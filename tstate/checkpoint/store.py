@@ -168,6 +168,26 @@ def _open_local(directory: str, where: str, *, create: bool, readonly: bool) -> 
     return LocalFS(directory)
 
 
+def _open_fs(
+    directory: str, fs: FileSystem | None, remote: bool, where: str, *, create: bool, readonly: bool
+) -> FileSystem:
+    """The filesystem of the store at ``directory``: an object store's if ``remote``,
+    else ``fs`` if given, else the local directory's (:func:`_open_local`); unless
+    ``readonly``, checked writable (a CheckpointError naming ``where`` otherwise)."""
+    from tstate.checkpoint.location import open_filesystem
+
+    if remote:
+        fs = open_filesystem(directory)
+    elif fs is None:
+        fs = _open_local(directory, where, create=create, readonly=readonly)
+    if not readonly:
+        try:
+            fs.check_writable()
+        except OSError as exc:
+            raise CheckpointError(f"{where}: not writable ({exc.strerror or exc})") from None
+    return fs
+
+
 class CheckpointStore(Recovery, GarbageCollection):
     """Checkpoints in one directory (see the module docstring for layout and guarantees).
 
@@ -227,7 +247,7 @@ class CheckpointStore(Recovery, GarbageCollection):
         for name, value in (("retain", retain), ("compact_after", compact_after), ("gc_scan_every", gc_scan_every)):
             if type(value) is not int or value < 1:
                 raise ConfigurationError(f"CheckpointStore {name} must be an int >= 1, got {value!r}")
-        from tstate.checkpoint.location import is_url, open_filesystem, resolve
+        from tstate.checkpoint.location import is_url, resolve
 
         remote = fs is None and is_url(directory)
         self.directory = resolve(directory) if remote else os.fspath(directory)
@@ -239,16 +259,7 @@ class CheckpointStore(Recovery, GarbageCollection):
         self.fsync = fsync
         self.readonly = readonly
         where = self._where = f"checkpoint {'location' if remote else 'directory'} {self.directory}"
-        if remote:
-            fs = open_filesystem(self.directory)
-        elif fs is None:
-            fs = _open_local(self.directory, where, create=create, readonly=readonly)
-        self.fs: FileSystem = fs
-        if not readonly:
-            try:
-                fs.check_writable()
-            except OSError as exc:
-                raise CheckpointError(f"{where}: not writable ({exc.strerror or exc})") from None
+        self.fs: FileSystem = _open_fs(self.directory, fs, remote, where, create=create, readonly=readonly)
         self._linked = False  # garbage collection met a symlinked directory: begin() checks again
         if not readonly:
             self._refuse_links()

@@ -88,6 +88,14 @@ class Job:
     state: Any = None
 
 
+#: the counters a batch sums over its tasks' stats rows (:attr:`MicroBatch.stats`)
+_STATS = (
+    "records", "hits", "catchups", "misses", "bytes", "take_us", "take_max_us",
+    "prefetched", "read_bytes", "handover_bins", "handover_bytes", "prefetch_loads",
+    INPUT_ROWS,
+)
+
+
 class Bound(Protocol):
     """What a batch reads of an input's binding (:class:`tstate.spark.backend.Source`)."""
 
@@ -156,11 +164,7 @@ class MicroBatch:
         self.info: Optional[BatchInfo] = None
         #: the stages from the inputs to the last boundary, and what they collected
         self.stages = Stages(self)
-        self.stats = {
-            "records": 0, "hits": 0, "catchups": 0, "misses": 0, "bytes": 0, "take_us": 0, "take_max_us": 0,
-            "prefetched": 0, "read_bytes": 0, "handover_bins": 0, "handover_bytes": 0, "prefetch_loads": 0,
-            INPUT_ROWS: 0,
-        }
+        self.stats = dict.fromkeys(_STATS, 0)
         self.fresh_parts: list[Part] = []
         self.now: list[Part] = []
         self.index: Optional[str] = None

@@ -62,106 +62,26 @@ move due before any such checkpoint is written falls back.
 
 from __future__ import annotations
 
-import gc
 import time as _time
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional
 
-from attrs import define, field
-
-from tstate.checkpoint.chain_reader import decode_chain
-from tstate.checkpoint.delta import catch_up
 from tstate.engine.checkpointing.lazy import RestorePacer
 from tstate.engine.precopy_chains import CheckpointChains
 from tstate.engine.precopy_files import FileCopies
-from tstate.errors import CheckpointError, TstateError
+from tstate.engine.precopy_moves import Moving, PreCopyStats, Track
+from tstate.engine.precopy_preload import Preloading
 from tstate.migration.handover import Changes, apply_handover, encode_handover
-from tstate.progress.timestamp import epoch
-from tstate.metrics import Metrics
-from tstate.progress.frontier import Antichain
 from tstate.state.bin import NO_STATE, Bin
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tstate.checkpoint.manifest import FileRef
     from tstate.operators.stateful import StatefulRuntime
 
 __all__ = ["PreCopy", "PreCopyStats", "Track"]
 
 
-class Moving(Protocol):
-    """The execution whose moves :class:`PreCopy` makes, as it reads it (the embedded
-    engine's :class:`~tstate.engine.execution.Execution`)."""
-
-    @property
-    def activations(self) -> int: ...
-
-    @property
-    def coordinator(self) -> Any: ...
-
-    @property
-    def metrics(self) -> Metrics: ...
-
-    @property
-    def operators(self) -> list[list[Any]]: ...
-
-    def frontier(self, node: int, port: int = 0) -> Antichain: ...
-
-
-@define
-class PreCopyStats:
-    """What pre-copy moves did so far (all operators): ``planned`` bins; ``handovers``:
-    bins handed over as a delta on a preloaded copy, ``delta_bytes`` / ``delta_keys``
-    their deltas' bytes and keys; ``fallbacks``: bins shipped whole instead
-    (``whole_bytes``), per reason in ``fallback_reasons``; ``preloaded``: copies read
-    from a checkpoint (``preload_bytes`` read, ``preload_seconds`` spent, ``late``: of
-    them read only at the hand-over, not ahead), ``rebased``: copies brought forward to a
-    newer checkpoint (``rebase_bytes`` read); ``handover_seconds``: time in the
-    hand-overs (encoding, decoding, applying); ``undecoded``: hand-overs of bins a lazy
-    restore had left encoded at their old owner (handed over without decoding them)."""
-
-    planned: int = 0
-    handovers: int = 0
-    delta_bytes: int = 0
-    delta_keys: int = 0
-    fallbacks: int = 0
-    whole_bytes: int = 0
-    fallback_reasons: dict[str, int] = field(factory=dict)
-    preloaded: int = 0
-    preload_bytes: int = 0
-    preload_seconds: float = 0.0
-    late: int = 0
-    rebased: int = 0
-    rebase_bytes: int = 0
-    handover_seconds: float = 0.0
-    undecoded: int = 0
-
-
-class Track:
-    """One planned pre-copy move: bin ``bin`` of stateful node ``node`` from worker
-    ``src`` to ``dst`` at ``time``; ``changes`` since the checkpoints captured meanwhile;
-    ``copy``: the bin as of checkpoint ``base`` (its files: ``chain``), or None."""
-
-    __slots__ = ("node", "bin", "src", "dst", "time", "changes", "copy", "base", "chain")
-
-    def __init__(self, node: int, bin: int, src: int, dst: int, time: int, changes: Changes) -> None:
-        self.node = node
-        self.bin = bin
-        self.src = src
-        self.dst = dst
-        self.time = time
-        self.changes = changes
-        self.copy: Optional[Bin] = None
-        self.base: Optional[int] = None
-        self.chain: tuple["FileRef", ...] = ()
-
-    def __repr__(self) -> str:
-        return f"Track(node={self.node}, bin={self.bin}, {self.src} -> {self.dst} at {self.time}, base={self.base})"
-
-
-class PreCopy:
-    """The pre-copy moves of one execution (see the module docstring)."""
-
-    #: a bin is preloaded once its move is at most this many epochs ahead
-    window = 4
+class PreCopy(Preloading):
+    """The pre-copy moves of one execution (see the module docstring); preloading
+    their copies is the base class :class:`~tstate.engine.precopy_preload.Preloading`."""
 
     def __init__(self, exe: Moving) -> None:
         self.exe = exe
@@ -242,137 +162,6 @@ class PreCopy:
         for tr, keys, held in self._captured:
             tr.changes.capture(checkpoint_id, keys, valid=held)
         self._captured = []
-
-    # -- preloading --------------------------------------------------------------------
-    def step(self) -> None:
-        """Between steps: preload (or re-base) the copies of the moves due within
-        :attr:`window` epochs, paced (a move due by the next epoch whatever the budget)."""
-        if not self._order:
-            return
-        coord = self.exe.coordinator
-        if coord is None or not coord.committed_ids:
-            return
-        activations = self.exe.activations
-        busy = self._activations is None or activations != self._activations
-        self._activations = activations
-        start = _time.perf_counter()
-        budget = self.pacer.budget(start - self._started, busy)
-        now_epoch = self._epoch()
-        written = coord.written_uncommitted()
-        newest = written[-1][0] if written else coord.committed_ids[-1]
-        newest_committed = coord.committed_ids[-1]  # (files: only committed checkpoints are read)
-        try:
-            for tr in self._order:
-                if now_epoch is not None and tr.time > now_epoch + self.window:
-                    break
-                if tr.base is not None and tr.base >= (newest_committed if self._in_files(tr) else newest):
-                    continue  # up to date
-                due = now_epoch is None or tr.time <= now_epoch + 1
-                if not due and _time.perf_counter() - start >= budget:
-                    break
-                self._load(tr)
-        finally:
-            self.pacer.spent += _time.perf_counter() - start
-
-    def _epoch(self) -> Optional[int]:
-        """The least epoch a tracked operator may still receive records at (None: none)."""
-        least: Optional[int] = None
-        for node in self._nodes:
-            for t in self.exe.frontier(node, 0).elements:
-                e = epoch(t)
-                if least is None or e < least:
-                    least = e
-        return least
-
-    def _load(self, tr: Track) -> bool:
-        """Bring ``tr``'s copy to the newest committed checkpoint the track knows the
-        changes since (read whole, or caught up by the files added to its chain);
-        whether it has a copy now."""
-        rt = self._runtime(tr.dst, tr.node)
-        codec, name = rt.codec, rt.name
-        if self._in_files(tr):
-            return self._load_files(tr, name, codec)
-        chains = self.chains
-        chains.written = None  # (the checkpoints written and not committed, as of now)
-        for cid in reversed(tr.changes.bases()):
-            if tr.base is not None and cid <= tr.base:
-                break  # nothing newer than the copy
-            chain = chains.chain(cid, name, tr.bin, codec.fingerprint)
-            if chain is None or not self._read(tr, chain, codec):
-                continue
-            if tr.copy is not None and tr.copy.index != tr.bin:
-                raise CheckpointError(f"checkpoint {cid}: operator {name!r} bin {tr.bin} holds bin {tr.copy.index}")
-            tr.base, tr.chain = cid, tuple(chain)
-            tr.changes.forget_before(cid)
-            return True
-        return tr.copy is not None
-
-    def _in_files(self, tr: Track) -> bool:
-        """Whether ``tr``'s bin is in RocksDB (its copy: files in the new owner's database)."""
-        return self._runtime(tr.src, tr.node).store is not None
-
-    def _load_files(self, tr: Track, name: str, codec: Any) -> bool:
-        """:meth:`_load` of a RocksDB bin: the newest committed checkpoint the track
-        knows the changes since preloads it into the new owner's database
-        (:meth:`FileCopies.load <tstate.engine.precopy_files.FileCopies.load>`)."""
-        committed = self.exe.coordinator.committed_set
-        for cid in reversed(tr.changes.bases()):
-            if tr.base is not None and cid <= tr.base:
-                break  # nothing newer than the copy
-            m = self.chains.manifest(cid) if cid in committed else None
-            if m is None:
-                continue
-            start = _time.perf_counter()
-            size = self.files.load(tr.bin, tr.dst, name, codec, m)
-            self.stats.preload_seconds += _time.perf_counter() - start
-            if size is None:
-                continue
-            if tr.copy is None:
-                self.stats.preloaded += 1
-                self.stats.preload_bytes += size
-            else:
-                self.stats.rebased += 1
-                self.stats.rebase_bytes += size
-            tr.copy, tr.base, tr.chain = Bin(tr.bin), cid, ()  # (the copy is in the new owner's database)
-            tr.changes.forget_before(cid)
-            return True
-        return tr.copy is not None
-
-    def _read(self, tr: Track, chain: tuple["FileRef", ...], codec: Any) -> bool:
-        """Make ``tr``'s copy the bin ``chain`` holds: caught up by the files added to
-        the chain it was read from, else read whole; False (the copy as it was, or
-        none if a catch-up failed half way) if a file cannot be read or decoded."""
-        start = _time.perf_counter()
-        enabled = gc.isenabled()
-        gc.disable()
-        old, copy = tr.chain, tr.copy
-        extend = copy is not None and len(chain) >= len(old) and chain[: len(old)] == old
-        try:
-            data = [self.chains.store.read(ref) for ref in (chain[len(old):] if extend else chain)]
-        except CheckpointError:  # (e.g. collected meanwhile): the copy is as it was
-            gc.freeze()
-            if enabled:
-                gc.enable()
-            return False
-        try:
-            if copy is not None and extend:
-                if data:
-                    catch_up(copy, data, codec)
-                    self.stats.rebased += 1
-                    self.stats.rebase_bytes += sum(len(d) for d in data)
-            else:
-                tr.copy = decode_chain(chain, data, codec, codec.fingerprint, tr.bin)
-                self.stats.preloaded += 1
-                self.stats.preload_bytes += sum(len(d) for d in data)
-        except (CheckpointError, TstateError):
-            tr.copy, tr.base, tr.chain = None, None, ()  # (a catch-up may have applied part)
-            return False
-        finally:
-            gc.freeze()  # long-lived and acyclic, as a lazy restore's bins
-            if enabled:
-                gc.enable()
-            self.stats.preload_seconds += _time.perf_counter() - start
-        return True
 
     # -- the hand-over -------------------------------------------------------------------
     def hand_over(self, src: "StatefulRuntime", index: int, t: Any, dst: int) -> bool:

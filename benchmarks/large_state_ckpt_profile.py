@@ -10,10 +10,10 @@ Stages (wall and thread CPU seconds, per call):
   or the cut's), ``capture`` (the cut: write-back, then the database's writes held),
   ``begin`` (the checkpoint store's writer, under its lock);
 - cut thread: ``_checkpoint`` (all of it), ``flush`` (memtables to SST files, GIL
-  free), ``link_checkpoint`` (each attempt to link the checkpoint GIL free once no
-  compaction runs: hard_links.py), ``create_checkpoint`` (RocksDB's checkpoint, holding
+  free), ``link_checkpoint`` (each attempt to link the checkpoint GIL free, a compaction
+  running or not: hard_links.py), ``create_checkpoint`` (RocksDB's checkpoint, holding
   the GIL: its own flush, a no-op after ours, hard links, copies of the small files,
-  fsyncs; when a compaction ran for longer than COMPACTION_WAIT, 0 by default), ``deferred``
+  fsyncs; only after LINK_ATTEMPTS failed attempts), ``deferred``
   (the write-backs postponed while the cut held the database, applied after it);
 - processing thread also: ``write_batch`` (the database write of a write-back, or its
   queueing), ``settle``;
@@ -145,18 +145,18 @@ def _variant(spec: str) -> None:
     upload; gets that miss the cache probe more L0 files), ``nice-compactions-N``
     (RocksDB's compaction threads ``rocksdb:low`` at nice N: what
     ``Env::LowerThreadPoolCPUPriority`` does, which rocksdict does not expose),
-    ``universal`` (universal compaction), ``compaction-wait-S`` (db.COMPACTION_WAIT = S
-    seconds: how long a cut waits for compactions to end before it links the files with
-    rocksdict's create_checkpoint, holding the GIL), ``poll-S`` (db._POLL = S seconds:
-    how often the cut looks whether a compaction still runs; each look takes the GIL)."""
+    ``universal`` (universal compaction), ``link-attempts-N`` (db.LINK_ATTEMPTS = N: how
+    many times a cut links the files GIL free before it makes the checkpoint with
+    rocksdict's create_checkpoint, holding the GIL; 0: always create_checkpoint),
+    ``poll-S`` (db._POLL = S seconds: the pause between two attempts)."""
     if spec == "none":
         return
     import rocksdict
 
     from tstate.state.rocksdb import db
 
-    if spec.startswith("compaction-wait-"):
-        db.COMPACTION_WAIT = float(spec.rsplit("-", 1)[1])
+    if spec.startswith("link-attempts-"):
+        db.LINK_ATTEMPTS = int(spec.rsplit("-", 1)[1])
         return
     if spec.startswith("poll-"):
         db._POLL = float(spec.rsplit("-", 1)[1])

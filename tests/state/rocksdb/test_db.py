@@ -216,64 +216,51 @@ def test_a_full_disk_fails_the_checkpoint_naming_the_path_and_keeps_the_last_one
         back.close()
 
 
-def _compactions(monkeypatch: pytest.MonkeyPatch, running: int) -> list[float]:
-    """RocksDB reports a compaction running for the next ``running`` looks (then none);
-    the times of the looks."""
-    import time
-
-    looks: list[float] = []
-
-    def compacting(self: LocalDB) -> bool:
-        looks.append(time.monotonic())
-        return len(looks) <= running
-
-    monkeypatch.setattr(LocalDB, "_compacting", compacting)
-    return looks
-
-
-def test_a_checkpoint_links_the_files_once_no_compaction_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # create_checkpoint holds the GIL; overlapping a compaction's end it stalled the
-    # processing thread for up to 470 ms: the cut waits for the compaction, GIL free,
-    # then links the files itself (hard_links.py), GIL free
+def _failing_links(monkeypatch: pytest.MonkeyPatch, failures: int) -> list[int]:
+    """The GIL-free link fails its first ``failures`` attempts (as when a compaction is
+    installed while it links), then links for real; the attempts, counted."""
     from tstate.state.rocksdb import db as db_module
 
-    monkeypatch.setattr(db_module, "COMPACTION_WAIT", 1.0)
-    w = WorkerStore.create(str(tmp_path / "w"))
-    ref = _fill(w, range(2), 50)
-    looks = _compactions(monkeypatch, running=3)
-    linked: list[int] = []
+    attempts: list[int] = []
     real = db_module.link_checkpoint
 
     def link_checkpoint(*args: Any) -> bool:
-        linked.append(len(looks))
-        return real(*args)
+        attempts.append(1)
+        return real(*args) if len(attempts) > failures else False
 
     monkeypatch.setattr(db_module, "link_checkpoint", link_checkpoint)
+    return attempts
+
+
+def test_a_failed_link_is_linked_again_not_made_by_create_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # create_checkpoint holds the GIL (it stalled the processing thread up to 470 ms
+    # overlapping a compaction's end): an attempt that a compaction's install failed is
+    # made again with the new live files, GIL free
+    from tstate.state.rocksdb import db as db_module
+
+    w = WorkerStore.create(str(tmp_path / "w"))
+    ref = _fill(w, range(2), 50)
+    attempts = _failing_links(monkeypatch, failures=db_module.LINK_ATTEMPTS - 1)
     monkeypatch.setattr(db_module.rocksdict, "Checkpoint", None)  # (never used)
     ck = w.checkpoint(str(tmp_path / "ck"))
-    assert linked == [4]  # three looks saw the compaction, the fourth none: then the links
-    assert (w.db.retries, w.db.fallbacks) == (0, 0)
+    assert len(attempts) == db_module.LINK_ATTEMPTS
+    assert (w.db.retries, w.db.fallbacks) == (db_module.LINK_ATTEMPTS - 1, 0)
     w.close()
     back = WorkerStore.restore(ck.dir, str(tmp_path / "back"))
     assert {(b, k): v for b in range(2) for k, v in back.store("op", INTS).items(b)} == ref
     back.close()
 
 
-def test_a_compaction_that_goes_on_falls_back_to_create_checkpoint_after_compaction_wait(
+def test_links_failing_link_attempts_times_fall_back_to_create_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import time
-
     from tstate.state.rocksdb import db as db_module
 
     w = WorkerStore.create(str(tmp_path / "w"))
     ref = _fill(w, range(1), 20)
-    looks = _compactions(monkeypatch, running=10**9)
-    monkeypatch.setattr(db_module, "COMPACTION_WAIT", 0.05)
-    t0 = time.monotonic()
+    attempts = _failing_links(monkeypatch, failures=10**9)
     ck = w.checkpoint(str(tmp_path / "ck"))
-    assert looks and looks[-1] - t0 >= 0.05 and time.monotonic() - t0 < 5
-    assert w.db.fallbacks == 1
+    assert len(attempts) == db_module.LINK_ATTEMPTS and w.db.fallbacks == 1
     w.close()
     back = WorkerStore.restore(ck.dir, str(tmp_path / "back"))
     assert {(0, k): v for k, v in back.store("op", INTS).items(0)} == ref

@@ -11,11 +11,11 @@ files:
   nothing decoded);
 - **write** a batch atomically (writes skip RocksDB's write-ahead log: durability is
   tstate's checkpoints, and a database is never reopened after a crash, only restored);
-- **checkpoint**: flush every column family, then, once no compaction runs, a RocksDB
-  checkpoint made GIL free by :mod:`tstate.state.rocksdb.hard_links` (rocksdict's
-  ``create_checkpoint`` only if compactions go on for longer than
-  :data:`COMPACTION_WAIT`) -- hard links to the immutable SST files plus copies of the
-  small files -- listed as
+- **checkpoint**: flush every column family, then a RocksDB checkpoint made GIL free
+  by :mod:`tstate.state.rocksdb.hard_links` whether or not a compaction runs (linked
+  again if one was installed meanwhile; rocksdict's ``create_checkpoint``, which holds
+  the GIL, only after :data:`LINK_ATTEMPTS` failed attempts) -- hard links to the
+  immutable SST files plus copies of the small files -- listed as
   :class:`~tstate.state.rocksdb.files.CheckpointFiles`, each SST file marked new
   unless :meth:`LocalDB.uploaded` was told an earlier upload holds it;
 - **ingest** one bin's SST file (exported by :mod:`tstate.state.rocksdb.sst_export`)
@@ -59,6 +59,7 @@ from tstate.errors import StateStoreError, TstateError
 from tstate.state.rocksdb.files import CheckpointFiles, ExportedBin, OtherFile, SstFile
 from tstate.state.rocksdb.hard_links import link_checkpoint
 from tstate.state.rocksdb.layout import bin_range
+from tstate.state.rocksdb.manifest_files import ManifestFiles
 from tstate.state.rocksdb.settings import RocksDB
 
 __all__ = ["LocalDB", "Family", "store_errors"]
@@ -67,15 +68,13 @@ __all__ = ["LocalDB", "Family", "store_errors"]
 #: is not one of ours: never emptied)
 _DB_FILES = ("CURRENT", "IDENTITY", "LOCK", "LOG", "MANIFEST-", "OPTIONS-", "rocksdict-config.json")
 _DEFAULT = RocksDB(os.sep)
-#: the longest a checkpoint waits for a running compaction to end before it links the
-#: files with rocksdict's create_checkpoint, holding the GIL (:meth:`LocalDB._link`),
-#: and how often it looks, in seconds.  0: linked GIL free if no compaction runs, else
-#: by create_checkpoint at once.  Measured under load (load 11-25, 1M keys, 30 epochs,
-#: benchmarks/results/large_state_ckpt_profile.txt): waiting 1 s or 5 s held the writes
-#: for 1-2.3 s, so 30-75% of the checkpoints due were skipped, and gave p99 ratios of
-#: median 1.6 (10 runs) and 1.37 (3 runs); not waiting: 10-50% skipped, p99 ratio
-#: median 0.88 (6 runs), create_checkpoint's GIL hold max 52-157 ms
-COMPACTION_WAIT = 0.0
+#: how many times a checkpoint is linked GIL free (:meth:`LocalDB._link`) before it is
+#: made by rocksdict's create_checkpoint, holding the GIL (52-157 ms under load:
+#: benchmarks/results/large_state_ckpt_profile.txt).  An attempt fails only when a
+#: compaction or flush is installed while it links (a few ms), so the next one, with
+#: the new live files, succeeds; a running compaction does not fail it (hard_links.py)
+LINK_ATTEMPTS = 5
+#: the pause between two attempts, in seconds (an install under way ends meanwhile)
 _POLL = 0.005
 
 
@@ -206,9 +205,12 @@ class LocalDB:
         self._closed = False
         #: checkpoints linked again because a compaction changed the files meanwhile,
         #: and made by rocksdict's create_checkpoint (holding the GIL) because
-        #: compactions went on for longer than COMPACTION_WAIT (:meth:`_link`)
+        #: LINK_ATTEMPTS attempts failed (:meth:`_link`)
         self.retries = 0
         self.fallbacks = 0
+        #: the replay of the database's MANIFEST (hard_links.py checks each checkpoint's
+        #: copy of it names exactly the files linked), kept between checkpoints
+        self._manifest = ManifestFiles()
         #: this opening of the database: SST file numbers are unique within it only (a
         #: database created again in the same place, or opened from a restored
         #: checkpoint and written on, can name another file as an earlier one did)
@@ -429,10 +431,9 @@ class LocalDB:
             raise StateStoreError(f"keyed-state store at {self.path}: checkpoint directory {dest} exists already")
         try:
             # flushed first (the GIL let go while RocksDB's flush thread writes), then
-            # hard links made from Python (hard_links.py: GIL free), once no compaction
-            # runs; rocksdict's create_checkpoint holds the GIL throughout (it stalled
-            # the processing thread up to 470 ms): only if compactions go on for longer
-            # than COMPACTION_WAIT
+            # hard links made from Python (hard_links.py: GIL free), a compaction running
+            # or not; rocksdict's create_checkpoint holds the GIL throughout (it stalled
+            # the processing thread up to 470 ms): only if LINK_ATTEMPTS attempts failed
             self.flush()
             with store_errors(dest, f"checkpointing {self.path}"):
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
@@ -448,26 +449,19 @@ class LocalDB:
     def _link(self, dest: str) -> bool:
         """(The cut's thread, writes held, memtables flushed.)  Make the checkpoint in
         ``dest`` with :func:`~tstate.state.rocksdb.hard_links.link_checkpoint`, letting
-        go of the GIL: as soon as no compaction runs, again whenever one changed the
-        files meanwhile, for at most :data:`COMPACTION_WAIT` seconds (then ``dest`` is
-        left absent, and whether it was made is returned).  The checkpoint's contents
-        are the same whenever it is made (the writes are held); the longer the cut
-        holds them, the more of the checkpoints due meanwhile are skipped."""
+        go of the GIL, whether or not a compaction runs; again, with the new live files,
+        whenever one was installed meanwhile, at most :data:`LINK_ATTEMPTS` times (then
+        ``dest`` is left absent).  Whether it was made.  The checkpoint's contents are
+        the same whenever it is made (the writes are held)."""
         families = [self._db, *(f.rdict for f in self._families.values() if f.rdict is not self._db)]
-        deadline = time.monotonic() + COMPACTION_WAIT
-        while True:
-            if not self._compacting():
-                if link_checkpoint(self._db, families, self.path, dest):
-                    return True
-                shutil.rmtree(dest, ignore_errors=True)
-                self.retries += 1
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(_POLL)
-
-    def _compacting(self) -> bool:
-        with store_errors(self.path, "reading the number of running compactions"):
-            return bool(self._db.property_int_value("rocksdb.num-running-compactions"))
+        for attempt in range(LINK_ATTEMPTS):
+            if attempt:
+                time.sleep(_POLL)
+            if link_checkpoint(self._db, families, self.path, dest, self._manifest):
+                return True
+            shutil.rmtree(dest, ignore_errors=True)
+            self.retries += 1
+        return False
 
     def _list(self, dest: str) -> CheckpointFiles:
         sst, other = [], []

@@ -111,7 +111,7 @@ def _timed(stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 def _patch() -> None:
     from tstate.checkpoint import sst_files, store
     from tstate.engine.checkpointing import file_capture
-    from tstate.state.rocksdb import cache, db, worker
+    from tstate.state.rocksdb import cache, checkpoint_dirs, db, worker
 
     patches = [
         (file_capture.FileCapture, "freeze"), (file_capture.FileCapture, "capture"),
@@ -126,15 +126,15 @@ def _patch() -> None:
             setattr(owner, name, _timed(name, getattr(owner, name)))
     for name in ("write_batch", "settle"):
         setattr(db.LocalDB, name, _timed(name, getattr(db.LocalDB, name)))
-    db.rocksdict = _TimedRocksdict(db.rocksdict)  # type: ignore[assignment]
-    if hasattr(db, "link_checkpoint"):  # (the checkpoint linked GIL free: hard_links.py)
-        db.link_checkpoint = _timed("link_checkpoint", db.link_checkpoint)
+    checkpoint_dirs.rocksdict = _TimedRocksdict(checkpoint_dirs.rocksdict)  # type: ignore[assignment]
+    # (the checkpoint linked GIL free: hard_links.py)
+    checkpoint_dirs.link_checkpoint = _timed("link_checkpoint", checkpoint_dirs.link_checkpoint)
     close = db.LocalDB.close
 
     def close_with_stats(self: Any) -> None:
         if not self._closed and self._db is not None:
-            STATS.append(_db_stats(self) + f"\n  checkpoints linked again {getattr(self, 'retries', '-')}, "
-                         f"by create_checkpoint {getattr(self, 'fallbacks', '-')}")
+            STATS.append(_db_stats(self) + f"\n  checkpoints linked again {self.checkpoints.retries}, "
+                         f"by create_checkpoint {self.checkpoints.fallbacks}")
         close(self)
 
     db.LocalDB.close = close_with_stats  # type: ignore[method-assign]
@@ -161,21 +161,21 @@ def _variant(spec: str) -> None:
     upload; gets that miss the cache probe more L0 files), ``nice-compactions-N``
     (RocksDB's compaction threads ``rocksdb:low`` at nice N: what
     ``Env::LowerThreadPoolCPUPriority`` does, which rocksdict does not expose),
-    ``universal`` (universal compaction), ``link-attempts-N`` (db.LINK_ATTEMPTS = N: how
+    ``universal`` (universal compaction), ``link-attempts-N`` (checkpoint_dirs.LINK_ATTEMPTS = N: how
     many times a cut links the files GIL free before it makes the checkpoint with
     rocksdict's create_checkpoint, holding the GIL; 0: always create_checkpoint),
-    ``poll-S`` (db._POLL = S seconds: the pause between two attempts)."""
+    ``poll-S`` (checkpoint_dirs._POLL = S seconds: the pause between two attempts)."""
     if spec == "none":
         return
     import rocksdict
 
-    from tstate.state.rocksdb import db
+    from tstate.state.rocksdb import checkpoint_dirs, db
 
     if spec.startswith("link-attempts-"):
-        db.LINK_ATTEMPTS = int(spec.rsplit("-", 1)[1])
+        checkpoint_dirs.LINK_ATTEMPTS = int(spec.rsplit("-", 1)[1])
         return
     if spec.startswith("poll-"):
-        db._POLL = float(spec.rsplit("-", 1)[1])
+        checkpoint_dirs._POLL = float(spec.rsplit("-", 1)[1])
         return
 
     if spec.startswith("nice-compactions-"):

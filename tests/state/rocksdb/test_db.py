@@ -219,16 +219,16 @@ def test_a_full_disk_fails_the_checkpoint_naming_the_path_and_keeps_the_last_one
 def _failing_links(monkeypatch: pytest.MonkeyPatch, failures: int) -> list[int]:
     """The GIL-free link fails its first ``failures`` attempts (as when a compaction is
     installed while it links), then links for real; the attempts, counted."""
-    from tstate.state.rocksdb import db as db_module
+    from tstate.state.rocksdb import checkpoint_dirs
 
     attempts: list[int] = []
-    real = db_module.link_checkpoint
+    real = checkpoint_dirs.link_checkpoint
 
     def link_checkpoint(*args: Any) -> bool:
         attempts.append(1)
         return real(*args) if len(attempts) > failures else False
 
-    monkeypatch.setattr(db_module, "link_checkpoint", link_checkpoint)
+    monkeypatch.setattr(checkpoint_dirs, "link_checkpoint", link_checkpoint)
     return attempts
 
 
@@ -236,15 +236,15 @@ def test_a_failed_link_is_linked_again_not_made_by_create_checkpoint(tmp_path: P
     # create_checkpoint holds the GIL (it stalled the processing thread up to 470 ms
     # overlapping a compaction's end): an attempt that a compaction's install failed is
     # made again with the new live files, GIL free
-    from tstate.state.rocksdb import db as db_module
+    from tstate.state.rocksdb import checkpoint_dirs
 
     w = WorkerStore.create(str(tmp_path / "w"))
     ref = _fill(w, range(2), 50)
-    attempts = _failing_links(monkeypatch, failures=db_module.LINK_ATTEMPTS - 1)
-    monkeypatch.setattr(db_module.rocksdict, "Checkpoint", None)  # (never used)
+    attempts = _failing_links(monkeypatch, failures=checkpoint_dirs.LINK_ATTEMPTS - 1)
+    monkeypatch.setattr(checkpoint_dirs.rocksdict, "Checkpoint", None)  # (never used)
     ck = w.checkpoint(str(tmp_path / "ck"))
-    assert len(attempts) == db_module.LINK_ATTEMPTS
-    assert (w.db.retries, w.db.fallbacks) == (db_module.LINK_ATTEMPTS - 1, 0)
+    assert len(attempts) == checkpoint_dirs.LINK_ATTEMPTS
+    assert (w.db.checkpoints.retries, w.db.checkpoints.fallbacks) == (checkpoint_dirs.LINK_ATTEMPTS - 1, 0)
     w.close()
     back = WorkerStore.restore(ck.dir, str(tmp_path / "back"))
     assert {(b, k): v for b in range(2) for k, v in back.store("op", INTS).items(b)} == ref
@@ -254,13 +254,13 @@ def test_a_failed_link_is_linked_again_not_made_by_create_checkpoint(tmp_path: P
 def test_links_failing_link_attempts_times_fall_back_to_create_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tstate.state.rocksdb import db as db_module
+    from tstate.state.rocksdb import checkpoint_dirs
 
     w = WorkerStore.create(str(tmp_path / "w"))
     ref = _fill(w, range(1), 20)
     attempts = _failing_links(monkeypatch, failures=10**9)
     ck = w.checkpoint(str(tmp_path / "ck"))
-    assert len(attempts) == db_module.LINK_ATTEMPTS and w.db.fallbacks == 1
+    assert len(attempts) == checkpoint_dirs.LINK_ATTEMPTS and w.db.checkpoints.fallbacks == 1
     w.close()
     back = WorkerStore.restore(ck.dir, str(tmp_path / "back"))
     assert {(0, k): v for k, v in back.store("op", INTS).items(0)} == ref

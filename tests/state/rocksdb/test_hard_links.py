@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import pytest
 
-from tstate.state.rocksdb import db as db_module
+from tstate.state.rocksdb import checkpoint_dirs
 from tstate.state.rocksdb import hard_links
 from tstate.state.rocksdb.db import LocalDB
 from tstate.state.rocksdb.settings import RocksDB
@@ -79,7 +79,7 @@ def test_a_compaction_deleting_files_before_their_links_makes_it_link_again(
     db, ref = _layered(tmp_path / "w")
     hooked = _compact_once_at(monkeypatch, db, "link", after=0 if where == "before the links" else 2)
     ck = db.checkpoint(str(tmp_path / "ck"))
-    assert hooked and db.retries >= 1 and db.fallbacks == 0
+    assert hooked and db.checkpoints.retries >= 1 and db.checkpoints.fallbacks == 0
     db.close()
     assert _contents(ck.dir, tmp_path / "back") == ref
 
@@ -92,7 +92,7 @@ def test_a_compaction_appending_to_the_manifest_before_its_copy_makes_it_link_ag
     db, ref = _layered(tmp_path / "w")
     hooked = _compact_once_at(monkeypatch, db, "copyfile", after=0)
     ck = db.checkpoint(str(tmp_path / "ck"))
-    assert hooked and db.retries >= 1 and db.fallbacks == 0
+    assert hooked and db.checkpoints.retries >= 1 and db.checkpoints.fallbacks == 0
     db.close()
     assert _contents(ck.dir, tmp_path / "back") == ref
     assert sorted(f.name for f in ck.sst) == sorted(n for n in os.listdir(ck.dir) if n.endswith(".sst"))
@@ -143,7 +143,7 @@ def test_a_checkpoint_is_linked_while_a_compaction_runs_and_restores_exactly(
     db = LocalDB.create(str(tmp_path / "w"), settings)
     fam = db.family("a")
     running: list[int] = []
-    real = db_module.link_checkpoint
+    real = checkpoint_dirs.link_checkpoint
 
     def link_checkpoint(rdb: Any, *args: Any) -> bool:
         compacting = rdb.property_int_value("rocksdb.num-running-compactions")
@@ -151,7 +151,7 @@ def test_a_checkpoint_is_linked_while_a_compaction_runs_and_restores_exactly(
         running.append(compacting if made else 0)
         return made
 
-    monkeypatch.setattr(db_module, "link_checkpoint", link_checkpoint)
+    monkeypatch.setattr(checkpoint_dirs, "link_checkpoint", link_checkpoint)
     ref: dict[bytes, bytes] = {}
     through = []
     for round_ in range(40):  # every 4th flush starts an L0 -> L1 compaction of them all
@@ -164,7 +164,7 @@ def test_a_checkpoint_is_linked_while_a_compaction_runs_and_restores_exactly(
         if len(through) == 2:
             break
     assert through, "no compaction ran at a cut"
-    assert db.fallbacks == 0
+    assert db.checkpoints.fallbacks == 0
     db.close()
     for i, (ck, expected) in enumerate(through):
         assert _contents(ck.dir, tmp_path / f"back{i}") == expected
@@ -204,9 +204,9 @@ def test_a_manifest_naming_files_not_linked_is_refused_though_nothing_changed_me
             calls[0] += 1
             return stale if calls[0] == 1 else self._rdb.live_files()
 
-    monkeypatch.setattr(db_module, "link_checkpoint", lambda rdb, *a: real(Stale(rdb), *a))
+    monkeypatch.setattr(checkpoint_dirs, "link_checkpoint", lambda rdb, *a: real(Stale(rdb), *a))
     ck = db.checkpoint(str(tmp_path / "ck"))
-    assert calls[0] == 2 and db.retries == 1 and db.fallbacks == 0
+    assert calls[0] == 2 and db.checkpoints.retries == 1 and db.checkpoints.fallbacks == 0
     live = sorted(str(f["name"]).lstrip("/") for f in db._db.live_files())
     db.close()
     assert sorted(f.name for f in ck.sst) == live != sorted(inputs)

@@ -11,13 +11,12 @@ files:
   nothing decoded);
 - **write** a batch atomically (writes skip RocksDB's write-ahead log: durability is
   tstate's checkpoints, and a database is never reopened after a crash, only restored);
-- **checkpoint**: flush every column family, then a RocksDB checkpoint made GIL free
-  by :mod:`tstate.state.rocksdb.hard_links` whether or not a compaction runs (linked
-  again if one was installed meanwhile; rocksdict's ``create_checkpoint``, which holds
-  the GIL, only after :data:`LINK_ATTEMPTS` failed attempts) -- hard links to the
-  immutable SST files plus copies of the small files -- listed as
-  :class:`~tstate.state.rocksdb.files.CheckpointFiles`, each SST file marked new
-  unless :meth:`LocalDB.uploaded` was told an earlier upload holds it;
+- **checkpoint**: hold the writes (a cut), flush every column family, then make a
+  RocksDB checkpoint of the files -- hard links to the immutable SST files plus copies
+  of the small files, GIL free whether or not a compaction runs -- listed as
+  :class:`~tstate.state.rocksdb.files.CheckpointFiles`
+  (:mod:`tstate.state.rocksdb.checkpoint_dirs`), each SST file marked new unless
+  :meth:`LocalDB.uploaded` was told an earlier upload holds it;
 - **ingest** one bin's SST file (exported by :mod:`tstate.state.rocksdb.sst_export`)
   into another database, replacing the bin there (``ingest_external_file``).
 
@@ -49,17 +48,15 @@ import errno
 import os
 import shutil
 import threading
-import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 import rocksdict
 
 from tstate.errors import StateStoreError, TstateError
-from tstate.state.rocksdb.files import CheckpointFiles, ExportedBin, OtherFile, SstFile
-from tstate.state.rocksdb.hard_links import link_checkpoint
+from tstate.state.rocksdb.checkpoint_dirs import CheckpointDirs
+from tstate.state.rocksdb.files import CheckpointFiles, ExportedBin
 from tstate.state.rocksdb.layout import bin_range
-from tstate.state.rocksdb.manifest_files import ManifestFiles
 from tstate.state.rocksdb.settings import RocksDB
 
 __all__ = ["LocalDB", "Family", "store_errors"]
@@ -68,16 +65,6 @@ __all__ = ["LocalDB", "Family", "store_errors"]
 #: is not one of ours: never emptied)
 _DB_FILES = ("CURRENT", "IDENTITY", "LOCK", "LOG", "MANIFEST-", "OPTIONS-", "rocksdict-config.json")
 _DEFAULT = RocksDB(os.sep)
-#: how many times a checkpoint is linked GIL free (:meth:`LocalDB._link`) before it is
-#: made by rocksdict's create_checkpoint, holding the GIL (52-157 ms under load:
-#: benchmarks/results/large_state_ckpt_profile.txt).  An attempt fails only when a
-#: compaction or flush is installed while it links (a few ms), so the next one, with
-#: the new live files, succeeds; a running compaction does not fail it (hard_links.py)
-LINK_ATTEMPTS = 5
-#: the pause between two attempts, in seconds (an install under way ends meanwhile)
-_POLL = 0.005
-
-
 @contextlib.contextmanager
 def store_errors(path: str, what: str) -> Iterator[None]:
     """Turn a RocksDB or file-system failure inside the block into a
@@ -201,20 +188,13 @@ class LocalDB:
         self._block_cache = rocksdict.Cache(settings.block_cache_bytes)
         self._options = _options(settings, self._block_cache)
         self._families: dict[str, Family] = {}
-        self._uploaded: set[str] = set()
         self._closed = False
-        #: checkpoints linked again because a compaction changed the files meanwhile,
-        #: and made by rocksdict's create_checkpoint (holding the GIL) because
-        #: LINK_ATTEMPTS attempts failed (:meth:`_link`)
-        self.retries = 0
-        self.fallbacks = 0
-        #: the replay of the database's MANIFEST (hard_links.py checks each checkpoint's
-        #: copy of it names exactly the files linked), kept between checkpoints
-        self._manifest = ManifestFiles()
         #: this opening of the database: SST file numbers are unique within it only (a
         #: database created again in the same place, or opened from a restored
         #: checkpoint and written on, can name another file as an earlier one did)
         self.incarnation = uuid.uuid4().hex
+        #: its checkpoints' directories, and which SST files the store holds already
+        self.checkpoints = CheckpointDirs(self.incarnation)
         #: held while a checkpoint is made (:meth:`cut`): writes wait for it
         self._cut = threading.Lock()
         #: write batches queued while a cut holds the writes (:meth:`write_batch` with
@@ -268,7 +248,7 @@ class LocalDB:
         with store_errors(checkpoint_dir, "listing the checkpoint's column families"):
             families = rocksdict.Rdict.list_cf(path, rocksdict.Options(raw_mode=True))
         db = cls(path, settings, families)
-        db._uploaded = set(n for n in names if n.endswith(".sst")) if uploaded is None else set(uploaded)
+        db.uploaded([n for n in names if n.endswith(".sst")] if uploaded is None else uploaded)
         return db
 
     def family(self, name: str) -> Family:
@@ -431,52 +411,20 @@ class LocalDB:
             raise StateStoreError(f"keyed-state store at {self.path}: checkpoint directory {dest} exists already")
         try:
             # flushed first (the GIL let go while RocksDB's flush thread writes), then
-            # hard links made from Python (hard_links.py: GIL free), a compaction running
-            # or not; rocksdict's create_checkpoint holds the GIL throughout (it stalled
-            # the processing thread up to 470 ms): only if LINK_ATTEMPTS attempts failed
+            # the files linked GIL free (checkpoint_dirs.py), a compaction running or not
             self.flush()
+            families = [self._db, *(f.rdict for f in self._families.values() if f.rdict is not self._db)]
             with store_errors(dest, f"checkpointing {self.path}"):
-                os.makedirs(os.path.dirname(dest), exist_ok=True)
-                if not self._link(dest):
-                    rocksdict.Checkpoint(self._db).create_checkpoint(dest)
-                    self.fallbacks += 1
-                return self._list(dest)
+                return self.checkpoints.make(self._db, families, self.path, dest)
         except BaseException:
             shutil.rmtree(dest, ignore_errors=True)
             shutil.rmtree(dest + ".tmp", ignore_errors=True)
             raise
 
-    def _link(self, dest: str) -> bool:
-        """(The cut's thread, writes held, memtables flushed.)  Make the checkpoint in
-        ``dest`` with :func:`~tstate.state.rocksdb.hard_links.link_checkpoint`, letting
-        go of the GIL, whether or not a compaction runs; again, with the new live files,
-        whenever one was installed meanwhile, at most :data:`LINK_ATTEMPTS` times (then
-        ``dest`` is left absent).  Whether it was made.  The checkpoint's contents are
-        the same whenever it is made (the writes are held)."""
-        families = [self._db, *(f.rdict for f in self._families.values() if f.rdict is not self._db)]
-        for attempt in range(LINK_ATTEMPTS):
-            if attempt:
-                time.sleep(_POLL)
-            if link_checkpoint(self._db, families, self.path, dest, self._manifest):
-                return True
-            shutil.rmtree(dest, ignore_errors=True)
-            self.retries += 1
-        return False
-
-    def _list(self, dest: str) -> CheckpointFiles:
-        sst, other = [], []
-        for n in sorted(os.listdir(dest)):
-            size = os.path.getsize(os.path.join(dest, n))
-            if n.endswith(".sst"):
-                sst.append(SstFile(n, size, n not in self._uploaded))
-            else:
-                other.append(OtherFile(n, size))
-        return CheckpointFiles(dest, tuple(sst), tuple(other), self.incarnation)
-
     def uploaded(self, names: Iterable[str]) -> None:
         """SST files ``names`` are held by the checkpoint store now: later checkpoints
         list them as not new."""
-        self._uploaded.update(names)
+        self.checkpoints.uploaded(names)
 
     # -- moving bins as files (the exports: :mod:`tstate.state.rocksdb.sst_export`) ----
     def ingest_bin(self, fam: Family, exported: ExportedBin, replace: bool = True) -> None:

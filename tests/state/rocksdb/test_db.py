@@ -302,3 +302,34 @@ def test_a_write_back_while_the_cut_applies_the_queued_batches_is_queued_not_hel
     assert queued[:2] == [True, False]  # queued at once, not held until the cut's end
     assert fam.get(b"k") == b"2" and not db.deferring() and not db.cutting()
     db.close()
+
+
+def test_a_family_added_by_the_owner_while_a_cut_flushes_does_not_break_the_checkpoint(tmp_path: Path) -> None:
+    # the cut's thread flushes every family (RocksDB's flush lets the GIL go) while the
+    # owner may open a new operator's family: the cut iterated the live dict ("changed
+    # size during iteration")
+    db = LocalDB.create(str(tmp_path / "w"))
+    fam = db.family("a")
+    db.write([(fam, b"k", b"v")])
+    real = fam.rdict
+
+    class Flushing:
+        def __init__(self) -> None:
+            self.added = False
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def flush(self, wait: bool) -> None:
+            if not self.added:
+                self.added = True
+                db.family("b")  # (the owner, meanwhile)
+            real.flush(wait)
+
+    fam.rdict = Flushing()
+    ck = db.checkpoint(str(tmp_path / "ck"))
+    fam.rdict = real
+    db.close()
+    back = LocalDB.restore(ck.dir, str(tmp_path / "back"))
+    assert back.family("a").get(b"k") == b"v"
+    back.close()

@@ -362,7 +362,7 @@ class LocalDB:
         """Write every column family's memtable to SST files."""
         self._check_open()
         with store_errors(self.path, "flushing"):
-            for fam in self._families.values():
+            for fam in list(self._families.values()):  # (a copy: the owner may add a family meanwhile)
                 fam.rdict.flush(True)
             self._db.flush(True)
 
@@ -413,7 +413,7 @@ class LocalDB:
             # flushed first (the GIL let go while RocksDB's flush thread writes), then
             # the files linked GIL free (checkpoint_dirs.py), a compaction running or not
             self.flush()
-            families = [self._db, *(f.rdict for f in self._families.values() if f.rdict is not self._db)]
+            families = [self._db, *(f.rdict for f in list(self._families.values()) if f.rdict is not self._db)]
             with store_errors(dest, f"checkpointing {self.path}"):
                 return self.checkpoints.make(self._db, families, self.path, dest)
         except BaseException:

@@ -10,10 +10,10 @@ Stages (wall and thread CPU seconds, per call):
   or the cut's), ``capture`` (the cut: write-back, then the database's writes held),
   ``begin`` (the checkpoint store's writer, under its lock);
 - cut thread: ``_checkpoint`` (all of it), ``flush`` (memtables to SST files, GIL
-  free), ``link_checkpoint`` (each attempt to link the checkpoint GIL free once no
-  compaction runs: hard_links.py), ``create_checkpoint`` (RocksDB's checkpoint, holding
+  free), ``link_checkpoint`` (each attempt to link the checkpoint GIL free, a compaction
+  running or not: hard_links.py), ``create_checkpoint`` (RocksDB's checkpoint, holding
   the GIL: its own flush, a no-op after ours, hard links, copies of the small files,
-  fsyncs; when a compaction ran for longer than COMPACTION_WAIT, 0 by default), ``deferred``
+  fsyncs; only after LINK_ATTEMPTS failed attempts), ``deferred``
   (the write-backs postponed while the cut held the database, applied after it);
 - processing thread also: ``write_batch`` (the database write of a write-back, or its
   queueing), ``settle``;
@@ -47,6 +47,10 @@ from benchmarks.large_state import _epochs, _p99, heap_dataflow
 
 EVENTS: list[tuple[str, str, float, float, float]] = []  # (thread, stage, t0, t1, cpu)
 EPOCHS: list[tuple[float, float, float, float]] = []  # (t0, t1, cpu, gc)
+#: per epoch, the processing thread's seconds runnable but not running (waiting for a
+#: CPU: /proc/thread-self/schedstat's run-queue time): wall - CPU - this is the time it
+#: was blocked -- on the GIL, a lock or I/O
+RUNQ: list[float] = []
 STATS: list[str] = []  # each database's L0 files and write stalls when closed
 
 
@@ -82,6 +86,16 @@ def _db_stats(ldb: Any) -> str:
     return "\n".join(lines)
 
 
+def _runq() -> float:
+    """The calling thread's seconds spent waiting on a run queue so far (0 where
+    /proc/thread-self/schedstat is not available)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _timed(stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*a: Any, **k: Any) -> Any:
@@ -97,7 +111,7 @@ def _timed(stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 def _patch() -> None:
     from tstate.checkpoint import sst_files, store
     from tstate.engine.checkpointing import file_capture
-    from tstate.state.rocksdb import cache, db, worker
+    from tstate.state.rocksdb import cache, checkpoint_dirs, db, worker
 
     patches = [
         (file_capture.FileCapture, "freeze"), (file_capture.FileCapture, "capture"),
@@ -112,15 +126,15 @@ def _patch() -> None:
             setattr(owner, name, _timed(name, getattr(owner, name)))
     for name in ("write_batch", "settle"):
         setattr(db.LocalDB, name, _timed(name, getattr(db.LocalDB, name)))
-    db.rocksdict = _TimedRocksdict(db.rocksdict)  # type: ignore[assignment]
-    if hasattr(db, "link_checkpoint"):  # (the checkpoint linked GIL free: hard_links.py)
-        db.link_checkpoint = _timed("link_checkpoint", db.link_checkpoint)
+    checkpoint_dirs.rocksdict = _TimedRocksdict(checkpoint_dirs.rocksdict)  # type: ignore[assignment]
+    # (the checkpoint linked GIL free: hard_links.py)
+    checkpoint_dirs.link_checkpoint = _timed("link_checkpoint", checkpoint_dirs.link_checkpoint)
     close = db.LocalDB.close
 
     def close_with_stats(self: Any) -> None:
         if not self._closed and self._db is not None:
-            STATS.append(_db_stats(self) + f"\n  checkpoints linked again {getattr(self, 'retries', '-')}, "
-                         f"by create_checkpoint {getattr(self, 'fallbacks', '-')}")
+            STATS.append(_db_stats(self) + f"\n  checkpoints linked again {self.checkpoints.retries}, "
+                         f"by create_checkpoint {self.checkpoints.fallbacks}")
         close(self)
 
     db.LocalDB.close = close_with_stats  # type: ignore[method-assign]
@@ -129,9 +143,11 @@ def _patch() -> None:
     run = common.EpochDriver.run
 
     def timed_run(self: Any, records: list[Any]) -> float:
+        q0 = _runq()
         t0 = time.perf_counter()
         took = run(self, records)
         EPOCHS.append((t0, time.perf_counter(), self.cpu, self.gc))
+        RUNQ.append(_runq() - q0)
         return took
 
     common.EpochDriver.run = timed_run  # type: ignore[method-assign]
@@ -145,21 +161,21 @@ def _variant(spec: str) -> None:
     upload; gets that miss the cache probe more L0 files), ``nice-compactions-N``
     (RocksDB's compaction threads ``rocksdb:low`` at nice N: what
     ``Env::LowerThreadPoolCPUPriority`` does, which rocksdict does not expose),
-    ``universal`` (universal compaction), ``compaction-wait-S`` (db.COMPACTION_WAIT = S
-    seconds: how long a cut waits for compactions to end before it links the files with
-    rocksdict's create_checkpoint, holding the GIL), ``poll-S`` (db._POLL = S seconds:
-    how often the cut looks whether a compaction still runs; each look takes the GIL)."""
+    ``universal`` (universal compaction), ``link-attempts-N`` (checkpoint_dirs.LINK_ATTEMPTS = N: how
+    many times a cut links the files GIL free before it makes the checkpoint with
+    rocksdict's create_checkpoint, holding the GIL; 0: always create_checkpoint),
+    ``poll-S`` (checkpoint_dirs._POLL = S seconds: the pause between two attempts)."""
     if spec == "none":
         return
     import rocksdict
 
-    from tstate.state.rocksdb import db
+    from tstate.state.rocksdb import checkpoint_dirs, db
 
-    if spec.startswith("compaction-wait-"):
-        db.COMPACTION_WAIT = float(spec.rsplit("-", 1)[1])
+    if spec.startswith("link-attempts-"):
+        checkpoint_dirs.LINK_ATTEMPTS = int(spec.rsplit("-", 1)[1])
         return
     if spec.startswith("poll-"):
-        db._POLL = float(spec.rsplit("-", 1)[1])
+        checkpoint_dirs._POLL = float(spec.rsplit("-", 1)[1])
         return
 
     if spec.startswith("nice-compactions-"):
@@ -224,6 +240,19 @@ def _stage_cpu(events: list[tuple[str, str, float, float, float]], epochs: list[
             f" (its db writes {med(wr) * 1e3:5.1f}); outside write_back {med([t - w for t, w in zip(tot, wb)]) * 1e3:6.1f}")
 
 
+def _waits(label: str, epochs: list[tuple[float, float, float, float]], runq: list[float]) -> str:
+    """Where the processing thread's wall - CPU went, median and at the slowest epoch:
+    waiting for a CPU (run queue) or blocked (the GIL, a lock, I/O)."""
+    rows = [(t1 - t0, cpu, rq, max(0.0, t1 - t0 - cpu - rq)) for (t0, t1, cpu, _g), rq in zip(epochs, runq)]
+    if not rows:
+        return ""
+    slow = max(rows)
+    med = statistics.median
+    return (f"{label}: wall - CPU median {med([r[0] - r[1] for r in rows]) * 1e3:.1f} ms = run queue {med([r[2] for r in rows]) * 1e3:.1f}"
+            f" + blocked {med([r[3] for r in rows]) * 1e3:.1f} (medians); slowest epoch {slow[0] * 1e3:.1f} ms = CPU {slow[1] * 1e3:.1f}"
+            f" + run queue {slow[2] * 1e3:.1f} + blocked {slow[3] * 1e3:.1f}")
+
+
 def report(n_touch: int) -> str:
     out = io.StringIO()
     epochs = EPOCHS[-n_touch:]
@@ -240,11 +269,13 @@ def report(n_touch: int) -> str:
         print(f"  {st:18s} ({kind:10s}) {len(xs):4d}  {statistics.median(walls) * 1e3:8.2f} / {statistics.median(cpus) * 1e3:8.2f}"
               f"  max {max(walls) * 1e3:8.2f}  total {sum(walls):6.2f}", file=out)
     print("\nper epoch: lat ms, CPU ms, GC ms, captured?, processing write_back ms, cut-thread ms inside, upload-thread ms inside,"
-          " processing CPU ms in the stages above (outermost calls), commit+GC-thread ms inside", file=out)
+          " processing CPU ms in the stages above (outermost calls), commit+GC-thread ms inside,"
+          " run-queue ms (runnable, no CPU), blocked ms (wall - CPU - run queue: the GIL, locks, I/O)", file=out)
     main = [e for e in ev if e[0] == "MainThread"]
     outer = [e for e in main if not any(o is not e and o[2] <= e[2] and e[3] <= o[3] and (o[2], o[3]) != (e[2], e[3]) for o in main)]
     rows = []
-    for t0, t1, cpu, g in epochs:
+    runq = RUNQ[-len(epochs):] if len(RUNQ) >= len(epochs) else [0.0] * len(epochs)
+    for (t0, t1, cpu, g), rq in zip(epochs, runq):
         inside = [e for e in ev if _overlap(t0, t1, e[2], e[3]) > 0]
         cap = any(e[1] == "capture" and t0 <= e[2] < t1 for e in inside)
         wb = sum(e[3] - e[2] for e in inside if e[1] == "write_back" and e[0] == "MainThread" and t0 <= e[2] < t1)
@@ -252,9 +283,10 @@ def report(n_touch: int) -> str:
         upl = sum(_overlap(t0, t1, e[2], e[3]) for e in inside if "upload" in e[0] and e[1] in ("_read", "checksum", "_write"))
         staged = sum(e[4] for e in outer if t0 <= e[2] < t1)
         com = sum(_overlap(t0, t1, e[2], e[3]) for e in inside if e[1] in ("_commit", "_collect_guarded"))
-        rows.append((t1 - t0, cpu, g, cap, wb, cutt, upl, staged, com))
+        blocked = max(0.0, t1 - t0 - cpu - rq)
+        rows.append((t1 - t0, cpu, g, cap, wb, cutt, upl, staged, com, rq, blocked))
         print(f"  {(t1 - t0) * 1e3:7.1f} {cpu * 1e3:7.1f} {g * 1e3:6.1f} {'C' if cap else '-'} {wb * 1e3:7.1f} {cutt * 1e3:7.1f} {upl * 1e3:7.1f}"
-              f" {staged * 1e3:7.1f} {com * 1e3:7.1f}", file=out)
+              f" {staged * 1e3:7.1f} {com * 1e3:7.1f} {rq * 1e3:7.1f} {blocked * 1e3:7.1f}", file=out)
     cap_rows = [r for r in rows if r[3]]
     other = [r for r in rows if not r[3]]
     for label, rs in (("capture epochs", cap_rows), ("other epochs", other)):
@@ -262,6 +294,7 @@ def report(n_touch: int) -> str:
             print(_summary(f"{label} ({len(rs)})", [r[0] for r in rs], [r[1] for r in rs])
                   + f"; write-back median {statistics.median([r[4] for r in rs]) * 1e3:.1f} ms"
                   + f"; wall - CPU median {statistics.median([r[0] - r[1] for r in rs]) * 1e3:.1f} ms"
+                  + f" (run queue {statistics.median([r[9] for r in rs]) * 1e3:.1f}, blocked {statistics.median([r[10] for r in rs]) * 1e3:.1f})"
                   + f"; CPU in the stages median {statistics.median([r[7] for r in rs]) * 1e3:.1f} ms, outside them"
                   f" {statistics.median([r[1] - r[7] for r in rs]) * 1e3:.1f} ms", file=out)
     for label, idx in (("the cut thread", 5), ("the upload thread", 6), ("a commit", 8)):
@@ -296,7 +329,7 @@ def main(argv: list[str] | None = None) -> None:
     prof = cProfile.Profile() if a.cprofile else None
     try:
         none = heap_dataflow(a.keys, epochs, None, ts.RocksDB(os.path.join(root, "engine"), cache_bytes=a.cache_mb << 20))
-        none_events, none_epochs = list(EVENTS), EPOCHS[-a.epochs:]
+        none_events, none_epochs, none_runq = list(EVENTS), EPOCHS[-a.epochs:], RUNQ[-a.epochs:]
         EVENTS.clear()
         if prof is not None:
             prof.enable()
@@ -312,6 +345,8 @@ def main(argv: list[str] | None = None) -> None:
     print(_summary("checkpoints every epoch", ck["latency"], ck["cpu"]) + f"; {ck['checkpoints']} made, {ck['skipped']} skipped;"
           f" uploaded {ck['uploaded_bytes'] / 1e6:.1f} MB / referenced {ck['referenced_bytes'] / 1e6:.1f} MB per checkpoint")
     print(f"ratio p99 {_p99(ck['latency']) / _p99(none['latency']):.3f}, CPU p99 {_p99(ck['cpu']) / _p99(none['cpu']):.3f}")
+    print(_waits("no checkpoints", none_epochs, none_runq))
+    print(_waits("checkpoints every epoch", EPOCHS[-a.epochs:], RUNQ[-a.epochs:]))
     print()
     print(report(a.epochs))
     ck_epochs = EPOCHS[-a.epochs:]

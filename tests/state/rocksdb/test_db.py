@@ -216,64 +216,51 @@ def test_a_full_disk_fails_the_checkpoint_naming_the_path_and_keeps_the_last_one
         back.close()
 
 
-def _compactions(monkeypatch: pytest.MonkeyPatch, running: int) -> list[float]:
-    """RocksDB reports a compaction running for the next ``running`` looks (then none);
-    the times of the looks."""
-    import time
+def _failing_links(monkeypatch: pytest.MonkeyPatch, failures: int) -> list[int]:
+    """The GIL-free link fails its first ``failures`` attempts (as when a compaction is
+    installed while it links), then links for real; the attempts, counted."""
+    from tstate.state.rocksdb import checkpoint_dirs
 
-    looks: list[float] = []
-
-    def compacting(self: LocalDB) -> bool:
-        looks.append(time.monotonic())
-        return len(looks) <= running
-
-    monkeypatch.setattr(LocalDB, "_compacting", compacting)
-    return looks
-
-
-def test_a_checkpoint_links_the_files_once_no_compaction_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # create_checkpoint holds the GIL; overlapping a compaction's end it stalled the
-    # processing thread for up to 470 ms: the cut waits for the compaction, GIL free,
-    # then links the files itself (hard_links.py), GIL free
-    from tstate.state.rocksdb import db as db_module
-
-    monkeypatch.setattr(db_module, "COMPACTION_WAIT", 1.0)
-    w = WorkerStore.create(str(tmp_path / "w"))
-    ref = _fill(w, range(2), 50)
-    looks = _compactions(monkeypatch, running=3)
-    linked: list[int] = []
-    real = db_module.link_checkpoint
+    attempts: list[int] = []
+    real = checkpoint_dirs.link_checkpoint
 
     def link_checkpoint(*args: Any) -> bool:
-        linked.append(len(looks))
-        return real(*args)
+        attempts.append(1)
+        return real(*args) if len(attempts) > failures else False
 
-    monkeypatch.setattr(db_module, "link_checkpoint", link_checkpoint)
-    monkeypatch.setattr(db_module.rocksdict, "Checkpoint", None)  # (never used)
+    monkeypatch.setattr(checkpoint_dirs, "link_checkpoint", link_checkpoint)
+    return attempts
+
+
+def test_a_failed_link_is_linked_again_not_made_by_create_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # create_checkpoint holds the GIL (it stalled the processing thread up to 470 ms
+    # overlapping a compaction's end): an attempt that a compaction's install failed is
+    # made again with the new live files, GIL free
+    from tstate.state.rocksdb import checkpoint_dirs
+
+    w = WorkerStore.create(str(tmp_path / "w"))
+    ref = _fill(w, range(2), 50)
+    attempts = _failing_links(monkeypatch, failures=checkpoint_dirs.LINK_ATTEMPTS - 1)
+    monkeypatch.setattr(checkpoint_dirs.rocksdict, "Checkpoint", None)  # (never used)
     ck = w.checkpoint(str(tmp_path / "ck"))
-    assert linked == [4]  # three looks saw the compaction, the fourth none: then the links
-    assert (w.db.retries, w.db.fallbacks) == (0, 0)
+    assert len(attempts) == checkpoint_dirs.LINK_ATTEMPTS
+    assert (w.db.checkpoints.retries, w.db.checkpoints.fallbacks) == (checkpoint_dirs.LINK_ATTEMPTS - 1, 0)
     w.close()
     back = WorkerStore.restore(ck.dir, str(tmp_path / "back"))
     assert {(b, k): v for b in range(2) for k, v in back.store("op", INTS).items(b)} == ref
     back.close()
 
 
-def test_a_compaction_that_goes_on_falls_back_to_create_checkpoint_after_compaction_wait(
+def test_links_failing_link_attempts_times_fall_back_to_create_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import time
-
-    from tstate.state.rocksdb import db as db_module
+    from tstate.state.rocksdb import checkpoint_dirs
 
     w = WorkerStore.create(str(tmp_path / "w"))
     ref = _fill(w, range(1), 20)
-    looks = _compactions(monkeypatch, running=10**9)
-    monkeypatch.setattr(db_module, "COMPACTION_WAIT", 0.05)
-    t0 = time.monotonic()
+    attempts = _failing_links(monkeypatch, failures=10**9)
     ck = w.checkpoint(str(tmp_path / "ck"))
-    assert looks and looks[-1] - t0 >= 0.05 and time.monotonic() - t0 < 5
-    assert w.db.fallbacks == 1
+    assert len(attempts) == checkpoint_dirs.LINK_ATTEMPTS and w.db.checkpoints.fallbacks == 1
     w.close()
     back = WorkerStore.restore(ck.dir, str(tmp_path / "back"))
     assert {(0, k): v for k, v in back.store("op", INTS).items(0)} == ref
@@ -315,3 +302,34 @@ def test_a_write_back_while_the_cut_applies_the_queued_batches_is_queued_not_hel
     assert queued[:2] == [True, False]  # queued at once, not held until the cut's end
     assert fam.get(b"k") == b"2" and not db.deferring() and not db.cutting()
     db.close()
+
+
+def test_a_family_added_by_the_owner_while_a_cut_flushes_does_not_break_the_checkpoint(tmp_path: Path) -> None:
+    # the cut's thread flushes every family (RocksDB's flush lets the GIL go) while the
+    # owner may open a new operator's family: the cut iterated the live dict ("changed
+    # size during iteration")
+    db = LocalDB.create(str(tmp_path / "w"))
+    fam = db.family("a")
+    db.write([(fam, b"k", b"v")])
+    real = fam.rdict
+
+    class Flushing:
+        def __init__(self) -> None:
+            self.added = False
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def flush(self, wait: bool) -> None:
+            if not self.added:
+                self.added = True
+                db.family("b")  # (the owner, meanwhile)
+            real.flush(wait)
+
+    fam.rdict = Flushing()
+    ck = db.checkpoint(str(tmp_path / "ck"))
+    fam.rdict = real
+    db.close()
+    back = LocalDB.restore(ck.dir, str(tmp_path / "back"))
+    assert back.family("a").get(b"k") == b"v"
+    back.close()

@@ -11,13 +11,12 @@ files:
   nothing decoded);
 - **write** a batch atomically (writes skip RocksDB's write-ahead log: durability is
   tstate's checkpoints, and a database is never reopened after a crash, only restored);
-- **checkpoint**: flush every column family, then, once no compaction runs, a RocksDB
-  checkpoint made GIL free by :mod:`tstate.state.rocksdb.hard_links` (rocksdict's
-  ``create_checkpoint`` only if compactions go on for longer than
-  :data:`COMPACTION_WAIT`) -- hard links to the immutable SST files plus copies of the
-  small files -- listed as
-  :class:`~tstate.state.rocksdb.files.CheckpointFiles`, each SST file marked new
-  unless :meth:`LocalDB.uploaded` was told an earlier upload holds it;
+- **checkpoint**: hold the writes (a cut), flush every column family, then make a
+  RocksDB checkpoint of the files -- hard links to the immutable SST files plus copies
+  of the small files, GIL free whether or not a compaction runs -- listed as
+  :class:`~tstate.state.rocksdb.files.CheckpointFiles`
+  (:mod:`tstate.state.rocksdb.checkpoint_dirs`), each SST file marked new unless
+  :meth:`LocalDB.uploaded` was told an earlier upload holds it;
 - **ingest** one bin's SST file (exported by :mod:`tstate.state.rocksdb.sst_export`)
   into another database, replacing the bin there (``ingest_external_file``).
 
@@ -49,15 +48,14 @@ import errno
 import os
 import shutil
 import threading
-import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 import rocksdict
 
 from tstate.errors import StateStoreError, TstateError
-from tstate.state.rocksdb.files import CheckpointFiles, ExportedBin, OtherFile, SstFile
-from tstate.state.rocksdb.hard_links import link_checkpoint
+from tstate.state.rocksdb.checkpoint_dirs import CheckpointDirs
+from tstate.state.rocksdb.files import CheckpointFiles, ExportedBin
 from tstate.state.rocksdb.layout import bin_range
 from tstate.state.rocksdb.settings import RocksDB
 
@@ -67,18 +65,6 @@ __all__ = ["LocalDB", "Family", "store_errors"]
 #: is not one of ours: never emptied)
 _DB_FILES = ("CURRENT", "IDENTITY", "LOCK", "LOG", "MANIFEST-", "OPTIONS-", "rocksdict-config.json")
 _DEFAULT = RocksDB(os.sep)
-#: the longest a checkpoint waits for a running compaction to end before it links the
-#: files with rocksdict's create_checkpoint, holding the GIL (:meth:`LocalDB._link`),
-#: and how often it looks, in seconds.  0: linked GIL free if no compaction runs, else
-#: by create_checkpoint at once.  Measured under load (load 11-25, 1M keys, 30 epochs,
-#: benchmarks/results/large_state_ckpt_profile.txt): waiting 1 s or 5 s held the writes
-#: for 1-2.3 s, so 30-75% of the checkpoints due were skipped, and gave p99 ratios of
-#: median 1.6 (10 runs) and 1.37 (3 runs); not waiting: 10-50% skipped, p99 ratio
-#: median 0.88 (6 runs), create_checkpoint's GIL hold max 52-157 ms
-COMPACTION_WAIT = 0.0
-_POLL = 0.005
-
-
 @contextlib.contextmanager
 def store_errors(path: str, what: str) -> Iterator[None]:
     """Turn a RocksDB or file-system failure inside the block into a
@@ -202,17 +188,13 @@ class LocalDB:
         self._block_cache = rocksdict.Cache(settings.block_cache_bytes)
         self._options = _options(settings, self._block_cache)
         self._families: dict[str, Family] = {}
-        self._uploaded: set[str] = set()
         self._closed = False
-        #: checkpoints linked again because a compaction changed the files meanwhile,
-        #: and made by rocksdict's create_checkpoint (holding the GIL) because
-        #: compactions went on for longer than COMPACTION_WAIT (:meth:`_link`)
-        self.retries = 0
-        self.fallbacks = 0
         #: this opening of the database: SST file numbers are unique within it only (a
         #: database created again in the same place, or opened from a restored
         #: checkpoint and written on, can name another file as an earlier one did)
         self.incarnation = uuid.uuid4().hex
+        #: its checkpoints' directories, and which SST files the store holds already
+        self.checkpoints = CheckpointDirs(self.incarnation)
         #: held while a checkpoint is made (:meth:`cut`): writes wait for it
         self._cut = threading.Lock()
         #: write batches queued while a cut holds the writes (:meth:`write_batch` with
@@ -266,7 +248,7 @@ class LocalDB:
         with store_errors(checkpoint_dir, "listing the checkpoint's column families"):
             families = rocksdict.Rdict.list_cf(path, rocksdict.Options(raw_mode=True))
         db = cls(path, settings, families)
-        db._uploaded = set(n for n in names if n.endswith(".sst")) if uploaded is None else set(uploaded)
+        db.uploaded([n for n in names if n.endswith(".sst")] if uploaded is None else uploaded)
         return db
 
     def family(self, name: str) -> Family:
@@ -380,7 +362,7 @@ class LocalDB:
         """Write every column family's memtable to SST files."""
         self._check_open()
         with store_errors(self.path, "flushing"):
-            for fam in self._families.values():
+            for fam in list(self._families.values()):  # (a copy: the owner may add a family meanwhile)
                 fam.rdict.flush(True)
             self._db.flush(True)
 
@@ -429,60 +411,20 @@ class LocalDB:
             raise StateStoreError(f"keyed-state store at {self.path}: checkpoint directory {dest} exists already")
         try:
             # flushed first (the GIL let go while RocksDB's flush thread writes), then
-            # hard links made from Python (hard_links.py: GIL free), once no compaction
-            # runs; rocksdict's create_checkpoint holds the GIL throughout (it stalled
-            # the processing thread up to 470 ms): only if compactions go on for longer
-            # than COMPACTION_WAIT
+            # the files linked GIL free (checkpoint_dirs.py), a compaction running or not
             self.flush()
+            families = [self._db, *(f.rdict for f in list(self._families.values()) if f.rdict is not self._db)]
             with store_errors(dest, f"checkpointing {self.path}"):
-                os.makedirs(os.path.dirname(dest), exist_ok=True)
-                if not self._link(dest):
-                    rocksdict.Checkpoint(self._db).create_checkpoint(dest)
-                    self.fallbacks += 1
-                return self._list(dest)
+                return self.checkpoints.make(self._db, families, self.path, dest)
         except BaseException:
             shutil.rmtree(dest, ignore_errors=True)
             shutil.rmtree(dest + ".tmp", ignore_errors=True)
             raise
 
-    def _link(self, dest: str) -> bool:
-        """(The cut's thread, writes held, memtables flushed.)  Make the checkpoint in
-        ``dest`` with :func:`~tstate.state.rocksdb.hard_links.link_checkpoint`, letting
-        go of the GIL: as soon as no compaction runs, again whenever one changed the
-        files meanwhile, for at most :data:`COMPACTION_WAIT` seconds (then ``dest`` is
-        left absent, and whether it was made is returned).  The checkpoint's contents
-        are the same whenever it is made (the writes are held); the longer the cut
-        holds them, the more of the checkpoints due meanwhile are skipped."""
-        families = [self._db, *(f.rdict for f in self._families.values() if f.rdict is not self._db)]
-        deadline = time.monotonic() + COMPACTION_WAIT
-        while True:
-            if not self._compacting():
-                if link_checkpoint(self._db, families, self.path, dest):
-                    return True
-                shutil.rmtree(dest, ignore_errors=True)
-                self.retries += 1
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(_POLL)
-
-    def _compacting(self) -> bool:
-        with store_errors(self.path, "reading the number of running compactions"):
-            return bool(self._db.property_int_value("rocksdb.num-running-compactions"))
-
-    def _list(self, dest: str) -> CheckpointFiles:
-        sst, other = [], []
-        for n in sorted(os.listdir(dest)):
-            size = os.path.getsize(os.path.join(dest, n))
-            if n.endswith(".sst"):
-                sst.append(SstFile(n, size, n not in self._uploaded))
-            else:
-                other.append(OtherFile(n, size))
-        return CheckpointFiles(dest, tuple(sst), tuple(other), self.incarnation)
-
     def uploaded(self, names: Iterable[str]) -> None:
         """SST files ``names`` are held by the checkpoint store now: later checkpoints
         list them as not new."""
-        self._uploaded.update(names)
+        self.checkpoints.uploaded(names)
 
     # -- moving bins as files (the exports: :mod:`tstate.state.rocksdb.sst_export`) ----
     def ingest_bin(self, fam: Family, exported: ExportedBin, replace: bool = True) -> None:

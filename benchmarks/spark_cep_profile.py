@@ -114,7 +114,9 @@ def process_cpu() -> dict[str, float]:
     return out
 
 
-def run(master: str, path: Path, limit: Optional[int], profile_dir: str, profile: bool = True) -> dict[str, Any]:
+def run(
+    master: str, path: Path, limit: Optional[int], profile_dir: str, profile: bool = True, rows_per_batch: int = 500_000
+) -> dict[str, Any]:
     # cProfile per task, or (profile=False) only each task's CPU seconds: no profiler overhead
     os.environ["TSTATE_SPARK_PROFILE" if profile else "TSTATE_SPARK_CPU"] = profile_dir
     import tstate as ts
@@ -134,7 +136,7 @@ def run(master: str, path: Path, limit: Optional[int], profile_dir: str, profile
         backend = Backend(spark, checkpoint=ck, partitions=spark.sparkContext.defaultParallelism, progress=False)
         cpu1 = process_cpu()
         t3 = time.perf_counter()
-        backend.run(flow, {"flights": spark_events(frame)})
+        backend.run(flow, {"flights": spark_events(frame)}, rows_per_batch=rows_per_batch)
         t4 = time.perf_counter()
         cpu2 = process_cpu()
     spark.stop()
@@ -185,9 +187,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--input", type=Path, default=FLIGHTS)
     p.add_argument("--limit", type=int, default=400_000)
     p.add_argument("--no-profile", action="store_true", help="no cProfile (CPU per process without its overhead)")
+    p.add_argument("--rows-per-batch", type=int, default=500_000, help="Backend.run's rows_per_batch (a slice of at most "
+                   "this many rows is one folded task, not the placed path)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as prof:
-        r = run(args.master, args.input, args.limit, prof, profile=not args.no_profile)
+        r = run(args.master, args.input, args.limit, prof, profile=not args.no_profile, rows_per_batch=args.rows_per_batch)
     print(report(r))
     print(json.dumps(r))
     return 0

@@ -47,18 +47,18 @@ def test_a_rescale_shuffles_again(spark: Any, tmp_path: Any, monkeypatch: Any) -
 
 
 def test_one_partition_is_placed_without_a_shuffle(spark: Any, tmp_path: Any, monkeypatch: Any) -> None:
-    """Onto one partition the frame (here in two) is read in order into one packing task
-    (tstate.spark.packed): no shuffle and no Spark sort, the same output and state as the embedded engine."""
+    """Onto one partition the frame (here in two) is read in order into one task: no
+    shuffle and no sort, the same output and state as the embedded engine."""
     from tstate.spark import placed
 
     frames: list[Any] = []
-    real = placed._packed
+    real = placed._in_order
 
-    def spying(df: Any, partitions: int, time_column: str) -> Any:
-        frames.append(real(df, partitions, time_column))
+    def spying(df: Any, partitions: int) -> Any:
+        frames.append(real(df, partitions))
         return frames[-1]
 
-    monkeypatch.setattr(placed, "_packed", spying)
+    monkeypatch.setattr(placed, "_in_order", spying)
     rows = [{"k": f"k{i % 17}", "v": i % 5, "t": i // 40} for i in range(240)]
     ref = embedded(rows)
     out, state, backend = run_spark(spark, rows, str(tmp_path / "ck"), 1, epochs=2)

@@ -34,7 +34,6 @@ from tstate.errors import SparkError
 from tstate.plan import Stateful
 from tstate.spark.binned import BIN, Groups, chain_carries_bins, check_bins, push_binned, rows_by_time
 from tstate.spark.cells import emit
-from tstate.spark.packed import is_packed, row_schema
 from tstate.spark.profiling import profiled
 from tstate.spark.task import _stateful, to_records
 from tstate.spark.wire import BatchInfo, Row, arrow, held_row, stats_row
@@ -96,19 +95,10 @@ def colocated_inputs(
             continue
         key = plan.nodes[bs[0]].key
         assert isinstance(key, Col)
-        types = row_types(df)
+        types = dict(df.dtypes)
         if all(types.get(c) in _INTEGRAL + _BYTES for c in key.names):
             found[name] = bs
     return found
-
-
-def row_types(df: Any) -> dict[str, str]:
-    """Column -> Spark type name of ``df``'s rows (``DataFrame.dtypes``; of the rows in
-    its blobs if it is packed, :mod:`tstate.spark.packed`)."""
-    if not is_packed(df):
-        return dict(df.dtypes)
-    schema, _time = row_schema(df)
-    return {f.name: f.dataType.simpleString() for f in schema.fields}
 
 
 def bin_column(key: Col, types: Mapping[str, str], bins: int) -> str:

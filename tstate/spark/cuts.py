@@ -92,14 +92,9 @@ def span(frames: list[tuple[Any, str]], lo: Optional[int], rows: Optional[int]) 
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from tstate.spark.packed import epoch_counts, is_packed
-
     times = None
     for df, col in frames:
-        if is_packed(df):  # (its rows per time, a time once per blob: tstate.spark.packed)
-            t = epoch_counts(df)
-        else:
-            t = df.select(F.col(col).cast("bigint").alias("t"), F.lit(1).alias("n")).where(F.col("t").isNotNull())
+        t = df.select(F.col(col).cast("bigint").alias("t")).where(F.col("t").isNotNull())
         if lo is not None:
             t = t.where(F.col("t") >= lo)
         times = t if times is None else times.unionAll(t)
@@ -108,7 +103,7 @@ def span(frames: list[tuple[Any, str]], lo: Optional[int], rows: Optional[int]) 
     if rows is None:
         r = times.agg(F.min("t").alias("a"), F.max("t").alias("b")).collect()[0]
         return Span({}, r["a"], r["b"])
-    counts = times.groupBy("t").agg(F.sum("n").cast("bigint").alias("n"))
+    counts = times.groupBy("t").agg(F.count(F.lit(1)).alias("n"))
     exact = counts.coalesce(1).limit(EXACT_EPOCHS + 1).collect()  # (one task reads the counts: one job)
     if len(exact) <= EXACT_EPOCHS:
         if not exact:

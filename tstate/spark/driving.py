@@ -90,7 +90,7 @@ def run_cuts(
     ``pending`` ``(time, Rescale)`` pairs; the last one also closes the inputs (its
     ``hi`` is None: every pending timer fires, as in a batch of its own after it, one
     micro-batch fewer), or, without cuts, a batch of its own does."""
-    from tstate.spark.packed import window
+    from pyspark.sql import functions as F
 
     batch = driver._last.batch + 1
     for i, (lo, hi) in enumerate(cuts):
@@ -108,7 +108,7 @@ def run_cuts(
                 dfs[name] = src.df if lo <= 0 < hi else src.df.limit(0)
             else:
                 df = cached.get(name, src.df)
-                dfs[name] = window(df, src.time, lo, hi)  # (a packed frame's blobs: tstate.spark.packed)
+                dfs[name] = df.where((F.col(src.time) >= lo) & (F.col(src.time) < hi))
         closing = nxt is None  # the inputs close with it: remaining timers fire
         driver._batch(dfs, bound, batch, lo, None if closing else hi, None)
         batch += 1

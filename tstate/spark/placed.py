@@ -27,13 +27,12 @@ from attrs import evolve, frozen
 from tstate.column_key import Col
 from tstate.spark.binned import BIN
 from tstate.spark.colocated import DEST, colocated_inputs, partition_columns
-from tstate.spark.packed import is_packed, pack, packable, unpacked, unpacking
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.plan import Plan
     from tstate.spark.source import Source
 
-__all__ = ["Placement", "on_placed", "place", "unplaced"]
+__all__ = ["Placement", "place", "unplaced"]
 
 
 @frozen
@@ -76,8 +75,7 @@ def place(
         assert isinstance(first.key, Col)
         columns = partition_columns(first.key, dict(src.df.dtypes), first.bins, owners[boundaries[0]], labels)
         df = src.df.withColumns({c: F.expr(e) for c, e in columns.items()})
-        assert src.time is not None  # (colocated_inputs: timed inputs)
-        out[name] = evolve(src, df=_packed(df, partitions, src.time) if packable(df, src.time) else _in_order(df, partitions))
+        out[name] = evolve(src, df=_in_order(df, partitions))
         placed[name] = Placement(tuple(owners[boundaries[0]]), partitions, labels)
     return out, placed
 
@@ -106,36 +104,10 @@ def _in_order(df: Any, partitions: int) -> Any:
     )
 
 
-def _packed(df: Any, partitions: int, time_column: str) -> Any:
-    """``df`` repartitioned on :data:`~tstate.spark.colocated.DEST` as by
-    :func:`_in_order`, and packed (:func:`tstate.spark.packed.pack`): the packing task
-    sorts each partition's rows by time, then by their place in ``df`` (not a Spark
-    sort)."""
-    from pyspark.sql import functions as F
-
-    if partitions == 1:
-        return pack(df.coalesce(1), time_column, None)
-    if df.rdd.getNumPartitions() == 1:
-        return pack(df.repartition(partitions, DEST), time_column, None)
-    return pack(df.withColumn(_SEQ, F.monotonically_increasing_id()).repartition(partitions, DEST), time_column, _SEQ)
-
-
 #: the place of a row in the frame before the placement's shuffle (:func:`_in_order`)
 _SEQ = "__tstate_seq"
 
 
 def unplaced(df: Any) -> Any:
-    """A placed frame (or a window of a packed one, :func:`tstate.spark.packed.window`)
-    as rows without the columns :func:`place` added (for the general path)."""
-    if is_packed(df):
-        return unpacked(df, (BIN, DEST))
+    """A placed frame without the columns :func:`place` added (for the general path)."""
     return df.drop(BIN, DEST)
-
-
-def on_placed(df: Any, task: Any) -> Any:
-    """``mapInArrow(task)`` over the rows of a placed frame's micro-batch ``df`` (the
-    rows of its blobs, if packed: :func:`tstate.spark.packed.unpacking`), on its
-    partitions."""
-    from tstate.spark.wire import row_type
-
-    return df.mapInArrow(unpacking(df, task) if is_packed(df) else task, row_type())

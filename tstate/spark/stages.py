@@ -19,7 +19,7 @@ from tstate.spark.colocated import DEST, colocated_inputs, colocated_task, parti
 from tstate.spark.folded import Unfolded
 from tstate.spark.held import read_held
 from tstate.spark.input_rows import counted, counted_kinds, passing
-from tstate.spark.placed import on_placed, unplaced
+from tstate.spark.placed import unplaced
 from tstate.spark.plan import Loop
 from tstate.spark.records import decode_records
 from tstate.spark.rounds import LoopRun
@@ -183,7 +183,7 @@ class Stages:
         owners = self.owners[boundaries[0]]
         placement = self.placed.get(name)
         if placement is not None and placement.fits(owners, self.partitions, self.labels):
-            out = on_placed(df, counted_task)  # (its rows are on their partitions: no shuffle)
+            out = df.mapInArrow(counted_task, row_type())  # (its rows are on their partitions: no shuffle)
         else:
             if placement is not None:  # (placed for other owners: a rescale since)
                 df = unplaced(df)

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from benchmarks import jvm_profile
+
 FLIGHTS = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "flights-3m.parquet"
 
 #: stage of the task's work -> path fragments of the functions it counts (first match wins)
@@ -114,7 +116,10 @@ def process_cpu() -> dict[str, float]:
     return out
 
 
-def run(master: str, path: Path, limit: Optional[int], profile_dir: str, profile: bool = True) -> dict[str, Any]:
+def run(
+    master: str, path: Path, limit: Optional[int], profile_dir: str, profile: bool = True, rows_per_batch: int = 500_000,
+    jfr: Optional[str] = None,
+) -> dict[str, Any]:
     # cProfile per task, or (profile=False) only each task's CPU seconds: no profiler overhead
     os.environ["TSTATE_SPARK_PROFILE" if profile else "TSTATE_SPARK_CPU"] = profile_dir
     import tstate as ts
@@ -122,6 +127,8 @@ def run(master: str, path: Path, limit: Optional[int], profile_dir: str, profile
     from apps.cep.spark_source import flight_frame, spark_events
     from tstate.spark import Backend, local_session
 
+    if jfr is not None:  # (the driver JVM's samples: benchmarks.jvm_profile)
+        os.environ["PYSPARK_SUBMIT_ARGS"] = jvm_profile.recording_options(jfr)
     t0 = time.perf_counter()
     cpu0 = process_cpu()
     spark = local_session(master, app_name="cep-profile")
@@ -134,9 +141,13 @@ def run(master: str, path: Path, limit: Optional[int], profile_dir: str, profile
         backend = Backend(spark, checkpoint=ck, partitions=spark.sparkContext.defaultParallelism, progress=False)
         cpu1 = process_cpu()
         t3 = time.perf_counter()
-        backend.run(flow, {"flights": spark_events(frame)})
+        backend.run(flow, {"flights": spark_events(frame)}, rows_per_batch=rows_per_batch)
         t4 = time.perf_counter()
         cpu2 = process_cpu()
+    jvm = None
+    if jfr is not None:
+        jvm_profile.dump(spark, jfr)
+        jvm = jvm_profile.breakdown(jfr)
     spark.stop()
     batches = [
         {
@@ -156,6 +167,7 @@ def run(master: str, path: Path, limit: Optional[int], profile_dir: str, profile
         "task_cpu_s": round(task_cpu, 2), "task_profiles": tasks,
         "run_cpu_by_process": run_cpu, "setup_cpu_by_process": {k: round(cpu1[k] - cpu0[k], 2) for k in cpu1},
         "run_cpu_share_of_capacity": round(sum(run_cpu.values()) / ((t4 - t3) * (os.cpu_count() or 1)), 3),
+        "jvm_samples": jvm,
     }  # fmt: skip
 
 
@@ -176,6 +188,12 @@ def report(r: dict[str, Any]) -> str:
     lines += ["CPU seconds per process during the run (wall x CPUs = "
               f"{round(r['run_s'] * r['cpus'], 1)} s; used {r['run_cpu_share_of_capacity']:.0%}):"]  # fmt: skip
     lines += [f"  {k:<36} {v:>7.2f} s" for k, v in r["run_cpu_by_process"].items()]
+    jvm = r.get("jvm_samples")
+    if jvm:
+        lines += [f"driver JVM, executor threads' samples (JFR, setup and run: {jvm['executor_samples']} of "
+                  f"{jvm['samples']}) by category:"]  # fmt: skip
+        lines += [f"  {v:>6.1%}  {k}" for k, v in jvm["executor_share_by_category"].items()]
+        lines += ["  hottest leaf frames:"] + [f"  {v:>6.1%}  {k}" for k, v in jvm["hottest_leaves"].items()]
     return "\n".join(lines)
 
 
@@ -185,9 +203,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--input", type=Path, default=FLIGHTS)
     p.add_argument("--limit", type=int, default=400_000)
     p.add_argument("--no-profile", action="store_true", help="no cProfile (CPU per process without its overhead)")
+    p.add_argument("--rows-per-batch", type=int, default=500_000, help="Backend.run's rows_per_batch (a slice of at most "
+                   "this many rows is one folded task, not the placed path)")
+    p.add_argument("--jfr", metavar="FILE", help="record the driver JVM with Java Flight Recorder into FILE and "
+                   "break its executor threads' samples down by category (benchmarks.jvm_profile)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as prof:
-        r = run(args.master, args.input, args.limit, prof, profile=not args.no_profile)
+        r = run(args.master, args.input, args.limit, prof, profile=not args.no_profile, rows_per_batch=args.rows_per_batch,
+                jfr=args.jfr)
     print(report(r))
     print(json.dumps(r))
     return 0

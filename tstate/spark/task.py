@@ -12,7 +12,8 @@ file -- the embedded engine's own operator code, so both engines compute the sam
 
 Fast paths (same results as the general ones): an input whose records go straight to
 boundaries ships them as Arrow row cells cut out by a vectorised sort (only the key
-function runs per row); a ``fold_bins`` operator gets one bin-tagged batch per bin
+function runs per row, on a row view when the records are dicts and no sink reads them:
+:mod:`tstate.spark.row_views`); a ``fold_bins`` operator gets one bin-tagged batch per bin
 (:class:`~tstate.operators.stateful.BinBatch`), so its records are not keyed twice.
 """
 

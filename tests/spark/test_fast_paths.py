@@ -139,6 +139,61 @@ def test_binned_rows_cell_refuses_other_cells() -> None:
             decode_binned([cell], where=lambda i: f"cell {i} of op")
 
 
+KEYS_SEEN: list[type] = []
+
+
+def _seen_key(r: Any) -> Any:
+    KEYS_SEEN.append(type(r))
+    return r["k"]
+
+
+@pytest.mark.parametrize("key", [_seen_key, lambda r: r.copy()["k"], lambda r: (r.get("k"), len(r), "t" in r)])
+@pytest.mark.parametrize("time_column", [None, "t"])
+def test_input_fast_path_without_sinks_keys_row_views_like_dicts(key: Any, time_column: Any, monkeypatch: Any, tmp_path: Any) -> None:
+    """An input feeding only a boundary keys its rows from row views (no dict per row)
+    -- a key function needing a dict gets dicts -- and its cells, held-back records and
+    late count equal the general path's."""
+    flow = ts.Dataflow("f")
+    events = flow.input("events")
+
+    @flow.stateful(events, key=key, state=int, bins=8)
+    def count(n: int, r: Any, ctx: ts.Context) -> int:
+        return n + 1
+
+    plan = Plan.of(flow)
+    b = count.node
+    info = W.BatchInfo(3, 2, 5, str(tmp_path), None, 1, "ab", (0, 1), {b: tuple(i % 2 for i in range(8))}, {b: frozenset()})
+    tbl = pa.table({"k": [f"k{i % 7}" for i in range(60)], "t": [None if i == 5 else i % 9 for i in range(60)]})
+    batches = tbl.to_batches(max_chunksize=25)
+
+    def run(direct: bool) -> tuple[dict[Any, Any], int]:
+        monkeypatch.setattr(T, "direct", lambda plan, node: direct)
+        late = _Late()
+        out = list(T.input_task(plan, info, "events", "dict", time_column, 3, late)(iter(batches)))
+        return _cells([tuple(r.values()) for r in pa.Table.from_batches(out).to_pylist()], str(tmp_path)), late.n
+
+    KEYS_SEEN.clear()
+    (fast, fast_late), (general, general_late) = run(True), run(False)
+    assert fast == general and fast_late == general_late
+    assert any(k[0] == W.RECORDS for k in fast)
+    if time_column:
+        assert any(k[0] == W.HELD for k in fast) and fast_late > 0
+    if key is _seen_key:  # the fast path's keys came from views; the general path's from dicts
+        from tstate.spark.row_views import RowView
+
+        assert set(KEYS_SEEN) == {RowView, dict}
+
+
+class _Late:
+    """A stand-in for the late-rows accumulator."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def add(self, n: int) -> None:
+        self.n += n
+
+
 def test_input_fast_path_key_error_is_named(monkeypatch: Any) -> None:
     flow, count = _flow(True)
     plan = Plan.of(flow)

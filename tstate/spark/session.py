@@ -23,7 +23,7 @@ from typing import Any
 
 from tstate.errors import SparkError
 
-__all__ = ["local_session", "require_pyspark", "PysparkMissing"]
+__all__ = ["local_session", "session_settings", "QUICK_JIT", "require_pyspark", "PysparkMissing"]
 
 
 class PysparkMissing(SparkError, ImportError):
@@ -42,16 +42,44 @@ def require_pyspark() -> None:
         raise PysparkMissing(f"the Spark backend needs pyspark, which is not installed ({exc}): {INSTALL}") from None
 
 
-def local_session(master: str = "local[2]", app_name: str = "tstate", **conf: Any) -> Any:
+#: the driver JVM option of ``local_session(quick_jit=True)``
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
+
+def local_session(master: str = "local[2]", app_name: str = "tstate", *, quick_jit: bool = False, **conf: Any) -> Any:
     """Get or create a SparkSession on ``master`` with tstate's defaults, plus ``conf``
     (Spark configuration keys with ``.`` written as given, e.g.
-    ``**{"spark.executor.memory": "1g"}``)."""
+    ``**{"spark.executor.memory": "1g"}``).
+
+    ``quick_jit``: the driver JVM (in ``local[N]`` also the executors') compiles with
+    only its quick compiler (C1, :data:`QUICK_JIT` added to
+    ``spark.driver.extraJavaOptions``): the optimising compiler's threads no longer
+    burn CPU beside the Python tasks while a fresh JVM warms up, which pays on runs of
+    seconds to a few minutes on few cores; the JVM's own code then stays slower, so long
+    runs and JVM-heavy jobs (Spark SQL over large data) lose.  It takes effect only when
+    this call starts the JVM (not on a session already running)."""
     require_pyspark()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for k, v in session_settings(quick_jit, conf).items():
+        builder = builder.config(k, str(v))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def session_settings(quick_jit: bool = False, conf: Any = None) -> dict[str, Any]:
+    """The Spark configuration :func:`local_session` sets: tstate's defaults (module
+    docstring), then ``conf``; with ``quick_jit``, :data:`QUICK_JIT` added to the
+    driver's JVM options (after those ``conf`` gives).
+
+    >>> session_settings(True, {"spark.driver.extraJavaOptions": "-Xss4m"})["spark.driver.extraJavaOptions"]
+    '-Xss4m -XX:TieredStopAtLevel=1'
+    """
     settings = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -62,11 +90,9 @@ def local_session(master: str = "local[2]", app_name: str = "tstate", **conf: An
         "spark.sql.inMemoryColumnarStorage.compressed": "false",  # (module docstring)
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.pyspark.python": sys.executable,
-        **conf,
+        **(conf or {}),
     }
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for k, v in settings.items():
-        builder = builder.config(k, str(v))
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    if quick_jit:
+        key = "spark.driver.extraJavaOptions"
+        settings[key] = " ".join(o for o in (str(settings.get(key, "")).strip(), QUICK_JIT) if o)
+    return settings

@@ -12,7 +12,8 @@ file -- the embedded engine's own operator code, so both engines compute the sam
 
 Fast paths (same results as the general ones): an input whose records go straight to
 boundaries ships them as Arrow row cells cut out by a vectorised sort (only the key
-function runs per row); a ``fold_bins`` operator gets one bin-tagged batch per bin
+function runs per row, on a row view when the records are dicts and no sink reads them:
+:mod:`tstate.spark.row_views`); a ``fold_bins`` operator gets one bin-tagged batch per bin
 (:class:`~tstate.operators.stateful.BinBatch`), so its records are not keyed twice.
 """
 
@@ -28,6 +29,7 @@ from tstate.spark.cells import cell_where, emit
 from tstate.spark.host import StatefulHost, stored_fingerprint, write_bins
 from tstate.spark.profiling import profiled
 from tstate.spark.records import Shape, decode_binned, decode_cells, decode_groups, decode_records, encode_records, rows_to_records
+from tstate.spark.row_views import views_or_dicts
 from tstate.spark.wire import BINNED, GROUPED, ORDER, RECORDS, BatchInfo, Row, arrow, held_row, stats_row
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -149,31 +151,42 @@ def _rows_input(
     ]
     dropped = 0
     held: list[tuple[int, Any]] = []
-    sel: list[Any] = []  # the records going in (not late, not held back), in order
-    idx_parts: list[Any] = []  # their row numbers in the partition
+    sel: list[Any] = []  # the records going to sinks (not late, not held back), in order
+    idx_parts: list[Any] = []  # the row numbers going in, in the partition
     time_parts: list[Any] = []
     bin_parts: dict[int, list[int]] = {c: [] for c, _, _ in boundaries}
+    # without sinks, dict records serve only to key the rows: row views do (tstate.spark.row_views)
+    records = shape != "dict" or any(c in plan.sinks for c, _port in plan.nodes[node].consumers)
+    views = not records
+
+    def keyed(part: list[Any]) -> list[list[int]]:
+        return [router.bin_list(map(key, part)) for _c, key, router in boundaries]
+
     offset = 0
     for batch in batches:
         if not batch.num_rows:
             continue
         seen.append(batch)
-        recs = rows_to_records(batch, shape)
-        li, lt, late = _rows_in(batch, recs, info, time_column, at, held)
+        recs = rows_to_records(batch, shape) if records else None
+        li, lt, late = _rows_in(batch, recs, shape, info, time_column, at, held)
         dropped += late
-        part = recs if len(li) == len(recs) else [recs[i] for i in li]
-        for c, key, router in boundaries:
-            try:
-                bin_parts[c].extend(router.bin_list(map(key, part)))
-            except Exception:  # the general path reports it, naming the record
-                return None
+        try:
+            if recs is None:
+                found, views = views_or_dicts(batch, li, keyed, views)
+            else:
+                part = recs if len(li) == len(recs) else [recs[i] for i in li]
+                found = keyed(part)
+                sel.extend(part)
+        except Exception:  # the general path reports it, naming the record
+            return None
+        for (c, _key, _router), bins in zip(boundaries, found):
+            bin_parts[c].extend(bins)
         idx_parts.append(li + offset)
         time_parts.append(lt)
-        sel.extend(part)
-        offset += len(recs)
+        offset += batch.num_rows
     rows: list[Row] = []
     sinks: dict[tuple[int, int], list[Any]] = {}
-    if sel:
+    if any(len(li) for li in idx_parts):
         times = np.concatenate(time_parts)
         for c, _port in plan.nodes[node].consumers:
             if c in plan.sinks:
@@ -187,21 +200,22 @@ def _rows_input(
 
 
 def _rows_in(
-    batch: "pa.RecordBatch", recs: list[Any], info: BatchInfo, time_column: Optional[str], at: int,
-    held: list[tuple[int, Any]],
+    batch: "pa.RecordBatch", recs: Optional[list[Any]], shape: Shape, info: BatchInfo, time_column: Optional[str],
+    at: int, held: list[tuple[int, Any]],
 ) -> tuple[Any, Any, int]:
-    """Of one Arrow batch's rows (``recs``: as records): the row numbers going in (not
-    late, not at or after the batch's frontier: those go to ``held``), their times,
-    and how many were late."""
+    """Of one Arrow batch's rows (``recs``: as records of ``shape``; None: not built,
+    those held back are built here): the row numbers going in (not late, not at or
+    after the batch's frontier: those go to ``held``), their times, and how many were
+    late."""
     import numpy as np
     import pyarrow.compute as pc
 
     from tstate.spark.arrays import ints
 
-    m, lo, hi = len(recs), info.lo, info.hi
+    m, lo, hi = batch.num_rows, info.lo, info.hi
     if time_column is None:
         if hi is not None and at >= hi:
-            held.extend((at, r) for r in recs)
+            held.extend((at, r) for r in (rows_to_records(batch, shape) if recs is None else recs))
             return np.arange(0), np.arange(0), 0
         return np.arange(m), np.full(m, at, dtype=np.int64), 0
     col = batch.column(time_column)
@@ -210,8 +224,9 @@ def _rows_in(
     if hi is not None:
         ahead = pc.and_(ok, pc.greater_equal(col, hi))
         if pc.any(ahead).as_py():
-            tl = col.to_pylist()
-            held.extend((tl[i], recs[i]) for i in pc.indices_nonzero(ahead).to_numpy())
+            ahead_at = pc.indices_nonzero(ahead)
+            later = rows_to_records(batch.take(ahead_at), shape) if recs is None else [recs[i] for i in ahead_at.to_numpy()]
+            held.extend(zip(pc.take(col, ahead_at).to_pylist(), later))
             ok = pc.and_(ok, pc.invert(ahead))
     li = pc.indices_nonzero(ok).to_numpy()
     return li, pc.take(col, ints(li)).to_numpy().astype(np.int64), int(pc.sum(late).as_py() or 0)

@@ -83,3 +83,13 @@ def test_a_key_function_needing_a_dict_gets_dicts(key: Callable[[Any], Any]) -> 
 def test_an_error_with_dicts_propagates() -> None:
     with pytest.raises(ZeroDivisionError):
         views_or_dicts(_batch([(0, "x")]), [0], lambda part: [1 // r["a"] for r in part], True)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [lambda r: r["a"] if isinstance(r, dict) else "not a dict", lambda r: type(r).__name__],
+)
+def test_a_key_function_answering_a_view_otherwise_than_its_dict_gets_dicts(key: Callable[[Any], Any]) -> None:
+    batch = _batch([(1, "x"), (2, "y"), (3, "z")])
+    got, viewed = views_or_dicts(batch, [0, 2], lambda part: list(map(key, part)), True)
+    assert not viewed and got == [key(r) for r in [{"a": 1, "b": "x"}, {"a": 3, "b": "z"}]]

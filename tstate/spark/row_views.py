@@ -11,9 +11,9 @@ that answers as the row's dict would -- ``[]``, ``get``, ``in``, ``len``, iterat
 ``keys`` / ``values`` / ``items``, ``==`` with a dict, ``repr`` / ``str`` -- and is
 unhashable, like the dict.  What a dict has and a mapping has not
 (``isinstance(r, dict)``, ``r.copy()``, ``r | other``, item assignment,
-``json.dumps(r)``) is not there: a key function relying on it raises (or, for
-``isinstance(r, dict)``, sees ``False``), and the caller then keys the batch's rows as
-dicts (:func:`views_or_dicts`).  A key function computes a key from its record; one that
+``json.dumps(r)``) is not there: a key function relying on it raises, or answers the
+batch's first row, keyed both ways first, otherwise than its dict (``isinstance(r,
+dict)``), and the caller then keys the rows as dicts (:func:`views_or_dicts`).  A key function computes a key from its record; one that
 keeps the record itself beyond the call would see it move on to the next row.
 
 >>> import pyarrow as pa
@@ -86,11 +86,26 @@ def views_or_dicts(batch: Any, rows: Any, fn: Callable[[Any], Any], views: bool)
     of ints): as :class:`Rows` when ``views``, and -- if it raises with views -- again
     as the rows' dicts (``to_pylist``, a list).  Returns ``fn``'s result and whether
     views served (False: the caller passes dicts from then on).  An error with dicts
-    propagates."""
-    if views:
+    propagates.
+
+    Before views serve a batch, its first row is keyed both ways: a function that
+    answers a view differently from the row's dict (one that tests
+    ``isinstance(r, dict)``, say) is given dicts from then on instead of computing
+    other keys than the embedded engine would."""
+    if views and (not len(rows) or _same_on_first(batch, int(rows[0]), fn)):
         try:
             return fn(Rows(batch, rows.tolist() if hasattr(rows, "tolist") else rows)), True
         except Exception:  # (the function needs a dict: keyed again below, as dicts)
             pass
     recs = batch.to_pylist()
     return fn([recs[i] for i in rows] if len(rows) != len(recs) else recs), False
+
+
+def _same_on_first(batch: Any, row: int, fn: Callable[[Any], Any]) -> bool:
+    """Whether ``fn`` gives row ``row`` of ``batch`` the same result as a view and as
+    its dict (False also when either raises: the dicts' error is reported then)."""
+    one = batch.slice(row, 1)
+    try:
+        return bool(fn(one.to_pylist()) == fn(Rows(one, [0])))
+    except Exception:
+        return False

@@ -36,7 +36,7 @@ class Recording:
 
 def test_driver_sink_gets_each_time_with_the_collector_paused(tmp_path: Path) -> None:
     fs = LocalFS(str(tmp_path))
-    recs = {3: [(1, "a"), (2, "b")], 5: [(3, None)]}
+    recs: dict[int, list[Any]] = {3: [(1, "a"), (2, "b")], 5: [(3, None)]}
     body = _arrow_part(sorted(recs), [encode_records(recs[t], "op") for t in sorted(recs)])
     fs.write_atomic("p.arrow", body)
     part = Part(7, "p.arrow", tuple((t, len(r)) for t, r in sorted(recs.items())), _digest(body))

@@ -32,7 +32,8 @@ Input and its bad rows (see :mod:`apps.graph.io` and :mod:`apps.graph.edges`):
 ``--backend spark`` runs the same dataflow (:func:`apps.graph.stream.build`) on Spark
 with :class:`tstate.spark.Backend` in batch mode (``--partitions``, ``--master``,
 ``--epochs-per-batch``, default 48): the edge file becomes a DataFrame with an epoch
-column, and the per-epoch lines are printed from the collected changes after the run --
+column (a large one -- :data:`FILE_ROWS` rows or more -- through Parquet files in a
+temporary directory, read by Spark's reader: :func:`updates_frame`), and the per-epoch lines are printed from the collected changes after the run --
 the same lines as the embedded engine's.  The Spark layout spreads the work over the
 partitions without loop rounds (``build(..., buckets=SPARK_BUCKETS, spread=True)``):
 the edge counts in :data:`SPARK_BUCKETS` keys, and each algorithm's graph in one key

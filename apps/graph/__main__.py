@@ -284,8 +284,9 @@ def updates_frame(
     first job (the run's cut) has the driver's JVM serialise every row into the tasks
     and each task deserialise them -- on the 200k-vertex power-law graph's 660k rows
     that was most of the run's serial setup -- where the files are read by the
-    executors, one split each, in parallel.  The caller removes ``staging`` after the
-    run.  The rows are the same either way."""
+    executors, one split each, in parallel.  Each call writes a directory of its own in
+    ``staging``; the caller removes ``staging`` after the run.  The rows are the same
+    either way."""
     import pyarrow as pa
 
     ids = pa.int64() if vtype == "bigint" else pa.string()
@@ -298,13 +299,16 @@ def updates_frame(
         return spark.createDataFrame(table)
     import pyarrow.parquet as pq
 
+    import tempfile
+
     files = max(1, int(spark.sparkContext.defaultParallelism))
     os.makedirs(staging, exist_ok=True)
+    into = tempfile.mkdtemp(prefix="updates-", dir=staging)  # (a frame of its own per call)
     n = table.num_rows
     for i in range(files):
         lo, hi = i * n // files, (i + 1) * n // files
-        pq.write_table(table.slice(lo, hi - lo), os.path.join(staging, f"updates-{i:04d}.parquet"))
-    return spark.read.schema(f"epoch bigint, src {vtype}, dst {vtype}, delta bigint").parquet(staging)
+        pq.write_table(table.slice(lo, hi - lo), os.path.join(into, f"part-{i:04d}.parquet"))
+    return spark.read.schema(f"epoch bigint, src {vtype}, dst {vtype}, delta bigint").parquet(into)
 
 
 def _local_master(spark: Any) -> bool:

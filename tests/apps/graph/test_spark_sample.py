@@ -116,6 +116,9 @@ def test_updates_frame_is_the_rows_with_the_ddl_schema(
     assert sorted(tuple(r) for r in got.collect()) == sorted(rows)
     if files:  # read by the executors from one file per core, none of it in the tasks
         assert len(got.inputFiles()) == spark.sparkContext.defaultParallelism
+        again = updates_frame(spark, rows[:1], vtype, staging=staging, min_rows=0)  # the same staging directory
+        assert sorted(tuple(r) for r in again.collect()) == rows[:1]
+        assert sorted(tuple(r) for r in got.collect()) == sorted(rows)
     else:
         assert not got.inputFiles()
 

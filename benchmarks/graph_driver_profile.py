@@ -3,6 +3,7 @@
     python -m benchmarks.graph_driver_profile                       # the sample, local[2]
     python -m benchmarks.graph_driver_profile --master 'local[1]' --runs 3
     python -m benchmarks.graph_driver_profile --cprofile /tmp/driver.prof
+    python -m benchmarks.graph_driver_profile --graph powerlaw --runs 1 --no-floor   # the 200k-vertex graph
 
 Runs the graph sample (:mod:`benchmarks.graph_spark`'s dataflow and frame) ``--runs``
 times in one fresh SparkSession (run 0 pays the session's first queries: the JVM's

@@ -3,6 +3,7 @@
     python -m benchmarks.graph_driver_profile                       # the sample, local[2]
     python -m benchmarks.graph_driver_profile --master 'local[1]' --runs 3
     python -m benchmarks.graph_driver_profile --cprofile /tmp/driver.prof
+    python -m benchmarks.graph_driver_profile --graph powerlaw --runs 1 --no-floor   # the 200k-vertex graph
 
 Runs the graph sample (:mod:`benchmarks.graph_spark`'s dataflow and frame) ``--runs``
 times in one fresh SparkSession (run 0 pays the session's first queries: the JVM's
@@ -219,29 +220,32 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--no-floor", action="store_true", help="skip the per-job floor probes")
     ap.add_argument("--ab", type=int, default=0, help="instead: N before/after pairs (module docstring)")
     ap.add_argument("--change", choices=["fold", "uncached"], default="fold", help="what --ab compares")
+    ap.add_argument("--graph", default="sample", choices=["sample", "powerlaw"], help="the input (default: the sample)")
+    ap.add_argument("--vertices", type=int, default=200_000, help="vertices of the power-law graph")
     a = ap.parse_args(argv)
 
-    from benchmarks.graph_spark import sample, spark_flow
+    from benchmarks.graph_spark import powerlaw, sample, spark_flow
     from tstate.spark import Backend, Source, local_session
 
-    w = sample()
+    w = sample() if a.graph == "sample" else powerlaw(a.vertices, 5, 0.01)
     parts = int(a.master.split("[")[1].rstrip("]"))
     t = time.perf_counter()
     spark = local_session(a.master, app_name="graph_driver_profile")
     session_s = time.perf_counter() - t
     clocks = Clocks(int(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()))
     figures: dict[str, Any] = {"master": a.master, "session_s": round(session_s, 2), "runs": []}
-    print(f"sample on {a.master}: session started in {session_s:.2f} s (load {os.getloadavg()[0]:.1f})")
+    print(f"{w.name} on {a.master}: session started in {session_s:.2f} s (load {os.getloadavg()[0]:.1f})")
 
     def setup() -> tuple[Any, Any, str, Any]:
         directory = tempfile.mkdtemp(prefix="graph-driver-prof-")
         flow, _sinks = spark_flow(w)
-        return flow, w.frame(spark), directory, Backend(spark, checkpoint=directory, partitions=parts, progress=False)
+        return flow, w.frame(spark, staging=f"{directory}-input"), directory, Backend(spark, checkpoint=directory, partitions=parts, progress=False)
 
     def one_run() -> None:
         flow, df, directory, backend = setup()
         backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=w.per_batch)
         shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(f"{directory}-input", ignore_errors=True)
 
     try:
         if a.ab:
@@ -268,6 +272,7 @@ def main(argv: Optional[list[str]] = None) -> None:
                     prof.disable()
                 t1 = clocks.now()
             shutil.rmtree(directory, ignore_errors=True)
+            shutil.rmtree(f"{directory}-input", ignore_errors=True)
             if prof is not None:
                 prof.dump_stats(a.cprofile)
             total = [y - x for x, y in zip(t0, t1)]

@@ -65,14 +65,19 @@ class Workload:
         self.vtype = vtype
         self.schema = f"epoch bigint, src {vtype}, dst {vtype}, delta bigint"
 
-    def frame(self, spark: Any) -> Any:
+    def frame(self, spark: Any, staging: Optional[str] = None) -> Any:
         """The rows as a DataFrame of :attr:`schema`, built as the app builds it
-        (:func:`apps.graph.__main__.updates_frame`: one Arrow table, read by the JVM)."""
+        (:func:`apps.graph.__main__.updates_frame`: one Arrow table, read by the JVM; a
+        large input as Parquet files in ``staging``, read by Spark's reader)."""
         try:
             from apps.graph.__main__ import updates_frame
         except ImportError:  # an earlier tree (benchmarks.before_after): the app made it from the rows
             return spark.createDataFrame(self.rows, self.schema)
-        return updates_frame(spark, self.rows, self.vtype)
+        import inspect
+
+        if staging is not None and "staging" in inspect.signature(updates_frame).parameters:
+            return updates_frame(spark, self.rows, self.vtype, staging=staging)
+        return updates_frame(spark, self.rows, self.vtype)  # (an earlier tree: no staging)
 
 
 def sample() -> Workload:
@@ -146,7 +151,7 @@ def on_spark(w: Workload, master: str, partitions: int) -> tuple[float, float, d
     directory = tempfile.mkdtemp(prefix="graph-spark-bench-")
     try:
         flow, sinks = spark_flow(w)
-        df = w.frame(spark)
+        df = w.frame(spark, staging=f"{directory}-input")
         backend = Backend(spark, checkpoint=directory, partitions=partitions, progress=False)
         t1 = time.perf_counter()
         backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=w.per_batch)
@@ -156,6 +161,7 @@ def on_spark(w: Workload, master: str, partitions: int) -> tuple[float, float, d
         import shutil
 
         shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(f"{directory}-input", ignore_errors=True)
     out: dict[tuple[int, str], list[Any]] = {}
     for name, sink in sinks.items():
         for t, r in sink.items:

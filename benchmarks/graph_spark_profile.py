@@ -258,7 +258,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     spark = local_session(a.master, app_name="graph_spark_profile", **{"spark.ui.enabled": "true", "spark.ui.port": "4077"})
     try:
         flow, _sinks = spark_flow(w)
-        df = w.frame(spark)
+        df = w.frame(spark, staging=f"{directory}-input")
         backend = Backend(spark, checkpoint=directory, partitions=parts, progress=False)
         tracker = spark.sparkContext.statusTracker()
         jobs0 = len(tracker.getJobIdsForGroup(None))
@@ -270,6 +270,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     finally:
         spark.stop()
         shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(f"{directory}-input", ignore_errors=True)
     buf = io.StringIO()
     print(f"{w.name} on {a.master}, {parts} partition(s): run {run_s:.2f} s, {jobs} Spark jobs, cut {backend.metrics.cut_seconds:.2f} s", file=buf)
     print("batch  frontier  wall s  jobs s  driver-own s  commit s  stages  records  op-records", file=buf)

@@ -39,16 +39,22 @@ def _embedded(batches: dict[int, list[Any]], epochs: int, blocks: int = 1) -> li
 
 
 def _on_spark(
-    spark: Any, tmp_path: Any, batches: dict[int, list[Any]], epochs: int, epochs_per_batch: int, blocks: int = 1
+    spark: Any, tmp_path: Any, batches: dict[int, list[Any]], epochs: int, epochs_per_batch: int, blocks: int = 1,
+    files: bool = False,
 ) -> tuple[list[tuple[int, str, Any]], Backend, set[str]]:
     """The same changes from the graph dataflow run on Spark (2 partitions), its
-    backend, and the names of the dataflow's outputs."""
+    backend, and the names of the dataflow's outputs; ``files``: the input as the app
+    hands a large one to Spark (Parquet files read by Spark's reader)."""
     flow = ts.Dataflow("graph")
     updates = flow.input("updates").map(itemgetter(1, 2, 3), name="edge")
     analytics = build(flow, updates, ALGORITHMS, WINDOW, epochs, True, "skip", InputStats(), blocks=blocks)
     sinks = {name: s.collect(name=f"out.{name}") for name, s in analytics.outputs().items()}
     rows = [(e, s, d, k) for e, recs in sorted(batches.items()) for s, d, k in recs]
-    df = updates_frame(spark, rows, "string")  # (as the app builds it: an Arrow table)
+    if files:
+        df = updates_frame(spark, rows, "string", staging=str(tmp_path / "input"), min_rows=0)
+        assert df.inputFiles()  # (read from the files)
+    else:
+        df = updates_frame(spark, rows, "string")  # (as the app builds it: an Arrow table)
     backend = Backend(spark, checkpoint=str(tmp_path / "ck"), partitions=2)
     backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=epochs_per_batch)
     return [(t, name, r) for name, sink in sinks.items() for t, r in sink.items], backend, set(sinks)
@@ -62,7 +68,8 @@ def test_whole_sample_on_spark_equals_the_embedded_engine(spark: Any, tmp_path: 
 
     ref = _embedded(batches, epochs)
     # 2 batches of epochs (the window's expiries are held from one to the next) + closing
-    got, backend, outputs = _on_spark(spark, tmp_path, batches, epochs, epochs_per_batch=WINDOW)
+    # (the input as the app hands a large one to Spark: Parquet files, Spark's reader)
+    got, backend, outputs = _on_spark(spark, tmp_path, batches, epochs, epochs_per_batch=WINDOW, files=True)
 
     assert _by_epoch(got) == _by_epoch(ref)
     assert {name for _e, name, _r in ref} == outputs  # every output has changes
@@ -95,10 +102,30 @@ def test_sample_in_blocks_on_spark_equals_the_embedded_engine(spark: Any, tmp_pa
         ([], "string"),
     ],
 )
-def test_updates_frame_is_the_rows_with_the_ddl_schema(spark: Any, rows: list[Any], vtype: str) -> None:
-    """The app's Arrow-built DataFrame has the schema and rows of ``createDataFrame`` over
-    the same rows with the DDL schema."""
+@pytest.mark.parametrize("files", [False, True], ids=["arrow", "files"])
+def test_updates_frame_is_the_rows_with_the_ddl_schema(
+    spark: Any, tmp_path: Any, rows: list[Any], vtype: str, files: bool
+) -> None:
+    """The app's DataFrame -- an Arrow table, or (a large input: here any) Parquet files
+    read by Spark's reader, one per core of the session -- has the schema and rows of
+    ``createDataFrame`` over the same rows with the DDL schema."""
     ddl = spark.createDataFrame(rows, f"epoch bigint, src {vtype}, dst {vtype}, delta bigint")
-    got = updates_frame(spark, rows, vtype)
+    staging = str(tmp_path / "input") if files else None
+    got = updates_frame(spark, rows, vtype, staging=staging, min_rows=0)
     assert [(f.name, f.dataType) for f in got.schema] == [(f.name, f.dataType) for f in ddl.schema]
     assert sorted(tuple(r) for r in got.collect()) == sorted(rows)
+    if files:  # read by the executors from one file per core, none of it in the tasks
+        assert len(got.inputFiles()) == spark.sparkContext.defaultParallelism
+        again = updates_frame(spark, rows[:1], vtype, staging=staging, min_rows=0)  # the same staging directory
+        assert sorted(tuple(r) for r in again.collect()) == rows[:1]
+        assert sorted(tuple(r) for r in got.collect()) == sorted(rows)
+    else:
+        assert not got.inputFiles()
+
+
+def test_updates_frame_stages_only_large_inputs(spark: Any, tmp_path: Any) -> None:
+    """Below ``min_rows`` rows the rows stay a driver-local relation (no files written)."""
+    rows = [(0, 1, 2, 1), (1, 2, 3, 1)]
+    got = updates_frame(spark, rows, "bigint", staging=str(tmp_path / "input"), min_rows=3)
+    assert not got.inputFiles() and not (tmp_path / "input").exists()
+    assert sorted(tuple(r) for r in got.collect()) == rows

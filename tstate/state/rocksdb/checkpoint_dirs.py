@@ -40,11 +40,11 @@ _POLL = 0.005
 class CheckpointDirs:
     """The checkpoints of one opening of a database (see the module docstring)."""
 
-    def __init__(self, incarnation: str, uploaded: Iterable[str] = ()) -> None:
+    def __init__(self, incarnation: str) -> None:
         #: the opening of the database the checkpoints are of (:attr:`CheckpointFiles.incarnation
         #: <tstate.state.rocksdb.files.CheckpointFiles.incarnation>`)
         self.incarnation = incarnation
-        self._uploaded: set[str] = set(uploaded)
+        self._uploaded: set[str] = set()  # (told by :meth:`uploaded`)
         #: checkpoints linked again because a compaction was installed meanwhile, and
         #: made by rocksdict's create_checkpoint (holding the GIL) because LINK_ATTEMPTS
         #: attempts failed

@@ -43,8 +43,6 @@ can be decided there, otherwise when the pattern is compiled (``Matcher(pattern)
 from __future__ import annotations
 
 import datetime as dt
-import enum
-import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -53,31 +51,20 @@ from attrs import frozen
 
 from apps.cep.conditions import Condition, cond_and, cond_or, make_condition
 from apps.cep.errors import PatternError
+from apps.cep.kinds import Contiguity, SkipKind, StageKind
+from apps.cep.pattern_rules import (
+    check_append,
+    check_count,
+    check_greedy,
+    check_inner,
+    check_name,
+    check_pattern,
+    check_quantify,
+    check_until,
+    window_of,
+)
 
 __all__ = ["AfterMatchSkip", "Contiguity", "Pattern", "SkipKind", "Stage", "StageKind"]
-
-
-class Contiguity(enum.Enum):
-    """How a stage attaches to the previous one (or, inside a quantified stage, how its
-    events attach to each other)."""
-
-    STRICT = "strict"  # next() / consecutive()
-    RELAXED = "relaxed"  # followed_by() / default inside loops
-    ANY = "any"  # followed_by_any() / allow_combinations()
-
-
-class StageKind(enum.Enum):
-    POSITIVE = "positive"
-    NOT_NEXT = "not_next"
-    NOT_FOLLOWED_BY = "not_followed_by"
-
-
-class SkipKind(enum.Enum):
-    NO_SKIP = "no_skip"
-    SKIP_TO_NEXT = "skip_to_next"
-    SKIP_PAST_LAST_EVENT = "skip_past_last_event"
-    SKIP_TO_FIRST = "skip_to_first"
-    SKIP_TO_LAST = "skip_to_last"
 
 
 @frozen
@@ -181,26 +168,6 @@ class Stage:
         return f"{self.name}{q}{'?' if self.optional else ''}"
 
 
-def _check_name(name: Any, where: str) -> str:
-    if not isinstance(name, str) or not name:
-        raise PatternError(
-            f"{where}: a stage name must be a non-empty str, got {name!r}"
-        )
-    if name.startswith("$"):
-        raise PatternError(
-            f"{where}: stage name {name!r}: names starting with '$' are reserved"
-        )
-    return name
-
-
-def _check_count(n: Any, what: str, where: str, minimum: int) -> int:
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        raise PatternError(f"{where}: {what} must be an int, got {n!r}")
-    if n < minimum:
-        raise PatternError(f"{where}: {what} must be >= {minimum}, got {n}")
-    return int(n)
-
-
 @frozen
 class Pattern:
     """An immutable pattern: the stages in order, the after-match skip strategy and the
@@ -214,7 +181,7 @@ class Pattern:
     # ---- construction -------------------------------------------------------------
     @classmethod
     def begin(cls, name: str, skip: AfterMatchSkip | None = None) -> Pattern:
-        _check_name(name, "Pattern.begin")
+        check_name(name, "Pattern.begin")
         if skip is None:
             skip = AfterMatchSkip.no_skip()
         if not isinstance(skip, AfterMatchSkip):
@@ -226,24 +193,11 @@ class Pattern:
     def _append(
         self, name: str, kind: StageKind, contiguity: Contiguity, method: str
     ) -> Pattern:
-        _check_name(name, method)
+        check_name(name, method)
         for st in self.stages:
             if st.name == name:
                 raise PatternError(f"{method}({name!r}): duplicate stage name {name!r}")
-        last = self.stages[-1]
-        if kind is not StageKind.POSITIVE:
-            if last.optional:
-                raise PatternError(
-                    f"{method}({name!r}): a negative stage cannot follow the optional stage "
-                    f"{last.name!r} (Flink rejects an optional path to a NOT stage)"
-                )
-            if last.negative and (
-                kind is StageKind.NOT_NEXT or last.kind is StageKind.NOT_NEXT
-            ):
-                raise PatternError(
-                    f"{method}({name!r}): not_next cannot be adjacent to another negative stage "
-                    f"({last.name!r}); only not_followed_by stages may be chained"
-                )
+        check_append(self.stages[-1], name, kind, method)
         return attrs.evolve(
             self, stages=self.stages + (Stage(name, kind=kind, contiguity=contiguity),)
         )
@@ -302,30 +256,15 @@ class Pattern:
     def until(self, cond: Callable[..., Any]) -> Pattern:
         """Stop condition of a looping stage: once an event satisfies it, the stage
         accepts no more events (and the partial match cannot wait in the stage past it)."""
-        st = self._last()
         where = self._where("until")
-        if st.negative:
-            raise PatternError(f"{where}: a negative stage has no stop condition")
-        if not st.looping:
-            raise PatternError(
-                f"{where}: the stop condition applies only to looping stages "
-                "(one_or_more / times_or_more); call it after the quantifier"
-            )
-        if st.until is not None:
-            raise PatternError(f"{where}: the stop condition is already set")
+        check_until(self._last(), where)
         return self._replace_last(until=make_condition(cond, where))
 
     def _quantify(
         self, method: str, lo: int, hi: int | None, optional: bool = False
     ) -> Pattern:
         st = self._last()
-        where = self._where(method)
-        if st.negative:
-            raise PatternError(f"{where}: a negative stage cannot be quantified")
-        if st.quantified:
-            raise PatternError(
-                f"{where}: the stage is already quantified ({st.describe()})"
-            )
+        check_quantify(st, self._where(method))
         return self._replace_last(
             min_times=lo,
             max_times=hi,
@@ -337,10 +276,10 @@ class Pattern:
         """Exactly ``n`` events, or (``times(n, m)``) between ``n`` and ``m``."""
         where = self._where("times")
         if m is None:
-            n = _check_count(n, "times", where, 1)
+            n = check_count(n, "times", where, 1)
             return self._quantify("times", n, n)
-        n = _check_count(n, "the lower bound of times", where, 0)
-        m = _check_count(m, "the upper bound of times", where, 1)
+        n = check_count(n, "the lower bound of times", where, 0)
+        m = check_count(m, "the upper bound of times", where, 1)
         if n > m:
             raise PatternError(
                 f"{where}: lower bound {n} is greater than upper bound {m}"
@@ -351,7 +290,7 @@ class Pattern:
 
     def times_or_more(self, n: int) -> Pattern:
         """``n`` or more events (a looping stage)."""
-        n = _check_count(n, "times_or_more", self._where("times_or_more"), 1)
+        n = check_count(n, "times_or_more", self._where("times_or_more"), 1)
         return self._quantify("times_or_more", n, None)
 
     def one_or_more(self) -> Pattern:
@@ -370,35 +309,11 @@ class Pattern:
     def greedy(self) -> Pattern:
         """A quantified stage takes as many events as it can: the stage after it
         cannot take (or skip) an event this stage would take."""
-        st = self._last()
-        where = self._where("greedy")
-        if st.negative:
-            raise PatternError(f"{where}: a negative stage cannot be greedy")
-        if not st.quantified:
-            raise PatternError(
-                f"{where}: greedy applies only to quantified stages (times / one_or_more)"
-            )
-        if st.inner is Contiguity.ANY:
-            raise PatternError(
-                f"{where}: greedy cannot be combined with allow_combinations"
-            )
+        check_greedy(self._last(), self._where("greedy"))
         return self._replace_last(greedy=True)
 
     def _inner(self, method: str, contiguity: Contiguity) -> Pattern:
-        st = self._last()
-        where = self._where(method)
-        if st.negative or not st.quantified:
-            raise PatternError(
-                f"{where}: applies only to quantified stages (times / one_or_more)"
-            )
-        if st.inner_set:
-            raise PatternError(
-                f"{where}: the inner contiguity is already set ({st.inner.value})"
-            )
-        if contiguity is Contiguity.ANY and st.greedy:
-            raise PatternError(
-                f"{where}: greedy cannot be combined with allow_combinations"
-            )
+        check_inner(self._last(), self._where(method), contiguity)
         return self._replace_last(inner=contiguity, inner_set=True)
 
     def consecutive(self) -> Pattern:
@@ -419,30 +334,7 @@ class Pattern:
         matcher converts it with the stream's time unit (``Matcher(...,
         time_unit=timedelta(minutes=1))``; :func:`apps.cep.dataflow.cep` takes the unit
         from the source).  Called several times, the smallest window wins."""
-        where = f"stage {self._last().name!r}: within()"
-        if isinstance(duration, dt.timedelta):
-            if duration <= dt.timedelta(0):
-                raise PatternError(f"{where}: the window must be positive, got {duration!r}")
-        elif isinstance(duration, bool) or not isinstance(duration, numbers.Real):
-            raise PatternError(
-                f"{where}: the window must be a datetime.timedelta or a number, got {duration!r}"
-            )
-        elif not duration > 0:
-            raise PatternError(
-                f"{where}: the window must be positive, got {duration!r}"
-            )
-        w: float | dt.timedelta
-        if self.window is None:
-            w = duration
-        elif isinstance(self.window, dt.timedelta) and isinstance(duration, dt.timedelta):
-            w = min(self.window, duration)
-        elif not isinstance(self.window, dt.timedelta) and not isinstance(duration, dt.timedelta):
-            w = min(self.window, duration)
-        else:
-            raise PatternError(
-                f"{where}: the pattern already has the window {self.window!r}; give both as "
-                "timedeltas or both as numbers"
-            )
+        w = window_of(self.window, duration, f"stage {self._last().name!r}: within()")
         return attrs.evolve(self, window=w)
 
     # ---- inspection ---------------------------------------------------------------
@@ -453,46 +345,7 @@ class Pattern:
     def validate(self) -> Pattern:
         """Check what can only be checked on the whole pattern; raise
         :class:`PatternError` (naming the stage) or return ``self``."""
-        stages = self.stages
-        if stages[0].negative:  # cannot happen through the API
-            raise PatternError(
-                f"stage {stages[0].name!r}: a pattern cannot begin with a negative stage"
-            )
-        for st in stages:
-            if st.until is not None and not st.looping:
-                raise PatternError(
-                    f"stage {st.name!r}: until() applies only to looping stages (one_or_more / times_or_more)"
-                )
-        last = stages[-1]
-        if last.kind is StageKind.NOT_FOLLOWED_BY and self.window is None:
-            raise PatternError(
-                f"stage {last.name!r}: a pattern cannot end with not_followed_by unless it has a "
-                "time window (add .within(...))"
-            )
-        for k, st in enumerate(stages):
-            after = [s for s in stages[k + 1 :] if not s.negative]
-            if (
-                st.kind is StageKind.NOT_NEXT
-                and after
-                and all(s.optional for s in after)
-            ):
-                raise PatternError(
-                    f"stage {st.name!r}: not_next must be followed by a mandatory stage or end the "
-                    "pattern (here every later stage is optional)"
-                )
-        if self.skip.stage is not None:
-            names = {s.name: s for s in stages}
-            target = names.get(self.skip.stage)
-            if target is None:
-                raise PatternError(
-                    f"{self.skip.kind.value}({self.skip.stage!r}): no stage named {self.skip.stage!r} "
-                    f"in the pattern (stages: {', '.join(self.names)})"
-                )
-            if target.negative:
-                raise PatternError(
-                    f"{self.skip.kind.value}({self.skip.stage!r}): stage {self.skip.stage!r} is negative "
-                    "and never holds events"
-                )
+        check_pattern(self)
         return self
 
     def __repr__(self) -> str:

@@ -13,7 +13,8 @@ pending timers), and drops it as soon as that time is done.
 the bins this worker holds (:mod:`tstate.operators.held_bins`), applying records and
 timers to them (:mod:`tstate.operators.keyed_apply`: the inner loop) and the bins it
 must send away or wait for (:mod:`tstate.operators.moves`; shipping and receiving
-them: :mod:`tstate.operators.shipping`).
+them: :mod:`tstate.operators.shipping`), and, with a RocksDB store, when its bins
+are written back (:mod:`tstate.operators.store_sync`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tstate.operators.keyed_apply import BinBatch, KeyedApply
 from tstate.operators.local_rounds import LocalReturn
 from tstate.operators.moves import Moves
 from tstate.operators.shipping import BinShipping, epoch_open as _epoch_open
+from tstate.operators.store_sync import StoreSync
 from tstate.operators.time_order import next_ready
 from tstate.operators.timer_index import TimerIndex
 from tstate.plan.stateful import Stateful
@@ -81,9 +83,7 @@ class StatefulRuntime(BinShipping, OperatorRuntime[Stateful]):
         self._codec: Optional[StateCodec] = None
         #: the RocksDB store of this worker's keyed state (None: the heap)
         self.store: Any = exe.keyed_store(worker, node.name, self.codec)
-        self._written_at: Any = None  # the input frontier at the last write-back
-        if self.store is not None:
-            self._use_store(self.store)
+        self._sync = StoreSync(self.held, self.store) if self.store is not None else None
         #: ``local_rounds``: the way back to this operator (set by the embedded engine
         #: when it wires the loop; None: everything goes around the loop)
         self.local: Optional[LocalReturn] = None
@@ -121,20 +121,10 @@ class StatefulRuntime(BinShipping, OperatorRuntime[Stateful]):
         """Decode every bin a lazy restore left encoded (a state query reads them all)."""
         self.held.decode_all()
 
-    def _use_store(self, store: Any) -> None:
-        """Keep every bin in ``store``: new ones made there, delivered ones moved there."""
-        from tstate.state.rocksdb.keyed_bin import RocksBin, adopt  # only with state=RocksDB(...)
-
-        self.held.new_bin = lambda i: RocksBin(i, store)
-        self.held.adopt = lambda b: adopt(b, store)
-
     def write_back(self) -> None:
         """With a RocksDB store: every resident state written back, in one batch."""
-        if self.store is not None:
-            for b in self.held.bins.values():
-                if b.states:
-                    b.write_back()
-            self.store.cache.write_back(defer=True)
+        if self._sync is not None:
+            self._sync.write_back()
 
     def install_bin(self, b: Bin) -> None:
         """Take ownership of a bin (migration / recovery), indexing its timers."""
@@ -229,17 +219,8 @@ class StatefulRuntime(BinShipping, OperatorRuntime[Stateful]):
                 self._drain(frontier)
             if len(self.moves.outgoing) == left:
                 break
-        if self.store is not None:
-            self._end_activation(frontier)
-
-    def _end_activation(self, frontier: Any) -> None:
-        """With a RocksDB store: write back once per epoch -- when the input frontier
-        moved since the last write-back -- or sooner when the keys touched since hold
-        more than half the cache's budget (a bounded cache of touched keys)."""
-        f = frontier.elements()
-        if f != self._written_at or self.store.cache.over_budget():
-            self._written_at = f
-            self.write_back()
+        if self._sync is not None:
+            self._sync.end_activation(frontier)
 
     def _stash(self, t: Any, recs: list[Any]) -> None:
         """Keep records at ``t`` in the time-ordered buffer until they can be applied."""

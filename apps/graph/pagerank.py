@@ -90,9 +90,7 @@ Output: ``ranks``, ``Change(vertex, old_rank, new_rank)`` (``None``: not in the 
 
 from __future__ import annotations
 
-import math
 import zlib
-from bisect import insort
 from operator import itemgetter
 from typing import Any, Optional, Union
 
@@ -100,8 +98,18 @@ import numpy as np
 from attrs import define, field
 
 import tstate as ts
-from apps.graph.edges import EdgeChanges, Vertex, vertex_rank
+from apps.graph.edges import EdgeChanges, Vertex
 from apps.graph.loop import Change, at, round_of, sequenced_loop
+from apps.graph.pagerank_rounds import (
+    SUM,
+    Setting,
+    emit_ranks,
+    push_round,
+    refresh,
+    round0,
+    round1,
+    send_sum,
+)
 from tstate.errors import ConfigurationError
 from tstate.keys import bin_of, check_bins, key_hash
 from tstate.progress import Product
@@ -116,9 +124,7 @@ BLOCKS = 1
 #: The smallest tolerance float64 arithmetic supports (see the module docstring).
 MIN_TOL = 1e-12
 
-_KRYLOV_ITERATIONS = 40  # BiCGSTAB's limit (one block: see _krylov)
-_SUM = 1 << 31  # the round of the sum phase (after any real round; apps.graph.loop.END)
-_F8, _I8 = np.float64, np.int64
+_KRYLOV_ITERATIONS = 40  # BiCGSTAB's limit (one block: see apps.graph.pagerank_rounds._krylov)
 
 
 
@@ -182,21 +188,7 @@ class PageRank:
     ranks: ts.Stream
 
 
-def _f8(b: bytes, n: int, fill: float = 0.0) -> np.ndarray:
-    a = np.frombuffer(b, dtype=_F8)
-    if len(a) < n:
-        a = np.concatenate([a, np.full(n - len(a), fill)])
-    return a.copy()
-
-
 idx0 = np.zeros(0, dtype=np.intp)
-
-
-def _i8(b: bytes, n: Optional[int] = None) -> np.ndarray:
-    a = np.frombuffer(b, dtype=_I8)
-    if n is not None and len(a) < n:
-        a = np.concatenate([a, np.zeros(n - len(a), dtype=_I8)])
-    return a
 
 
 def pagerank(
@@ -227,6 +219,8 @@ def pagerank(
 
     def blk(v: Vertex) -> int:
         return block_of(v, B)
+
+    setting = Setting(B, KEYS, alpha, c, rank_threshold, blk, _KRYLOV_ITERATIONS)
 
     def expand(rec: tuple[list[tuple[Vertex, Vertex, int]], Any]) -> list[tuple[Any, ...]]:
         """A list of directed changes ``(u, v, +1/-1)`` as one record per block: its
@@ -270,315 +264,18 @@ def pagerank(
         k = round_of(t)
         me = INDEX[ctx.key]
         if k == 0:
-            _round0(st, t.outer, me, ctx)
+            round0(setting, st, t.outer, me, ctx)
         elif k == 1:
-            _round1(st, me, ctx)
+            round1(setting, st, me, ctx)
             ctx.notify_at(at(t.outer, 2))
         elif k == 2:
-            _refresh(st, me, ctx)
-        elif k == _SUM:
-            _send_sum(st, me, ctx)
-        elif k == _SUM + 1:
-            _emit_ranks(st, ctx)
+            refresh(setting, st, me, ctx)
+        elif k == SUM:
+            send_sum(setting, st, me, ctx)
+        elif k == SUM + 1:
+            emit_ranks(setting, st, ctx)
         else:
-            _push_round(st, me, ctx)
-
-    # -- round 0: slots and in-degrees; tell the sources the targets' slots -----------------
-    def _round0(st: PRBlock, e: int, me: int, ctx: Context) -> None:
-        st.epoch = e
-        changes = sorted(st.changes, key=lambda c: (c[0], vertex_rank(c[1]), vertex_rank(c[2])))
-        st.changes = []
-        slots = st.slots
-        new = sorted({c[1] for c in changes if c[1] not in slots}, key=vertex_rank)
-        n0 = len(st.ids)
-        for v in new:
-            if st.free:
-                s = st.free.pop(0)
-                st.ids[s] = v
-            else:
-                s = len(st.ids)
-                st.ids.append(v)
-            slots[v] = s
-        n = len(st.ids)
-        if n != n0:
-            st.y = _f8(st.y, n).tobytes()
-            st.r = _f8(st.r, n).tobytes()
-            st.shown = _f8(st.shown, n, math.nan).tobytes()
-            st.deg = _i8(st.deg, n).tobytes()
-        indeg = _i8(st.indeg, n).copy()
-        emit = ctx.emit
-        for kind, v, u, d in changes:
-            if kind == "i":
-                s = slots[v]
-                indeg[s] += d
-                emit((KEYS[blk(u)], "e", u, me, s, d))
-        st.indeg = indeg.tobytes()
-        ctx.notify_at(at(e, 1))
-        ctx.notify_at(at(e, _SUM))
-
-    # -- round 1: out-edge changes; send alpha y / d along every edge -----------------------
-    def _round1(st: PRBlock, me: int, ctx: Context) -> None:
-        n = len(st.ids)
-        src, tgt = _i8(st.src), _i8(st.tgt)
-        if st.outs:
-            outs = sorted(st.outs)
-            st.outs = []
-            starts = st.starts or [0] * (B + 1)
-            tblk = np.repeat(np.arange(B, dtype=_I8), np.diff(starts))
-            gone = np.array([(s << 40) | (t << 16) | j for s, j, t, d in outs if d < 0], dtype=_I8)
-            add = np.array([(s, j, t) for s, j, t, d in outs if d > 0], dtype=_I8).reshape(-1, 3)
-            if len(gone):
-                keep = ~np.isin((src << 40) | (tgt << 16) | tblk, gone)
-                src, tgt, tblk = src[keep], tgt[keep], tblk[keep]
-            if len(add):  # appended (in sorted order), then grouped by target block, stably
-                src = np.concatenate([src, add[:, 0]])
-                tblk = np.concatenate([tblk, add[:, 1]])
-                tgt = np.concatenate([tgt, add[:, 2]])
-                order = np.argsort(tblk, kind="stable")
-                src, tgt, tblk = src[order], tgt[order], tblk[order]
-            st.src, st.tgt = src.tobytes(), tgt.tobytes()
-            st.starts = np.searchsorted(tblk, np.arange(B + 1)).tolist()
-            st.deg = np.bincount(src, minlength=n).astype(_I8).tobytes()
-        if len(src):
-            y = _f8(st.y, n)
-            deg = _i8(st.deg, n)
-            share = np.zeros(n)
-            has = deg > 0
-            share[has] = alpha * y[has] / deg[has]
-            amounts = share[src]
-            a, b = st.starts[me], st.starts[me + 1]
-            if b > a:  # our own part of the sums: kept, added at round 2 with the rest
-                st.inbox.append((me, tgt[a:b].tobytes(), amounts[a:b].tobytes()))
-            _send(st, tgt, amounts, me, ctx)
-
-    def _send(st: PRBlock, tgt: np.ndarray, amounts: np.ndarray, me: int, ctx: Context) -> None:
-        """Send the edges' ``amounts`` to the other blocks: one message per block (the
-        non-zero amounts, with their target slots)."""
-        starts = st.starts
-        emit = ctx.emit
-        for j in range(B):
-            a, b = starts[j], starts[j + 1]
-            if b > a and j != me:
-                am = amounts[a:b]
-                nz = np.flatnonzero(am)
-                if len(nz) == b - a:
-                    emit((KEYS[j], "m", me, tgt[a:b].tobytes(), am.tobytes()))
-                elif len(nz):
-                    emit((KEYS[j], "m", me, tgt[a:b][nz].tobytes(), am[nz].tobytes()))
-
-    def _incoming(st: PRBlock) -> tuple[np.ndarray, np.ndarray]:
-        """This round's messages, in source-block order: (slots, amounts)."""
-        inbox = sorted(st.inbox, key=itemgetter(0))
-        st.inbox = []
-        if len(inbox) == 1:
-            return np.frombuffer(inbox[0][1], dtype=_I8), np.frombuffer(inbox[0][2], dtype=_F8)
-        return (
-            np.concatenate([np.frombuffer(m[1], dtype=_I8) for m in inbox]),
-            np.concatenate([np.frombuffer(m[2], dtype=_F8) for m in inbox]),
-        )
-
-    def _present(st: PRBlock, n: int) -> np.ndarray:
-        return (_i8(st.deg, n) > 0) | (_i8(st.indeg, n) > 0)
-
-    # -- round 2: exact residuals from y, then the pushes ----------------------------------
-    def _refresh(st: PRBlock, me: int, ctx: Context) -> None:
-        n = len(st.ids)
-        got = np.zeros(n)
-        order: Optional[np.ndarray] = None
-        if st.inbox:
-            slots, amounts = _incoming(st)
-            order = np.argsort(slots, kind="stable")
-            got = _sums(slots, amounts, order, n)
-        y = _f8(st.y, n)
-        present = _present(st, n)
-        r = np.where(present, 1.0 + got - y, 0.0)
-        if B == 1 and order is not None:
-            y, r = _krylov(st, y, r, present, order)
-        _push(st, y, r, present, me, ctx)
-
-    def _sums(slots: np.ndarray, amounts: np.ndarray, order: np.ndarray, n: int) -> np.ndarray:
-        """Per slot, the sum of its ``amounts`` (pairwise summation, in the order
-        ``order`` sorts ``slots`` into, stably: fixed by the data)."""
-        got = np.zeros(n)
-        slots, amounts = slots[order], amounts[order]
-        heads = np.flatnonzero(np.r_[True, slots[1:] != slots[:-1]])
-        got[slots[heads]] = np.add.reduceat(amounts, heads)  # pairwise summation
-        return got
-
-    def _krylov(
-        st: PRBlock, y0: np.ndarray, r0: np.ndarray, present: np.ndarray, order: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """One block: a better start for the pushes by BiCGSTAB on ``(I - alpha P^T) y =
-        1`` from ``y0`` (residual ``r0``), then the residual of its result recomputed
-        exactly as at the epoch's start (:func:`_sums`): returned if it is smaller than
-        ``r0`` in L1, else ``(y0, r0)``.  The pushes that follow stop at once when the
-        result already meets the stopping rule, so the guarantee is the pushes' (the
-        module docstring); BiCGSTAB only saves passes (about 11 iterations of two
-        products instead of ~50 passes on the airport graph).  Only element-wise numpy
-        operations and sums (no BLAS), in an order fixed by the data."""
-        n = len(y0)
-        src, tgt = _i8(st.src), _i8(st.tgt)
-        deg = _i8(st.deg, n)
-        has = deg > 0
-        ainv = np.zeros(n)
-        ainv[has] = alpha / deg[has]
-
-        def A(x: np.ndarray) -> np.ndarray:
-            return x - np.bincount(tgt, weights=(x * ainv)[src], minlength=n)
-
-        r1 = float(np.abs(r0).sum())
-        goal = 0.5 * c * float(y0.sum())
-        if r1 <= goal:
-            return y0, r0
-        y, r = y0, r0
-        rhat = r0
-        rho = a = w = 1.0
-        v = p = np.zeros(n)
-        for _ in range(_KRYLOV_ITERATIONS):
-            rho1 = float((rhat * r).sum())
-            if rho1 == 0.0 or w == 0.0:
-                break
-            p = r + (rho1 / rho) * (a / w) * (p - w * v)
-            v = A(p)
-            d = float((rhat * v).sum())
-            if d == 0.0:
-                break
-            a = rho1 / d
-            s_ = r - a * v
-            t = A(s_)
-            tt = float((t * t).sum())
-            w = float((t * s_).sum()) / tt if tt > 0 else 0.0
-            y = y + a * p + w * s_
-            r = s_ - w * t
-            rho = rho1
-            if not math.isfinite(rho) or float(np.abs(r).sum()) <= goal:
-                break
-        if not np.isfinite(y).all():
-            return y0, r0
-        share = np.zeros(n)
-        share[has] = alpha * y[has] / deg[has]
-        got = _sums(tgt, share[src], order, n)
-        r = np.where(present, 1.0 + got - y, 0.0)
-        y = np.where(present, y, y0)  # (off the graph nothing moved)
-        if float(np.abs(r).sum()) >= r1:
-            return y0, r0
-        return y, r
-
-    def _push_round(st: PRBlock, me: int, ctx: Context) -> None:
-        n = len(st.ids)
-        y, r = _f8(st.y, n), _f8(st.r, n)
-        if st.inbox:
-            slots, amounts = _incoming(st)
-            r += np.bincount(slots, weights=amounts, minlength=n)
-        _push(st, y, r, _present(st, n), me, ctx)
-
-    def _push(st: PRBlock, y: np.ndarray, r: np.ndarray, present: np.ndarray, me: int, ctx: Context) -> None:
-        """Push until this block is settled or what stays here is small next to what
-        leaves it: every present vertex with ``|r| > c y`` moves ``r`` into ``y``
-        (TwoSum: the rounding stays in ``r``) and pushes ``alpha * r / d`` along its
-        out-edges -- to its own block's vertices at once (another pass), to other
-        blocks summed per edge and sent at the end of the round.  The block counts as
-        settled once its residuals sum to at most ``c`` times its ``y``."""
-        n = len(y)
-        src, tgt = _i8(st.src), _i8(st.tgt)
-        starts = st.starts or [0] * (B + 1)
-        a, b = starts[me], starts[me + 1]
-        whole = a == 0 and b == len(src)  # every edge stays in this block
-        mine = tgt[a:b]
-        deg = _i8(st.deg, n)
-        ainv = np.zeros(n)  # alpha / out-degree (0: dangling)
-        has = deg > 0
-        ainv[has] = alpha / deg[has]
-        cross: Optional[np.ndarray] = None
-        sent = 0.0
-        # r is 0 off the graph and so is y here (a vertex that left has its y dropped
-        # when the ranks are emitted anyway): whole-array operations need no mask, and
-        # the stopping rule's sum of y is y.sum() (no BLAS anywhere: its threads)
-        y = np.where(present, y, 0.0)
-        while True:
-            ar = np.abs(r)
-            big = ar > c * y
-            if not big.any() or ar.sum() <= c * y.sum():
-                break
-            rb = np.where(big, r, 0.0)  # what moves
-            s = y + rb
-            bp = s - y
-            err = (y - (s - bp)) + (rb - bp)  # TwoSum: y + rb == s + err exactly
-            y = s
-            r = np.where(big, err, r)
-            pushed = (rb - err) * ainv
-            if whole:  # one block: every edge stays here
-                r += np.bincount(mine, weights=pushed[src], minlength=n)
-                continue
-            amounts = pushed[src]
-            if b > a:
-                r += np.bincount(mine, weights=amounts[a:b], minlength=n)
-            if cross is None:
-                cross = amounts
-            else:
-                cross += amounts
-            sent += float(np.abs(amounts[:a]).sum()) + float(np.abs(amounts[b:]).sum())
-            if 4 * float(np.abs(r).sum()) < sent:
-                # most of it leaves: let the other blocks catch up first, and go on
-                # next round even if nothing comes back
-                t = ctx.time
-                ctx.notify_at(Product(t.outer, t.inner + 1))
-                break
-        if cross is not None:
-            _send(st, tgt, cross, me, ctx)
-        st.y, st.r = y.tobytes(), r.tobytes()
-
-    # -- the sum and the ranks ----------------------------------------------------------------
-    def _send_sum(st: PRBlock, me: int, ctx: Context) -> None:
-        n = len(st.ids)
-        part = float(np.sum(_f8(st.y, n)[_present(st, n)]))
-        emit = ctx.emit
-        for k in KEYS:
-            emit((k, "p", me, part))
-
-    def _emit_ranks(st: PRBlock, ctx: Context) -> None:
-        total = math.fsum(p for _, p in st.parts)  # correctly rounded: no order matters
-        st.parts = []
-        n = len(st.ids)
-        if not n:
-            ctx.clear()
-            return
-        y = _f8(st.y, n)
-        shown = _f8(st.shown, n, math.nan)
-        present = _present(st, n)
-        rank = np.where(present, y / total if total > 0 else 0.0, math.nan)
-        old = shown
-        if rank_threshold > 0:
-            moved = present & (np.isnan(old) | (np.abs(rank - old) > rank_threshold))
-        else:
-            moved = present & ~(rank == old)
-        left = ~present & ~np.isnan(old)
-        ids = st.ids
-        emit = ctx.emit
-        idx = np.flatnonzero(moved)
-        if len(idx):
-            olds = old[idx].tolist()
-            news = rank[idx].tolist()
-            for i, o, w in zip(idx.tolist(), olds, news):
-                emit(Change(ids[i], None if o != o else o, w))
-            shown[idx] = rank[idx]
-        gone = [i for i in np.flatnonzero(~present).tolist() if ids[i] is not None]
-        if gone:
-            for i in np.flatnonzero(left).tolist():
-                emit(Change(ids[i], float(old[i]), None))
-            y[gone] = 0.0
-            shown[gone] = math.nan
-            r = _f8(st.r, n)
-            r[gone] = 0.0
-            st.r = r.tobytes()
-            for i in gone:
-                del st.slots[ids[i]]  # type: ignore[arg-type]
-                ids[i] = None
-                insort(st.free, i)
-        if not st.slots:
-            ctx.clear()
-            return
-        st.y, st.shown = y.tobytes(), shown.tobytes()
+            push_round(setting, st, me, ctx)
 
     # -- one block: every round of an epoch in one timer call --------------------------------
     class _Local:
@@ -615,11 +312,11 @@ def pagerank(
         """Every change of epoch ``t`` is in: the rounds of the loop, one after another."""
         check_layout(st, ctx)
         loc: Any = _Local(st, ctx)
-        _round0(st, t, 0, loc)
-        _round1(st, 0, loc)
-        _refresh(st, 0, loc)
-        _send_sum(st, 0, loc)
-        _emit_ranks(st, ctx)
+        round0(setting, st, t, 0, loc)
+        round1(setting, st, 0, loc)
+        refresh(setting, st, 0, loc)
+        send_sum(setting, st, 0, loc)
+        emit_ranks(setting, st, ctx)
 
     if B == 1:
         k0 = KEYS[0]  # the key of block 0 with any number of blocks: a restore with more sees it

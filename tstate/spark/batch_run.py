@@ -164,14 +164,16 @@ class BatchRuns:
     def _cut(
         self, bound: dict[str, Source], epochs: Optional[int], rows: int, starts: list[int]
     ) -> tuple[dict[str, Source], dict[str, Any], int, list[tuple[int, int]]]:
-        """A batch run's inputs (those taking the colocated path partitioned for it once,
-        :func:`tstate.spark.placed.place`), persisted, first epoch and micro-batches
-        (:func:`tstate.spark.cuts.cut_run`)."""
-        from tstate.spark.cuts import cut_run
+        """A batch run's inputs (those read in many partitions coalesced,
+        :func:`tstate.spark.cuts.coalesced`; those taking the colocated path partitioned
+        for it once, :func:`tstate.spark.placed.place`), persisted, first epoch and
+        micro-batches (:func:`tstate.spark.cuts.cut_run`)."""
+        from tstate.spark.cuts import coalesced, cut_run
         from tstate.spark.placed import place
 
         assert self._job is not None
         n = self.partitions
+        bound = coalesced(self.spark, bound, n)
         bound, self._placed = place(
             self._job.plan, bound, self._rescaling.owners, n, self._shuffles.labels(n), self._last.held is not None
         )

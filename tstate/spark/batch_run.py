@@ -100,8 +100,9 @@ class BatchRuns:
         Python-key benchmark's rows), a batch commits its state once, and
         a restart after a failure redoes at most one batch; fewer, larger batches cost
         less (Spark's planning, scheduling and the driver's commit are paid per batch:
-        on 2M rows on ``local[2]``, one batch used 2-9 CPU s less than four of 500k,
-        measured under load).
+        on 2M rows on ``local[2]``, measured under load, one batch used about 2 CPU s
+        less than four of 500k in a warm session and 8-9 CPU s less (of 33-36) in a
+        fresh one's first run, most of it the JVM's).
         Give a smaller value for less memory per task or more frequent commits.
         ``reconfigure``: ``(time, tstate.Rescale(partitions, strategy=...))`` pairs, like
         the embedded engine's: from the first micro-batch at or after ``time``, the

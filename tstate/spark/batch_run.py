@@ -100,7 +100,7 @@ class BatchRuns:
         Python-key benchmark's rows), a batch commits its state once, and
         a restart after a failure redoes at most one batch; fewer, larger batches cost
         less (Spark's planning, scheduling and the driver's commit are paid per batch:
-        on 2M rows on ``local[2]``, measured under load, one batch used about 2 CPU s
+        on 2M rows on ``local[2]``, measured under load, one batch used about 1 CPU s
         less than four of 500k in a warm session and 8-9 CPU s less (of 33-36) in a
         fresh one's first run, most of it the JVM's).
         Give a smaller value for less memory per task or more frequent commits.

@@ -101,7 +101,7 @@ class BatchRuns:
         a restart after a failure redoes at most one batch; fewer, larger batches cost
         less (Spark's planning, scheduling and the driver's commit are paid per batch:
         on 2M rows on ``local[2]``, measured under load, one batch used about 1 CPU s
-        less than four of 500k in a warm session and 8-9 CPU s less (of 33-36) in a
+        less than four of 500k in a warm session and about 7 CPU s less (of 34-36) in a
         fresh one's first run, most of it the JVM's).
         Give a smaller value for less memory per task or more frequent commits.
         ``reconfigure``: ``(time, tstate.Rescale(partitions, strategy=...))`` pairs, like

@@ -24,6 +24,19 @@ lookup (a small run's counting job is most of its fixed cost besides its one bat
 (Counting such a frame on the driver instead -- its rows are collected without a Spark
 job -- costs as much as the job: the rows cross to Python one by one.)
 
+An input read in many more partitions than the run uses (:func:`coalesced`: more than
+:data:`MANY` times ``max(partitions, Spark's default parallelism)``) is first coalesced
+into that many partitions, without a shuffle: a DataFrame Spark made from a large Arrow
+table or pandas frame has one partition per 10,000-row Arrow batch (200 for 2M rows), and
+each partition costs the counting job, the cache and every micro-batch's input stage a
+Spark task and a Python task of its own (with its own shuffle cells per destination and
+time).  Only where Spark's coalescing keeps the frame's order: when no partition prefers
+a host, Spark groups *consecutive* partitions in order (partition ``j`` of the result
+holds a contiguous run of the frame's partitions, in order), so the rows reach the
+operators in the order the frame gives them, as the embedded engine reads them; a frame
+whose partitions prefer hosts (file splits on a cluster, a cached frame's blocks) would be
+grouped by host, out of order, and is left as it is.
+
 >>> slice_of(0, 1000), slice_of(999, 1000), slice_of(1000, 1000)
 (0, 0, 1)
 """
@@ -39,7 +52,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.committed import Committed
     from tstate.spark.source import Source
 
-__all__ = ["EXACT_EPOCHS", "GRAIN", "LOCAL_UNCACHED_BYTES", "Span", "span", "slice_of", "batch_cuts", "cut_run", "is_small_local"]
+__all__ = [
+    "EXACT_EPOCHS", "GRAIN", "LOCAL_UNCACHED_BYTES", "MANY", "Span", "span", "slice_of", "batch_cuts", "coalesced",
+    "cut_run", "is_small_local",
+]
 
 #: slices per micro-batch's worth of rows
 GRAIN = 8
@@ -51,6 +67,11 @@ EXACT_EPOCHS = 50_000
 #: a local relation of at most this many bytes (Spark's estimate) is not cached (module
 #: docstring)
 LOCAL_UNCACHED_BYTES = 4 << 20
+
+
+#: an input of more than this many times the run's parallelism in partitions is coalesced
+#: before the cut (module docstring)
+MANY = 2
 
 
 def slice_of(rows_before: int, size: int) -> int:
@@ -81,6 +102,43 @@ def is_small_local(df: Any) -> bool:
         return False
     size = input_bytes(df) if local else None
     return size is not None and size <= LOCAL_UNCACHED_BYTES
+
+
+def coalesced(spark: Any, bound: Mapping[str, "Source"], partitions: int) -> dict[str, "Source"]:
+    """``bound`` with each input read in more than :data:`MANY` times ``max(partitions,
+    Spark's default parallelism)`` partitions bound to its frame coalesced into that
+    many, where coalescing keeps the frame's order (module docstring; a frame the user
+    cached is read from its cache as it is); no Spark job."""
+    from attrs import evolve
+
+    try:
+        target = max(partitions, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # noqa: BLE001  (no SparkContext: Spark Connect)
+        return dict(bound)
+    out = dict(bound)
+    for name, src in bound.items():
+        if not src.df.is_cached and _in_order_above(spark, src.df, MANY * target):
+            out[name] = evolve(src, df=src.df.coalesce(target))
+    return out
+
+
+def _in_order_above(spark: Any, df: Any, limit: int) -> bool:
+    """Whether ``df`` is read in more than ``limit`` partitions none of which prefers a
+    host (Spark then coalesces consecutive partitions, in order); False when Spark
+    cannot say without running a job (a plan Adaptive Query Execution drives: its
+    shuffles run to plan it) or at all (Spark Connect)."""
+    try:
+        qe = df._jdf.queryExecution()
+        aqe = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec")
+        if aqe.isInstance(qe.executedPlan()):
+            return False
+        rdd = qe.toRdd()
+        parts = rdd.partitions()
+        if len(parts) <= limit:
+            return False
+        return all(rdd.preferredLocations(p).isEmpty() for p in parts)
+    except Exception:  # noqa: BLE001  (Spark Connect, a frame Spark cannot plan here)
+        return False
 
 
 def span(frames: list[tuple[Any, str]], lo: Optional[int], rows: Optional[int]) -> Span:

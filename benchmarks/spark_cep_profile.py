@@ -148,7 +148,7 @@ def jvm_threads() -> dict[str, float]:
 
 def run(
     master: str, path: Path, limit: Optional[int], profile_dir: str, profile: bool = True, rows_per_batch: int = 500_000,
-    jfr: Optional[str] = None,
+    jfr: Optional[str] = None, conf: Optional[dict[str, str]] = None,
 ) -> dict[str, Any]:
     # cProfile per task, or (profile=False) only each task's CPU seconds: no profiler overhead
     os.environ["TSTATE_SPARK_PROFILE" if profile else "TSTATE_SPARK_CPU"] = profile_dir
@@ -161,7 +161,9 @@ def run(
         os.environ["PYSPARK_SUBMIT_ARGS"] = jvm_profile.recording_options(jfr)
     t0 = time.perf_counter()
     cpu0 = process_cpu()
-    spark = local_session(master, app_name="cep-profile")
+    from apps.cep.spark_source import SPARK_SETTINGS
+
+    spark = local_session(master, app_name="cep-profile", **{**SPARK_SETTINGS, **(conf or {})})  # (the app's, then --conf)
     t1 = time.perf_counter()
     frame = flight_frame(spark, path, epoch="1h", limit=limit, partitions=spark.sparkContext.defaultParallelism)
     t2 = time.perf_counter()
@@ -241,10 +243,13 @@ def main(argv: Optional[list[str]] = None) -> int:
                    "this many rows is one folded task, not the placed path)")
     p.add_argument("--jfr", metavar="FILE", help="record the driver JVM with Java Flight Recorder into FILE and "
                    "break its executor threads' samples down by category (benchmarks.jvm_profile)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting for the session (repeatable; e.g. spark.driver.extraJavaOptions=...)")
     args = p.parse_args(argv)
+    conf = dict(c.split("=", 1) for c in args.conf)
     with tempfile.TemporaryDirectory() as prof:
         r = run(args.master, args.input, args.limit, prof, profile=not args.no_profile, rows_per_batch=args.rows_per_batch,
-                jfr=args.jfr)
+                jfr=args.jfr, conf=conf)
     print(report(r))
     print(json.dumps(r))
     return 0

@@ -97,7 +97,7 @@ COLUMNS = {
 #:   threads 14.2 CPU s: it loses on the full file, whose rows the JVM handles three
 #:   times).
 #: The JVM options take effect only when the app starts the session's JVM.
-SPARK_SETTINGS = {
+SPARK_SETTINGS: dict[str, Any] = {  # (Any: passed as local_session's **conf)
     "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
     "spark.driver.extraJavaOptions": (
         "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "

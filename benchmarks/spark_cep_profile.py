@@ -18,7 +18,11 @@ process without the profiler's overhead).  Prints:
   the JVM into records; fused chain; the CEP operator: NFA and matcher; encoding the
   output; state files and commit; the rest), from the merged profiles;
 * CPU seconds per process over the whole run (``/proc``: the driver's Python process,
-  the JVM, the Python workers), against the run's wall seconds times the CPUs.
+  the JVM, the Python workers), against the run's wall seconds times the CPUs, and the
+  JVM's by thread kind (JIT compilers, executor tasks, GC, py4j: ``/proc/<pid>/task``).
+
+The session gets the app's settings (:data:`apps.cep.spark_source.SPARK_SETTINGS`),
+then any ``--conf KEY=VALUE`` (repeatable: an A/B of a Spark or JVM setting).
 
 The last line is JSON with those figures.
 """

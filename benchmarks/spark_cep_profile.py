@@ -18,7 +18,11 @@ process without the profiler's overhead).  Prints:
   the JVM into records; fused chain; the CEP operator: NFA and matcher; encoding the
   output; state files and commit; the rest), from the merged profiles;
 * CPU seconds per process over the whole run (``/proc``: the driver's Python process,
-  the JVM, the Python workers), against the run's wall seconds times the CPUs.
+  the JVM, the Python workers), against the run's wall seconds times the CPUs, and the
+  JVM's by thread kind (JIT compilers, executor tasks, GC, py4j: ``/proc/<pid>/task``).
+
+The session gets the app's settings (:data:`apps.cep.spark_source.SPARK_SETTINGS`),
+then any ``--conf KEY=VALUE`` (repeatable: an A/B of a Spark or JVM setting).
 
 The last line is JSON with those figures.
 """
@@ -116,9 +120,39 @@ def process_cpu() -> dict[str, float]:
     return out
 
 
+def _thread_kind(name: str) -> str:
+    """A JVM thread's kind from its name (``/proc/<pid>/task/<tid>/comm``, 15 bytes)."""
+    for frag, kind in (("C2 Compiler", "JIT compiler (C2)"), ("C1 Compiler", "JIT compiler (C1)"), ("GC", "garbage collector"),
+                       ("G1", "garbage collector"), ("Executor task", "executor tasks"), ("stdout writer", "rows -> Python task writer"),
+                       ("stdin writer", "rows -> Python task writer"), ("Thread-", "py4j / other (Thread-N)")):
+        if frag in name:
+            return kind
+    return "other"
+
+
+def jvm_threads() -> dict[str, float]:
+    """CPU seconds so far of the session's JVM threads, by kind (:func:`_thread_kind`;
+    threads that ended are not counted)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for pid, (cmd, _cpu) in _proc_tree(os.getpid()).items():
+        if "java" not in cmd.split(" ")[0]:
+            continue
+        for t in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                name = (t / "comm").read_text().strip()
+                stat = (t / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            k = _thread_kind(name)
+            out[k] = out.get(k, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def run(
     master: str, path: Path, limit: Optional[int], profile_dir: str, profile: bool = True, rows_per_batch: int = 500_000,
-    jfr: Optional[str] = None,
+    jfr: Optional[str] = None, conf: Optional[dict[str, str]] = None,
 ) -> dict[str, Any]:
     # cProfile per task, or (profile=False) only each task's CPU seconds: no profiler overhead
     os.environ["TSTATE_SPARK_PROFILE" if profile else "TSTATE_SPARK_CPU"] = profile_dir
@@ -131,7 +165,9 @@ def run(
         os.environ["PYSPARK_SUBMIT_ARGS"] = jvm_profile.recording_options(jfr)
     t0 = time.perf_counter()
     cpu0 = process_cpu()
-    spark = local_session(master, app_name="cep-profile")
+    from apps.cep.spark_source import SPARK_SETTINGS
+
+    spark = local_session(master, app_name="cep-profile", **{**SPARK_SETTINGS, **(conf or {})})  # (the app's, then --conf)
     t1 = time.perf_counter()
     frame = flight_frame(spark, path, epoch="1h", limit=limit, partitions=spark.sparkContext.defaultParallelism)
     t2 = time.perf_counter()
@@ -139,11 +175,11 @@ def run(
     build(flow, flow.input("flights"), epoch_minutes=60, lateness=0, show=0, output=None)
     with tempfile.TemporaryDirectory() as ck:
         backend = Backend(spark, checkpoint=ck, partitions=spark.sparkContext.defaultParallelism, progress=False)
-        cpu1 = process_cpu()
+        cpu1, thr1 = process_cpu(), jvm_threads()
         t3 = time.perf_counter()
         backend.run(flow, {"flights": spark_events(frame)}, rows_per_batch=rows_per_batch)
         t4 = time.perf_counter()
-        cpu2 = process_cpu()
+        cpu2, thr2 = process_cpu(), jvm_threads()
     jvm = None
     if jfr is not None:
         jvm_profile.dump(spark, jfr)
@@ -165,7 +201,9 @@ def run(
         "cut_s": round(backend.metrics.cut_seconds, 2), "rows": sum(b.records for b in backend.metrics.batches),
         "batches": batches, "task_cpu_by_stage": {k: round(v, 2) for k, v in sorted(stages.items(), key=lambda kv: -kv[1])},
         "task_cpu_s": round(task_cpu, 2), "task_profiles": tasks,
-        "run_cpu_by_process": run_cpu, "setup_cpu_by_process": {k: round(cpu1[k] - cpu0[k], 2) for k in cpu1},
+        "run_cpu_by_process": run_cpu,
+        "run_jvm_cpu_by_thread": {k: round(thr2[k] - thr1.get(k, 0.0), 2) for k in sorted(thr2, key=lambda k: -thr2[k])},
+        "setup_cpu_by_process": {k: round(cpu1[k] - cpu0[k], 2) for k in cpu1},
         "run_cpu_share_of_capacity": round(sum(run_cpu.values()) / ((t4 - t3) * (os.cpu_count() or 1)), 3),
         "jvm_samples": jvm,
     }  # fmt: skip
@@ -188,6 +226,8 @@ def report(r: dict[str, Any]) -> str:
     lines += ["CPU seconds per process during the run (wall x CPUs = "
               f"{round(r['run_s'] * r['cpus'], 1)} s; used {r['run_cpu_share_of_capacity']:.0%}):"]  # fmt: skip
     lines += [f"  {k:<36} {v:>7.2f} s" for k, v in r["run_cpu_by_process"].items()]
+    lines += ["  of which the JVM's threads by kind (threads alive at the end):"]
+    lines += [f"    {k:<34} {v:>7.2f} s" for k, v in r.get("run_jvm_cpu_by_thread", {}).items()]
     jvm = r.get("jvm_samples")
     if jvm:
         lines += [f"driver JVM, executor threads' samples (JFR, setup and run: {jvm['executor_samples']} of "
@@ -207,10 +247,13 @@ def main(argv: Optional[list[str]] = None) -> int:
                    "this many rows is one folded task, not the placed path)")
     p.add_argument("--jfr", metavar="FILE", help="record the driver JVM with Java Flight Recorder into FILE and "
                    "break its executor threads' samples down by category (benchmarks.jvm_profile)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting for the session (repeatable; e.g. spark.driver.extraJavaOptions=...)")
     args = p.parse_args(argv)
+    conf = dict(c.split("=", 1) for c in args.conf)
     with tempfile.TemporaryDirectory() as prof:
         r = run(args.master, args.input, args.limit, prof, profile=not args.no_profile, rows_per_batch=args.rows_per_batch,
-                jfr=args.jfr)
+                jfr=args.jfr, conf=conf)
     print(report(r))
     print(json.dumps(r))
     return 0

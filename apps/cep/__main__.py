@@ -399,7 +399,7 @@ def _run_spark(args: argparse.Namespace) -> int:
         return EXIT_ERROR
 
     import tstate as ts
-    from apps.cep.spark_source import epoch_minutes, flight_frame, spark_events
+    from apps.cep.spark_source import SPARK_SETTINGS, epoch_minutes, flight_frame, spark_events
     from tstate.spark.session import require_pyspark
 
     try:
@@ -417,7 +417,7 @@ def _run_spark(args: argparse.Namespace) -> int:
     frame = None
     try:
         t_begin = time.perf_counter()
-        spark = local_session(args.master, app_name="apps.cep")
+        spark = local_session(args.master, app_name="apps.cep", **(SPARK_SETTINGS if owned else {}))
         try:
             minutes = epoch_minutes(args.epoch)
             t_session = time.perf_counter()

@@ -64,7 +64,7 @@ from apps.cep.footer import Footer, read_footer
 from apps.cep.source import COLUMNS as FILE_COLUMNS
 from apps.cep.source import REQUIRED, _is_csv
 
-__all__ = ["COLUMNS", "flight_event", "flight_frame", "spark_events", "spark_source"]
+__all__ = ["COLUMNS", "SPARK_SETTINGS", "flight_event", "flight_frame", "spark_events", "spark_source"]
 
 #: the frame's columns (in :class:`FlightEvent` field order) and their Spark types;
 #: ``epoch`` is the time column
@@ -75,6 +75,34 @@ COLUMNS = {
     "origin": "string",
     "destination": "string",
     "epoch": "bigint",
+}
+
+#: the Spark settings of the session ``python -m apps.cep --backend spark`` starts (beside
+#: :func:`tstate.spark.local_session`'s), measured on the CEP run (1M flights,
+#: ``local[2]``, JVM CPU seconds of the run by thread from ``/proc``, under load; one run
+#: each: ``python -m benchmarks.spark_cep_profile --conf ...``):
+#:
+#: * ``maxBytesPerBatch`` at ``Int.MaxValue``: Spark then skips its per-row size check of
+#:   the Arrow batch it builds for a Python task (``ArrowWriter.sizeInBytes`` on every
+#:   row: ~15% of the executor threads' samples in a JFR profile); the batches stay
+#:   bounded by ``maxRecordsPerBatch`` (10,000 rows), and the app's rows are small flight
+#:   rows, so no batch grows large (a dataflow shipping large binary cells keeps the
+#:   byte cap). Executor threads 8.2 -> 7.0 CPU s, the JVM 31.0 -> 26.4.
+#: * the optimising JIT compiler (C2) only for the hottest methods (its invocation and
+#:   loop thresholds 10x the defaults; the quick compiler, C1, still compiles the rest):
+#:   the JVM lives for one run, and C2 compiling the long tail of Spark's lukewarm
+#:   methods was its largest single CPU consumer beside the two Python workers on two
+#:   cores. C2 threads 11.8 -> 6.2 CPU s, executor threads 8.2 -> 8.6, the JVM
+#:   31.0 -> 27.1 (C1 only, ``-XX:TieredStopAtLevel=1``: the JVM 23.8, but the executor
+#:   threads 14.2 CPU s: it loses on the full file, whose rows the JVM handles three
+#:   times).
+#: The JVM options take effect only when the app starts the session's JVM.
+SPARK_SETTINGS: dict[str, Any] = {  # (Any: passed as local_session's **conf)
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
+    "spark.driver.extraJavaOptions": (
+        "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+        "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
+    ),
 }
 
 _INTEGERS = ("tinyint", "smallint", "int", "bigint", "void")

@@ -67,3 +67,27 @@ def test_one_partition_is_placed_without_a_shuffle(spark: Any, tmp_path: Any, mo
     assert frame.rdd.getNumPartitions() == 1
     plan = frame._jdf.queryExecution().executedPlan().toString()
     assert "Exchange" not in plan and "Sort" not in plan, plan
+
+
+def test_the_placed_frame_carries_only_what_its_task_reads(spark: Any) -> None:
+    """No destination column (the rows are on their partitions); a record-class input
+    keeps only its fields, the key's and time columns and the bin."""
+    import collections
+
+    from tstate.spark import Source
+    from tstate.spark.binned import BIN
+    from tstate.spark.placed import place
+    from tstate.spark.plan import Plan
+
+    from .flows import keyed
+
+    flow, *_ = keyed(key=ts.col("k"))
+    plan = Plan.of(flow)
+    (b,) = [n for n in plan.boundaries if plan.feeders.get(n) == ["events"]]
+    owners = {n: [i % 2 for i in range(plan.nodes[n].bins)] for n in plan.boundaries}
+    df = spark.createDataFrame([("a", 1, 0, "x")], "k string, v long, t long, junk string")
+    Rec = collections.namedtuple("Rec", "v")
+    for record, want in (("dict", ["k", "v", "t", "junk", BIN]), (Rec, ["k", "v", "t", BIN])):
+        bound, placed = place(plan, {"events": Source(df, time="t", record=record)}, owners, 2, (0, 1), False)
+        assert bound["events"].df.columns == want, record
+        assert set(placed) == {"events"}

@@ -193,7 +193,7 @@ def _binned_feed(
         if batch.num_rows == 0:
             continue
         bins = batch.column(BIN).to_numpy().astype(np.int64)
-        batch = batch.drop_columns([BIN, DEST])
+        batch = batch.drop_columns([c for c in (BIN, DEST) if c in batch.schema.names])  # (no DEST when placed)
         times = None
         if time_column is not None:
             times = pc.fill_null(batch.column(time_column), np.iinfo(np.int64).min).to_numpy().astype(np.int64)

@@ -13,6 +13,13 @@ frame's order (:func:`_in_order`), so the rows of one key reach its operator in 
 order the frame gives them, wherever the frame's partitions were (a frame as read, in
 file splits, needs no repartition of its own by key first).
 
+The placed frame carries only what the task reads (:func:`_carried`): the
+destination column is dropped once the rows are on their partitions (a partition's
+rows all have its label), and an input built as a record class keeps only the
+columns its fields name, the time column and the bin -- every column less is one
+less through the shuffle, the sort, the in-memory cache and each micro-batch's
+rows-to-Arrow hand-over to the task.
+
 The frame is placed for one bin→partition map (:class:`Placement`); a batch whose map
 differs (after a rescale) computes the columns and shuffles again, as before
 (:meth:`Placement.fits`).
@@ -26,21 +33,23 @@ from attrs import evolve, frozen
 
 from tstate.column_key import Col
 from tstate.spark.binned import BIN
+from tstate.spark.record_types import is_record_class
+from tstate.spark.records import record_fields
 from tstate.spark.colocated import DEST, colocated_inputs, partition_columns
 
 if TYPE_CHECKING:  # pragma: no cover
     from tstate.spark.plan import Plan
     from tstate.spark.source import Source
 
-__all__ = ["Placement", "place", "unplaced"]
+__all__ = ["Placement", "place", "unplaced", "carried"]
 
 
 @frozen
 class Placement:
     """An input frame partitioned (on :data:`~tstate.spark.colocated.DEST`) over
     ``partitions`` partitions with labels ``labels``, for the bin owners ``owners`` of
-    its first stateful operator; it carries the :data:`~tstate.spark.binned.BIN` and
-    ``DEST`` columns."""
+    its first stateful operator; it carries the :data:`~tstate.spark.binned.BIN` column
+    (not ``DEST``: :func:`carried`)."""
 
     owners: tuple[int, ...]
     partitions: int
@@ -62,9 +71,9 @@ def place(
 ) -> tuple[dict[str, "Source"], dict[str, Placement]]:
     """``bound`` with each timed input that takes the colocated path
     (:func:`~tstate.spark.colocated.colocated_inputs`; ``held``: records are held back,
-    so none does) bound to its frame with the bin and destination columns, repartitioned
-    on the destination (lazily: the run persists it while it counts the epochs); and
-    those inputs' :class:`Placement`."""
+    so none does) bound to its frame with the bin column, repartitioned on the
+    destination (lazily: the run persists it while it counts the epochs), with only the
+    columns its task reads (:func:`carried`); and those inputs' :class:`Placement`."""
     from pyspark.sql import functions as F
 
     frames = {n: s.df for n, s in bound.items() if s.time is not None}
@@ -75,7 +84,8 @@ def place(
         assert isinstance(first.key, Col)
         columns = partition_columns(first.key, dict(src.df.dtypes), first.bins, owners[boundaries[0]], labels)
         df = src.df.withColumns({c: F.expr(e) for c, e in columns.items()})
-        out[name] = evolve(src, df=_in_order(df, partitions))
+        keep = carried(df.columns, src.record, src.time, first.key.names)
+        out[name] = evolve(src, df=_in_order(df, partitions).select(*keep))
         placed[name] = Placement(tuple(owners[boundaries[0]]), partitions, labels)
     return out, placed
 
@@ -102,6 +112,27 @@ def _in_order(df: Any, partitions: int) -> Any:
         .sortWithinPartitions(_SEQ)
         .drop(_SEQ)
     )
+
+
+def carried(columns: list[str], record: Any, time: "str | None", key: "tuple[str, ...]" = ()) -> list[str]:
+    """The columns of a placed frame (``columns``: the frame's, with the bin and
+    destination columns) its task reads, in the frame's order: without the destination
+    (the rows are on their partitions); for a record class (``record``) only the columns
+    its fields name, the time column, the key's columns (``key``: to place the rows
+    again after a rescale) and the bin; for dict, tuple or value records every column
+    (the records are made of them all).
+
+    >>> carried(["a", "b", "t", "__tstate_bin", "__tstate_dest"], "dict", "t")
+    ['a', 'b', 't', '__tstate_bin']
+    >>> import collections
+    >>> carried(["a", "b", "c", "t", "__tstate_bin", "__tstate_dest"], collections.namedtuple("R", "b"), "t", ("c",))
+    ['b', 'c', 't', '__tstate_bin']
+    """
+    drop = {DEST}
+    if isinstance(record, type) and is_record_class(record):
+        read = {*record_fields(record), *key, BIN, *([time] if time is not None else [])}
+        drop |= {c for c in columns if c not in read}
+    return [c for c in columns if c not in drop]
 
 
 #: the place of a row in the frame before the placement's shuffle (:func:`_in_order`)

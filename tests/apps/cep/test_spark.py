@@ -357,3 +357,30 @@ def test_cli_missing_and_unreadable_files_on_spark(spark: Any, tmp_path: Path, c
     code = main(["--input", str(junk), "--no-progress", "--backend", "spark"])
     err = capsys.readouterr().err
     assert code == 1 and "junk.parquet: cannot read" in err and "Traceback" not in err
+
+
+def test_cli_starts_its_own_session_with_the_apps_settings(sample_slice: Path, tmp_path: Path, monkeypatch: Any) -> None:
+    """``--backend spark`` starting its own session gives it the app's settings
+    (:data:`apps.cep.spark_source.SPARK_SETTINGS`); a session already running (the
+    previous test's case) is left as it is."""
+    import pyspark
+
+    import tstate.spark
+    from apps.cep.spark_source import SPARK_SETTINGS
+
+    seen: list[dict] = []
+
+    class Stop(Exception):
+        pass
+
+    def spying(master: str, app_name: str = "tstate", **conf: Any) -> Any:
+        seen.append(conf)
+        raise Stop
+
+    monkeypatch.setattr(tstate.spark, "local_session", spying)
+    for active in (None, object()):
+        monkeypatch.setattr(pyspark.SparkContext, "_active_spark_context", active)
+        with pytest.raises(Stop):
+            main(["--input", str(sample_slice), "--no-progress", "--backend", "spark", "--checkpoint", str(tmp_path / "ck")])
+    assert seen == [SPARK_SETTINGS, {}]
+    assert SPARK_SETTINGS["spark.sql.execution.arrow.maxBytesPerBatch"] == str(2**31 - 1)  # (Spark skips its size check)

@@ -15,7 +15,13 @@ During the timed run:
   the rest;
 - Spark's own REST API (the UI is on for this run only) gives, per job the batch ran,
   its stages' wall, executor run and CPU seconds;
-- :class:`tstate.metrics.BatchMetrics` gives the backend's own split per batch.
+- :class:`tstate.metrics.BatchMetrics` gives the backend's own split per batch;
+- every py4j round trip the driver makes during a micro-batch is counted and timed by
+  the pyspark call site that made it (:class:`Py4jCalls`): the JVM calls building the
+  batch's ``mapInArrow`` (its UDF), Spark's size estimate, the collect -- serial
+  driver work each batch pays however little its tasks do;
+- with ``--task-cpu``, each task's CPU seconds (``TSTATE_SPARK_CPU``,
+  :mod:`tstate.spark.profiling`; set before the session starts).
 
 Nothing here changes what runs.  The text goes to
 ``benchmarks/results/spark_keyed_count_profile.txt`` (``--out``).
@@ -113,6 +119,58 @@ class Profiled:
         StreamingBatches.__call__ = call  # type: ignore[method-assign]
 
 
+class Py4jCalls:
+    """Counts and times the driver's py4j round trips while :attr:`on` (but the main
+    thread's: it awaits the query), by the nearest pyspark or tstate frame that made
+    them (its file, line and code)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.seconds: dict[str, float] = {}
+        self.on = False
+        self.lock = threading.Lock()
+
+    def install(self) -> None:
+        import traceback
+
+        from py4j import clientserver
+
+        original = clientserver.ClientServerConnection.send_command
+        me = self
+
+        def send(this: Any, command: Any) -> Any:
+            if not me.on or threading.current_thread() is threading.main_thread():  # (awaitTermination)
+                return original(this, command)
+            t0 = time.perf_counter()
+            try:
+                return original(this, command)
+            finally:
+                dt = time.perf_counter() - t0
+                site = "(py4j's own)"
+                for fr in reversed(traceback.extract_stack()[:-1]):
+                    for top in ("/pyspark/", "/tstate/"):
+                        if top in fr.filename and "/py4j/" not in fr.filename:
+                            site = f"{top[1:]}{fr.filename.split(top)[-1]}:{fr.lineno} {fr.name}: {(fr.line or '').strip()[:50]}"
+                            break
+                    else:
+                        continue
+                    break
+                with me.lock:
+                    me.counts[site] = me.counts.get(site, 0) + 1
+                    me.seconds[site] = me.seconds.get(site, 0.0) + dt
+
+        clientserver.ClientServerConnection.send_command = send  # type: ignore[method-assign]
+
+
+def task_cpu(directory: str) -> list[float]:
+    """The tasks' CPU seconds written to ``directory`` (``TSTATE_SPARK_CPU``), by file time."""
+    out = []
+    for name in sorted(os.listdir(directory), key=lambda n: os.path.getmtime(os.path.join(directory, n))):
+        with open(os.path.join(directory, name)) as f:
+            out.append(float(f.read().split()[0]))
+    return out
+
+
 def rest_jobs(spark: Any, first_job: int) -> list[dict[str, Any]]:
     """Spark's jobs from ``first_job`` on (its REST API), each with its stages."""
     base = spark.sparkContext.uiWebUrl.rstrip("/") + "/api/v1/applications/" + spark.sparkContext.applicationId
@@ -152,7 +210,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=10_000)
     ap.add_argument("--column", action="store_true", help="key by ts.col('key') instead of a key function")
     ap.add_argument("--out", default=os.path.join("benchmarks", "results", "spark_keyed_count_profile.txt"))
+    ap.add_argument("--task-cpu", action="store_true", help="each task's CPU seconds (TSTATE_SPARK_CPU)")
     a = ap.parse_args(argv)
+    cpu_dir = ""
+    if a.task_cpu:
+        import tempfile
+
+        from tstate.spark.profiling import CPU_ENV
+
+        cpu_dir = os.environ[CPU_ENV] = tempfile.mkdtemp(prefix="tstate-task-cpu-")
     import shutil
 
     from benchmarks import spark_common
@@ -167,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = spark_common.spark_session("spark-keyed-count-profile")
     prof = Profiled()
     prof.install()
+    calls = Py4jCalls()
+    calls.install()
     tmp = TempDirs()
     load0 = os.getloadavg()[0]
     try:
@@ -180,7 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         tracker = spark.sparkContext.statusTracker()
         first_job = max(tracker.getJobIdsForGroup(None) or [-1]) + 1
         out = Collector()
-        prof.on = True
+        if cpu_dir:  # (the warm-up runs' tasks are not counted)
+            for name in os.listdir(cpu_dir):
+                os.remove(os.path.join(cpu_dir, name))
+        prof.on = calls.on = True
         import tstate.spark.backend as backend_mod
 
         backends: list[Any] = []
@@ -195,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             total, per_batch = run_tstate(spark, data_dir, tmp.new("tstate"), out, column=a.column)
         finally:
             backend_mod.Backend.__init__ = init  # type: ignore[method-assign]
-            prof.on = False
+            prof.on = calls.on = False
         status = check("tstate", out, dict(ref.latest), sum(touched), a.files * a.rows_per_file)
         time.sleep(1.0)  # (the listener bus catches up before the REST read)
         jobs = rest_jobs(spark, first_job)
@@ -204,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp.cleanup()
     metrics = backends[-1].metrics.batches if backends else []
     text = report(a, total, native_s, status, per_batch, prof.batches, jobs, metrics, load0)
+    text += report_calls(calls, len(prof.batches), task_cpu(cpu_dir) if cpu_dir else [])
     print(text)
     if a.out:
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
@@ -278,6 +350,24 @@ def report(
         merged.stream = s  # type: ignore[attr-defined]
         merged.sort_stats("cumulative").print_stats(45)
         p("\n".join(line for line in s.getvalue().splitlines() if line.strip())[:12000])
+    return w.getvalue()
+
+
+def report_calls(calls: Py4jCalls, batches: int, cpu: list[float]) -> str:
+    """The py4j round trips per batch by call site, and the tasks' CPU seconds."""
+    w = io.StringIO()
+    p = lambda s="": print(s, file=w)  # noqa: E731
+    n = max(batches, 1)
+    total, secs = sum(calls.counts.values()), sum(calls.seconds.values())
+    p()
+    p(f"## py4j round trips during the micro-batches: {total / n:.1f} per batch, {secs / n * 1e3:.1f} ms per batch "
+      "(on the driver's threads but the main one, which awaits the query)")
+    for site, c in sorted(calls.counts.items(), key=lambda kv: -calls.seconds[kv[0]])[:20]:
+        p(f"  {c / n:5.1f}/batch {calls.seconds[site] / n * 1e3:7.1f} ms/batch  {site}")
+    if cpu:
+        p()
+        p(f"## tasks' CPU seconds (TSTATE_SPARK_CPU): {len(cpu)} tasks, median {sorted(cpu)[len(cpu) // 2]:.3f} s, "
+          f"sum {sum(cpu):.2f} s")
     return w.getvalue()
 
 

@@ -89,3 +89,25 @@ def test_staged_and_local_batches_resume_each_other(spark: Any, tmp_path: Any, m
     got = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in b2.state(stats2).frame.collect()}
     assert got == as_tuples(ref_state)
     df_all.unpersist()
+
+
+def test_the_driver_reads_no_manifest_it_committed(spark: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    """Each batch decides on the one-task path from the stored state's size in the head
+    manifest, which the driver committed itself a moment before: it comes from memory
+    (binstore.remember), not read and decoded again from the store."""
+    from tstate.checkpoint.store import CheckpointStore
+
+    reads: list[int] = []
+    read = CheckpointStore.manifest
+
+    def counting(self: Any, checkpoint_id: int) -> Any:
+        reads.append(checkpoint_id)
+        return read(self, checkpoint_id)
+
+    rows = [{"k": f"k{i % 5}", "v": i % 3, "t": i // 10} for i in range(40)]
+    ref_out, _ = embedded(rows)
+    monkeypatch.setattr(CheckpointStore, "manifest", counting)  # (the driver's process only)
+    out, _state, backend = run_spark(spark, rows, str(tmp_path / "ck"), 2, 2)
+    assert out == ref_out
+    assert len(backend.metrics.batches) > 1 and all(b.stages == 1 for b in backend.metrics.batches)
+    assert reads == []

@@ -52,6 +52,7 @@ from tstate.hash_kind import HashKind
 from tstate.metrics import BatchMetrics
 from tstate.plan import Stateful
 from tstate.progress.frontier import Antichain
+from tstate.spark import binstore
 from tstate.spark.committed import Committed
 from tstate.spark.held import held_name, write_held
 from tstate.spark.input_rows import INPUT_ROWS
@@ -201,8 +202,10 @@ class MicroBatch:
             t_driver = _time.perf_counter()
             # the commit path both engines share (the bins' files were adopted as their
             # FILE rows arrived: tstate.spark.wire.FileReport.adopt)
-            commit(self.writer, schemas, (), meta, attached)
+            manifest = commit(self.writer, schemas, (), meta, attached)
             t_commit = _time.perf_counter()
+            # the next batch reads it on the driver (the one-task path's state size): from memory
+            binstore.remember(job.directory, manifest)
         except BaseException:
             self.writer.abort()
             raise

@@ -45,7 +45,7 @@ from tstate.checkpoint.manifest import FileRef, Manifest
 from tstate.checkpoint.store import CheckpointStore
 from tstate.state.bin import Bin
 
-__all__ = ["take", "give", "read", "manifest", "store", "clear", "prefetch", "expire", "Taken", "ANY"]
+__all__ = ["take", "give", "read", "manifest", "remember", "store", "clear", "prefetch", "expire", "Taken", "ANY"]
 
 #: ``partition`` of a task that takes any partition's cached bins (loop rounds)
 ANY = -1
@@ -100,6 +100,17 @@ def manifest(directory: str, checkpoint_id: Optional[int]) -> Optional[Manifest]
                 _manifests.clear()
             _manifests[key] = m
     return m
+
+
+def remember(directory: str, m: Manifest) -> None:
+    """Cache manifest ``m``, which this process just committed in ``directory``, so
+    that :func:`manifest` serves it without reading and decoding it again (the driver
+    reads the committed head's before the next batch: the stored state's size that
+    decides the one-task path, :mod:`tstate.spark.local_batch`)."""
+    with _lock:
+        if len(_manifests) > 16:
+            _manifests.clear()
+        _manifests[(directory, m.id)] = m
 
 
 def chain(m: Optional[Manifest], operator: str, bin: int) -> tuple[FileRef, ...]:

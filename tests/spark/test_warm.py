@@ -54,7 +54,12 @@ def test_a_failing_warm_up_is_swallowed() -> None:
 def test_no_warm_up_job_while_a_run_just_used_as_many_workers(spark: Any) -> None:
     from tstate.spark import warm
 
+    import time
+
     tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 300
+    while tracker.getActiveJobsIds() and time.monotonic() < deadline:  # (the session's own warm-up)
+        time.sleep(0.1)
     warm.used(spark, 2)
     before = len(tracker.getJobIdsForGroup(None))
     warm_workers(spark, 2).join(300)

@@ -6,19 +6,24 @@ default).  A fresh worker imports what the task's function needs -- ``pyarrow``,
 ``numpy``, the task code of :mod:`tstate.spark` with the operators and the engine,
 and ``pandas``, which pyarrow imports on its first conversion of Python objects
 (about 0.3-0.8 s of CPU each, pandas 0.25-0.4 s of it) -- so the first micro-batch of a run paid it on every
-core, while the driver sat idle waiting for its tasks.
+core, while the driver sat idle waiting for its tasks.  With tstate's worker daemon
+(:mod:`tstate.spark.daemon`, what ``local_session`` sets) those imports are made once
+per executor, by the daemon, before it forks the first worker: the first worker
+waits for them, later ones fork in milliseconds.
 
 :func:`warm_workers` submits, from a background thread, one small Spark job of
 ``tasks`` tasks that only import those modules, while the driver goes on preparing
 the run (counting and cutting the inputs, planning the first batch); the workers it
-started are the ones the batches' tasks then reuse.  It changes nothing a run computes:
+started (and the daemon, with its imports) are the ones the batches' tasks then reuse.
+``local_session`` calls it when it starts a SparkContext, so a fresh session's workers
+start while its caller builds the dataflow.  It changes nothing a run computes:
 a warm-up that fails, or whose workers Spark does not reuse, only leaves the first
 batch to start its workers as before.
 
-It submits none when a run on the same Spark application used as many workers less
-than :data:`FRESH_SECONDS` ago (:func:`used`): Spark keeps an idle worker for a minute,
-so the job would only add a Spark job beside the run's (a session running one small
-dataflow after another: tests, notebooks).
+It submits none when a run (or a warm-up) on the same Spark application used as many
+workers less than :data:`FRESH_SECONDS` ago (:func:`used`): Spark keeps an idle worker
+for a minute, so the job would only add a Spark job beside the run's (a session running
+one small dataflow after another: tests, notebooks).
 """
 
 from __future__ import annotations
@@ -85,7 +90,8 @@ def warm_workers(spark: Any, tasks: int) -> threading.Thread:
         try:
             spark.range(0, tasks, 1, tasks).mapInArrow(warm_task, "id long").collect()
         except Exception:  # noqa: BLE001  (an optimisation only: the batches start their own workers)
-            pass
+            return
+        used(spark, tasks)  # (a run right after needs no warm-up job of its own)
 
     thread = threading.Thread(target=run, name="tstate-warm-workers", daemon=True)
     thread.start()

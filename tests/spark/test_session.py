@@ -41,9 +41,9 @@ def test_a_session_warms_its_workers_only_when_it_starts_the_context(spark: Any,
     from tstate.spark import local_session, warm
 
     calls: list[int] = []
-    monkeypatch.setattr(warm, "warm_workers", lambda s, tasks: calls.append(tasks))
-    assert local_session("local[2]") is spark and calls == []  # (found running)
+    monkeypatch.setattr(warm, "warm_workers", lambda s, tasks, task: calls.append(tasks) if task is warm.start_task else None)
+    assert local_session("local[2]", warm=True) is spark and calls == []  # (found running)
     monkeypatch.setattr(SparkContext, "_active_spark_context", None)
-    assert local_session("local[2]", warm=False) is spark and calls == []
-    local_session("local[2]")
-    assert calls == [spark.sparkContext.defaultParallelism]
+    assert local_session("local[2]") is spark and calls == []  # (off by default)
+    local_session("local[2]", warm=True)
+    assert calls == [1]

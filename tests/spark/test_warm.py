@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from tstate.spark.warm import warm_task, warm_workers
+from tstate.spark.warm import start_task, warm_task, warm_workers
 
 
 def test_warm_task_consumes_its_rows_and_emits_nothing() -> None:
@@ -18,6 +18,8 @@ def test_warm_task_consumes_its_rows_and_emits_nothing() -> None:
 
     assert list(warm_task(batches())) == []
     assert seen == [0, 1, 2]
+    assert list(start_task(batches())) == []
+    assert seen == [0, 1, 2] * 2
 
 
 def test_warm_task_makes_the_imports_pyarrow_does_on_first_use() -> None:

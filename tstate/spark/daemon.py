@@ -36,20 +36,24 @@ from __future__ import annotations
 
 import gc
 import importlib
-import importlib.util
 import os
 import sys
 from typing import Iterable, Mapping
 
-__all__ = ["PRELOAD", "OPTIONAL", "ENV", "preload", "preloaded", "requested", "main"]
+__all__ = ["PRELOAD", "ENV", "preload", "preloaded", "requested", "main"]
 
 #: what every tstate task imports: PySpark's worker loop, Arrow, numpy, and the task
-#: modules (with tstate's package, the operators and the engine they import)
+#: modules (with tstate's package, the operators and the engine they import).  Not
+#: ``pyarrow.compute`` nor ``pandas`` (which pyarrow imports on a task's first
+#: ``to_numpy()``, ``pa.array`` or ``pa.scalar``): only some tasks import them (a
+#: one-task batch of tstate.spark.local_batch imports neither), and in the daemon they
+#: would delay every executor's first worker by 0.1 and 0.25-0.45 CPU s; a run's own
+#: warm-up (:mod:`tstate.spark.warm`) imports them in the workers it starts, and
+#: :data:`ENV` can name them
 PRELOAD: tuple[str, ...] = (
     "pyspark.worker",
     "numpy",
     "pyarrow",
-    "pyarrow.compute",
     "tstate.spark.task",
     "tstate.spark.local_batch",
     "tstate.spark.colocated",
@@ -58,12 +62,9 @@ PRELOAD: tuple[str, ...] = (
     "tstate.spark.rounds",
 )
 
-#: preloaded where installed, silently skipped where not: pandas, which pyarrow imports
-#: on a task's first ``to_numpy()``, ``pa.array`` or ``pa.scalar`` (0.25-0.4 CPU s)
-OPTIONAL: tuple[str, ...] = ("pandas",)
-
 #: the environment variable naming more modules to preload, comma-separated (the
-#: dataflow's own modules); on Spark set as ``spark.executorEnv.TSTATE_SPARK_PRELOAD``
+#: dataflow's own modules, ``pandas``, ...); on Spark set as
+#: ``spark.executorEnv.TSTATE_SPARK_PRELOAD``
 ENV = "TSTATE_SPARK_PRELOAD"
 
 #: the modules this process preloaded (inherited by the workers it forks)
@@ -88,11 +89,9 @@ def preload(modules: Iterable[str]) -> tuple[tuple[str, ...], tuple[tuple[str, s
 
 
 def requested(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """:data:`PRELOAD`, the :data:`OPTIONAL` modules installed, and the modules
-    :data:`ENV` names in ``environ``, in that order."""
-    optional = tuple(m for m in OPTIONAL if importlib.util.find_spec(m) is not None)
+    """:data:`PRELOAD`, then the modules :data:`ENV` names in ``environ``."""
     extra = [m.strip() for m in environ.get(ENV, "").split(",")]
-    return PRELOAD + optional + tuple(m for m in extra if m and m not in PRELOAD + optional)
+    return PRELOAD + tuple(dict.fromkeys(m for m in extra if m and m not in PRELOAD))
 
 
 def main() -> None:

@@ -68,19 +68,24 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
 def local_session(
-    master: str = "local[2]", app_name: str = "tstate", *, quick_jit: bool = False, warm: bool = True, **conf: Any
+    master: str = "local[2]", app_name: str = "tstate", *, quick_jit: bool = False, warm: bool = False, **conf: Any
 ) -> Any:
     """Get or create a SparkSession on ``master`` with tstate's defaults, plus ``conf``
     (Spark configuration keys with ``.`` written as given, e.g.
     ``**{"spark.executor.memory": "1g"}``).
 
-    ``warm``: when this call starts the SparkContext, its executors' Python workers
-    are started in the background (:func:`tstate.spark.warm.warm_workers`, one task per
-    core of ``defaultParallelism``) while the caller builds its dataflow and frames:
+    ``warm``: when this call starts the SparkContext, a Python worker (and with it its
+    executor's worker daemon) is started in the background
+    (:func:`tstate.spark.warm.warm_workers`, one task) while the caller builds its
+    dataflow and frames:
     the worker daemon's imports (:mod:`tstate.spark.daemon`) and Spark's first Python
     stage are then paid before the first run needs them, not by its first task -- as
     the embedded engine's imports are paid before it runs.  It computes nothing; a
-    warm-up that fails changes nothing.
+    warm-up that fails changes nothing.  Off by default: measured on the graph sample
+    (a fresh session, then one one-task run; ``python -m benchmarks.graph_spark --ab``)
+    on a loaded 2-core machine it did not pay -- its job and worker competed with the
+    run for the cores (+0.4 JVM and +0.6 workers CPU s) -- and a first job submitted at
+    once waits for it.
 
     ``quick_jit``: the driver JVM (in ``local[N]`` also the executors') compiles with
     only its quick compiler (C1, :data:`QUICK_JIT` added to
@@ -104,9 +109,9 @@ def local_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if warm and spark.sparkContext is not before:  # (this call started it)
-        from tstate.spark.warm import warm_workers
+        from tstate.spark.warm import start_task, warm_workers
 
-        warm_workers(spark, spark.sparkContext.defaultParallelism)
+        warm_workers(spark, 1, start_task)  # (one task: the other cores stay free for the caller's first job)
     return spark
 
 

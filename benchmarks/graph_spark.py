@@ -3,6 +3,8 @@
     python -m benchmarks.graph --spark                       # the sample + the 200k power-law graph
     python -m benchmarks.graph --spark --vertices 20000      # a smaller power-law graph
     python -m benchmarks.graph_spark --graphs sample         # the same, only the sample
+    python -m benchmarks.graph_spark --ab 4                  # the sample: before/after (VARIANTS), alternating
+    python -m benchmarks.graph_spark --floor 3               # a fresh session's first Python job, per variant
 
 Two inputs, each run by three contenders one after another, in one process:
 
@@ -34,6 +36,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import tempfile
 import time
@@ -141,21 +145,31 @@ def spark_flow(w: Workload) -> tuple[Any, dict[str, Any]]:
     return flow, {name: s.collect(name=f"out.{name}") for name, s in analytics.outputs().items()}
 
 
-def on_spark(w: Workload, master: str, partitions: int) -> tuple[float, float, dict[tuple[int, str], list[Any]], Any]:
-    """A fresh session on ``master``: (wall, run) seconds, the changes per (epoch,
-    output) and the batches' metrics."""
+def on_spark(
+    w: Workload, master: str, partitions: int, session: Optional[dict[str, Any]] = None, cpu: Optional[list[Any]] = None,
+) -> tuple[float, float, dict[tuple[int, str], list[Any]], Any]:
+    """A fresh session on ``master`` (``local_session``'s keyword arguments
+    ``session``): (wall, run) seconds, the changes per (epoch, output) and the batches'
+    metrics; with ``cpu`` a list, the CPU seconds (driver Python, JVM, Python workers)
+    of the run and of the whole (session start to the run's end) are appended to it."""
     from tstate.spark import Backend, Source, local_session
 
     t0 = time.perf_counter()
-    spark = local_session(master, app_name=f"benchmarks.graph_spark {w.name}")
+    spark = local_session(master, app_name=f"benchmarks.graph_spark {w.name}", **(session or {}))
+    clocks = _clocks(spark) if cpu is not None else None
+    c0 = clocks.now() if clocks is not None else None
     directory = tempfile.mkdtemp(prefix="graph-spark-bench-")
     try:
         flow, sinks = spark_flow(w)
         df = w.frame(spark, staging=f"{directory}-input")
         backend = Backend(spark, checkpoint=directory, partitions=partitions, progress=False)
         t1 = time.perf_counter()
+        c1 = clocks.now() if clocks is not None else None
         backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=w.per_batch)
         t2 = time.perf_counter()
+        if clocks is not None and cpu is not None:
+            c2 = clocks.now()
+            cpu.append(([b - a for a, b in zip(c1[1:], c2[1:])], [b - a for a, b in zip(c0[1:], c2[1:])]))
     finally:
         spark.stop()
         import shutil
@@ -167,6 +181,114 @@ def on_spark(w: Workload, master: str, partitions: int) -> tuple[float, float, d
         for t, r in sink.items:
             out.setdefault((t, name), []).append(r)
     return t2 - t0, t2 - t1, out, backend.metrics.batches
+
+
+def _clocks(spark: Any) -> Any:
+    """CPU clocks of this process, the JVM and its Python workers
+    (:class:`benchmarks.graph_driver_profile.Clocks`); its ``now()`` gives (wall, driver
+    Python, JVM, workers) seconds.  The session's first start of the JVM is counted in
+    none of them (the JVM starts once a process)."""
+    from benchmarks.graph_driver_profile import Clocks
+
+    return Clocks(int(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()))
+
+
+#: ``--ab``'s variants: ``local_session`` keyword arguments; "before" is a session as
+#: tstate set one up before its worker daemon (tstate.spark.daemon), "after" as it does
+#: now, "after, warm" with the session's warm-up (``local_session(warm=True)``)
+VARIANTS: dict[str, dict[str, Any]] = {
+    "before": {"warm": False, "spark.python.daemon.module": "pyspark.daemon"},
+    "after": {},
+    "after, warm": {"warm": True},
+}
+
+
+def ab(w: Workload, pairs: int, master: str = "local[2]") -> dict[str, Any]:
+    """``pairs`` rounds of: the embedded run, then a fresh ``master`` session per
+    :data:`VARIANTS` entry (their order alternating round by round), each running
+    ``w``; after one unmeasured Spark run (the process's first JVM start).  Per variant
+    the run and wall seconds, run / the same round's embedded run, and the CPU seconds;
+    medians."""
+    parts = int(master.split("[")[1].rstrip("]"))
+    _wall, _run, ref = embedded(w)
+    on_spark(w, master, parts)  # (the JVM's first start and first queries: not measured)
+    got: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
+    for i in range(pairs):
+        emb = embedded(w)[1]
+        order = list(VARIANTS) if i % 2 == 0 else list(reversed(VARIANTS))
+        for v in order:
+            cpu: list[Any] = []
+            wall, run, out, _m = on_spark(w, master, parts, VARIANTS[v], cpu)
+            (run_cpu, all_cpu), = cpu
+            got[v].append({"run": run, "wall": wall, "ratio": run / emb, "embedded": emb, "same": _same(out, ref),
+                           "run_cpu": run_cpu, "all_cpu": all_cpu})  # fmt: skip
+            print(f"[ab {i}] {v}: run {run:.2f} s ({run / emb:.2f}x embedded {emb:.2f}), wall {wall:.2f}; CPU run "
+                  f"py/jvm/workers {'/'.join(f'{x:.2f}' for x in run_cpu)}, whole {'/'.join(f'{x:.2f}' for x in all_cpu)}"
+                  f" (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)  # fmt: skip
+    med = statistics.median
+    return {
+        v: {
+            "run_s": round(med(r["run"] for r in rs), 3), "wall_s": round(med(r["wall"] for r in rs), 3),
+            "run_over_embedded": round(med(r["ratio"] for r in rs), 2),
+            "run_cpu": [round(med(r["run_cpu"][k] for r in rs), 3) for k in range(3)],
+            "whole_cpu": [round(med(r["all_cpu"][k] for r in rs), 3) for k in range(3)],
+            "same": all(r["same"] for r in rs),
+        }
+        for v, rs in got.items()
+    }
+
+
+#: ``--floor``'s variants
+FLOOR_VARIANTS: dict[str, dict[str, Any]] = VARIANTS
+
+
+def _empty(batches: Any) -> Any:
+    for _ in batches:
+        pass
+    return iter(())
+
+
+def _tstate_empty(batches: Any) -> Any:
+    import tstate.spark.local_batch  # noqa: F401  (what a tstate task's function imports)
+
+    for _ in batches:
+        pass
+    return iter(())
+
+
+def floor(rounds: int, rows: int = 31_678, master: str = "local[2]", warm_jobs: int = 5) -> dict[str, Any]:
+    """Spark's floor for a first Python job on a fresh session, per
+    :data:`FLOOR_VARIANTS` entry (their order rotating round by round, after one
+    unmeasured session: the process's JVM start): the session started, then at once
+    one ``mapInArrow`` job of one task over ``rows`` rows whose function imports
+    tstate's task code (what every tstate task does; the first: cold), then
+    ``warm_jobs`` more, then as many empty ones (importing nothing).  Per variant:
+    medians of (wall, driver Python, JVM, workers CPU) seconds."""
+    from tstate.spark import local_session
+
+    def job(spark: Any, clocks: Any, f: Any) -> list[float]:
+        a = clocks.now()
+        spark.range(0, rows, 1, 1).mapInArrow(f, "id long").collect()
+        b = clocks.now()
+        return [y - x for x, y in zip(a, b)]
+
+    local_session(master, app_name="benchmarks.graph_spark floor").stop()
+    got: dict[str, dict[str, list[list[float]]]] = {v: {"cold": [], "warm": [], "warm_empty": []} for v in FLOOR_VARIANTS}
+    names = list(FLOOR_VARIANTS)
+    for i in range(rounds):
+        for v in names[i % len(names):] + names[: i % len(names)]:
+            spark = local_session(master, app_name="benchmarks.graph_spark floor", **FLOOR_VARIANTS[v])
+            try:
+                clocks = _clocks(spark)
+                got[v]["cold"].append(job(spark, clocks, _tstate_empty))
+                got[v]["warm"] += [job(spark, clocks, _tstate_empty) for _ in range(warm_jobs)]
+                got[v]["warm_empty"] += [job(spark, clocks, _empty) for _ in range(warm_jobs)]
+            finally:
+                spark.stop()
+            print(f"[floor {i}] {v}: cold {'/'.join(f'{x:.2f}' for x in got[v]['cold'][-1])} (wall/py/jvm/workers s; "
+                  f"load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)  # fmt: skip
+    med = statistics.median
+    return {v: {k: [round(med(r[j] for r in rs), 3) for j in range(4)] for k, rs in d.items()} for v, d in got.items()}
 
 
 def _same(a: dict[tuple[int, str], list[Any]], b: dict[tuple[int, str], list[Any]]) -> bool:
@@ -213,7 +335,26 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--vertices", type=int, default=200_000, help="vertices of the power-law graph")
     ap.add_argument("--epochs", type=int, default=5, help="churn epochs after the power-law graph's load")
     ap.add_argument("--churn", type=float, default=0.01, help="fraction of the edges changed per churn epoch")
+    ap.add_argument("--ab", type=int, default=0, help="instead: N rounds of before/after on the sample (VARIANTS)")
+    ap.add_argument("--master", default="local[2]", help="--ab's master")
+    ap.add_argument("--floor", type=int, default=0, help="instead: N rounds of the first-job floor (FLOOR_VARIANTS)")
     args = ap.parse_args(argv)
+    if args.floor:
+        fl = floor(args.floor, master=args.master)
+        print(f"a fresh {args.master} session's first Python job (1 task, 31,678 rows, importing tstate's task code), then "
+              f"warm ones; medians of wall / driver Python / JVM / workers CPU s:")  # fmt: skip
+        for v, r in fl.items():
+            print(f"  {v:12}: " + "; ".join(f"{k} {'/'.join(f'{x:.2f}' for x in xs)}" for k, xs in r.items()))
+        print(json.dumps(fl, sort_keys=True))
+        return
+    if args.ab:
+        res = ab(sample(), args.ab, args.master)
+        print(f"graph sample, {args.master}, {args.ab} rounds, medians (CPU s: driver Python / JVM / Python workers):")
+        for v, r in res.items():
+            print(f"  {v:11}: run {r['run_s']:.2f} s = {r['run_over_embedded']:.2f}x the embedded run, wall {r['wall_s']:.2f} s;"
+                  f" CPU of the run {r['run_cpu']}, from the session's start {r['whole_cpu']}; same: {r['same']}")
+        print(json.dumps(res, sort_keys=True))
+        return
     makers = {"sample": sample, "powerlaw": lambda: powerlaw(args.vertices, args.epochs, args.churn)}
     names = [g for g in args.graphs.split(",") if g]
     for g in names:

@@ -246,6 +246,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--partitions", type=int, default=0, help="default: the master's cores")
     ap.add_argument("--per-batch", type=int, default=0, help="epochs per micro-batch (default: the workload's)")
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--session", choices=["after", "before", "after, warm"], default="after",
+                    help="the session as local_session sets it up (after), or without tstate's worker daemon and "
+                         "warm-up (before), or with the warm-up: benchmarks.graph_spark.VARIANTS")
     a = ap.parse_args(argv)
     w = sample() if a.graph == "sample" else powerlaw(a.vertices, a.epochs, 0.01)
     parts = a.partitions or int(a.master.split("[")[1].rstrip("]"))
@@ -255,7 +258,12 @@ def main(argv: Optional[list[str]] = None) -> None:
     out_dir = tempfile.mkdtemp(prefix="graph-spark-prof-")
     directory = tempfile.mkdtemp(prefix="graph-spark-prof-ck-")
     install(out_dir)
-    spark = local_session(a.master, app_name="graph_spark_profile", **{"spark.ui.enabled": "true", "spark.ui.port": "4077"})
+    from benchmarks.graph_spark import VARIANTS
+
+    t_session = time.perf_counter()
+    spark = local_session(
+        a.master, app_name="graph_spark_profile", **{"spark.ui.enabled": "true", "spark.ui.port": "4077"}, **VARIANTS[a.session]
+    )
     try:
         flow, _sinks = spark_flow(w)
         df = w.frame(spark, staging=f"{directory}-input")
@@ -263,6 +271,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         tracker = spark.sparkContext.statusTracker()
         jobs0 = len(tracker.getJobIdsForGroup(None))
         t0 = time.perf_counter()
+        setup_s = t0 - t_session
         backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=a.per_batch or w.per_batch)
         run_s = time.perf_counter() - t0
         jobs = len(tracker.getJobIdsForGroup(None)) - jobs0
@@ -272,7 +281,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         shutil.rmtree(directory, ignore_errors=True)
         shutil.rmtree(f"{directory}-input", ignore_errors=True)
     buf = io.StringIO()
-    print(f"{w.name} on {a.master}, {parts} partition(s): run {run_s:.2f} s, {jobs} Spark jobs, cut {backend.metrics.cut_seconds:.2f} s", file=buf)
+    print(f"{w.name} on {a.master}, {parts} partition(s), session {a.session}: run {run_s:.2f} s (started {setup_s:.2f} s "
+          f"after the session's), {jobs} Spark jobs, cut {backend.metrics.cut_seconds:.2f} s", file=buf)
     print("batch  frontier  wall s  jobs s  driver-own s  commit s  stages  records  op-records", file=buf)
     for b in backend.metrics.batches:
         print(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from tstate.spark.warm import warm_task, warm_workers
+from tstate.spark.warm import start_task, warm_task, warm_workers
 
 
 def test_warm_task_consumes_its_rows_and_emits_nothing() -> None:
@@ -18,6 +18,8 @@ def test_warm_task_consumes_its_rows_and_emits_nothing() -> None:
 
     assert list(warm_task(batches())) == []
     assert seen == [0, 1, 2]
+    assert list(start_task(batches())) == []
+    assert seen == [0, 1, 2] * 2
 
 
 def test_warm_task_makes_the_imports_pyarrow_does_on_first_use() -> None:
@@ -54,7 +56,12 @@ def test_a_failing_warm_up_is_swallowed() -> None:
 def test_no_warm_up_job_while_a_run_just_used_as_many_workers(spark: Any) -> None:
     from tstate.spark import warm
 
+    import time
+
     tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 300
+    while tracker.getActiveJobsIds() and time.monotonic() < deadline:  # (the session's own warm-up)
+        time.sleep(0.1)
     warm.used(spark, 2)
     before = len(tracker.getJobIdsForGroup(None))
     warm_workers(spark, 2).join(300)

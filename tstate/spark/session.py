@@ -12,8 +12,12 @@ in-memory cache uncompressed (a batch run caches its inputs once and every
 micro-batch scans its epochs out of the cache: on one machine compressing it only
 costs the JVM CPU beside the Python tasks -- measured on CEP, all 3M flights on
 ``local[2]``, the cache's build 2-4 CPU s of 14-16 less; it spills to disk as
-before when memory runs short), and the executors' Python set to this interpreter (so
-they import the same tstate)."""
+before when memory runs short), the executors' Python set to this interpreter (so
+they import the same tstate), and on local masters (``local...``, ``local-cluster...``)
+the Python worker daemon :mod:`tstate.spark.daemon`, which imports tstate's task code
+once per executor before forking the workers (on your own session or cluster, set
+``spark.python.daemon.module`` to ``tstate.spark.daemon`` where tstate is installed on
+the executors; ``conf`` given here wins)."""
 
 from __future__ import annotations
 
@@ -23,7 +27,24 @@ from typing import Any
 
 from tstate.errors import SparkError
 
-__all__ = ["local_session", "session_settings", "QUICK_JIT", "require_pyspark", "PysparkMissing"]
+__all__ = ["local_session", "session_settings", "is_local", "DAEMON_SETTING", "DAEMON", "QUICK_JIT", "require_pyspark", "PysparkMissing"]
+
+#: the Spark setting naming the module PySpark runs as each executor's Python worker daemon
+DAEMON_SETTING = "spark.python.daemon.module"
+
+#: :mod:`tstate.spark.daemon`, by name (``python -m`` runs it; importing it here would
+#: import it twice in the daemon: once with this package, once as ``__main__``)
+DAEMON = "tstate.spark.daemon"
+
+
+def is_local(master: str) -> bool:
+    """Whether ``master``'s executors run on this machine with this interpreter
+    (``local``, ``local[N]``, ``local[N,F]``, ``local-cluster[...]``).
+
+    >>> is_local("local[2]"), is_local("local-cluster[2,1,1024]"), is_local("spark://h:7077")
+    (True, True, False)
+    """
+    return master == "local" or master.startswith(("local[", "local-cluster["))
 
 
 class PysparkMissing(SparkError, ImportError):
@@ -46,10 +67,25 @@ def require_pyspark() -> None:
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
-def local_session(master: str = "local[2]", app_name: str = "tstate", *, quick_jit: bool = False, **conf: Any) -> Any:
+def local_session(
+    master: str = "local[2]", app_name: str = "tstate", *, quick_jit: bool = False, warm: bool = False, **conf: Any
+) -> Any:
     """Get or create a SparkSession on ``master`` with tstate's defaults, plus ``conf``
     (Spark configuration keys with ``.`` written as given, e.g.
     ``**{"spark.executor.memory": "1g"}``).
+
+    ``warm``: when this call starts the SparkContext, a Python worker (and with it its
+    executor's worker daemon) is started in the background
+    (:func:`tstate.spark.warm.warm_workers`, one task) while the caller builds its
+    dataflow and frames:
+    the worker daemon's imports (:mod:`tstate.spark.daemon`) and Spark's first Python
+    stage are then paid before the first run needs them, not by its first task -- as
+    the embedded engine's imports are paid before it runs.  It computes nothing; a
+    warm-up that fails changes nothing.  Off by default: measured on the graph sample
+    (a fresh session, then one one-task run; ``python -m benchmarks.graph_spark --ab``)
+    on a loaded 2-core machine it did not pay -- its job and worker competed with the
+    run for the cores (+0.4 JVM and +0.6 workers CPU s) -- and a first job submitted at
+    once waits for it.
 
     ``quick_jit``: the driver JVM (in ``local[N]`` also the executors') compiles with
     only its quick compiler (C1, :data:`QUICK_JIT` added to
@@ -64,18 +100,26 @@ def local_session(master: str = "local[2]", app_name: str = "tstate", *, quick_j
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from pyspark import SparkContext
+
     builder = SparkSession.builder.master(master).appName(app_name)
-    for k, v in session_settings(quick_jit, conf).items():
+    for k, v in session_settings(quick_jit, conf, master=master).items():
         builder = builder.config(k, str(v))
+    before = SparkContext._active_spark_context
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if warm and spark.sparkContext is not before:  # (this call started it)
+        from tstate.spark.warm import start_task, warm_workers
+
+        warm_workers(spark, 1, start_task)  # (one task: the other cores stay free for the caller's first job)
     return spark
 
 
-def session_settings(quick_jit: bool = False, conf: Any = None) -> dict[str, Any]:
-    """The Spark configuration :func:`local_session` sets: tstate's defaults (module
-    docstring), then ``conf``; with ``quick_jit``, :data:`QUICK_JIT` added to the
-    driver's JVM options (after those ``conf`` gives).
+def session_settings(quick_jit: bool = False, conf: Any = None, *, master: str = "local[2]") -> dict[str, Any]:
+    """The Spark configuration :func:`local_session` sets on ``master``: tstate's
+    defaults (module docstring; the worker daemon only on a local master), then
+    ``conf``; with ``quick_jit``, :data:`QUICK_JIT` added to the driver's JVM options
+    (after those ``conf`` gives).
 
     >>> session_settings(True, {"spark.driver.extraJavaOptions": "-Xss4m"})["spark.driver.extraJavaOptions"]
     '-Xss4m -XX:TieredStopAtLevel=1'
@@ -90,6 +134,7 @@ def session_settings(quick_jit: bool = False, conf: Any = None) -> dict[str, Any
         "spark.sql.inMemoryColumnarStorage.compressed": "false",  # (module docstring)
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.pyspark.python": sys.executable,
+        **({DAEMON_SETTING: DAEMON} if is_local(master) else {}),  # (module docstring)
         **(conf or {}),
     }
     if quick_jit:

@@ -6,12 +6,18 @@ default).  A fresh worker imports what the task's function needs -- ``pyarrow``,
 ``numpy``, the task code of :mod:`tstate.spark` with the operators and the engine,
 and ``pandas``, which pyarrow imports on its first conversion of Python objects
 (about 0.3-0.8 s of CPU each, pandas 0.25-0.4 s of it) -- so the first micro-batch of a run paid it on every
-core, while the driver sat idle waiting for its tasks.
+core, while the driver sat idle waiting for its tasks.  With tstate's worker daemon
+(:mod:`tstate.spark.daemon`, what ``local_session`` sets) those imports are made once
+per executor, by the daemon, before it forks the first worker: the first worker
+waits for them, later ones fork in milliseconds.
 
 :func:`warm_workers` submits, from a background thread, one small Spark job of
 ``tasks`` tasks that only import those modules, while the driver goes on preparing
 the run (counting and cutting the inputs, planning the first batch); the workers it
-started are the ones the batches' tasks then reuse.  It changes nothing a run computes:
+started (and the daemon, with its imports) are the ones the batches' tasks then reuse.
+``local_session(warm=True)`` calls it (with :func:`start_task`) when it starts a
+SparkContext, so a fresh session's worker daemon starts while its caller builds the
+dataflow.  It changes nothing a run computes:
 a warm-up that fails, or whose workers Spark does not reuse, only leaves the first
 batch to start its workers as before.
 
@@ -25,9 +31,9 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
-__all__ = ["FRESH_SECONDS", "used", "warm_workers", "warm_task"]
+__all__ = ["FRESH_SECONDS", "used", "warm_workers", "warm_task", "start_task"]
 
 #: workers a run used at most this long ago are taken to be alive still (Spark stops a
 #: Python worker idle for a minute)
@@ -71,10 +77,21 @@ def warm_task(batches: Iterable[Any]) -> Iterator[Any]:
     return iter(())
 
 
-def warm_workers(spark: Any, tasks: int) -> threading.Thread:
+def start_task(batches: Iterable[Any]) -> Iterator[Any]:
+    """The session's warm-up job's ``mapInArrow`` function (``local_session``): starts
+    a worker (and the executor's worker daemon, with the imports it makes) and imports
+    nothing itself -- what a run's tasks import beyond the daemon's is the run's own
+    warm-up's (:func:`warm_task`), once the run is known; consumes its rows, emits
+    nothing."""
+    for _ in batches:
+        pass
+    return iter(())
+
+
+def warm_workers(spark: Any, tasks: int, task: Callable[[Iterable[Any]], Iterator[Any]] = warm_task) -> threading.Thread:
     """Start ``tasks`` Python workers on ``spark``'s executors in the background (module
-    docstring); returns the (daemon) thread submitting the job (none when a run used as
-    many workers less than :data:`FRESH_SECONDS` ago)."""
+    docstring), each running ``task`` once; returns the (daemon) thread submitting the
+    job (none when a run used as many workers less than :data:`FRESH_SECONDS` ago)."""
     app = _app(spark)
     last = _used.get(app) if app is not None else None
     fresh = last is not None and last[0] >= tasks and time.monotonic() - last[1] < FRESH_SECONDS
@@ -83,7 +100,7 @@ def warm_workers(spark: Any, tasks: int) -> threading.Thread:
         if fresh:
             return
         try:
-            spark.range(0, tasks, 1, tasks).mapInArrow(warm_task, "id long").collect()
+            spark.range(0, tasks, 1, tasks).mapInArrow(task, "id long").collect()
         except Exception:  # noqa: BLE001  (an optimisation only: the batches start their own workers)
             pass
 

@@ -185,10 +185,10 @@ def on_spark(
 
 def _clocks(spark: Any) -> Any:
     """CPU clocks of this process, the JVM and its Python workers
-    (:class:`benchmarks.graph_driver_profile.Clocks`); its ``now()`` gives (wall, driver
+    (:class:`benchmarks.clocks.Clocks`); its ``now()`` gives (wall, driver
     Python, JVM, workers) seconds.  The session's first start of the JVM is counted in
     none of them (the JVM starts once a process)."""
-    from benchmarks.graph_driver_profile import Clocks
+    from benchmarks.clocks import Clocks
 
     return Clocks(int(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()))
 

@@ -52,13 +52,13 @@ from attrs import frozen
 from apps.cep.conditions import Condition, cond_and, cond_or, make_condition
 from apps.cep.errors import PatternError
 from apps.cep.kinds import Contiguity, SkipKind, StageKind
+from apps.cep.stage import Stage
 from apps.cep.pattern_rules import (
     check_append,
     check_count,
     check_greedy,
     check_inner,
     check_name,
-    check_pattern,
     check_quantify,
     check_until,
     window_of,
@@ -127,45 +127,6 @@ class AfterMatchSkip:
                 f"{self.kind.value}: throw_exception_on_miss applies only to skip_to_first / skip_to_last"
             )
         return attrs.evolve(self, throw_on_miss=True)
-
-
-@frozen
-class Stage:
-    """One stage of a pattern (Flink calls it an individual pattern).
-
-    ``min_times``/``max_times`` count the events the stage takes (``max_times`` None:
-    unbounded, i.e. a looping stage); ``quantified`` is True once a quantifier call
-    (``times``/``times_or_more``/``one_or_more``) made it a looping or times stage.
-    ``contiguity`` is how the stage's first event attaches to the previous stage;
-    ``inner`` how its events attach to each other."""
-
-    name: str
-    kind: StageKind = StageKind.POSITIVE
-    contiguity: Contiguity = Contiguity.RELAXED
-    condition: Condition | None = None
-    until: Condition | None = None
-    min_times: int = 1
-    max_times: int | None = 1
-    quantified: bool = False
-    optional: bool = False
-    greedy: bool = False
-    inner: Contiguity = Contiguity.RELAXED
-    inner_set: bool = False  # consecutive()/allow_combinations() was called
-
-    @property
-    def looping(self) -> bool:
-        return self.max_times is None
-
-    @property
-    def negative(self) -> bool:
-        return self.kind is not StageKind.POSITIVE
-
-    def describe(self) -> str:
-        q = ""
-        if self.quantified:
-            hi = "inf" if self.max_times is None else str(self.max_times)
-            q = f"{{{self.min_times},{hi}}}"
-        return f"{self.name}{q}{'?' if self.optional else ''}"
 
 
 @frozen
@@ -367,3 +328,48 @@ class Pattern:
             parts.append(op + st.describe())
         w = f" within {self.window}" if self.window is not None else ""
         return f"Pattern({' '.join(parts)}{w}, {self.skip.kind.value}{'(' + self.skip.stage + ')' if self.skip.stage else ''})"
+
+
+def check_pattern(pattern: Pattern) -> None:
+    """What can only be checked on the whole pattern (:meth:`Pattern.validate
+    <apps.cep.pattern.Pattern.validate>`)."""
+    stages = pattern.stages
+    if stages[0].negative:  # cannot happen through the API
+        raise PatternError(
+            f"stage {stages[0].name!r}: a pattern cannot begin with a negative stage"
+        )
+    for st in stages:
+        if st.until is not None and not st.looping:
+            raise PatternError(
+                f"stage {st.name!r}: until() applies only to looping stages (one_or_more / times_or_more)"
+            )
+    last = stages[-1]
+    if last.kind is StageKind.NOT_FOLLOWED_BY and pattern.window is None:
+        raise PatternError(
+            f"stage {last.name!r}: a pattern cannot end with not_followed_by unless it has a "
+            "time window (add .within(...))"
+        )
+    for k, st in enumerate(stages):
+        after = [s for s in stages[k + 1 :] if not s.negative]
+        if (
+            st.kind is StageKind.NOT_NEXT
+            and after
+            and all(s.optional for s in after)
+        ):
+            raise PatternError(
+                f"stage {st.name!r}: not_next must be followed by a mandatory stage or end the "
+                "pattern (here every later stage is optional)"
+            )
+    if pattern.skip.stage is not None:
+        names = {s.name: s for s in stages}
+        target = names.get(pattern.skip.stage)
+        if target is None:
+            raise PatternError(
+                f"{pattern.skip.kind.value}({pattern.skip.stage!r}): no stage named {pattern.skip.stage!r} "
+                f"in the pattern (stages: {', '.join(pattern.names)})"
+            )
+        if target.negative:
+            raise PatternError(
+                f"{pattern.skip.kind.value}({pattern.skip.stage!r}): stage {pattern.skip.stage!r} is negative "
+                "and never holds events"
+            )

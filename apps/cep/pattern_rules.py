@@ -1,5 +1,6 @@
 """The rules of the pattern API (Flink's): what a call may do to the last stage of a
-:class:`~apps.cep.pattern.Pattern`, and what a whole pattern must satisfy.
+:class:`~apps.cep.pattern.Pattern` (what only a whole pattern can satisfy is checked by
+``apps.cep.pattern``'s ``check_pattern``, beside the class it reads).
 
 Each check raises :class:`~apps.cep.errors.PatternError` naming the stage (``where``:
 the call, as ``stage 'b': greedy()``) or returns; :class:`~apps.cep.pattern.Pattern`'s
@@ -10,13 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import numbers
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from apps.cep.errors import PatternError
 from apps.cep.kinds import Contiguity, StageKind
-
-if TYPE_CHECKING:
-    from apps.cep.pattern import Pattern, Stage
+from apps.cep.stage import Stage
 
 __all__ = [
     "check_append",
@@ -24,7 +23,6 @@ __all__ = [
     "check_greedy",
     "check_inner",
     "check_name",
-    "check_pattern",
     "check_quantify",
     "check_until",
     "window_of",
@@ -152,48 +150,3 @@ def window_of(
             "timedeltas or both as numbers"
         )
     return w
-
-
-def check_pattern(pattern: Pattern) -> None:
-    """What can only be checked on the whole pattern (:meth:`Pattern.validate
-    <apps.cep.pattern.Pattern.validate>`)."""
-    stages = pattern.stages
-    if stages[0].negative:  # cannot happen through the API
-        raise PatternError(
-            f"stage {stages[0].name!r}: a pattern cannot begin with a negative stage"
-        )
-    for st in stages:
-        if st.until is not None and not st.looping:
-            raise PatternError(
-                f"stage {st.name!r}: until() applies only to looping stages (one_or_more / times_or_more)"
-            )
-    last = stages[-1]
-    if last.kind is StageKind.NOT_FOLLOWED_BY and pattern.window is None:
-        raise PatternError(
-            f"stage {last.name!r}: a pattern cannot end with not_followed_by unless it has a "
-            "time window (add .within(...))"
-        )
-    for k, st in enumerate(stages):
-        after = [s for s in stages[k + 1 :] if not s.negative]
-        if (
-            st.kind is StageKind.NOT_NEXT
-            and after
-            and all(s.optional for s in after)
-        ):
-            raise PatternError(
-                f"stage {st.name!r}: not_next must be followed by a mandatory stage or end the "
-                "pattern (here every later stage is optional)"
-            )
-    if pattern.skip.stage is not None:
-        names = {s.name: s for s in stages}
-        target = names.get(pattern.skip.stage)
-        if target is None:
-            raise PatternError(
-                f"{pattern.skip.kind.value}({pattern.skip.stage!r}): no stage named {pattern.skip.stage!r} "
-                f"in the pattern (stages: {', '.join(pattern.names)})"
-            )
-        if target.negative:
-            raise PatternError(
-                f"{pattern.skip.kind.value}({pattern.skip.stage!r}): stage {pattern.skip.stage!r} is negative "
-                "and never holds events"
-            )

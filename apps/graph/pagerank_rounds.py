@@ -16,18 +16,16 @@ import math
 from bisect import insort
 from collections.abc import Callable
 from operator import itemgetter
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import numpy as np
 from attrs import frozen
 
 from apps.graph.edges import Vertex, vertex_rank
 from apps.graph.loop import Change, at
+from apps.graph.pagerank_state import PRBlock
 from tstate.progress import Product
 from tstate.state.context import Context
-
-if TYPE_CHECKING:
-    from apps.graph.pagerank import PRBlock
 
 __all__ = ["SUM", "Setting", "emit_ranks", "f8", "i8", "push_round", "refresh", "round0", "round1", "send_sum"]
 

@@ -95,10 +95,7 @@ def manifest(directory: str, checkpoint_id: Optional[int]) -> Optional[Manifest]
         m = _manifests.get(key)
     if m is None:
         m = store(directory).manifest(checkpoint_id)
-        with _lock:
-            if len(_manifests) > 16:
-                _manifests.clear()
-            _manifests[key] = m
+        _keep(key, m)
     return m
 
 
@@ -107,10 +104,15 @@ def remember(directory: str, m: Manifest) -> None:
     that :func:`manifest` serves it without reading and decoding it again (the driver
     reads the committed head's before the next batch: the stored state's size that
     decides the one-task path, :mod:`tstate.spark.local_batch`)."""
+    _keep((directory, m.id), m)
+
+
+def _keep(key: tuple[str, int], m: Manifest) -> None:
+    """Cache manifest ``m`` under ``key`` (at most 17 kept: the cache is emptied when full)."""
     with _lock:
         if len(_manifests) > 16:
             _manifests.clear()
-        _manifests[(directory, m.id)] = m
+        _manifests[key] = m
 
 
 def chain(m: Optional[Manifest], operator: str, bin: int) -> tuple[FileRef, ...]:

@@ -146,3 +146,129 @@ def test_a_failure_while_writing_epochs_together_changes_no_file(tmp_path) -> No
     else:  # pragma: no cover
         raise AssertionError("a record that is not JSON was written")
     assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == before
+
+
+# -- durability in groups (the embedded engine's barriers) -----------------------------
+
+
+def _reference_file(records: list[Any]) -> bytes:
+    """The reference model of an epoch's file: its records' compact JSON, sorted, one a line."""
+    return "".join(x + "\n" for x in sorted(json.dumps(r, separators=(",", ":")) for r in records)).encode()
+
+
+@given(st.lists(st.tuples(st.integers(0, 12), RECORDS), max_size=8), st.integers(1, 200))
+def test_the_embedded_path_writes_the_reference_bytes(tmp_path_factory, batches, run_chars) -> None:
+    """Files written as the frontier passes epochs (the embedded engine's path: renamed
+    at once, synced in groups) hold exactly the reference model's bytes, as the Spark
+    path's ``commit_epochs`` does, with or without the sort spilling runs."""
+    from tstate.progress.frontier import Antichain
+
+    emb = FileSink(str(tmp_path_factory.mktemp("emb")))
+    emb.sort_run_chars = run_chars
+    spark = FileSink(str(tmp_path_factory.mktemp("spark")))
+    by_time: dict[int, list[Any]] = {}
+    for t, recs in batches:
+        emb.write(0, t, list(recs))
+        by_time.setdefault(t, []).extend(recs)
+    emb.frontier(0, Antichain([7]))  # epochs < 7 now, the rest at close
+    emb.close(0)
+    spark.commit_epochs(sorted(by_time.items()))
+    names = sorted(os.listdir(emb.directory))
+    assert names == sorted(os.listdir(spark.directory)) == sorted(f"epoch-{t:012d}.jsonl" for t in by_time)
+    for t, recs in by_time.items():
+        name = f"epoch-{t:012d}.jsonl"
+        assert open(f"{emb.directory}/{name}", "rb").read() == _reference_file(recs)
+        assert open(f"{spark.directory}/{name}", "rb").read() == _reference_file(recs)
+
+
+class Recorded(FileSink):
+    """A file sink logging, in order with the checkpoint commits, which epochs' files it
+    made durable (``sync`` records the epochs written before it)."""
+
+    def __init__(self, directory: str, log: list[tuple[str, Any]]) -> None:
+        super().__init__(directory)
+        self.log = log
+        self.written: set[int] = set()
+        self.sync_every_seconds = 1e9  # (only the engine's barriers and the epoch bound)
+
+    def _commit(self, time: Any, records: list[Any]) -> None:
+        super()._commit(time, records)
+        self.written.add(time)
+
+    def sync(self, worker: int) -> None:
+        if self._unsynced:
+            self.log.append(("sync", frozenset(self.written)))
+        super().sync(worker)
+
+
+def _counting(epochs: int, sink: FileSink) -> ts.Dataflow:
+    flow = ts.Dataflow("epochs")
+    src = flow.source(ts.io.from_batches(lambda: [(t, [t, t + 1]) for t in range(epochs)]), name="rows")
+
+    @flow.stateful(src, key=lambda r: r % 2, state=int)
+    def count(n: int, r: int, ctx: ts.Context) -> int:
+        ctx.emit([ctx.key, n + 1])
+        return n + 1
+
+    flow.sink(count, sink)
+    return flow
+
+
+def test_a_checkpoint_commits_only_after_the_files_before_it_are_durable(tmp_path, monkeypatch) -> None:
+    """Before the engine commits a checkpoint at ``T`` it has every sink ``sync``: a
+    crash right after that commit (recovery redoes epochs ``>= T`` only) never loses
+    the file of an epoch ``< T``.  The sink's own bound is out of reach here, so only
+    the engine's hook can have synced them."""
+    import tstate.engine.checkpointing.commits as commits
+
+    log: list[tuple[str, Any]] = []
+    real = commits.commit
+
+    def commit(writer: Any, *args: Any, **kwargs: Any) -> Any:
+        log.append(("commit", writer.time))
+        return real(writer, *args, **kwargs)
+
+    monkeypatch.setattr(commits, "commit", commit)
+    sink = Recorded(str(tmp_path / "out"), log)
+    ex = _counting(30, sink).start(2, checkpoint=ts.Checkpoints(str(tmp_path / "ck"), every_epochs=4, mode="sync"))
+    ex.run()
+    commit_times = [t for kind, t in log if kind == "commit"]
+    assert len(commit_times) >= 3
+    synced: set[int] = set()
+    for kind, what in log:
+        if kind == "sync":
+            synced |= what
+        else:
+            assert {e for e in sink.written if e < what} <= synced, f"checkpoint at {what} committed before its files synced"
+    assert synced == sink.written == set(range(30))  # and everything at the end
+    assert sink.syncs <= len(commit_times) + 1
+
+
+def test_syncs_per_run_are_bounded_not_one_per_epoch(tmp_path, monkeypatch) -> None:
+    """Without checkpoints the embedded engine's files are synced in groups: one barrier
+    (one ``syncfs`` or fsync set, one directory sync) per ``sync_every_epochs`` files
+    and one at the end -- not one per epoch -- with the same files."""
+    import tstate.io.sinks as sinks
+
+    calls = {"durable": 0, "dir": 0}
+    real_durable, real_dir = sinks._durable, sinks._sync_dir
+
+    def durable(directory: str, paths: list[str]) -> None:
+        calls["durable"] += 1
+        real_durable(directory, paths)
+
+    def sync_dir(directory: str) -> None:
+        calls["dir"] += 1
+        real_dir(directory)
+
+    monkeypatch.setattr(sinks, "_durable", durable)
+    monkeypatch.setattr(sinks, "_sync_dir", sync_dir)
+    sink = FileSink(str(tmp_path / "out"))
+    sink.sync_every_epochs, sink.sync_every_seconds = 25, 1e9
+    _counting(100, sink).run(workers=2)
+    assert len(os.listdir(tmp_path / "out")) == 100
+    assert calls == {"durable": 4, "dir": 4} and sink.syncs == 4  # 25, 50, 75, 100 (the end: nothing left)
+    sink2 = FileSink(str(tmp_path / "out2"))
+    sink2.sync_every_seconds = 0.0  # the time bound: every file at once
+    _counting(10, sink2).run(workers=1)
+    assert sink2.syncs == 10

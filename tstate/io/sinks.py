@@ -44,6 +44,14 @@ class Sink:
     def close(self, worker: int) -> None:
         """The dataflow finished."""
 
+    def sync(self, worker: int) -> None:
+        """Make durable everything this sink has committed so far (the epochs the
+        frontier passed).  The embedded engine calls it before committing a checkpoint
+        at ``T`` once the sink has passed every time before ``T`` (so a crash after
+        that commit never loses output of a time before ``T``), and after ``close``.
+        A sink whose commits are durable at once (or that keeps nothing) leaves it
+        empty; one that syncs in groups does so here."""
+
     def restore(self, time: Any) -> None:
         """The execution resumes from a checkpoint at ``time``: everything before it was
         delivered and committed by an earlier run."""
@@ -112,12 +120,23 @@ def callback(fn: Callable[[Any, list[Any]], Any]) -> CallbackSink:
 
 class FileSink(Sink):
     """Exactly-once output to files: one JSON-lines file per epoch,
-    ``DIR/epoch-<time>.jsonl``, written when the frontier passes the epoch (write to a
-    temporary file, fsync, rename: a reader never sees half an epoch).  After recovery
+    ``DIR/epoch-<time>.jsonl``, written when the frontier passes the epoch (written to
+    a temporary file, then renamed: a reader never sees half an epoch).  After recovery
     from a checkpoint at ``T``, epochs ``>= T`` are recomputed and their files replaced,
     so the directory ends up as after an uninterrupted run: no duplicates, no gaps.
     Records must be JSON-encodable (tuples become lists).  Integer epochs only.  Other
     files in ``DIR`` are never touched (a recovery deletes only ``epoch-<digits>.jsonl``).
+
+    **Durable in groups.**  On the embedded engine an epoch's file is renamed into place
+    as soon as the frontier passes it, and made durable later, with others, at a
+    barrier (:meth:`sync`: one ``syncfs`` of the filesystem -- or one ``fsync`` per file
+    where there is none -- and one sync of the directory): before the engine commits a
+    checkpoint covering those epochs, at :meth:`close`, and at the latest once
+    ``sync_every_epochs`` files or ``sync_every_seconds`` seconds have gone un-synced
+    (what a crash of a run without checkpoints may lose: such a run's rerun rewrites
+    every file).  A checkpoint at ``T`` therefore commits only once every file of an
+    epoch ``< T`` is durable; the files of epochs ``>= T`` a crash may have torn are the
+    ones a recovery from ``T`` deletes and rewrites.
 
     **Deterministic bytes.**  Within a file the lines are sorted (by their JSON text), so
     an epoch's file depends only on the epoch's records -- not on how many workers
@@ -130,12 +149,17 @@ class FileSink(Sink):
     On Spark the records never reach the driver: after a micro-batch commits, Spark
     tasks write its completed epochs' files from the batch's committed output files, a
     run of epochs per task (:func:`tstate.spark.output.finalise` calls
-    :meth:`commit_epochs`), while the next batch runs (:mod:`tstate.spark.delivery`),
-    so ``DIR`` must be reachable from the executors at the same path."""
+    :meth:`commit_epochs`, which is durable on return), while the next batch runs
+    (:mod:`tstate.spark.delivery`), so ``DIR`` must be reachable from the executors at
+    the same path."""
 
     on_driver = False
     #: the JSON characters of an epoch sorted in memory at once (larger epochs: merged runs)
     sort_run_chars = 64 << 20
+    #: embedded engine: at most this many epoch files are renamed into place un-synced ...
+    sync_every_epochs = 1024
+    #: ... or for at most about this many seconds (checked as files are written)
+    sync_every_seconds = 5.0
 
     def __init__(self, directory: str) -> None:
         import os
@@ -144,6 +168,10 @@ class FileSink(Sink):
         os.makedirs(self.directory, exist_ok=True)
         self._buffers: dict[Any, list[Any]] = {}
         self._done_upto: Any = None
+        self._unsynced: list[str] = []  # epoch files renamed into place, not yet durable
+        self._unsynced_since = 0.0
+        #: durability barriers made so far (each: one syncfs or fsync set, one directory sync)
+        self.syncs = 0
 
     def restore(self, time: Any) -> None:
         """Recovery from a checkpoint at ``time``: files of epochs ``>= time`` will be
@@ -172,12 +200,46 @@ class FileSink(Sink):
             self._commit(t, self._buffers.pop(t))
 
     def _commit(self, time: Any, records: list[Any]) -> None:
-        self.commit_epoch(time, records)
+        """Embedded engine: write epoch ``time``'s file and rename it into place; it is
+        made durable at the next barrier (see the class docstring)."""
+        import os
+        import time as _time
+
+        path = self._path(time)
+        tmp = _temporary(path)
+        try:
+            _write_epoch(tmp, records, self.sort_run_chars)
+            os.replace(tmp, path)
+        except BaseException:
+            _remove_quietly(tmp)
+            raise
+        now = _time.monotonic()
+        if not self._unsynced:
+            self._unsynced_since = now
+        self._unsynced.append(path)
+        if len(self._unsynced) >= self.sync_every_epochs or now - self._unsynced_since >= self.sync_every_seconds:
+            self.sync(0)
+
+    def sync(self, worker: int) -> None:
+        """Make every epoch file renamed into place so far durable: one ``syncfs`` (or an
+        ``fsync`` per file), then one sync of the directory (nothing when none is
+        pending)."""
+        if not self._unsynced:
+            return
+        paths, self._unsynced = self._unsynced, []
+        _durable(self.directory, paths)
+        _sync_dir(self.directory)
+        self.syncs += 1
+
+    def _path(self, time: Any) -> str:
+        import os
+
+        return os.path.join(self.directory, f"epoch-{time:012d}.jsonl")
 
     def commit_epoch(self, time: Any, records: Iterable[Any]) -> None:
         """Write epoch ``time``'s file (replacing it atomically) from ``records``, one
-        JSON line each, the lines sorted (see the class docstring); ``records`` are
-        streamed: they need not fit in memory."""
+        JSON line each, the lines sorted (see the class docstring), durably; ``records``
+        are streamed: they need not fit in memory."""
         self.commit_epochs([(time, records)])
 
     def commit_epochs(self, epochs: Iterable[tuple[Any, Iterable[Any]]]) -> int:
@@ -190,33 +252,85 @@ class FileSink(Sink):
         complete (and temporaries that :meth:`restore` deletes).  Returns the files
         written."""
         import os
-        import secrets
 
         tmps: list[tuple[str, str]] = []
         try:
             for time, records in epochs:
-                path = os.path.join(self.directory, f"epoch-{time:012d}.jsonl")
-                tmp = f"{path}.tmp-{secrets.token_hex(4)}"  # two attempts at one epoch (a Spark retry) never share one
+                path = self._path(time)
+                tmp = _temporary(path)  # two attempts at one epoch (a Spark retry) never share one
                 tmps.append((tmp, path))
-                lines = (json.dumps(r, separators=(",", ":")) for r in records)
-                with open(tmp, "w") as f:
-                    for line in sorted_lines(lines, self.sort_run_chars):
-                        f.write(line)
-                        f.write("\n")
+                _write_epoch(tmp, records, self.sort_run_chars)
             _durable(self.directory, [t for t, _ in tmps])
             for tmp, path in tmps:
                 os.replace(tmp, path)
             _sync_dir(self.directory)
         except BaseException:
             for tmp, _ in tmps:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
+                _remove_quietly(tmp)
             raise
         return len(tmps)
 
     def close(self, worker: int) -> None:
+        """Write the epochs still buffered, then make every file durable."""
         for t in sorted(self._buffers):
             self._commit(t, self._buffers.pop(t))
+        self.sync(worker)
+
+
+#: one JSON encoder for every record (``json.dumps`` with ``separators`` builds one per call)
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _write_epoch(path: str, records: Iterable[Any], run_chars: int) -> None:
+    """Write ``records`` to ``path`` as sorted JSON lines (``json.dumps(record,
+    separators=(",", ":"))`` each, newline-terminated; ASCII, as JSON escapes the
+    rest): in one write when they are a list of fewer than ``run_chars`` characters,
+    else streamed through :func:`sorted_lines`."""
+    if isinstance(records, list):
+        lines = [_ENCODE(r) for r in records]
+        if sum(map(len, lines)) + len(lines) < run_chars:
+            lines.sort()
+            if lines:
+                lines.append("")  # (the last line's newline)
+            _write_bytes(path, "\n".join(lines).encode("ascii"))
+            return
+        source: Iterable[str] = lines
+    else:
+        source = map(_ENCODE, records)
+    with open(path, "w", encoding="ascii", newline="\n") as f:
+        for line in sorted_lines(source, run_chars):
+            f.write(line)
+            f.write("\n")
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    """Create (or truncate) ``path`` holding ``data``: the OS calls only (no Python
+    file object: the embedded engine writes one small file per epoch)."""
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _temporary(path: str) -> str:
+    """A fresh temporary name beside ``path`` (``<path>.tmp-<hex>``)."""
+    import secrets
+
+    return f"{path}.tmp-{secrets.token_hex(4)}"
+
+
+def _remove_quietly(path: str) -> None:
+    import os
+
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 def _syncfs() -> Any:
@@ -254,7 +368,10 @@ def _durable(directory: str, paths: list[str]) -> None:
         finally:
             os.close(fd)
     for p in paths:  # (no syncfs, or it failed: one by one)
-        fd = os.open(p, os.O_RDONLY)
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except FileNotFoundError:  # (deleted since: nothing of it to keep)
+            continue
         try:
             os.fsync(fd)
         finally:

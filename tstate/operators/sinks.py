@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tstate.operators.base import OperatorRuntime
 from tstate.plan.ends import Probe, Sink
 from tstate.progress.frontier import Antichain
@@ -12,13 +14,25 @@ __all__ = ["SinkRuntime", "ProbeRuntime"]
 
 class SinkRuntime(OperatorRuntime[Sink]):
     """Hands every batch to the sink's ``write(worker, time, records)`` and tells it
-    when times complete (``frontier(worker, antichain)``)."""
+    when times complete (``frontier(worker, antichain)``); :meth:`make_durable` has it
+    make what it committed durable (``sync(worker)``: before a checkpoint commits, and
+    after ``close``)."""
 
     def on_start(self) -> None:
         self.sink = self.node.sink
         self.sink.open(self.worker, self.exe.workers)
         #: the frontier this worker's sink last acted on: what it has committed
         self.committed = Antichain([minimum(self.node.scope.depth)])
+        #: the frontier as of this worker's sink's last ``sync``: what it made durable
+        self.durable = self.committed
+
+    def make_durable(self, t: Any) -> None:
+        """Have the sink make durable what it committed, unless that is already so for
+        every time before ``t`` (one ``sync`` covers every checkpoint up to its frontier)."""
+        if self.durable.less_than(t):
+            committed = self.committed
+            self.sink.sync(self.worker)
+            self.durable = committed
 
     def activate(self) -> None:
         box = self.inboxes[0]
@@ -33,6 +47,8 @@ class SinkRuntime(OperatorRuntime[Sink]):
 
     def on_finish(self) -> None:
         self.sink.close(self.worker)
+        self.sink.sync(self.worker)
+        self.durable = self.committed
 
 
 class ProbeRuntime(OperatorRuntime[Probe]):

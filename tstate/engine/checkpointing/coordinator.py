@@ -365,8 +365,15 @@ class Coordinator:
 
     def _sinks_past(self, t: int) -> bool:
         """Every sink has *acted on* a frontier past every time before ``t`` (it has
-        committed those epochs), not merely been told the frontier moved."""
-        return all(not op.committed.less_than(t) for op in self._sinks())
+        committed those epochs), not merely been told the frontier moved; if so, each
+        is first made to sync what it committed (``Sink.sync``: the checkpoint at ``t``
+        may commit only once those epochs' output is durable)."""
+        sinks = self._sinks()
+        if any(op.committed.less_than(t) for op in sinks):
+            return False
+        for op in sinks:
+            op.make_durable(t)
+        return True
 
     def _maybe_commit(self, wait: bool = False) -> None:
         """Commit, in order, the checkpoints whose time every sink has passed

@@ -50,7 +50,9 @@ class Sink:
         at ``T`` once the sink has passed every time before ``T`` (so a crash after
         that commit never loses output of a time before ``T``), and after ``close``.
         A sink whose commits are durable at once (or that keeps nothing) leaves it
-        empty; one that syncs in groups does so here."""
+        empty; one that syncs in groups does so here.  The Spark backend does not
+        call it: a driver sink gets a micro-batch's records after the batch committed,
+        and :class:`FileSink`'s Spark path is durable when it returns."""
 
     def restore(self, time: Any) -> None:
         """The execution resumes from a checkpoint at ``time``: everything before it was

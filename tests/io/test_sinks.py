@@ -156,11 +156,19 @@ def _reference_file(records: list[Any]) -> bytes:
     return "".join(x + "\n" for x in sorted(json.dumps(r, separators=(",", ":")) for r in records)).encode()
 
 
-@given(st.lists(st.tuples(st.integers(0, 12), RECORDS), max_size=8), st.integers(1, 200))
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.lists(st.tuples(st.integers(0, 12), st.lists(JSON_VALUES, max_size=12)), max_size=8), st.integers(1, 200))
 def test_the_embedded_path_writes_the_reference_bytes(tmp_path_factory, batches, run_chars) -> None:
     """Files written as the frontier passes epochs (the embedded engine's path: renamed
     at once, synced in groups) hold exactly the reference model's bytes, as the Spark
-    path's ``commit_epochs`` does, with or without the sort spilling runs."""
+    path's ``commit_epochs`` does, with or without the sort spilling runs (any JSON
+    value: ``None``, floats with NaN and infinities, non-ASCII text, tuples)."""
     from tstate.progress.frontier import Antichain
 
     emb = FileSink(str(tmp_path_factory.mktemp("emb")))
@@ -242,6 +250,29 @@ def test_a_checkpoint_commits_only_after_the_files_before_it_are_durable(tmp_pat
             assert {e for e in sink.written if e < what} <= synced, f"checkpoint at {what} committed before its files synced"
     assert synced == sink.written == set(range(30))  # and everything at the end
     assert sink.syncs <= len(commit_times) + 1
+
+
+def test_a_record_that_is_not_json_fails_its_epoch_and_the_next_is_written(tmp_path) -> None:
+    """A record JSON cannot encode (a circular list: ``ValueError``; an object:
+    ``TypeError``) fails its epoch's write and leaves no temporary file; the next epoch
+    (whose encoder is fresh) is written as usual."""
+    from tstate.progress.frontier import Antichain
+
+    sink = FileSink(str(tmp_path))
+    loop: list[Any] = [1]
+    loop.append(loop)
+    for t, bad, error in ((1, loop, ValueError), (2, object(), TypeError)):
+        sink.write(0, t, [[1, 2], bad])
+        try:
+            sink.frontier(0, Antichain([t + 1]))
+        except error:
+            pass
+        else:  # pragma: no cover
+            raise AssertionError(f"{bad!r} was written")
+    sink.write(0, 3, [[1, 2], "x"])
+    sink.close(0)
+    assert os.listdir(tmp_path) == ["epoch-000000000003.jsonl"]
+    assert (tmp_path / "epoch-000000000003.jsonl").read_bytes() == _reference_file([[1, 2], "x"])
 
 
 def test_syncs_per_run_are_bounded_not_one_per_epoch(tmp_path, monkeypatch) -> None:

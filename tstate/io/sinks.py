@@ -279,8 +279,23 @@ class FileSink(Sink):
         self.sync(worker)
 
 
-#: one JSON encoder for every record (``json.dumps`` with ``separators`` builds one per call)
-_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+#: the records' JSON encoder (``json.dumps`` with ``separators`` builds one per call)
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
+def _line_encoder() -> Callable[[Any], str]:
+    """A function giving a record's line, exactly ``json.dumps(record, separators=(",",
+    ":"))``, for one epoch's records: CPython's C encoder made once (``encode`` makes
+    one per record; its circular-reference markers are per epoch: an error ends the
+    epoch), else :data:`_ENCODER`'s ``encode``."""
+    import json.encoder as encoder
+
+    make = getattr(encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - a Python without the C accelerator
+        return _ENCODER.encode
+    chunks = make({}, _ENCODER.default, encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
+    join = "".join
+    return lambda record: join(chunks(record, 0))
 
 
 def _write_epoch(path: str, records: Iterable[Any], run_chars: int) -> None:
@@ -288,8 +303,9 @@ def _write_epoch(path: str, records: Iterable[Any], run_chars: int) -> None:
     separators=(",", ":"))`` each, newline-terminated; ASCII, as JSON escapes the
     rest): in one write when they are a list of fewer than ``run_chars`` characters,
     else streamed through :func:`sorted_lines`."""
+    encode = _line_encoder()
     if isinstance(records, list):
-        lines = [_ENCODE(r) for r in records]
+        lines = [encode(r) for r in records]
         if sum(map(len, lines)) + len(lines) < run_chars:
             lines.sort()
             if lines:
@@ -298,7 +314,7 @@ def _write_epoch(path: str, records: Iterable[Any], run_chars: int) -> None:
             return
         source: Iterable[str] = lines
     else:
-        source = map(_ENCODE, records)
+        source = map(encode, records)
     with open(path, "w", encoding="ascii", newline="\n") as f:
         for line in sorted_lines(source, run_chars):
             f.write(line)

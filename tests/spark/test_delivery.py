@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import gc
 import threading
+import time as _time
 from pathlib import Path
 from typing import Any
 
 from tstate.checkpoint.fs import LocalFS
 from tstate.progress.frontier import Antichain
+import tstate.spark.delivery as delivery_mod
 from tstate.spark.delivery import Delivery, collector_paused
 from tstate.spark.output import Part, _arrow_part, _digest
 from tstate.spark.records import encode_records
@@ -74,3 +76,56 @@ def test_collector_paused_nests_across_threads_and_keeps_a_disabled_collector_of
         assert not gc.isenabled()  # it was off before: it stays off
     finally:
         gc.enable()
+
+
+class Slow(Recording):
+    """A driver sink taking ``seconds`` over each ``write`` (its records' decoding, say)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def write(self, worker: int, time: Any, records: Any) -> None:
+        _time.sleep(self.seconds)
+        super().write(worker, time, records)
+
+
+def _slow_delivery(tmp_path: Path, monkeypatch: Any, job: float, driver: float) -> tuple[Delivery, Any]:
+    """A background delivery whose Spark job (the epoch files) takes ``job`` seconds and
+    whose driver sink takes ``driver`` seconds, under way; and the sink."""
+    fs = LocalFS(str(tmp_path))
+    body = _arrow_part([3], [encode_records([(1, "a")], "op")])
+    fs.write_atomic("p.arrow", body)
+    part = Part(7, "p.arrow", ((3, 1),), _digest(body))
+    monkeypatch.setattr(delivery_mod, "finalise", lambda *a, **k: _time.sleep(job))
+    sink = Slow(driver)
+    d = Delivery(None, str(tmp_path), fs, None, background=True)
+    assert d.deliver({7: sink}, [part], Antichain([4])) < 0.05  # (nothing was under way)
+    return d, sink
+
+
+def test_waiting_on_a_delivery_counts_its_spark_job_as_waiting_on_spark(tmp_path: Path, monkeypatch: Any) -> None:
+    d, sink = _slow_delivery(tmp_path, monkeypatch, job=0.4, driver=0.25)
+    waited = d.wait()
+    assert sink.got == [(3, [(1, "a")])]
+    assert waited.seconds >= 0.6
+    # the job's part of the wait is waiting on Spark; the driver sink's part is the driver's own
+    assert 0.3 <= waited.job_seconds <= waited.seconds - 0.2
+    assert d.wait().job_seconds == 0.0  # nothing under way: no job waited on
+
+
+def test_the_last_hand_over_counts_its_spark_job_in_the_last_batchs_job_seconds(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    from tstate.metrics import BatchMetrics, Metrics
+
+    metrics = Metrics()
+    metrics.batches.append(BatchMetrics(0, None, 2.0, 2, 10, 0, 0, 0, 0, job_seconds=1.9))
+    d, _sink = _slow_delivery(tmp_path, monkeypatch, job=0.4, driver=0.25)
+    d.finish(metrics)
+    (m,) = metrics.batches
+    hand_over = m.output_seconds
+    assert hand_over >= 0.6 and abs(m.seconds - (2.0 + hand_over)) < 1e-9
+    # the driver's own time grew by the driver sink's part only, not by the Spark job's
+    assert 0.2 <= m.driver_own_seconds - 0.1 <= hand_over - 0.3
+    assert m.job_seconds >= 1.9 + 0.3

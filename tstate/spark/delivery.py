@@ -17,7 +17,11 @@ is raised by the next :meth:`wait`; the batch it belongs to stays committed and 
 restart redoes it.
 
 Driver sinks get ``write``/``frontier`` on the delivery's thread when it runs in the
-background (one thread, batches in order: never two calls at once).
+background (one thread, batches in order: never two calls at once).  They take their
+records while the epoch files' Spark job runs (on a thread of its own: the driver reads
+and hands over the driver sinks' parts while the executors write the files), so a
+delivery takes the longer of the two, not their sum; they are other sinks, so each sink
+still gets its times in order and then its frontier, which moves only once both are done.
 
 **Waiting on a delivery is waiting on Spark for as long as its job runs.**  The driver
 waits for a background delivery before the next commit and, after the last batch, before
@@ -92,6 +96,16 @@ def _overlap(a: tuple[float, float], b: Optional[tuple[float, float]]) -> float:
     return max(0.0, min(a[1], b[1]) - max(a[0], b[0])) if b is not None else 0.0
 
 
+def _thread(target: Any, args: tuple[Any, ...], name: str) -> threading.Thread:
+    """A daemon thread running ``target(*args)``; its Spark jobs inherit the caller's
+    local properties (pyspark's ``InheritableThread``)."""
+    try:
+        from pyspark import InheritableThread as Thread
+    except ImportError:  # pragma: no cover - pyspark is there wherever a backend runs
+        from threading import Thread  # type: ignore[assignment]
+    return Thread(target=target, args=args, name=name, daemon=True)
+
+
 class Delivery:
     """Hands committed batches' output to the sinks (module docstring): ``spark`` and
     the checkpoint ``directory`` and filesystem ``fs`` the parts are in, the dataflow's
@@ -116,11 +130,7 @@ class Delivery:
         waited = self.wait().job_seconds
         if not self.background:
             return waited + self._deliver(sinks, parts, frontier)
-        try:
-            from pyspark import InheritableThread as Thread  # (the Spark job inherits the caller's properties)
-        except ImportError:  # pragma: no cover - pyspark is there wherever a backend runs
-            from threading import Thread  # type: ignore[assignment]
-        self._thread = Thread(target=self._run, args=(sinks, parts, frontier), name="tstate-delivery", daemon=True)
+        self._thread = _thread(self._run, (sinks, parts, frontier), "tstate-delivery")
         self._thread.start()
         return waited
 
@@ -131,24 +141,49 @@ class Delivery:
             self._error = exc
 
     def _deliver(self, sinks: dict[int, Any], parts: list[Part], frontier: Antichain) -> float:
-        """The delivery; returns the seconds of its Spark job (the epoch files)."""
+        """The delivery; returns the seconds of its Spark job (the epoch files).  The job
+        runs on a thread of its own while the driver sinks take their records (other
+        sinks: each sink still gets its times in order, then its frontier)."""
         t = _time.perf_counter()
         try:
             files = {nd: s for nd, s in sinks.items() if hasattr(s, "commit_epoch") and not s.on_driver}
-            self._job = (t, None)
-            finalise(self.spark, self.directory, files, parts, self.types)
-            job = _time.perf_counter() - t
-            self._job = (t, t + job)
-            for nd, sink in sinks.items():
-                if sink.on_driver:
+            drivers = sorted((nd, s) for nd, s in sinks.items() if s.on_driver)
+            failed: list[BaseException] = []
+            job = _thread(self._files, (files, parts, failed), "tstate-epoch-files") if files and drivers else None
+            if job is not None:
+                job.start()
+            else:
+                self._files(files, parts, failed)
+            try:
+                for nd, sink in drivers:
                     mine = [p for p in parts if p.sink == nd]
                     for t_, recs in sorted(lazy_records_of(self.fs, mine, self.types).items()):
                         with collector_paused():
                             sink.write(0, t_, recs)
+            finally:
+                if job is not None:
+                    job.join()
+            if failed:
+                raise failed[0]
+            for sink in sinks.values():
                 sink.frontier(0, frontier)
-            return job
+            span = self._job
+            return span[1] - span[0] if span is not None and span[1] is not None else 0.0
         finally:
             self.seconds += _time.perf_counter() - t
+
+    def _files(self, files: dict[int, Any], parts: list[Part], failed: list[BaseException]) -> None:
+        """The file sinks' epoch files (one Spark job: :func:`~tstate.spark.output.finalise`),
+        its span kept for :meth:`wait`; a failure is added to ``failed``."""
+        if not files:
+            return
+        t = _time.perf_counter()
+        self._job = (t, None)
+        try:
+            finalise(self.spark, self.directory, files, parts, self.types)
+        except BaseException as exc:  # (raised by _deliver, after the driver sinks)
+            failed.append(exc)
+        self._job = (t, _time.perf_counter())
 
     def wait(self) -> Waited:
         """Wait for the delivery under way (if any); returns the seconds waited, and of

@@ -76,7 +76,6 @@ STEPS = (
 def cep_profile(cep_args: list[str]) -> None:
     """Run ``python -m apps.cep --backend spark`` in this process with the driver's steps
     timed and the Spark jobs counted per batch (module docstring)."""
-    import collections
     import time
 
     import tstate.spark.backend as backend_mod
@@ -175,6 +174,14 @@ def cep_profile(cep_args: list[str]) -> None:
     run_s = time.perf_counter() - t0
     with open(stats) as f:
         st = json.load(f)
+    _cep_report(log, finals, st, run_s)
+
+
+def _cep_report(log: list[dict], finals: list[Any], st: dict[str, Any], run_s: float) -> None:
+    """The CEP profile's tables and JSON line (:func:`cep_profile`): ``log`` its batches'
+    and cut's entries, ``finals`` the run's BatchMetrics, ``st`` the app's ``--stats``."""
+    import collections
+
     batches = [e for e in log if "batch" in e]
     for e, m in zip(batches, finals):  # (the last batch's hand-over is added after it: Delivery.finish)
         e.update(wall=e["wall"] + m.seconds - e["seconds"], waited=m.job_seconds, own=m.driver_own_seconds,

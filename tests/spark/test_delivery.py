@@ -183,3 +183,15 @@ def test_a_failed_epoch_files_job_fails_the_delivery_and_moves_no_frontier(tmp_p
     with pytest.raises(OSError, match="disk full"):
         d.wait()
     assert driver.front == files.front == []
+
+
+def test_a_delivery_without_file_sinks_waited_on_no_spark_job(tmp_path: Path, monkeypatch: Any) -> None:
+    fs = LocalFS(str(tmp_path))
+    body = _arrow_part([3], [encode_records([(1, "a")], "op")])
+    fs.write_atomic("p.arrow", body)
+    parts = [Part(7, "p.arrow", ((3, 1),), _digest(body)), Part(9, "p.arrow", ((3, 1),), _digest(body))]
+    monkeypatch.setattr(delivery_mod, "finalise", lambda *a, **k: _time.sleep(0.3))
+    d = Delivery(None, str(tmp_path), fs, None)
+    assert d.deliver({7: Recording(), 9: Files()}, parts, Antichain([4])) >= 0.25  # the epoch files' job
+    # the next delivery has only a driver sink: it ran no job, whatever the last one did
+    assert d.deliver({7: Recording()}, parts[:1], Antichain([5])) < 0.1

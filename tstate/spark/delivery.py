@@ -145,6 +145,7 @@ class Delivery:
         runs on a thread of its own while the driver sinks take their records (other
         sinks: each sink still gets its times in order, then its frontier)."""
         t = _time.perf_counter()
+        self._job = None  # (set by _files if this delivery runs a job)
         try:
             files = {nd: s for nd, s in sinks.items() if hasattr(s, "commit_epoch") and not s.on_driver}
             drivers = sorted((nd, s) for nd, s in sinks.items() if s.on_driver)

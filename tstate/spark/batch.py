@@ -198,7 +198,10 @@ class MicroBatch:
             pending = self.output()
             committed, schemas, meta, attached = self.manifest(held_cells, pending)
             # the previous batch's output is delivered before this batch commits (tstate.spark.delivery)
-            self.delivery_wait = job.delivery.wait() if job.delivery is not None else 0.0
+            if job.delivery is not None:  # (its Spark job's part is waiting on Spark: tstate.spark.delivery.Waited)
+                waited = job.delivery.wait()
+                self.delivery_wait = waited.seconds
+                self.waited += waited.job_seconds
             t_driver = _time.perf_counter()
             # the commit path both engines share (the bins' files were adopted as their
             # FILE rows arrived: tstate.spark.wire.FileReport.adopt)

@@ -54,8 +54,8 @@ def test_one_partition_is_placed_without_a_shuffle(spark: Any, tmp_path: Any, mo
     frames: list[Any] = []
     real = placed._in_order
 
-    def spying(df: Any, partitions: int) -> Any:
-        frames.append(real(df, partitions))
+    def spying(df: Any, partitions: int, map_order: bool = False) -> Any:
+        frames.append(real(df, partitions, map_order))
         return frames[-1]
 
     monkeypatch.setattr(placed, "_in_order", spying)
@@ -91,3 +91,44 @@ def test_the_placed_frame_carries_only_what_its_task_reads(spark: Any) -> None:
         bound, placed = place(plan, {"events": Source(df, time="t", record=record)}, owners, 2, (0, 1), False)
         assert bound["events"].df.columns == want, record
         assert set(placed) == {"events"}
+
+
+def test_one_executor_places_without_a_sort_and_keeps_each_keys_order(spark: Any, tmp_path: Any) -> None:
+    """On ``local[N]`` (one executor in the driver) the placement's shuffle keeps the
+    frame's order, so no partition is sorted back; an order-sensitive operator keyed by
+    a column, over a frame of 4 partitions with every key's epoch in each, still sees
+    its records in the frame's order (the embedded engine's)."""
+    from tstate.spark import Backend, Source, placed
+
+    from .test_key_order import ROWS, FRAME, Seq
+
+    def flow_of() -> tuple[ts.Dataflow, Any, Any, Any]:
+        flow = ts.Dataflow("order")
+        ev = flow.input("events")
+
+        @flow.stateful(ev, key=ts.col("k"), state=Seq, bins=8)
+        def seq(s: Seq, r: dict, ctx: ts.Context) -> None:
+            s.vs.append(r["v"])
+            ctx.notify_at(ctx.time)
+
+        @seq.on_notify
+        def done(s: Seq, t: int, ctx: ts.Context) -> None:
+            ctx.emit((ctx.key, t, tuple(s.vs)))
+
+        return flow, ev, seq, seq.collect()
+
+    flow, ev, _seq, ref = flow_of()
+    for t in sorted({r["t"] for r in ROWS}):
+        ev.send([r for r in ROWS if r["t"] == t], time=t)
+    ev.close()
+    flow.run(workers=2)
+    df = spark.range(0, len(ROWS), 1, 4).selectExpr(*FRAME)
+    assert placed.one_executor(df)
+    flow2, _ev, _seq2, out = flow_of()
+    backend = Backend(spark, checkpoint=str(tmp_path / "ck"), partitions=2, progress=False)
+    backend.run(flow2, {"events": Source(df, time="t")}, epochs_per_batch=2)
+    assert sorted(out.items) == sorted(ref.items)
+    (frame,) = [s.df for s in placed.place(backend._job.plan, {"events": Source(df, time="t")},
+                                          backend._rescaling.owners, 2, (0, 1), False)[0].values()]  # fmt: skip
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    assert "Exchange" in plan and "Sort" not in plan, plan

@@ -65,10 +65,18 @@ Groups = dict[int, dict[int, list[Any]]]
 def input_bytes(df: Any) -> Optional[int]:
     """Spark's size estimate of ``df`` in bytes (the optimizer's statistics: for a cached
     frame the bytes it takes in the cache once read; no Spark job), or None when Spark
-    has none (its default for an unknown size is larger than any limit here)."""
+    has none (its default for an unknown size is larger than any limit here) or its
+    estimate does not bound the frame (:func:`tstate.spark.unbounded.unbounded`: rows a
+    Python function or a generator makes, which Spark sizes as the rows it reads --
+    a ``mapInArrow`` reading a million rows out of a file per task over a two-row
+    ``spark.range`` is a few hundred bytes by Spark's estimate)."""
+    from tstate.spark.unbounded import unbounded
+
     try:
-        size = df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
-        return int(str(size))
+        plan = df._jdf.queryExecution().optimizedPlan()
+        if unbounded(df.sparkSession._jvm, plan):
+            return None
+        return int(str(plan.stats().sizeInBytes()))
     except Exception:  # (no JVM frame: Spark Connect)
         return None
 

@@ -175,6 +175,11 @@ def local_batch_task(
             yield arrow(_run(batches))
 
     def _run(batches: Iterable["pa.RecordBatch"]) -> list[Row]:
+        if info.fold is not None and time_column is not None:  # (decided on the columns: no record built for nothing)
+            screened = info.fold.screen(info.lo, time_column, batches)
+            if screened is None:
+                return [stats_row(node, 0, {FIRST: None})]
+            batches = screened
         by_time, seen, dropped = input_groups(info, shape, time_column, at, batches)
         counts: dict[str, Any] = {INPUT_ROWS: seen}
         binfo = info

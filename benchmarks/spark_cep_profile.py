@@ -269,8 +269,10 @@ def run(
 ) -> dict[str, Any]:
     # cProfile per task, or (profile=False) only each task's CPU seconds: no profiler overhead
     os.environ["TSTATE_SPARK_PROFILE" if profile else "TSTATE_SPARK_CPU"] = profile_dir
+    import gc
+
     import tstate as ts
-    from apps.cep.__main__ import build
+    from apps.cep.__main__ import GC_THRESHOLD, build
     from apps.cep.spark_source import flight_frame, spark_events
     from tstate.spark import Backend, local_session
 
@@ -282,6 +284,9 @@ def run(
         conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + log_dir,
                      "spark.eventLog.compress": "false"})
     since_ms = time.time() * 1e3
+    # the app's collector thresholds, as `python -m apps.cep` sets them: tasks run under the driver's
+    # (tstate.spark.collector), and Python's defaults would add a collector share the app does not pay
+    gc.set_threshold(*GC_THRESHOLD)
     t0 = time.perf_counter()
     cpu0 = process_cpu()
     from apps.cep.spark_source import SPARK_SETTINGS

@@ -165,3 +165,37 @@ def test_a_folded_task_stops_building_records_once_its_input_is_more_than_one_ba
     assert fold.screen(FRESH_LO, "t", source()) is None and built == [3, 3, 3]
     assert Fold(4, 100, True).screen(FRESH_LO, "t", iter(_batches([[1, 2], [5]]))) is None  # (epochs 1..5: two batches)
     assert Fold(4, 100, False).screen(3, "t", iter(_batches([[1, 2], [5, 6]]))) is not None  # (1, 2 late; 5, 6 from lo 3)
+
+
+def _expand(batches: Any) -> Any:
+    """A Python reader: each descriptor row becomes 20 event rows (k, v, t)."""
+    import pyarrow as pa
+
+    for b in batches:
+        for i in b.column("id").to_pylist():
+            yield pa.RecordBatch.from_pydict({
+                "k": ["abc"[(i + j) % 3] for j in range(20)], "v": [i * 20 + j for j in range(20)],
+                "t": [3 + (i * 20 + j) % 9 for j in range(20)],
+            })  # fmt: skip
+
+
+def test_a_run_over_a_python_mapped_frame_is_cut_not_folded(spark: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    """Spark sizes a mapInArrow's output by its input (here 3 descriptor rows), so the
+    run would try a folded batch over the whole input; it is cut at once instead (no
+    folded attempt), with the results of the same rows as a local frame."""
+    folds: list[Any] = []
+    real = batch_run.foldable
+
+    def spy(*a: Any, **k: Any) -> Any:
+        folds.append(real(*a, **k))
+        return folds[-1]
+
+    monkeypatch.setattr(batch_run, "foldable", spy)
+    mapped = spark.range(3, numPartitions=1).mapInArrow(_expand, "k string, v long, t long")
+    flow, _ev, _stats, out = keyed()
+    b = Backend(spark, checkpoint=str(tmp_path / "m"), partitions=2, progress=False)
+    b.run(flow, {"events": Source(mapped, time="t")}, epochs_per_batch=4)
+    assert folds == [None]
+    rows = [r.asDict() for r in mapped.collect()]
+    assert sorted(out.items, key=repr) == _run(spark, str(tmp_path / "l"), rows, 4)[0]
+    assert folds[-1] is not None  # (the same rows as a local relation: its size is known, the fold is tried)

@@ -21,6 +21,16 @@ process without the profiler's overhead).  Prints:
   the JVM, the Python workers), against the run's wall seconds times the CPUs, and the
   JVM's by thread kind (JIT compilers, executor tasks, GC, py4j: ``/proc/<pid>/task``).
 
+* with ``--timeline``: Spark's stages in order from its event log (name, tasks, wall
+  from submission to completion, the tasks' executor run and CPU seconds as the JVM
+  counts them, shuffle bytes), and with ``--no-profile`` the Python tasks' own split
+  (``TSTATE_SPARK_CPU``): CPU, wall, and of the wall the time spent waiting for the
+  JVM to hand the task its Arrow batches -- before the first Python task starts, how
+  long the Python task waits for input, how long it computes;
+* with ``--embedded``: the embedded run of the same slice (``python -m apps.cep``, in a
+  child process, under cProfile with ``--profile``), its CPU by the same stages and,
+  function by function, where the Spark tasks' profile exceeds it.
+
 The session gets the app's settings (:data:`apps.cep.spark_source.SPARK_SETTINGS`),
 then any ``--conf KEY=VALUE`` (repeatable: an A/B of a Spark or JVM setting).
 
@@ -45,7 +55,7 @@ FLIGHTS = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "f
 
 #: stage of the task's work -> path fragments of the functions it counts (first match wins)
 STAGES = [
-    ("input read (Arrow -> records)", ("pyspark/sql/pandas", "pyarrow", "tstate/spark/input_rows", "rows_to_records",
+    ("input read (Arrow -> records)", ("pyspark/sql/pandas", "pyarrow", "tstate/spark/input_rows", "rows_to_records", "apps/cep/source.py",
                                        "pyspark/serializers", "pyspark/worker")),
     ("CEP operator (NFA, matcher)", ("apps/cep/",)),
     ("encode output (sink parts)", ("tstate/spark/records", "tstate/spark/output", "msgpack")),
@@ -77,6 +87,109 @@ def task_profile(directory: str) -> tuple[dict[str, float], float, int]:
         s = _stage(filename, func)
         out[s] = out.get(s, 0.0) + tt
     return out, sum(out.values()), len(files)
+
+
+def task_figures(directory: str) -> list[dict[str, Any]]:
+    """The tasks' own figures written to ``directory`` (``TSTATE_SPARK_CPU``:
+    :mod:`tstate.spark.profiling`), one dict per task: kind, CPU, collector, wall,
+    input wall and input CPU seconds."""
+    out = []
+    for p in sorted(Path(directory).glob("*.cpu"), key=lambda p: p.stat().st_mtime):
+        f = p.read_text().split()
+        cpu, gc_s, wall, in_wall, in_cpu = (float(f[i]) for i in (0, 1, 5, 6, 7))
+        out.append({"kind": p.name.split("-")[0], "cpu_s": round(cpu, 3), "gc_s": round(gc_s, 3), "wall_s": round(wall, 3),
+                    "input_wait_s": round(in_wall - in_cpu, 3), "input_cpu_s": round(in_cpu, 3)})  # fmt: skip
+    return out
+
+
+def stage_timeline(log_dir: str, since_ms: float) -> list[dict[str, Any]]:
+    """Spark's stages completed after ``since_ms`` (epoch milliseconds), in submission
+    order, from the event log in ``log_dir``: name, tasks, wall seconds (submission to
+    completion), the tasks' executor run and CPU seconds, the JVM's GC seconds in them,
+    the shuffle bytes read and written."""
+    stages: dict[int, dict[str, Any]] = {}
+    files = [p for p in Path(log_dir).rglob("*") if p.is_file() and not p.name.startswith("appstatus")]
+    for f in sorted(files):  # (Spark 4: a directory of event files)
+        for line in f.read_text().splitlines():
+            if not line.startswith("{"):
+                continue
+            e = json.loads(line)
+            ev = e.get("Event")
+            if ev == "SparkListenerStageCompleted":
+                i = e["Stage Info"]
+                if i.get("Submission Time", 0) < since_ms:
+                    continue
+                st = stages.setdefault(i["Stage ID"], {"run_s": 0.0, "cpu_s": 0.0, "gc_s": 0.0, "shuffle_read_mb": 0.0,
+                                                       "shuffle_write_mb": 0.0})  # fmt: skip
+                st.update(stage=i["Stage ID"], name=i["Stage Name"].split(" at ")[0], tasks=i["Number of Tasks"],
+                          start_ms=i["Submission Time"], wall_s=round((i["Completion Time"] - i["Submission Time"]) / 1e3, 2))
+            elif ev == "SparkListenerTaskEnd" and e.get("Task Metrics"):
+                m = e["Task Metrics"]
+                st = stages.setdefault(e["Stage ID"], {"run_s": 0.0, "cpu_s": 0.0, "gc_s": 0.0, "shuffle_read_mb": 0.0,
+                                                       "shuffle_write_mb": 0.0})  # fmt: skip
+                st["run_s"] += m.get("Executor Run Time", 0) / 1e3
+                st["cpu_s"] += m.get("Executor CPU Time", 0) / 1e9
+                st["gc_s"] += m.get("JVM GC Time", 0) / 1e3
+                sr, sw = m.get("Shuffle Read Metrics", {}), m.get("Shuffle Write Metrics", {})
+                st["shuffle_read_mb"] += (sr.get("Remote Bytes Read", 0) + sr.get("Local Bytes Read", 0)) / 1e6
+                st["shuffle_write_mb"] += sw.get("Shuffle Bytes Written", 0) / 1e6
+    done = sorted((s for s in stages.values() if "start_ms" in s), key=lambda s: s["start_ms"])
+    for s in done:
+        s["start_s"] = round((s.pop("start_ms") - since_ms) / 1e3, 2)
+        for k in ("run_s", "cpu_s", "gc_s", "shuffle_read_mb", "shuffle_write_mb"):
+            s[k] = round(s[k], 2)
+    return done
+
+
+_EMBEDDED = """
+import cProfile, runpy, sys, time
+out, argv = sys.argv[1], sys.argv[2:]
+sys.argv = ["apps.cep", *argv]
+prof = cProfile.Profile(time.process_time) if out else None
+if prof: prof.enable()
+try:
+    runpy.run_module("apps.cep", run_name="__main__")
+except SystemExit:
+    pass
+if prof:
+    prof.disable()
+    prof.dump_stats(out)
+"""
+
+
+def embedded(path: Path, limit: Optional[int], profile_file: Optional[str]) -> float:
+    """The CPU seconds (user + system) of the embedded CEP run of the same slice
+    (``python -m apps.cep --show 0``, a child process), under cProfile into
+    ``profile_file`` when given."""
+    import resource
+    import subprocess
+
+    argv = ["--input", str(path), "--show", "0", "--no-progress"] + (["--limit", str(limit)] if limit else [])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", _EMBEDDED, profile_file or "", *argv], check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def function_diff(task_dir: str, embedded_file: str, top: int = 25) -> list[tuple[str, float, float]]:
+    """Functions by how much more own CPU the Spark tasks' merged profile gives them
+    than the embedded run's: ``(function, tasks s, embedded s)``, largest excess first."""
+
+    def own(st: pstats.Stats) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for (filename, line, func), (_cc, _nc, tt, _ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
+            k = f"{filename.replace(os.getcwd() + '/', '').split('site-packages/')[-1]}:{line}({func})"
+            out[k] = out.get(k, 0.0) + tt
+        return out
+
+    files = sorted(str(p) for p in Path(task_dir).glob("*.prof"))
+    st = pstats.Stats(files[0])
+    for f in files[1:]:
+        st.add(f)
+    spark, emb = own(st), own(pstats.Stats(embedded_file))
+    rows = [(k, spark.get(k, 0.0), emb.get(k, 0.0)) for k in set(spark) | set(emb)]
+    rows.sort(key=lambda r: -abs(r[1] - r[2]))
+    return rows[:top]
 
 
 def _proc_tree(root: int) -> dict[int, tuple[str, float]]:
@@ -152,22 +265,33 @@ def jvm_threads() -> dict[str, float]:
 
 def run(
     master: str, path: Path, limit: Optional[int], profile_dir: str, profile: bool = True, rows_per_batch: int = 500_000,
-    jfr: Optional[str] = None, conf: Optional[dict[str, str]] = None,
+    jfr: Optional[str] = None, conf: Optional[dict[str, str]] = None, timeline: bool = False,
 ) -> dict[str, Any]:
     # cProfile per task, or (profile=False) only each task's CPU seconds: no profiler overhead
     os.environ["TSTATE_SPARK_PROFILE" if profile else "TSTATE_SPARK_CPU"] = profile_dir
+    import gc
+
     import tstate as ts
-    from apps.cep.__main__ import build
+    from apps.cep.__main__ import GC_THRESHOLD, build
     from apps.cep.spark_source import flight_frame, spark_events
     from tstate.spark import Backend, local_session
 
     if jfr is not None:  # (the driver JVM's samples: benchmarks.jvm_profile)
         os.environ["PYSPARK_SUBMIT_ARGS"] = jvm_profile.recording_options(jfr)
+    conf = dict(conf or {})
+    log_dir = tempfile.mkdtemp(prefix="tstate-eventlog-") if timeline else None
+    if log_dir is not None:
+        conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + log_dir,
+                     "spark.eventLog.compress": "false"})
+    since_ms = time.time() * 1e3
+    # the app's collector thresholds, as `python -m apps.cep` sets them: tasks run under the driver's
+    # (tstate.spark.collector), and Python's defaults would add a collector share the app does not pay
+    gc.set_threshold(*GC_THRESHOLD)
     t0 = time.perf_counter()
     cpu0 = process_cpu()
     from apps.cep.spark_source import SPARK_SETTINGS
 
-    spark = local_session(master, app_name="cep-profile", **{**SPARK_SETTINGS, **(conf or {})})  # (the app's, then --conf)
+    spark = local_session(master, app_name="cep-profile", **{**SPARK_SETTINGS, **conf})  # (the app's, then --conf)
     t1 = time.perf_counter()
     frame = flight_frame(spark, path, epoch="1h", limit=limit, partitions=spark.sparkContext.defaultParallelism)
     t2 = time.perf_counter()
@@ -177,6 +301,7 @@ def run(
         backend = Backend(spark, checkpoint=ck, partitions=spark.sparkContext.defaultParallelism, progress=False)
         cpu1, thr1 = process_cpu(), jvm_threads()
         t3 = time.perf_counter()
+        run_ms = time.time() * 1e3
         backend.run(flow, {"flights": spark_events(frame)}, rows_per_batch=rows_per_batch)
         t4 = time.perf_counter()
         cpu2, thr2 = process_cpu(), jvm_threads()
@@ -185,6 +310,7 @@ def run(
         jvm_profile.dump(spark, jfr)
         jvm = jvm_profile.breakdown(jfr)
     spark.stop()
+    stages_run = stage_timeline(log_dir, since_ms) if log_dir is not None else []
     batches = [
         {
             "batch": b.batch, "wall_s": round(b.seconds, 3), "jobs_s": round(b.job_seconds, 3),
@@ -205,7 +331,8 @@ def run(
         "run_jvm_cpu_by_thread": {k: round(thr2[k] - thr1.get(k, 0.0), 2) for k in sorted(thr2, key=lambda k: -thr2[k])},
         "setup_cpu_by_process": {k: round(cpu1[k] - cpu0[k], 2) for k in cpu1},
         "run_cpu_share_of_capacity": round(sum(run_cpu.values()) / ((t4 - t3) * (os.cpu_count() or 1)), 3),
-        "jvm_samples": jvm,
+        "jvm_samples": jvm, "run_starts_s": round((run_ms - since_ms) / 1e3, 2), "spark_stages": stages_run,
+        "tasks": task_figures(profile_dir) if not profile else [],
     }  # fmt: skip
 
 
@@ -228,6 +355,23 @@ def report(r: dict[str, Any]) -> str:
     lines += [f"  {k:<36} {v:>7.2f} s" for k, v in r["run_cpu_by_process"].items()]
     lines += ["  of which the JVM's threads by kind (threads alive at the end):"]
     lines += [f"    {k:<34} {v:>7.2f} s" for k, v in r.get("run_jvm_cpu_by_thread", {}).items()]
+    if r.get("spark_stages"):
+        lines += [f"Spark stages (event log; seconds from the session's start, the run starts at {r['run_starts_s']} s):",
+                  "| stage | name | tasks | start s | wall s | tasks' run s | tasks' JVM CPU s | GC s | shuffle read MB | "
+                  "shuffle write MB |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"| {s['stage']} | {s['name']} | {s['tasks']} | {s['start_s']} | {s['wall_s']} | {s['run_s']} | "
+                  f"{s['cpu_s']} | {s['gc_s']} | {s['shuffle_read_mb']} | {s['shuffle_write_mb']} |" for s in r["spark_stages"]]
+    if r.get("tasks"):
+        lines += ["Python tasks (TSTATE_SPARK_CPU, in finishing order): kind, CPU s (GC s), wall s, waiting for input s:"]
+        lines += [f"  {t['kind']:<12} cpu {t['cpu_s']:>7.2f} ({t['gc_s']:.2f})  wall {t['wall_s']:>7.2f}  "
+                  f"input wait {t['input_wait_s']:>7.2f}  input read cpu {t['input_cpu_s']:>6.2f}" for t in r["tasks"]]
+    if r.get("embedded_cpu_s") is not None:
+        lines += [f"embedded run of the same slice (child process): CPU {r['embedded_cpu_s']} s"]
+        if r.get("embedded_by_stage"):
+            lines += [f"  {k:<36} {v:>7.2f} s (Spark tasks: {r['task_cpu_by_stage'].get(k, 0.0):.2f} s)"
+                      for k, v in r["embedded_by_stage"].items()]
+            lines += ["functions by |Spark tasks - embedded| own CPU (under cProfile):"]
+            lines += [f"  {sp:>7.2f} {em:>7.2f} {sp - em:>+7.2f}  {k}" for k, sp, em in r["function_diff"]]
     jvm = r.get("jvm_samples")
     if jvm:
         lines += [f"driver JVM, executor threads' samples (JFR, setup and run: {jvm['executor_samples']} of "
@@ -249,11 +393,24 @@ def main(argv: Optional[list[str]] = None) -> int:
                    "break its executor threads' samples down by category (benchmarks.jvm_profile)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting for the session (repeatable; e.g. spark.driver.extraJavaOptions=...)")
+    p.add_argument("--timeline", action="store_true", help="Spark's stages from its event log (and, with --no-profile, "
+                   "each Python task's CPU, wall and wait for input)")
+    p.add_argument("--embedded", action="store_true", help="also run the embedded engine on the same slice (a child "
+                   "process) and compare its CPU, by stage and function by function with the profile")
     args = p.parse_args(argv)
     conf = dict(c.split("=", 1) for c in args.conf)
     with tempfile.TemporaryDirectory() as prof:
         r = run(args.master, args.input, args.limit, prof, profile=not args.no_profile, rows_per_batch=args.rows_per_batch,
-                jfr=args.jfr, conf=conf)
+                jfr=args.jfr, conf=conf, timeline=args.timeline)
+        if args.embedded:
+            emb_file = os.path.join(prof, "embedded.pstats") if not args.no_profile else None
+            r["embedded_cpu_s"] = round(embedded(args.input, args.limit, emb_file), 2)
+            if emb_file is not None:
+                by: dict[str, float] = {}
+                for (filename, _l, func), (_cc, _nc, tt, _ct, _c) in pstats.Stats(emb_file).stats.items():  # type: ignore[attr-defined]
+                    by[_stage(filename, func)] = by.get(_stage(filename, func), 0.0) + tt
+                r["embedded_by_stage"] = {k: round(v, 2) for k, v in sorted(by.items(), key=lambda kv: -kv[1])}
+                r["function_diff"] = [(k, round(a, 2), round(b, 2)) for k, a, b in function_diff(prof, emb_file)]
     print(report(r))
     print(json.dumps(r))
     return 0

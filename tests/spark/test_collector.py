@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -70,5 +71,22 @@ def test_the_cpu_switch_writes_cpu_and_collector_seconds(tmp_path: Path, monkeyp
     assert list(profiled(garbage, "kind")([1, 2])) == [20000, 20000]
     (f,) = os.listdir(tmp_path)
     assert f.startswith("kind-") and f.endswith(".cpu")
-    cpu, gc_s, n0, n1, n2 = (tmp_path / f).read_text().split()
+    cpu, gc_s, n0, n1, n2, _wall, _in_wall, _in_cpu = (tmp_path / f).read_text().split()
     assert float(cpu) >= float(gc_s) > 0 and int(n0) >= 2 and int(n1) >= 0 and int(n2) >= 0
+
+
+def test_the_cpu_switch_splits_off_the_time_spent_waiting_for_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CPU_ENV, str(tmp_path))
+
+    def slow_input() -> Iterator[int]:
+        for i in range(3):
+            time.sleep(0.05)  # (the JVM producing the next batch)
+            yield i
+
+    def task(batches: Iterable[Any]) -> Iterator[Any]:
+        yield sum(batches)
+
+    assert list(profiled(task, "kind")(slow_input())) == [3]
+    (f,) = os.listdir(tmp_path)
+    _cpu, _gc, _n0, _n1, _n2, wall, in_wall, in_cpu = map(float, (tmp_path / f).read_text().split())
+    assert wall >= in_wall >= 0.15 > in_cpu

@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tstate.spark import Backend, Source, batch_run, cuts
+from tstate.spark.folded import FRESH_LO, Fold
 
 from .flows import embedded, keyed
 from .test_backend import as_tuples
@@ -110,3 +113,89 @@ def test_a_resumed_run_of_one_batch_is_folded_from_its_frontier(
     got = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in b2.state(stats2).frame.collect()}
     assert got == as_tuples(ref_state)
     assert b2.store.head.time == 4 and b2.metrics.batches[0].records == 40  # (epochs 4..7 only)
+
+
+def _batches(times: list[list[int | None]]) -> list[Any]:
+    import pyarrow as pa
+
+    return [pa.RecordBatch.from_pydict({"t": pa.array(ts, pa.int64()), "v": list(range(len(ts)))}) for ts in times]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    times=st.lists(st.lists(st.one_of(st.none(), st.integers(-3, 12)), max_size=6), max_size=5),
+    epochs=st.one_of(st.none(), st.integers(1, 6)),
+    rows=st.integers(0, 12),
+    fresh=st.booleans(),
+    lo=st.sampled_from([FRESH_LO, 0, 4]),
+)
+def test_screening_the_columns_refuses_exactly_the_inputs_first_refuses(
+    times: list[list[int | None]], epochs: int | None, rows: int, fresh: bool, lo: int
+) -> None:
+    """Fold.screen (on the Arrow columns, before any record is built) gives None exactly
+    when the input has rows and first() -- the reference: the distinct times and the count
+    of the rows not late -- gives None, else the whole input; either way it reads it all."""
+    fold = Fold(epochs, rows, fresh)
+    kept = [t for ts in times for t in ts if t is not None and t >= lo]
+    expected = fold.first(lo, sorted(set(kept)), len(kept))
+    read: list[Any] = []
+
+    def source() -> Any:
+        for b in _batches(times):
+            read.append(b)
+            yield b
+
+    got = fold.screen(lo, "t", source())
+    assert len(read) == len(times)  # (the task consumes its input)
+    if kept and expected is None:
+        assert got is None
+    else:
+        assert got is not None and [b.column("t").to_pylist() for b in got] == times
+
+
+def test_a_folded_task_stops_building_records_once_its_input_is_more_than_one_batch() -> None:
+    fold = Fold(None, 5, True)
+    built: list[int] = []
+
+    def source() -> Any:
+        for b in _batches([[1, 2, 3], [3, 4, 5], [6, 7, 8]]):
+            built.append(b.num_rows)
+            yield b
+
+    assert fold.screen(FRESH_LO, "t", source()) is None and built == [3, 3, 3]
+    assert Fold(4, 100, True).screen(FRESH_LO, "t", iter(_batches([[1, 2], [5]]))) is None  # (epochs 1..5: two batches)
+    assert Fold(4, 100, False).screen(3, "t", iter(_batches([[1, 2], [5, 6]]))) is not None  # (1, 2 late; 5, 6 from lo 3)
+
+
+def _expand(batches: Any) -> Any:
+    """A Python reader: each descriptor row becomes 20 event rows (k, v, t)."""
+    import pyarrow as pa
+
+    for b in batches:
+        for i in b.column("id").to_pylist():
+            yield pa.RecordBatch.from_pydict({
+                "k": ["abc"[(i + j) % 3] for j in range(20)], "v": [i * 20 + j for j in range(20)],
+                "t": [3 + (i * 20 + j) % 9 for j in range(20)],
+            })  # fmt: skip
+
+
+def test_a_run_over_a_python_mapped_frame_is_cut_not_folded(spark: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    """Spark sizes a mapInArrow's output by its input (here 3 descriptor rows), so the
+    run would try a folded batch over the whole input; it is cut at once instead (no
+    folded attempt), with the results of the same rows as a local frame."""
+    folds: list[Any] = []
+    real = batch_run.foldable
+
+    def spy(*a: Any, **k: Any) -> Any:
+        folds.append(real(*a, **k))
+        return folds[-1]
+
+    monkeypatch.setattr(batch_run, "foldable", spy)
+    mapped = spark.range(3, numPartitions=1).mapInArrow(_expand, "k string, v long, t long")
+    flow, _ev, _stats, out = keyed()
+    b = Backend(spark, checkpoint=str(tmp_path / "m"), partitions=2, progress=False)
+    b.run(flow, {"events": Source(mapped, time="t")}, epochs_per_batch=4)
+    assert folds == [None]
+    rows = [r.asDict() for r in mapped.collect()]
+    assert sorted(out.items, key=repr) == _run(spark, str(tmp_path / "l"), rows, 4)[0]
+    assert folds[-1] is not None  # (the same rows as a local relation: its size is known, the fold is tried)

@@ -15,12 +15,15 @@ the time the cut would have started at) and reports that time, which the driver 
 the batch's ``lo`` (the checkpoint's time, the output index's); the batch commits exactly
 what the cut path's one batch commits.  Otherwise the task does nothing and says so; the
 driver aborts the batch (:class:`Unfolded`: nothing was written) and cuts the run as
-before -- one small job lost.
+before -- one small job lost.  The task decides on its input's Arrow columns as they
+arrive (:meth:`Fold.screen`), before it builds a record: an input that turns out larger
+than one micro-batch (Spark's size estimate can be far off, e.g. for a frame a Python
+task produces) costs reading its rows, not turning each into a record.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from attrs import frozen
 
@@ -51,6 +54,36 @@ class Fold:
         if self.epochs is not None:
             return first if max(times) - first < self.epochs else None
         return first if rows <= self.rows else None  # (batch_cuts cuts only past `rows`)
+
+    def screen(self, lo: int, time_column: str, batches: Iterable[Any]) -> Optional[list[Any]]:
+        """The task's input (Arrow batches, time in ``time_column``; rows without a time
+        or before ``lo`` are late) as a list, or None as soon as its rows so far show it
+        is more than one micro-batch -- when :meth:`first` would say None for the whole
+        input: the rows not late only grow in number and their times in span.  The rest
+        of the input is then read without being kept (the task consumes its input)."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        kept: list[Any] = []
+        rows, low, high = 0, None, None
+        it = iter(batches)
+        for batch in it:
+            kept.append(batch)
+            if not batch.num_rows:
+                continue
+            t = pc.fill_null(batch.column(time_column), np.iinfo(np.int64).min).to_numpy().astype(np.int64)
+            t = t[t >= lo]
+            if not len(t):
+                continue
+            rows += len(t)
+            low = int(t.min()) if low is None else min(low, int(t.min()))
+            high = int(t.max()) if high is None else max(high, int(t.max()))
+            first = low if self.fresh else lo
+            if (self.epochs is not None and high - first >= self.epochs) or (self.epochs is None and rows > self.rows):
+                for _ in it:
+                    pass
+                return None
+        return kept
 
 
 class Unfolded(Exception):

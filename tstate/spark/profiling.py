@@ -11,7 +11,10 @@ that profiles taken on a busy machine still compare.  Unset (the default) the wr
 With ``TSTATE_SPARK_CPU`` set to a directory instead, each task writes only its CPU
 seconds (no profiler overhead) to ``DIR/<kind>-<pid>-<ns>.cpu``: one line, the task's
 CPU seconds, then the seconds the garbage collector ran during the task and how many
-collections of each generation (``cpu gc n0 n1 n2``).
+collections of each generation, then the task's wall seconds and, of those, the wall
+and CPU seconds spent getting its input batches from Spark (``cpu gc n0 n1 n2 wall
+input_wall input_cpu``: ``input_wall - input_cpu`` is the time the task waited for
+the JVM to hand it rows).
 
 The task's whole work is profiled, including the time Spark takes to hand it its
 Arrow batches (they are read inside the profiled iteration); the task's output batches
@@ -56,15 +59,17 @@ def profiled(task: Task, kind: str) -> Task:
                 yield from task(batches)
                 return
             gc_seen = _GcClock()
-            start = time.process_time()
+            fed = _InputClock(batches)
+            start, wall = time.process_time(), time.perf_counter()
             gc.callbacks.append(gc_seen)
             try:
-                out = list(task(batches))
+                out = list(task(fed))
             finally:
                 gc.callbacks.remove(gc_seen)
+            cpu, wall = time.process_time() - start, time.perf_counter() - wall
             os.makedirs(cpu_dir, exist_ok=True)
             with open(os.path.join(cpu_dir, f"{kind}-{os.getpid()}-{time.time_ns()}.cpu"), "w") as f:
-                f.write(f"{time.process_time() - start} {gc_seen.seconds} {' '.join(map(str, gc_seen.counts))}\n")
+                f.write(f"{cpu} {gc_seen.seconds} {' '.join(map(str, gc_seen.counts))} {wall} {fed.wall} {fed.cpu}\n")
             yield from out
             return
         import cProfile
@@ -80,6 +85,27 @@ def profiled(task: Task, kind: str) -> Task:
         yield from out
 
     return run
+
+
+class _InputClock:
+    """The batches of a task, counting the wall and CPU seconds spent getting them
+    (reading them from Spark, waiting for the JVM to produce them)."""
+
+    def __init__(self, batches: Iterable[Any]) -> None:
+        self._it = iter(batches)
+        self.wall = 0.0
+        self.cpu = 0.0
+
+    def __iter__(self) -> "_InputClock":
+        return self
+
+    def __next__(self) -> Any:
+        w, c = time.perf_counter(), time.process_time()
+        try:
+            return next(self._it)
+        finally:
+            self.wall += time.perf_counter() - w
+            self.cpu += time.process_time() - c
 
 
 class _GcClock:

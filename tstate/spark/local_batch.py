@@ -131,50 +131,15 @@ def foldable(
     timed input, no rescale under way or pending (``moving``), nothing held from earlier
     batches, a plan with no loop or frontier operator, the one-task path allowed
     (``limit``: ``Backend(local_loops=...)``) and the input at most
-    :data:`LOCAL_BATCH_BYTES` by Spark's size estimate, an estimate Spark can make (no
-    Python map in the input's plan: :func:`_python_mapped`; the batch checks the rest of
+    :data:`LOCAL_BATCH_BYTES` by Spark's size estimate, an estimate that bounds it
+    (:func:`input_bytes`: none over a Python map or a generator; the batch checks the rest of
     :func:`fits`: the stored state)."""
     if moving or not _one_task_shape(plan, len(bound), last.held is not None, limit):
         return None
     ((_, src),) = bound.items()
-    if src.time is None or not _small(src.df) or _python_mapped(src.df):
+    if src.time is None or not _small(src.df):
         return None
     return Fold(epochs, rows, last.fresh)
-
-
-#: Spark's logical operators that run a Python function over an iterator of batches: Spark
-#: estimates their output's size from their input's, but they may give any number of rows
-_PYTHON_MAPS = (
-    "org.apache.spark.sql.catalyst.plans.logical.MapInArrow",
-    "org.apache.spark.sql.catalyst.plans.logical.MapInPandas",
-    "org.apache.spark.sql.catalyst.plans.logical.PythonMapInArrow",  # (Spark 3.3's name)
-)
-
-
-def _python_mapped(df: Any) -> bool:
-    """Whether frame ``df``'s optimized plan has a Python map (``mapInArrow``,
-    ``mapInPandas``): then Spark's size estimate says nothing about its rows (a reader
-    task producing a whole file from one descriptor row is estimated at the descriptor's
-    size), and a folded attempt over it would read the whole input to find it is more
-    than one micro-batch."""
-    try:
-        jvm = df.sparkSession._jvm
-        kinds = []
-        for name in _PYTHON_MAPS:
-            try:
-                kinds.append(jvm.java.lang.Class.forName(name))
-            except Exception:  # (not in this Spark version)
-                continue
-        todo = [df._jdf.queryExecution().optimizedPlan()]
-    except Exception:  # (no JVM frame: Spark Connect)
-        return False
-    while todo:
-        node = todo.pop()
-        if any(k.isInstance(node) for k in kinds):
-            return True
-        children = node.children()
-        todo.extend(children.apply(i) for i in range(children.size()))
-    return False
 
 
 def _land(flight: dict[int, Groups], routed: dict[tuple[int, int, Any], list[Any]]) -> None:

@@ -3,7 +3,7 @@
     python -m benchmarks.graph --spark                       # the sample + the 200k power-law graph
     python -m benchmarks.graph --spark --vertices 20000      # a smaller power-law graph
     python -m benchmarks.graph_spark --graphs sample         # the same, only the sample
-    python -m benchmarks.graph_spark --ab 4                  # the sample: before/after (VARIANTS), alternating
+    python -m benchmarks.graph_spark --ab 4                  # the sample: session warm-ups (VARIANTS), alternating
     python -m benchmarks.graph_spark --floor 3               # a fresh session's first Python job, per variant
 
 Two inputs, each run by three contenders one after another, in one process:
@@ -152,10 +152,10 @@ def on_spark(
     ``session``): (wall, run) seconds, the changes per (epoch, output) and the batches'
     metrics; with ``cpu`` a list, the CPU seconds (driver Python, JVM, Python workers)
     of the run and of the whole (session start to the run's end) are appended to it."""
-    from tstate.spark import Backend, Source, local_session
+    from tstate.spark import Backend, Source
 
     t0 = time.perf_counter()
-    spark = local_session(master, app_name=f"benchmarks.graph_spark {w.name}", **(session or {}))
+    spark = _session(master, f"benchmarks.graph_spark {w.name}", session)
     clocks = _clocks(spark) if cpu is not None else None
     c0 = clocks.now() if clocks is not None else None
     directory = tempfile.mkdtemp(prefix="graph-spark-bench-")
@@ -193,13 +193,36 @@ def _clocks(spark: Any) -> Any:
     return Clocks(int(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()))
 
 
-#: ``--ab``'s variants: ``local_session`` keyword arguments; "before" is a session as
-#: tstate set one up before its worker daemon (tstate.spark.daemon), "after" as it does
-#: now, "after, warm" with the session's warm-up (``local_session(warm=True)``)
+def _sql_warm_up(spark: Any) -> None:
+    """The session warm-up as ``local_session(warm=True)`` made it before
+    :func:`tstate.spark.warm.start_worker`: a one-task SQL (``mapInArrow``) job."""
+    from tstate.spark.warm import start_task, warm_workers
+
+    warm_workers(spark, 1, start_task)
+
+
+def _session(master: str, name: str, variant: Optional[dict[str, Any]]) -> Any:
+    """``local_session(master)`` with a :data:`VARIANTS` entry's keyword arguments, then
+    its ``"then"`` (a function of the session), if any."""
+    from tstate.spark import local_session
+
+    kw = dict(variant or {})
+    then = kw.pop("then", None)
+    spark = local_session(master, app_name=name, **kw)
+    if then is not None:
+        then(spark)
+    return spark
+
+
+#: ``--ab``'s variants: ``local_session`` keyword arguments (``"then"``: a function
+#: called with the new session); "no warm-up" is ``local_session``'s default, "warm-up:
+#: SQL job" the session warm-up as ``warm=True`` made it before (a one-task
+#: ``mapInArrow`` job), "warm-up: RDD job" as it makes it now
+#: (:func:`tstate.spark.warm.start_worker`)
 VARIANTS: dict[str, dict[str, Any]] = {
-    "before": {"warm": False, "spark.python.daemon.module": "pyspark.daemon"},
-    "after": {},
-    "after, warm": {"warm": True},
+    "no warm-up": {},
+    "warm-up: SQL job": {"then": _sql_warm_up},
+    "warm-up: RDD job": {"warm": True},
 }
 
 
@@ -272,12 +295,12 @@ def floor(rounds: int, rows: int = 31_678, master: str = "local[2]", warm_jobs: 
         b = clocks.now()
         return [y - x for x, y in zip(a, b)]
 
-    local_session(master, app_name="benchmarks.graph_spark floor").stop()
+    local_session(master, app_name="benchmarks.graph_spark floor").stop()  # (the JVM's start: not measured)
     got: dict[str, dict[str, list[list[float]]]] = {v: {"cold": [], "warm": [], "warm_empty": []} for v in FLOOR_VARIANTS}
     names = list(FLOOR_VARIANTS)
     for i in range(rounds):
         for v in names[i % len(names):] + names[: i % len(names)]:
-            spark = local_session(master, app_name="benchmarks.graph_spark floor", **FLOOR_VARIANTS[v])
+            spark = _session(master, "benchmarks.graph_spark floor", FLOOR_VARIANTS[v])
             try:
                 clocks = _clocks(spark)
                 got[v]["cold"].append(job(spark, clocks, _tstate_empty))
@@ -335,7 +358,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--vertices", type=int, default=200_000, help="vertices of the power-law graph")
     ap.add_argument("--epochs", type=int, default=5, help="churn epochs after the power-law graph's load")
     ap.add_argument("--churn", type=float, default=0.01, help="fraction of the edges changed per churn epoch")
-    ap.add_argument("--ab", type=int, default=0, help="instead: N rounds of before/after on the sample (VARIANTS)")
+    ap.add_argument("--ab", type=int, default=0, help="instead: N rounds of the sample per session warm-up (VARIANTS)")
     ap.add_argument("--master", default="local[2]", help="--ab's master")
     ap.add_argument("--floor", type=int, default=0, help="instead: N rounds of the first-job floor (FLOOR_VARIANTS)")
     args = ap.parse_args(argv)
@@ -351,7 +374,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         res = ab(sample(), args.ab, args.master)
         print(f"graph sample, {args.master}, {args.ab} rounds, medians (CPU s: driver Python / JVM / Python workers):")
         for v, r in res.items():
-            print(f"  {v:11}: run {r['run_s']:.2f} s = {r['run_over_embedded']:.2f}x the embedded run, wall {r['wall_s']:.2f} s;"
+            print(f"  {v:16}: run {r['run_s']:.2f} s = {r['run_over_embedded']:.2f}x the embedded run, wall {r['wall_s']:.2f} s;"
                   f" CPU of the run {r['run_cpu']}, from the session's start {r['whole_cpu']}; same: {r['same']}")
         print(json.dumps(res, sort_keys=True))
         return

@@ -246,24 +246,22 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--partitions", type=int, default=0, help="default: the master's cores")
     ap.add_argument("--per-batch", type=int, default=0, help="epochs per micro-batch (default: the workload's)")
     ap.add_argument("--top", type=int, default=12)
-    ap.add_argument("--session", choices=["after", "before", "after, warm"], default="after",
-                    help="the session as local_session sets it up (after), or without tstate's worker daemon and "
-                         "warm-up (before), or with the warm-up: benchmarks.graph_spark.VARIANTS")
+    ap.add_argument("--session", choices=["no warm-up", "warm-up: SQL job", "warm-up: RDD job"], default="no warm-up",
+                    help="the session as local_session sets it up by default, or with a warm-up: "
+                         "benchmarks.graph_spark.VARIANTS")
     a = ap.parse_args(argv)
     w = sample() if a.graph == "sample" else powerlaw(a.vertices, a.epochs, 0.01)
     parts = a.partitions or int(a.master.split("[")[1].rstrip("]"))
 
-    from tstate.spark import Backend, Source, local_session
+    from tstate.spark import Backend, Source
 
     out_dir = tempfile.mkdtemp(prefix="graph-spark-prof-")
     directory = tempfile.mkdtemp(prefix="graph-spark-prof-ck-")
     install(out_dir)
-    from benchmarks.graph_spark import VARIANTS
+    from benchmarks.graph_spark import VARIANTS, _session
 
     t_session = time.perf_counter()
-    spark = local_session(
-        a.master, app_name="graph_spark_profile", **{"spark.ui.enabled": "true", "spark.ui.port": "4077"}, **VARIANTS[a.session]
-    )
+    spark = _session(a.master, "graph_spark_profile", {"spark.ui.enabled": "true", "spark.ui.port": "4077", **VARIANTS[a.session]})
     try:
         flow, _sinks = spark_flow(w)
         df = w.frame(spark, staging=f"{directory}-input")

@@ -109,9 +109,9 @@ def local_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if warm and spark.sparkContext is not before:  # (this call started it)
-        from tstate.spark.warm import start_task, warm_workers
+        from tstate.spark.warm import start_worker
 
-        warm_workers(spark, 1, start_task)  # (one task: the other cores stay free for the caller's first job)
+        start_worker(spark)  # (one task: the other cores stay free for the caller's first job)
     return spark
 
 

@@ -25,6 +25,20 @@ It submits none when a run on the same Spark application used as many workers le
 than :data:`FRESH_SECONDS` ago (:func:`used`): Spark keeps an idle worker for a minute,
 so the job would only add a Spark job beside the run's (a session running one small
 dataflow after another: tests, notebooks).
+
+:func:`start_worker` (what ``local_session(warm=True)`` calls) starts one worker -- and
+with it the executor's worker daemon and its imports -- with a one-task **RDD** job,
+which Spark runs without the SQL planner, code generation or an Arrow stream: on a fresh
+SparkContext its job reaches the executor in a fraction of an SQL job's JVM time, so the
+daemon's imports overlap the caller's own setup instead of waiting behind the session's
+first SQL planning.  Spark keeps one worker daemon per (interpreter, modules, worker
+environment); its SQL Python runners (``mapInArrow``, the UDFs) add
+:data:`SIMPLIFIED_TRACEBACK` to the environment and its RDD runner does not, so an RDD
+job would start a daemon of its own that no tstate task uses.  :func:`start_worker`
+therefore first adds that variable to the SparkContext's worker environment
+(``sc.environment``, as the SQL runners do when :data:`SIMPLIFIED_CONF` is on, its
+default): the warm-up's daemon is the one the SQL tasks use, and the worker it started
+is the one the run's first task takes from the idle pool.
 """
 
 from __future__ import annotations
@@ -33,11 +47,19 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
 
-__all__ = ["FRESH_SECONDS", "used", "warm_workers", "warm_task", "start_task"]
+__all__ = ["FRESH_SECONDS", "SIMPLIFIED_CONF", "SIMPLIFIED_TRACEBACK", "used", "warm_workers", "warm_task", "start_task",
+           "start_worker", "sql_worker_env"]
 
 #: workers a run used at most this long ago are taken to be alive still (Spark stops a
 #: Python worker idle for a minute)
 FRESH_SECONDS = 30.0
+
+#: the worker environment variable Spark's SQL Python runners add (and its RDD runner
+#: does not) when :data:`SIMPLIFIED_CONF` is on
+SIMPLIFIED_TRACEBACK = "SPARK_SIMPLIFIED_TRACEBACK"
+
+#: the Spark SQL setting (default on) under which the SQL runners add it
+SIMPLIFIED_CONF = "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled"
 
 #: Spark application id -> (workers, monotonic seconds) of the last run's (:func:`used`)
 _used: dict[str, tuple[int, float]] = {}
@@ -105,5 +127,51 @@ def warm_workers(spark: Any, tasks: int, task: Callable[[Iterable[Any]], Iterato
             pass
 
     thread = threading.Thread(target=run, name="tstate-warm-workers", daemon=True)
+    thread.start()
+    return thread
+
+
+def sql_worker_env(spark: Any) -> bool:
+    """Give ``spark``'s RDD jobs the Python worker environment its SQL Python tasks
+    get (module docstring): :data:`SIMPLIFIED_TRACEBACK` in the SparkContext's worker
+    environment when :data:`SIMPLIFIED_CONF` is on; then both kinds of job share one
+    worker daemon and idle workers.  Returns whether it did (False: the setting off, or
+    no SparkContext).  Changes no result: the variable only shortens the tracebacks a
+    failing RDD task reports, as an SQL task's already are."""
+    try:
+        on = str(spark.conf.get(SIMPLIFIED_CONF, "true")).lower() == "true"
+        env = spark.sparkContext.environment
+    except Exception:  # noqa: BLE001  (Spark Connect, a stopped session: nothing to share)
+        return False
+    if on:
+        env.setdefault(SIMPLIFIED_TRACEBACK, "1")
+    return on
+
+
+def _consume(rows: Iterable[Any]) -> Iterator[Any]:
+    """The RDD warm-up's partition function: consumes its rows, emits nothing."""
+    for _ in rows:
+        pass
+    return iter(())
+
+
+def start_worker(spark: Any) -> threading.Thread:
+    """Start one Python worker on ``spark`` (and its executor's worker daemon, with the
+    imports it makes) in the background with a one-task RDD job, after
+    :func:`sql_worker_env` so that the SQL tasks of the run that follows reuse them
+    (module docstring); returns the (daemon) thread submitting the job.  Computes
+    nothing; a failure is swallowed (the run's first task starts its worker as
+    without it)."""
+    shared = sql_worker_env(spark)
+
+    def run() -> None:
+        if not shared:  # (its daemon would not be the SQL tasks': no use)
+            return
+        try:
+            spark.sparkContext.parallelize([0], 1).mapPartitions(_consume).collect()
+        except Exception:  # noqa: BLE001  (an optimisation only: the first task starts its worker)
+            pass
+
+    thread = threading.Thread(target=run, name="tstate-start-worker", daemon=True)
     thread.start()
     return thread

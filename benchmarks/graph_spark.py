@@ -3,7 +3,7 @@
     python -m benchmarks.graph --spark                       # the sample + the 200k power-law graph
     python -m benchmarks.graph --spark --vertices 20000      # a smaller power-law graph
     python -m benchmarks.graph_spark --graphs sample         # the same, only the sample
-    python -m benchmarks.graph_spark --ab 4                  # the sample: session warm-ups (VARIANTS), alternating
+    python -m benchmarks.graph_spark --ab 4                  # the sample: before/after (VARIANTS), alternating
     python -m benchmarks.graph_spark --floor 3               # a fresh session's first Python job, per variant
 
 Two inputs, each run by three contenders one after another, in one process:
@@ -35,14 +35,16 @@ run; target <= 3), plus the same figures for the other input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from operator import itemgetter
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from benchmarks.common import table
 
@@ -152,6 +154,13 @@ def on_spark(
     ``session``): (wall, run) seconds, the changes per (epoch, output) and the batches'
     metrics; with ``cpu`` a list, the CPU seconds (driver Python, JVM, Python workers)
     of the run and of the whole (session start to the run's end) are appended to it."""
+    with _run_start(session):
+        return _on_spark(w, master, partitions, session, cpu)
+
+
+def _on_spark(
+    w: Workload, master: str, partitions: int, session: Optional[dict[str, Any]], cpu: Optional[list[Any]]
+) -> tuple[float, float, dict[tuple[int, str], list[Any]], Any]:
     from tstate.spark import Backend, Source
 
     t0 = time.perf_counter()
@@ -193,36 +202,48 @@ def _clocks(spark: Any) -> Any:
     return Clocks(int(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()))
 
 
-def _sql_warm_up(spark: Any) -> None:
-    """The session warm-up as ``local_session(warm=True)`` made it before
-    :func:`tstate.spark.warm.start_worker`: a one-task SQL (``mapInArrow``) job."""
-    from tstate.spark.warm import start_task, warm_workers
-
-    warm_workers(spark, 1, start_task)
-
-
 def _session(master: str, name: str, variant: Optional[dict[str, Any]]) -> Any:
-    """``local_session(master)`` with a :data:`VARIANTS` entry's keyword arguments, then
-    its ``"then"`` (a function of the session), if any."""
+    """``local_session(master)`` with a :data:`VARIANTS` entry's keyword arguments (its
+    ``"run_start"`` aside: see :func:`_run_start`)."""
     from tstate.spark import local_session
 
-    kw = dict(variant or {})
-    then = kw.pop("then", None)
-    spark = local_session(master, app_name=name, **kw)
-    if then is not None:
-        then(spark)
-    return spark
+    kw = {k: v for k, v in (variant or {}).items() if k != "run_start"}
+    return local_session(master, app_name=name, **kw)
 
 
-#: ``--ab``'s variants: ``local_session`` keyword arguments (``"then"``: a function
-#: called with the new session); "no warm-up" is ``local_session``'s default, "warm-up:
-#: SQL job" the session warm-up as ``warm=True`` made it before (a one-task
-#: ``mapInArrow`` job), "warm-up: RDD job" as it makes it now
-#: (:func:`tstate.spark.warm.start_worker`)
+@contextlib.contextmanager
+def _run_start(variant: Optional[dict[str, Any]]) -> Iterator[None]:
+    """With ``variant["run_start"]`` False, a run starts no worker of its own before it
+    plans (:func:`tstate.spark.warm.start_worker` made a no-op meanwhile: every run
+    before it)."""
+    if (variant or {}).get("run_start", True):
+        yield
+        return
+    from tstate.spark import warm
+
+    real = warm.start_worker
+
+    def none(spark: Any) -> threading.Thread:
+        t = threading.Thread(target=lambda: None, daemon=True)
+        t.start()
+        return t
+
+    warm.start_worker = none  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        warm.start_worker = real  # type: ignore[assignment]
+
+
+#: ``--ab``'s variants: ``local_session`` keyword arguments, and ``"run_start"``
+#: (default True) whether a batch run starts a worker in the background before it plans
+#: (:func:`tstate.spark.warm.start_worker`); "before" is every run and session before
+#: it, "after" a default session now, "after, warm" with the session's warm-up
+#: (``local_session(warm=True)``: the same RDD job, as the session starts)
 VARIANTS: dict[str, dict[str, Any]] = {
-    "no warm-up": {},
-    "warm-up: SQL job": {"then": _sql_warm_up},
-    "warm-up: RDD job": {"warm": True},
+    "before": {"run_start": False},
+    "after": {},
+    "after, warm": {"warm": True},
 }
 
 
@@ -300,7 +321,7 @@ def floor(rounds: int, rows: int = 31_678, master: str = "local[2]", warm_jobs: 
     names = list(FLOOR_VARIANTS)
     for i in range(rounds):
         for v in names[i % len(names):] + names[: i % len(names)]:
-            spark = _session(master, "benchmarks.graph_spark floor", FLOOR_VARIANTS[v])
+            spark = _session(master, "benchmarks.graph_spark floor", FLOOR_VARIANTS[v])  # (no run: run_start moot)
             try:
                 clocks = _clocks(spark)
                 got[v]["cold"].append(job(spark, clocks, _tstate_empty))
@@ -358,7 +379,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--vertices", type=int, default=200_000, help="vertices of the power-law graph")
     ap.add_argument("--epochs", type=int, default=5, help="churn epochs after the power-law graph's load")
     ap.add_argument("--churn", type=float, default=0.01, help="fraction of the edges changed per churn epoch")
-    ap.add_argument("--ab", type=int, default=0, help="instead: N rounds of the sample per session warm-up (VARIANTS)")
+    ap.add_argument("--ab", type=int, default=0, help="instead: N rounds of before/after on the sample (VARIANTS)")
     ap.add_argument("--master", default="local[2]", help="--ab's master")
     ap.add_argument("--floor", type=int, default=0, help="instead: N rounds of the first-job floor (FLOOR_VARIANTS)")
     args = ap.parse_args(argv)
@@ -374,7 +395,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         res = ab(sample(), args.ab, args.master)
         print(f"graph sample, {args.master}, {args.ab} rounds, medians (CPU s: driver Python / JVM / Python workers):")
         for v, r in res.items():
-            print(f"  {v:16}: run {r['run_s']:.2f} s = {r['run_over_embedded']:.2f}x the embedded run, wall {r['wall_s']:.2f} s;"
+            print(f"  {v:11}: run {r['run_s']:.2f} s = {r['run_over_embedded']:.2f}x the embedded run, wall {r['wall_s']:.2f} s;"
                   f" CPU of the run {r['run_cpu']}, from the session's start {r['whole_cpu']}; same: {r['same']}")
         print(json.dumps(res, sort_keys=True))
         return

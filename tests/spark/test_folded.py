@@ -110,3 +110,22 @@ def test_a_resumed_run_of_one_batch_is_folded_from_its_frontier(
     got = {r["key"]: (r["n"], r["total"], list(r["seen"])) for r in b2.state(stats2).frame.collect()}
     assert got == as_tuples(ref_state)
     assert b2.store.head.time == 4 and b2.metrics.batches[0].records == 40  # (epochs 4..7 only)
+
+
+def test_a_run_starts_a_worker_while_the_driver_plans_it_and_records_it(
+    spark: Any, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """A batch run starts one Python worker in the background before it plans
+    (tstate.spark.warm.start_worker), and a folded run records the one worker its task
+    used (a larger record of an earlier run stays)."""
+    from tstate.spark import warm
+
+    started: list[Any] = []
+    monkeypatch.setattr(warm, "start_worker", lambda s: started.append(s))
+    app = spark.sparkContext.applicationId
+    warm._used.pop(app, None)
+    _run(spark, str(tmp_path / "a"), ROWS, None)
+    assert started == [spark] and warm._used[app][0] == 1
+    warm.used(spark, 2)
+    _run(spark, str(tmp_path / "b"), ROWS, None)
+    assert started == [spark, spark] and warm._used[app][0] == 2

@@ -150,3 +150,24 @@ def test_start_worker_job_ends_and_a_failure_is_swallowed(spark: Any) -> None:
     thread = start_worker(Down())
     thread.join(30)
     assert not thread.is_alive()
+
+
+def test_start_worker_submits_no_job_while_one_is_under_way_or_a_worker_is_fresh(spark: Any) -> None:
+    import time
+
+    from tstate.spark import warm
+    from tstate.spark.warm import start_worker
+
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 300
+    while tracker.getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    warm._used.pop(spark.sparkContext.applicationId, None)
+    before = len(tracker.getJobIdsForGroup(None))
+    first, second = start_worker(spark), start_worker(spark)  # (the second while the first's job is under way)
+    first.join(300)
+    second.join(300)
+    assert len(tracker.getJobIdsForGroup(None)) == before + 1
+    assert warm.fresh(spark, 1)  # (its worker recorded)
+    start_worker(spark).join(300)
+    assert len(tracker.getJobIdsForGroup(None)) == before + 1

@@ -75,17 +75,16 @@ def local_session(
     ``**{"spark.executor.memory": "1g"}``).
 
     ``warm``: when this call starts the SparkContext, a Python worker (and with it its
-    executor's worker daemon) is started in the background
-    (:func:`tstate.spark.warm.warm_workers`, one task) while the caller builds its
-    dataflow and frames:
-    the worker daemon's imports (:mod:`tstate.spark.daemon`) and Spark's first Python
-    stage are then paid before the first run needs them, not by its first task -- as
-    the embedded engine's imports are paid before it runs.  It computes nothing; a
-    warm-up that fails changes nothing.  Off by default: measured on the graph sample
-    (a fresh session, then one one-task run; ``python -m benchmarks.graph_spark --ab``)
-    on a loaded 2-core machine it did not pay -- its job and worker competed with the
-    run for the cores (+0.4 JVM and +0.6 workers CPU s) -- and a first job submitted at
-    once waits for it.
+    executor's worker daemon) is started in the background with a one-task RDD job
+    (:func:`tstate.spark.warm.start_worker`) while the caller builds its dataflow and
+    frames: the worker daemon's imports (:mod:`tstate.spark.daemon`) are then paid
+    before the first run needs them, not by its first task -- as the embedded engine's
+    imports are paid before it runs.  It computes nothing; a warm-up that fails changes
+    nothing.  Without it every batch run starts the same worker itself, as it starts
+    (before it plans); ``warm`` starts it earlier still.  Off by default: it pays only
+    when the caller does enough between the session's start and its first run (on the
+    graph sample, a loaded 2-core machine, the earlier SQL-job warm-up did not pay;
+    ``python -m benchmarks.graph_spark --ab``).
 
     ``quick_jit``: the driver JVM (in ``local[N]`` also the executors') compiles with
     only its quick compiler (C1, :data:`QUICK_JIT` added to

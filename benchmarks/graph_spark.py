@@ -238,12 +238,12 @@ def _run_start(variant: Optional[dict[str, Any]]) -> Iterator[None]:
 #: ``--ab``'s variants: ``local_session`` keyword arguments, and ``"run_start"``
 #: (default True) whether a batch run starts a worker in the background before it plans
 #: (:func:`tstate.spark.warm.start_worker`); "before" is every run and session before
-#: it, "after" a default session now, "after, warm" with the session's warm-up
-#: (``local_session(warm=True)``: the same RDD job, as the session starts)
+#: it, "after" a default session now (its warm-up, the same RDD job, as the session
+#: starts), "after, no warm" without the session's warm-up (``warm=False``)
 VARIANTS: dict[str, dict[str, Any]] = {
-    "before": {"run_start": False},
+    "before": {"run_start": False, "warm": False},
     "after": {},
-    "after, warm": {"warm": True},
+    "after, no warm": {"warm": False},
 }
 
 

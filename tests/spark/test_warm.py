@@ -162,7 +162,10 @@ def test_start_worker_submits_no_job_while_one_is_under_way_or_a_worker_is_fresh
     deadline = time.monotonic() + 300
     while tracker.getActiveJobsIds() and time.monotonic() < deadline:
         time.sleep(0.1)
-    warm._used.pop(spark.sparkContext.applicationId, None)
+    app = spark.sparkContext.applicationId
+    if app in warm._starting:  # (the session's own warm-up)
+        warm._starting[app].join(300)
+    warm._used.pop(app, None)
     before = len(tracker.getJobIdsForGroup(None))
     first, second = start_worker(spark), start_worker(spark)  # (the second while the first's job is under way)
     first.join(300)

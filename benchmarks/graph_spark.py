@@ -5,6 +5,7 @@
     python -m benchmarks.graph_spark --graphs sample         # the same, only the sample
     python -m benchmarks.graph_spark --ab 4                  # the sample: before/after (VARIANTS), alternating
     python -m benchmarks.graph_spark --floor 3               # a fresh session's first Python job, per variant
+    python -m benchmarks.graph_spark --breakdown 3           # the sample's run, stage by stage, per variant
 
 Two inputs, each run by three contenders one after another, in one process:
 
@@ -335,6 +336,50 @@ def floor(rounds: int, rows: int = 31_678, master: str = "local[2]", warm_jobs: 
     return {v: {k: [round(med(r[j] for r in rs), 3) for j in range(4)] for k, rs in d.items()} for v, d in got.items()}
 
 
+def breakdown(rounds: int, master: str = "local[2]") -> dict[str, Any]:
+    """Where a fresh session's run of the sample goes, per :data:`VARIANTS` entry (their
+    order alternating round by round, after one unmeasured session: the process's JVM
+    start), beside the embedded run's CPU: the session's start and the caller's setup
+    (dataflow, frame; wall s), then the run -- its wall and CPU seconds (driver Python,
+    JVM, Python workers), the Spark job's wall (``BatchMetrics.job_seconds``) and the
+    driver's own (the rest), the task's CPU (``TSTATE_SPARK_CPU``: the graph work, Arrow
+    in and out, state files, output parts) and the workers' CPU beyond it (the worker
+    daemon's start and imports, the fork: the first job's Python start).  CPU counts
+    from the session's start, so a warm-up's is in it.  Medians."""
+    import glob
+    import shutil
+
+    cpu_dir = tempfile.mkdtemp(prefix="graph-spark-cpu-")
+    os.environ["TSTATE_SPARK_CPU"] = cpu_dir  # (before the JVM starts: its workers inherit it)
+    w = sample()
+    parts = int(master.split("[")[1].rstrip("]"))
+    on_spark(w, master, parts)  # (the JVM's start: not measured)
+    got: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
+    for i in range(rounds):
+        c = time.process_time()
+        emb_wall = embedded(w)[1]
+        emb_cpu = time.process_time() - c
+        for v in (list(VARIANTS) if i % 2 == 0 else list(reversed(VARIANTS))):
+            for f in glob.glob(os.path.join(cpu_dir, "*.cpu")):
+                os.remove(f)
+            cpu: list[Any] = []
+            wall, run, _out, m = on_spark(w, master, parts, VARIANTS[v], cpu)
+            (run_cpu, all_cpu), = cpu
+            task = sum(float(open(f).read().split()[0]) for f in glob.glob(os.path.join(cpu_dir, "*.cpu")))
+            job = sum(b.job_seconds for b in m)
+            got[v].append({
+                "setup_wall": wall - run, "run_wall": run, "job_wall": job, "driver_own_wall": run - job,
+                "run_py": run_cpu[0], "run_jvm": run_cpu[1], "run_workers": run_cpu[2], "whole_jvm": all_cpu[1],
+                "whole_workers": all_cpu[2], "task_cpu": task, "worker_start_cpu": all_cpu[2] - task,
+                "embedded_cpu": emb_cpu, "embedded_wall": emb_wall, "run_over_embedded": run / emb_wall,
+            })  # fmt: skip
+            print(f"[breakdown {i}] {v}: " + ", ".join(f"{k} {x:.2f}" for k, x in got[v][-1].items())
+                  + f" (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)  # fmt: skip
+    shutil.rmtree(cpu_dir, ignore_errors=True)
+    med = statistics.median
+    return {v: {k: round(med(r[k] for r in rs), 3) for k in rs[0]} for v, rs in got.items()}
+
+
 def _same(a: dict[tuple[int, str], list[Any]], b: dict[tuple[int, str], list[Any]]) -> bool:
     norm = lambda d: {k: sorted(map(repr, v)) for k, v in d.items() if v}  # noqa: E731
     return norm(a) == norm(b)
@@ -382,7 +427,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--ab", type=int, default=0, help="instead: N rounds of before/after on the sample (VARIANTS)")
     ap.add_argument("--master", default="local[2]", help="--ab's master")
     ap.add_argument("--floor", type=int, default=0, help="instead: N rounds of the first-job floor (FLOOR_VARIANTS)")
+    ap.add_argument("--breakdown", type=int, default=0, help="instead: N rounds of the sample's breakdown per VARIANTS entry")
     args = ap.parse_args(argv)
+    if args.breakdown:
+        res = breakdown(args.breakdown, args.master)
+        keys = list(next(iter(res.values())))
+        print(f"graph sample, a fresh {args.master} session's run, {args.breakdown} rounds, medians (s):")
+        print(table(["figure", *res], [[k, *(f"{r[k]:.2f}" for r in res.values())] for k in keys]))
+        print(json.dumps(res, sort_keys=True))
+        return
     if args.floor:
         fl = floor(args.floor, master=args.master)
         print(f"a fresh {args.master} session's first Python job (1 task, 31,678 rows, importing tstate's task code), then "

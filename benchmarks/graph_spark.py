@@ -238,13 +238,13 @@ def _run_start(variant: Optional[dict[str, Any]]) -> Iterator[None]:
 
 #: ``--ab``'s variants: ``local_session`` keyword arguments, and ``"run_start"``
 #: (default True) whether a batch run starts a worker in the background before it plans
-#: (:func:`tstate.spark.warm.start_worker`); "before" is every run and session before
-#: it, "after" a default session now (its warm-up, the same RDD job, as the session
-#: starts), "after, no warm" without the session's warm-up (``warm=False``)
+#: (:func:`tstate.spark.warm.start_worker`); "before" is every run before it, "after"
+#: a default session now, "after, warm" with the session's warm-up
+#: (``local_session(warm=True)``: the same RDD job, as the session starts)
 VARIANTS: dict[str, dict[str, Any]] = {
-    "before": {"run_start": False, "warm": False},
+    "before": {"run_start": False},
     "after": {},
-    "after, no warm": {"warm": False},
+    "after, warm": {"warm": True},
 }
 
 

@@ -246,9 +246,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--partitions", type=int, default=0, help="default: the master's cores")
     ap.add_argument("--per-batch", type=int, default=0, help="epochs per micro-batch (default: the workload's)")
     ap.add_argument("--top", type=int, default=12)
-    ap.add_argument("--session", choices=["after", "before", "after, no warm"], default="after",
-                    help="a session and run as they start now (after), or without the worker started by the session "
-                         "and the run (before), or by the run only: benchmarks.graph_spark.VARIANTS")
+    ap.add_argument("--session", choices=["after", "before", "after, warm"], default="after",
+                    help="a run as it starts now (after), or without its worker started before it plans (before), "
+                         "or with the session's warm-up too: benchmarks.graph_spark.VARIANTS")
     a = ap.parse_args(argv)
     w = sample() if a.graph == "sample" else powerlaw(a.vertices, a.epochs, 0.01)
     parts = a.partitions or int(a.master.split("[")[1].rstrip("]"))

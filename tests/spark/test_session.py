@@ -44,6 +44,6 @@ def test_a_session_warms_its_workers_only_when_it_starts_the_context(spark: Any,
     monkeypatch.setattr(warm, "start_worker", lambda s: calls.append(1))
     assert local_session("local[2]", warm=True) is spark and calls == []  # (found running)
     monkeypatch.setattr(SparkContext, "_active_spark_context", None)
-    assert local_session("local[2]", warm=False) is spark and calls == []  # (turned off)
-    local_session("local[2]")
-    assert calls == [1]  # (on by default)
+    assert local_session("local[2]") is spark and calls == []  # (off by default)
+    local_session("local[2]", warm=True)
+    assert calls == [1]

@@ -68,7 +68,7 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
 def local_session(
-    master: str = "local[2]", app_name: str = "tstate", *, quick_jit: bool = False, warm: bool = True, **conf: Any
+    master: str = "local[2]", app_name: str = "tstate", *, quick_jit: bool = False, warm: bool = False, **conf: Any
 ) -> Any:
     """Get or create a SparkSession on ``master`` with tstate's defaults, plus ``conf``
     (Spark configuration keys with ``.`` written as given, e.g.
@@ -81,13 +81,14 @@ def local_session(
     before the first run needs them, not by its first task -- as the embedded engine's
     imports are paid before it runs.  It computes nothing; a warm-up that fails changes
     nothing.  Without it every batch run starts the same worker itself, as it starts
-    (before it plans); ``warm`` starts it earlier still.  On by default: measured on the
-    graph sample (a fresh ``local[2]`` session, then one one-task run; ``python -m
-    benchmarks.graph_spark --ab 3``, 2 cores at load 20-26) the run took 7.8x the
-    embedded run with it, 10.5x without, for the same CPU (the RDD job costs the JVM
-    almost nothing; the SQL-job warm-up it replaced added 0.4 JVM and 0.6 workers CPU
-    s and did not pay).  ``warm=False`` for a session that runs no Python (it would
-    start a worker daemon for nothing: about 1 CPU s and its memory).
+    (before it plans); ``warm`` starts it earlier still.  Off by default: measured on
+    the graph sample (a fresh ``local[2]`` session, then one one-task run; ``python -m
+    benchmarks.graph_spark --ab 3`` and ``--breakdown 2``, 2 cores at load 18-26) it
+    did not resolve -- 7.8x vs 10.5x the embedded run in one A/B, 8.3x vs 7.2x in the
+    other -- for about 0.1 more CPU s of the workers: the benchmark's caller starts
+    its run 0.2-1 s after the session, less than the daemon's start under load.  It
+    pays when the caller's setup takes longer than the worker daemon's start (about
+    0.6 CPU s).
 
     ``quick_jit``: the driver JVM (in ``local[N]`` also the executors') compiles with
     only its quick compiler (C1, :data:`QUICK_JIT` added to

@@ -25,7 +25,7 @@ so the job would only add a Spark job beside the run's (a session running one sm
 dataflow after another: tests, notebooks).
 
 :func:`start_worker` (what every batch run calls as it starts, before it plans, and
-``local_session`` (``warm=True``, its default) as the session starts) starts one worker -- and with it
+``local_session(warm=True)`` as the session starts) starts one worker -- and with it
 the executor's worker daemon and its imports -- with a one-task **RDD** job,
 which Spark runs without the SQL planner, code generation or an Arrow stream: on a fresh
 SparkContext its job reaches the executor in a fraction of an SQL job's JVM time, so the

@@ -5,6 +5,7 @@
     python -m benchmarks.graph_spark --graphs sample         # the same, only the sample
     python -m benchmarks.graph_spark --ab 4                  # the sample: before/after (VARIANTS), alternating
     python -m benchmarks.graph_spark --floor 3               # a fresh session's first Python job, per variant
+    python -m benchmarks.graph_spark --breakdown 3           # the sample's run, stage by stage, per variant
 
 Two inputs, each run by three contenders one after another, in one process:
 
@@ -35,14 +36,16 @@ run; target <= 3), plus the same figures for the other input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from operator import itemgetter
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from benchmarks.common import table
 
@@ -152,10 +155,17 @@ def on_spark(
     ``session``): (wall, run) seconds, the changes per (epoch, output) and the batches'
     metrics; with ``cpu`` a list, the CPU seconds (driver Python, JVM, Python workers)
     of the run and of the whole (session start to the run's end) are appended to it."""
-    from tstate.spark import Backend, Source, local_session
+    with _run_start(session):
+        return _on_spark(w, master, partitions, session, cpu)
+
+
+def _on_spark(
+    w: Workload, master: str, partitions: int, session: Optional[dict[str, Any]], cpu: Optional[list[Any]]
+) -> tuple[float, float, dict[tuple[int, str], list[Any]], Any]:
+    from tstate.spark import Backend, Source
 
     t0 = time.perf_counter()
-    spark = local_session(master, app_name=f"benchmarks.graph_spark {w.name}", **(session or {}))
+    spark = _session(master, f"benchmarks.graph_spark {w.name}", session)
     clocks = _clocks(spark) if cpu is not None else None
     c0 = clocks.now() if clocks is not None else None
     directory = tempfile.mkdtemp(prefix="graph-spark-bench-")
@@ -193,11 +203,46 @@ def _clocks(spark: Any) -> Any:
     return Clocks(int(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()))
 
 
-#: ``--ab``'s variants: ``local_session`` keyword arguments; "before" is a session as
-#: tstate set one up before its worker daemon (tstate.spark.daemon), "after" as it does
-#: now, "after, warm" with the session's warm-up (``local_session(warm=True)``)
+def _session(master: str, name: str, variant: Optional[dict[str, Any]]) -> Any:
+    """``local_session(master)`` with a :data:`VARIANTS` entry's keyword arguments (its
+    ``"run_start"`` aside: see :func:`_run_start`)."""
+    from tstate.spark import local_session
+
+    kw = {k: v for k, v in (variant or {}).items() if k != "run_start"}
+    return local_session(master, app_name=name, **kw)
+
+
+@contextlib.contextmanager
+def _run_start(variant: Optional[dict[str, Any]]) -> Iterator[None]:
+    """With ``variant["run_start"]`` False, a run starts no worker of its own before it
+    plans (:func:`tstate.spark.warm.start_worker` made a no-op meanwhile: every run
+    before it)."""
+    if (variant or {}).get("run_start", True):
+        yield
+        return
+    from tstate.spark import warm
+
+    real = warm.start_worker
+
+    def none(spark: Any) -> threading.Thread:
+        t = threading.Thread(target=lambda: None, daemon=True)
+        t.start()
+        return t
+
+    warm.start_worker = none  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        warm.start_worker = real  # type: ignore[assignment]
+
+
+#: ``--ab``'s variants: ``local_session`` keyword arguments, and ``"run_start"``
+#: (default True) whether a batch run starts a worker in the background before it plans
+#: (:func:`tstate.spark.warm.start_worker`); "before" is every run before it, "after"
+#: a default session now, "after, warm" with the session's warm-up
+#: (``local_session(warm=True)``: the same RDD job, as the session starts)
 VARIANTS: dict[str, dict[str, Any]] = {
-    "before": {"warm": False, "spark.python.daemon.module": "pyspark.daemon"},
+    "before": {"run_start": False},
     "after": {},
     "after, warm": {"warm": True},
 }
@@ -272,12 +317,12 @@ def floor(rounds: int, rows: int = 31_678, master: str = "local[2]", warm_jobs: 
         b = clocks.now()
         return [y - x for x, y in zip(a, b)]
 
-    local_session(master, app_name="benchmarks.graph_spark floor").stop()
+    local_session(master, app_name="benchmarks.graph_spark floor").stop()  # (the JVM's start: not measured)
     got: dict[str, dict[str, list[list[float]]]] = {v: {"cold": [], "warm": [], "warm_empty": []} for v in FLOOR_VARIANTS}
     names = list(FLOOR_VARIANTS)
     for i in range(rounds):
         for v in names[i % len(names):] + names[: i % len(names)]:
-            spark = local_session(master, app_name="benchmarks.graph_spark floor", **FLOOR_VARIANTS[v])
+            spark = _session(master, "benchmarks.graph_spark floor", FLOOR_VARIANTS[v])  # (no run: run_start moot)
             try:
                 clocks = _clocks(spark)
                 got[v]["cold"].append(job(spark, clocks, _tstate_empty))
@@ -289,6 +334,50 @@ def floor(rounds: int, rows: int = 31_678, master: str = "local[2]", warm_jobs: 
                   f"load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)  # fmt: skip
     med = statistics.median
     return {v: {k: [round(med(r[j] for r in rs), 3) for j in range(4)] for k, rs in d.items()} for v, d in got.items()}
+
+
+def breakdown(rounds: int, master: str = "local[2]") -> dict[str, Any]:
+    """Where a fresh session's run of the sample goes, per :data:`VARIANTS` entry (their
+    order alternating round by round, after one unmeasured session: the process's JVM
+    start), beside the embedded run's CPU: the session's start and the caller's setup
+    (dataflow, frame; wall s), then the run -- its wall and CPU seconds (driver Python,
+    JVM, Python workers), the Spark job's wall (``BatchMetrics.job_seconds``) and the
+    driver's own (the rest), the task's CPU (``TSTATE_SPARK_CPU``: the graph work, Arrow
+    in and out, state files, output parts) and the workers' CPU beyond it (the worker
+    daemon's start and imports, the fork: the first job's Python start).  CPU counts
+    from the session's start, so a warm-up's is in it.  Medians."""
+    import glob
+    import shutil
+
+    cpu_dir = tempfile.mkdtemp(prefix="graph-spark-cpu-")
+    os.environ["TSTATE_SPARK_CPU"] = cpu_dir  # (before the JVM starts: its workers inherit it)
+    w = sample()
+    parts = int(master.split("[")[1].rstrip("]"))
+    on_spark(w, master, parts)  # (the JVM's start: not measured)
+    got: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
+    for i in range(rounds):
+        c = time.process_time()
+        emb_wall = embedded(w)[1]
+        emb_cpu = time.process_time() - c
+        for v in (list(VARIANTS) if i % 2 == 0 else list(reversed(VARIANTS))):
+            for f in glob.glob(os.path.join(cpu_dir, "*.cpu")):
+                os.remove(f)
+            cpu: list[Any] = []
+            wall, run, _out, m = on_spark(w, master, parts, VARIANTS[v], cpu)
+            (run_cpu, all_cpu), = cpu
+            task = sum(float(open(f).read().split()[0]) for f in glob.glob(os.path.join(cpu_dir, "*.cpu")))
+            job = sum(b.job_seconds for b in m)
+            got[v].append({
+                "setup_wall": wall - run, "run_wall": run, "job_wall": job, "driver_own_wall": run - job,
+                "run_py": run_cpu[0], "run_jvm": run_cpu[1], "run_workers": run_cpu[2], "whole_jvm": all_cpu[1],
+                "whole_workers": all_cpu[2], "task_cpu": task, "worker_start_cpu": all_cpu[2] - task,
+                "embedded_cpu": emb_cpu, "embedded_wall": emb_wall, "run_over_embedded": run / emb_wall,
+            })  # fmt: skip
+            print(f"[breakdown {i}] {v}: " + ", ".join(f"{k} {x:.2f}" for k, x in got[v][-1].items())
+                  + f" (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)  # fmt: skip
+    shutil.rmtree(cpu_dir, ignore_errors=True)
+    med = statistics.median
+    return {v: {k: round(med(r[k] for r in rs), 3) for k in rs[0]} for v, rs in got.items()}
 
 
 def _same(a: dict[tuple[int, str], list[Any]], b: dict[tuple[int, str], list[Any]]) -> bool:
@@ -338,7 +427,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--ab", type=int, default=0, help="instead: N rounds of before/after on the sample (VARIANTS)")
     ap.add_argument("--master", default="local[2]", help="--ab's master")
     ap.add_argument("--floor", type=int, default=0, help="instead: N rounds of the first-job floor (FLOOR_VARIANTS)")
+    ap.add_argument("--breakdown", type=int, default=0, help="instead: N rounds of the sample's breakdown per VARIANTS entry")
     args = ap.parse_args(argv)
+    if args.breakdown:
+        res = breakdown(args.breakdown, args.master)
+        keys = list(next(iter(res.values())))
+        print(f"graph sample, a fresh {args.master} session's run, {args.breakdown} rounds, medians (s):")
+        print(table(["figure", *res], [[k, *(f"{r[k]:.2f}" for r in res.values())] for k in keys]))
+        print(json.dumps(res, sort_keys=True))
+        return
     if args.floor:
         fl = floor(args.floor, master=args.master)
         print(f"a fresh {args.master} session's first Python job (1 task, 31,678 rows, importing tstate's task code), then "

@@ -247,23 +247,21 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--per-batch", type=int, default=0, help="epochs per micro-batch (default: the workload's)")
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--session", choices=["after", "before", "after, warm"], default="after",
-                    help="the session as local_session sets it up (after), or without tstate's worker daemon and "
-                         "warm-up (before), or with the warm-up: benchmarks.graph_spark.VARIANTS")
+                    help="a run as it starts now (after), or without its worker started before it plans (before), "
+                         "or with the session's warm-up too: benchmarks.graph_spark.VARIANTS")
     a = ap.parse_args(argv)
     w = sample() if a.graph == "sample" else powerlaw(a.vertices, a.epochs, 0.01)
     parts = a.partitions or int(a.master.split("[")[1].rstrip("]"))
 
-    from tstate.spark import Backend, Source, local_session
+    from tstate.spark import Backend, Source
 
     out_dir = tempfile.mkdtemp(prefix="graph-spark-prof-")
     directory = tempfile.mkdtemp(prefix="graph-spark-prof-ck-")
     install(out_dir)
-    from benchmarks.graph_spark import VARIANTS
+    from benchmarks.graph_spark import VARIANTS, _run_start, _session
 
     t_session = time.perf_counter()
-    spark = local_session(
-        a.master, app_name="graph_spark_profile", **{"spark.ui.enabled": "true", "spark.ui.port": "4077"}, **VARIANTS[a.session]
-    )
+    spark = _session(a.master, "graph_spark_profile", {"spark.ui.enabled": "true", "spark.ui.port": "4077", **VARIANTS[a.session]})
     try:
         flow, _sinks = spark_flow(w)
         df = w.frame(spark, staging=f"{directory}-input")
@@ -272,7 +270,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         jobs0 = len(tracker.getJobIdsForGroup(None))
         t0 = time.perf_counter()
         setup_s = t0 - t_session
-        backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=a.per_batch or w.per_batch)
+        with _run_start(VARIANTS[a.session]):
+            backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=a.per_batch or w.per_batch)
         run_s = time.perf_counter() - t0
         jobs = len(tracker.getJobIdsForGroup(None)) - jobs0
         stages_txt = spark_stages(spark)

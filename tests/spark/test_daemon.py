@@ -80,3 +80,35 @@ def test_the_daemon_serves_when_preloading_fails() -> None:
             proc.wait(10)
     assert proc.stderr is not None
     assert "not preloaded 'tstate_test_no_such_module'" in proc.stderr.read().decode()
+
+
+def test_pysparks_own_zips_go_after_the_installed_package(tmp_path: Path) -> None:
+    """The zips shipped inside an installed pyspark package move after the rest of the
+    path (their modules then import from the package, bytecode cached); other zips, and
+    a path where pyspark is found only in a zip, stay as they are."""
+    site = tmp_path / "site"
+    lib = site / "pyspark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    own, py4j, other = str(lib / "pyspark.zip"), str(lib / "py4j-src.zip"), str(tmp_path / "deps.zip")
+    path = [own, py4j, other, str(tmp_path), str(site)]
+    assert daemon.unzipped(path) == [other, str(tmp_path), str(site), own, py4j]
+    assert daemon.unzipped([own, py4j, str(tmp_path)]) == [own, py4j, str(tmp_path)]  # (no package outside a zip)
+
+
+def test_workers_import_pyspark_from_the_installed_package(spark: Any) -> None:
+    """A worker of a local_session imports PySpark from the installed package (bytecode
+    cached), not from the pyspark.zip Spark puts first on its PYTHONPATH."""
+    (row,) = spark.range(0, 1, 1, 1).mapInArrow(_pyspark_file, "file string").collect()
+    import pyspark
+
+    assert row.file == pyspark.__file__ and ".zip" not in row.file
+
+
+def _pyspark_file(batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+    import pyspark
+
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pylist([{"file": pyspark.__file__}])

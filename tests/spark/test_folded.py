@@ -199,3 +199,22 @@ def test_a_run_over_a_python_mapped_frame_is_cut_not_folded(spark: Any, tmp_path
     rows = [r.asDict() for r in mapped.collect()]
     assert sorted(out.items, key=repr) == _run(spark, str(tmp_path / "l"), rows, 4)[0]
     assert folds[-1] is not None  # (the same rows as a local relation: its size is known, the fold is tried)
+
+
+def test_a_run_starts_a_worker_while_the_driver_plans_it_and_records_it(
+    spark: Any, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """A batch run starts one Python worker in the background before it plans
+    (tstate.spark.warm.start_worker), and a folded run records the one worker its task
+    used (a larger record of an earlier run stays)."""
+    from tstate.spark import warm
+
+    started: list[Any] = []
+    monkeypatch.setattr(warm, "start_worker", lambda s: started.append(s))
+    app = spark.sparkContext.applicationId
+    warm._used.pop(app, None)
+    _run(spark, str(tmp_path / "a"), ROWS, None)
+    assert started == [spark] and warm._used[app][0] == 1
+    warm.used(spark, 2)
+    _run(spark, str(tmp_path / "b"), ROWS, None)
+    assert started == [spark, spark] and warm._used[app][0] == 2

@@ -41,7 +41,7 @@ def test_a_session_warms_its_workers_only_when_it_starts_the_context(spark: Any,
     from tstate.spark import local_session, warm
 
     calls: list[int] = []
-    monkeypatch.setattr(warm, "warm_workers", lambda s, tasks, task: calls.append(tasks) if task is warm.start_task else None)
+    monkeypatch.setattr(warm, "start_worker", lambda s: calls.append(1))
     assert local_session("local[2]", warm=True) is spark and calls == []  # (found running)
     monkeypatch.setattr(SparkContext, "_active_spark_context", None)
     assert local_session("local[2]") is spark and calls == []  # (off by default)

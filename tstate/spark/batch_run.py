@@ -110,7 +110,7 @@ class BatchRuns:
         ``"precopy"``: the executors load them during the batch before, see
         :meth:`rescale`); with automatic cuts a micro-batch starts at each such time."""
         from tstate.spark.driving import run_cuts
-        from tstate.spark.warm import used, warm_workers
+        from tstate.spark.warm import fresh, start_worker, used, warm_workers
 
         pending = _check_run(epochs_per_batch, rows_per_batch, reconfigure)
         rows_per_batch = default_rows(self.partitions) if rows_per_batch is None else rows_per_batch
@@ -121,6 +121,7 @@ class BatchRuns:
             return
         _check_static(bound)
         workers = self.partitions
+        start_worker(self.spark)  # (a worker and its daemon started while the driver plans: tstate.spark.warm)
         assert self._job is not None
         fold = foldable(
             self._job.plan, bound, self._last, bool(pending or self._rescaling.steps), self.local_loops,
@@ -143,8 +144,10 @@ class BatchRuns:
                 run_cuts(self, bound, cached, lo, cuts, pending)
             delivery.finish(self.metrics)  # (the last batch's output reached the sinks)
             failed = False
-            if not folded:  # (a folded run's one task started at most one: the record stays)
+            if not folded:
                 used(self.spark, workers)
+            elif not fresh(self.spark, 1):  # (a folded run's one task: one worker; a larger record stays)
+                used(self.spark, 1)
         finally:
             self._ended(failed, cached)
         for sink in self._job.sinks.values() if self._job is not None else ():

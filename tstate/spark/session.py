@@ -75,17 +75,20 @@ def local_session(
     ``**{"spark.executor.memory": "1g"}``).
 
     ``warm``: when this call starts the SparkContext, a Python worker (and with it its
-    executor's worker daemon) is started in the background
-    (:func:`tstate.spark.warm.warm_workers`, one task) while the caller builds its
-    dataflow and frames:
-    the worker daemon's imports (:mod:`tstate.spark.daemon`) and Spark's first Python
-    stage are then paid before the first run needs them, not by its first task -- as
-    the embedded engine's imports are paid before it runs.  It computes nothing; a
-    warm-up that fails changes nothing.  Off by default: measured on the graph sample
-    (a fresh session, then one one-task run; ``python -m benchmarks.graph_spark --ab``)
-    on a loaded 2-core machine it did not pay -- its job and worker competed with the
-    run for the cores (+0.4 JVM and +0.6 workers CPU s) -- and a first job submitted at
-    once waits for it.
+    executor's worker daemon) is started in the background with a one-task RDD job
+    (:func:`tstate.spark.warm.start_worker`) while the caller builds its dataflow and
+    frames: the worker daemon's imports (:mod:`tstate.spark.daemon`) are then paid
+    before the first run needs them, not by its first task -- as the embedded engine's
+    imports are paid before it runs.  It computes nothing; a warm-up that fails changes
+    nothing.  Without it every batch run starts the same worker itself, as it starts
+    (before it plans); ``warm`` starts it earlier still.  Off by default: measured on
+    the graph sample (a fresh ``local[2]`` session, then one one-task run; ``python -m
+    benchmarks.graph_spark --ab 3`` and ``--breakdown 2``, 2 cores at load 18-26) it
+    did not resolve -- 7.8x vs 10.5x the embedded run in one A/B, 8.3x vs 7.2x in the
+    other -- for about 0.1 more CPU s of the workers: the benchmark's caller starts
+    its run 0.2-1 s after the session, less than the daemon's start under load.  It
+    pays when the caller's setup takes longer than the worker daemon's start (about
+    0.6 CPU s).
 
     ``quick_jit``: the driver JVM (in ``local[N]`` also the executors') compiles with
     only its quick compiler (C1, :data:`QUICK_JIT` added to
@@ -109,9 +112,9 @@ def local_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if warm and spark.sparkContext is not before:  # (this call started it)
-        from tstate.spark.warm import start_task, warm_workers
+        from tstate.spark.warm import start_worker
 
-        warm_workers(spark, 1, start_task)  # (one task: the other cores stay free for the caller's first job)
+        start_worker(spark)  # (one task: the other cores stay free for the caller's first job)
     return spark
 
 

@@ -36,16 +36,14 @@ run; target <= 3), plus the same figures for the other input.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from operator import itemgetter
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from benchmarks.common import table
 
@@ -155,8 +153,7 @@ def on_spark(
     ``session``): (wall, run) seconds, the changes per (epoch, output) and the batches'
     metrics; with ``cpu`` a list, the CPU seconds (driver Python, JVM, Python workers)
     of the run and of the whole (session start to the run's end) are appended to it."""
-    with _run_start(session):
-        return _on_spark(w, master, partitions, session, cpu)
+    return _on_spark(w, master, partitions, session, cpu)
 
 
 def _on_spark(
@@ -204,47 +201,18 @@ def _clocks(spark: Any) -> Any:
 
 
 def _session(master: str, name: str, variant: Optional[dict[str, Any]]) -> Any:
-    """``local_session(master)`` with a :data:`VARIANTS` entry's keyword arguments (its
-    ``"run_start"`` aside: see :func:`_run_start`)."""
+    """``local_session(master)`` with a :data:`VARIANTS` entry's keyword arguments."""
     from tstate.spark import local_session
 
-    kw = {k: v for k, v in (variant or {}).items() if k != "run_start"}
-    return local_session(master, app_name=name, **kw)
+    return local_session(master, app_name=name, **(variant or {}))
 
 
-@contextlib.contextmanager
-def _run_start(variant: Optional[dict[str, Any]]) -> Iterator[None]:
-    """With ``variant["run_start"]`` False, a run starts no worker of its own before it
-    plans (:func:`tstate.spark.warm.start_worker` made a no-op meanwhile: every run
-    before it)."""
-    if (variant or {}).get("run_start", True):
-        yield
-        return
-    from tstate.spark import warm
-
-    real = warm.start_worker
-
-    def none(spark: Any) -> threading.Thread:
-        t = threading.Thread(target=lambda: None, daemon=True)
-        t.start()
-        return t
-
-    warm.start_worker = none  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        warm.start_worker = real  # type: ignore[assignment]
-
-
-#: ``--ab``'s variants: ``local_session`` keyword arguments, and ``"run_start"``
-#: (default True) whether a batch run starts a worker in the background before it plans
-#: (:func:`tstate.spark.warm.start_worker`); "before" is every run before it, "after"
-#: a default session now, "after, warm" with the session's warm-up
-#: (``local_session(warm=True)``: the same RDD job, as the session starts)
+#: ``--ab``'s variants: ``local_session`` keyword arguments; "default" a default session,
+#: "warm" with the session's warm-up (``local_session(warm=True)``: one worker started
+#: with a one-task RDD job as the session starts, :func:`tstate.spark.warm.start_worker`)
 VARIANTS: dict[str, dict[str, Any]] = {
-    "before": {"run_start": False},
-    "after": {},
-    "after, warm": {"warm": True},
+    "default": {},
+    "warm": {"warm": True},
 }
 
 

@@ -246,9 +246,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--partitions", type=int, default=0, help="default: the master's cores")
     ap.add_argument("--per-batch", type=int, default=0, help="epochs per micro-batch (default: the workload's)")
     ap.add_argument("--top", type=int, default=12)
-    ap.add_argument("--session", choices=["after", "before", "after, warm"], default="after",
-                    help="a run as it starts now (after), or without its worker started before it plans (before), "
-                         "or with the session's warm-up too: benchmarks.graph_spark.VARIANTS")
+    ap.add_argument("--session", choices=["default", "warm"], default="default",
+                    help="a default session, or one with its warm-up (local_session(warm=True)): "
+                         "benchmarks.graph_spark.VARIANTS")
     a = ap.parse_args(argv)
     w = sample() if a.graph == "sample" else powerlaw(a.vertices, a.epochs, 0.01)
     parts = a.partitions or int(a.master.split("[")[1].rstrip("]"))
@@ -258,7 +258,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     out_dir = tempfile.mkdtemp(prefix="graph-spark-prof-")
     directory = tempfile.mkdtemp(prefix="graph-spark-prof-ck-")
     install(out_dir)
-    from benchmarks.graph_spark import VARIANTS, _run_start, _session
+    from benchmarks.graph_spark import VARIANTS, _session
 
     t_session = time.perf_counter()
     spark = _session(a.master, "graph_spark_profile", {"spark.ui.enabled": "true", "spark.ui.port": "4077", **VARIANTS[a.session]})
@@ -270,8 +270,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         jobs0 = len(tracker.getJobIdsForGroup(None))
         t0 = time.perf_counter()
         setup_s = t0 - t_session
-        with _run_start(VARIANTS[a.session]):
-            backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=a.per_batch or w.per_batch)
+        backend.run(flow, {"updates": Source(df, time="epoch", record="tuple")}, epochs_per_batch=a.per_batch or w.per_batch)
         run_s = time.perf_counter() - t0
         jobs = len(tracker.getJobIdsForGroup(None)) - jobs0
         stages_txt = spark_stages(spark)

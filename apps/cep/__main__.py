@@ -48,9 +48,9 @@ directory ends up as after an uninterrupted run.
 :class:`tstate.spark.Backend` in batch mode: Spark reads the table and computes each
 row's epoch exactly as the embedded source stamps it (:mod:`apps.cep.spark_source`),
 the first operator turns rows into :class:`~apps.cep.flights.FlightEvent`, each
-micro-batch is ``--epochs-per-batch`` epochs (default: as many as fit about 500,000
-flights, so Spark's fixed cost per micro-batch is paid a few times) over ``--partitions``
-partitions (default 2) of a ``--master`` session (default ``local[2]``; a session
+micro-batch is ``--epochs-per-batch`` epochs (default: as many as fit about 1,000,000
+flights per partition, so Spark's fixed cost per micro-batch is paid a few times) over
+``--partitions`` partitions (default 2) of a ``--master`` session (default ``local[2]``; a session
 already running in the process is reused and left running), with the state in
 ``--checkpoint`` (default: a temporary directory, removed afterwards; a directory
 given resumes after its last committed micro-batch, and says so).  The summary's sinks
@@ -129,7 +129,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     spark.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     spark.add_argument(
         "--epochs-per-batch", type=int, default=None,
-        help="epochs per Spark micro-batch (default: as many as fit about 500,000 flights; "
+        help="epochs per Spark micro-batch (default: as many as fit about 1,000,000 flights per partition; "
         "the matches are the same for any value)",
     )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

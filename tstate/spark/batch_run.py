@@ -110,7 +110,7 @@ class BatchRuns:
         ``"precopy"``: the executors load them during the batch before, see
         :meth:`rescale`); with automatic cuts a micro-batch starts at each such time."""
         from tstate.spark.driving import run_cuts
-        from tstate.spark.warm import fresh, start_worker, used, warm_workers
+        from tstate.spark.warm import fresh, used, warm_workers
 
         pending = _check_run(epochs_per_batch, rows_per_batch, reconfigure)
         rows_per_batch = default_rows(self.partitions) if rows_per_batch is None else rows_per_batch
@@ -121,7 +121,6 @@ class BatchRuns:
             return
         _check_static(bound)
         workers = self.partitions
-        start_worker(self.spark)  # (a worker and its daemon started while the driver plans: tstate.spark.warm)
         assert self._job is not None
         fold = foldable(
             self._job.plan, bound, self._last, bool(pending or self._rescaling.steps), self.local_loops,

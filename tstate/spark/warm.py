@@ -24,8 +24,10 @@ than :data:`FRESH_SECONDS` ago (:func:`used`): Spark keeps an idle worker for a 
 so the job would only add a Spark job beside the run's (a session running one small
 dataflow after another: tests, notebooks).
 
-:func:`start_worker` (what every batch run calls as it starts, before it plans, and
-``local_session(warm=True)`` as the session starts) starts one worker -- and with it
+:func:`start_worker` (what ``local_session(warm=True)`` calls as the session starts;
+a batch run does not: a worker started beside a run's own first tasks can leave the
+executor one idle worker more than its task slots, and Spark hands idle workers out in
+turn, so a task would less often find the bins its process cached or prefetched) starts one worker -- and with it
 the executor's worker daemon and its imports -- with a one-task **RDD** job,
 which Spark runs without the SQL planner, code generation or an Arrow stream: on a fresh
 SparkContext its job reaches the executor in a fraction of an SQL job's JVM time, so the

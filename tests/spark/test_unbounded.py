@@ -69,3 +69,27 @@ def test_a_run_over_many_made_rows_is_cut_not_folded(spark: Any, tmp_path: Any, 
     assert folds == [None]  # (no one-task attempt over all 200 rows: cut at once)
     assert len(b.metrics.batches) == 4
     assert sorted(out.items, key=repr) == embedded(ROWS)[0]
+
+
+def test_the_classes_are_looked_up_once_per_jvm(spark: Any, monkeypatch: Any) -> None:
+    """A streaming query asks at every micro-batch: the row makers' JVM classes are
+    looked up once per JVM (one Py4J round trip each), not at every call."""
+    from tstate.spark import unbounded as mod
+
+    class Counting:
+        """A py4j view whose ``java.lang.Class.forName`` counts its calls."""
+
+        def __init__(self, jvm: Any) -> None:
+            self.calls, real = 0, jvm.java.lang.Class
+
+            def for_name(name: str) -> Any:
+                self.calls += 1
+                return real.forName(name)
+
+            self.java = type("J", (), {"lang": type("L", (), {"Class": type("C", (), {"forName": staticmethod(for_name)})})})
+
+    view = Counting(spark._jvm)
+    plan = spark.range(3)._jdf.queryExecution().optimizedPlan()
+    monkeypatch.setattr(mod, "_found", {})
+    assert not unbounded(view, plan) and view.calls == len(mod.ROW_MAKERS)
+    assert not unbounded(view, plan) and view.calls == len(mod.ROW_MAKERS)

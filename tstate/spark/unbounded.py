@@ -35,14 +35,23 @@ ROW_MAKERS = tuple(
 )  # fmt: skip
 
 
+#: py4j view of a JVM -> the classes of :data:`ROW_MAKERS` it has (looked up once per JVM:
+#: one Py4J round trip each, and a streaming query asks at every micro-batch)
+_found: dict[Any, list[Any]] = {}
+
+
 def _classes(jvm: Any) -> list[Any]:
-    """The JVM classes of :data:`ROW_MAKERS` this Spark has."""
-    out = []
-    for name in ROW_MAKERS:
-        try:
-            out.append(jvm.java.lang.Class.forName(name))
-        except Exception:  # noqa: BLE001  (py4j's error for a class this Spark lacks)
-            continue
+    """The JVM classes of :data:`ROW_MAKERS` this Spark has (cached per ``jvm``: a
+    process's py4j view lives as long as its JVM, across SparkContexts)."""
+    out = _found.get(jvm)
+    if out is None:
+        out = []
+        for name in ROW_MAKERS:
+            try:
+                out.append(jvm.java.lang.Class.forName(name))
+            except Exception:  # noqa: BLE001  (py4j's error for a class this Spark lacks)
+                continue
+        _found[jvm] = out
     return out
 
 
